@@ -1,1 +1,505 @@
-// placeholder
+// rdma_cm: event channels, connection identifiers and the connection
+// handshake, with the event sequences of IB/RoCE (softrdma-notes.md C.2).
+//
+// An event channel is a pipe carrying one token byte per queued event, so
+// that its fd is pollable, blocks, or fails with EAGAIN exactly like the
+// kernel's ucma file. The events themselves wait in the channel's queue.
+// rdma_cm port P on address A is TCP port P on A: a listening id owns a
+// listening socket; each connection is one TCP connection that first
+// carries REQ / REP (or REJ) / RTU and then the QP's traffic.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <unordered_map>
+
+#include "cm_internal.h"
+
+namespace softrdma {
+
+namespace {
+constexpr uint32_t kEvIn = EPOLLIN | EPOLLRDHUP | EPOLLET;
+}  // namespace
+
+std::unordered_map<rdma_cm_id*, std::shared_ptr<CmId>>& idTable() {
+  static auto* t = new std::unordered_map<rdma_cm_id*, std::shared_ptr<CmId>>();
+  return *t;
+}
+
+// Connections accepted or requested without a QP on the id, waiting for the
+// program to move its own QP to RTR (keyed by the remote QP number).
+std::unordered_map<uint32_t, std::weak_ptr<Conn>>& pendingBinds() {
+  static auto* t = new std::unordered_map<uint32_t, std::weak_ptr<Conn>>();
+  return *t;
+}
+
+struct Listener : Endpoint {
+  std::weak_ptr<CmId> id;
+  void onEvents(uint32_t) override;
+};
+
+void setNoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+socklen_t addrLen(const sockaddr* a) {
+  return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+void toGid(const sockaddr* a, ibv_gid& g) {
+  memset(&g, 0, sizeof g);
+  if (a->sa_family == AF_INET) {
+    g.raw[10] = g.raw[11] = 0xff;
+    memcpy(&g.raw[12], &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, 4);
+  } else if (a->sa_family == AF_INET6) {
+    memcpy(g.raw, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, 16);
+  }
+}
+
+void setAddrs(CmId* id, const sockaddr* src, const sockaddr* dst) {
+  rdma_addr& a = id->id.route.addr;
+  if (src != nullptr) memcpy(&a.src_storage, src, addrLen(src));
+  if (dst != nullptr) memcpy(&a.dst_storage, dst, addrLen(dst));
+  toGid(&a.src_addr, a.addr.ibaddr.sgid);
+  toGid(&a.dst_addr, a.addr.ibaddr.dgid);
+  a.addr.ibaddr.pkey = htons(0xffff);
+}
+
+void bindToDevice(CmId* id) {
+  Fabric& f = Fabric::get();
+  id->id.verbs = f.cmContext()->ctx();
+  id->id.port_num = 1;
+  id->id.pd = &f.cmPd()->pd;
+}
+
+CmMessage makeMessage(uint32_t qpn, const rdma_conn_param* p) {
+  CmMessage m{};
+  m.magic = kCmMagic;
+  m.qpn = qpn;
+  m.responder_resources = p ? p->responder_resources : 1;
+  m.initiator_depth = p ? p->initiator_depth : 1;
+  m.retry_count = p ? (p->retry_count & 7) : 7;
+  m.rnr_retry_count = p ? (p->rnr_retry_count & 7) : 7;
+  m.flow_control = p ? p->flow_control : 1;
+  m.srq = p ? p->srq : 0;
+  if (p != nullptr && p->private_data != nullptr && p->private_data_len > 0) {
+    m.private_data_len = p->private_data_len;
+    memcpy(m.private_data, p->private_data, p->private_data_len);
+  }
+  return m;
+}
+
+void sendCm(Conn& c, FrameType t, const CmMessage* m) {
+  c.sendFrame(t, 0, 0, m, m != nullptr ? sizeof *m : 0);
+}
+
+void scheduleTimewait(const std::shared_ptr<CmId>& id) {
+  std::weak_ptr<CmId> w = id;
+  auto when = Clock::now() + std::chrono::milliseconds(Fabric::get().timewait_ms);
+  Fabric::get().schedule(when, [w] {
+    auto i = w.lock();
+    if (!i) return;
+    std::lock_guard lk(Fabric::get().cm_mu);
+    if (!i->destroyed && i->state == CmState::Disconnected)
+      queueEvent(i, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
+  });
+}
+
+void closeConn(const std::shared_ptr<Conn>& c) {
+  if (!c) return;
+  c->shutdownAfterFlush();
+}
+
+// The QP of `id` moves to error (librdmacm's ucma_modify_qp_err).
+void qpToError(CmId* id) {
+  if (id->id.qp != nullptr) cmModifyQp(id, IBV_QPS_ERR);
+}
+
+CmId* toCmId(rdma_cm_id* id) {
+  return reinterpret_cast<CmId*>(id);
+}
+
+std::shared_ptr<CmId> idRef(rdma_cm_id* id) {
+  auto it = idTable().find(id);
+  return it != idTable().end() ? it->second : nullptr;
+}
+
+const char* toString(CmState s) {
+  switch (s) {
+    case CmState::Idle:
+      return "idle";
+    case CmState::AddrBound:
+      return "addr-bound";
+    case CmState::AddrQuery:
+      return "addr-query";
+    case CmState::AddrResolved:
+      return "addr-resolved";
+    case CmState::RouteQuery:
+      return "route-query";
+    case CmState::RouteResolved:
+      return "route-resolved";
+    case CmState::Listen:
+      return "listen";
+    case CmState::Connect:
+      return "connect";
+    case CmState::ReqRcvd:
+      return "req-rcvd";
+    case CmState::Accepted:
+      return "accepted";
+    case CmState::RepRcvd:
+      return "rep-rcvd";
+    case CmState::Established:
+      return "established";
+    case CmState::DisconnectSent:
+      return "disconnect-sent";
+    case CmState::DreqRcvd:
+      return "dreq-rcvd";
+    case CmState::Disconnected:
+      return "disconnected";
+    case CmState::Destroying:
+      return "destroying";
+  }
+  return "?";
+}
+
+void setCmState(CmId* id, CmState s) {
+  debugLog("cm id %p: %s -> %s", static_cast<void*>(id), toString(id->state), toString(s));
+  id->state = s;
+}
+
+void queueEvent(const std::shared_ptr<CmId>& subject, rdma_cm_event_type type, int status,
+                const void* pdata, size_t pdata_len, size_t pdata_size,
+                const std::shared_ptr<CmId>& owner, bool rep) {
+  if (subject->destroyed) return;
+  auto* e = new CmEvent();
+  e->subject = subject;
+  e->owner = owner ? owner : subject;
+  e->rep = rep;
+  e->ev.id = &subject->id;
+  e->ev.listen_id = subject->listen_parent != nullptr && type == RDMA_CM_EVENT_CONNECT_REQUEST
+                        ? &subject->listen_parent->id
+                        : nullptr;
+  e->ev.event = type;
+  e->ev.status = status;
+  if (pdata_size > 0) {
+    if (pdata != nullptr && pdata_len > 0) memcpy(e->pdata, pdata, pdata_len);
+    e->ev.param.conn.private_data = e->pdata;
+    e->ev.param.conn.private_data_len = static_cast<uint8_t>(pdata_size);
+  }
+  CmChannel* ch = e->owner->channel;
+  ch->queue.push_back(e);
+  subject->queued.push_back(e);
+  char token = 1;
+  ssize_t n = write(ch->wfd, &token, 1);
+  (void)n;
+  debugLog("cm id %p: queued %s status %d", static_cast<void*>(subject.get()), rdma_event_str(type),
+           status);
+}
+
+void fillConnParam(rdma_conn_param& p, const CmMessage& m) {
+  p.responder_resources = m.responder_resources;
+  p.initiator_depth = m.initiator_depth;
+  p.flow_control = m.flow_control;
+  p.retry_count = m.retry_count;
+  p.rnr_retry_count = m.rnr_retry_count;
+  p.srq = m.srq;
+  p.qp_num = m.qpn;
+}
+
+int initQpAttr(rdma_cm_id* id, ibv_qp_attr* a, int* mask);
+
+int cmModifyQp(CmId* id, ibv_qp_state to) {
+  auto qp = qpRef(id->id.qp);
+  if (!qp) return EINVAL;
+  ibv_qp_attr a{};
+  a.qp_state = to;
+  int mask = 0;
+  int rc = initQpAttr(&id->id, &a, &mask);
+  if (rc != 0) return rc;
+  std::shared_ptr<Conn> conn;
+  {
+    std::lock_guard lk(qp->mu);
+    rc = qp->modify(&a, mask);
+    conn = qp->conn;
+  }
+  if (rc == 0 && conn && (to == IBV_QPS_RTR || to == IBV_QPS_ERR)) conn->kick();
+  return rc;
+}
+
+void bindPendingConn(const std::shared_ptr<Qp>& qp) {
+  std::shared_ptr<Conn> conn;
+  {
+    std::lock_guard lk(qp->mu);
+    conn = qp->conn;
+  }
+  if (conn) {
+    conn->kick();
+    return;
+  }
+  std::lock_guard lk(Fabric::get().cm_mu);
+  auto it = pendingBinds().find(qp->attr.dest_qp_num);
+  if (it == pendingBinds().end()) return;
+  conn = it->second.lock();
+  pendingBinds().erase(it);
+  if (!conn) return;
+  {
+    std::lock_guard ql(qp->mu);
+    qp->conn = conn;
+  }
+  conn->bindQp(qp);
+}
+
+// Attaches `id`'s connection to its QP (rdma_connect / rdma_accept), or
+// leaves it for the program's own QP (no QP on the id).
+void attachQp(CmId* id) {
+  if (id->id.qp == nullptr) {
+    if (id->remote_qpn != 0) pendingBinds()[id->remote_qpn] = id->conn;
+    return;
+  }
+  auto qp = qpRef(id->id.qp);
+  if (!qp) return;
+  {
+    std::lock_guard lk(qp->mu);
+    qp->conn = id->conn;
+  }
+  id->conn->bindQp(qp);
+}
+
+// ------------------------------------------------------------ listening
+
+void Listener::onEvents(uint32_t) {
+  for (;;) {
+    int s = accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (s < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // EAGAIN, or out of descriptors: try again on the next edge
+    }
+    setNoDelay(s);
+    auto c = std::make_shared<Conn>(s, ConnRole::Passive);
+    {
+      std::lock_guard lk(Fabric::get().cm_mu);
+      c->listener_id = id;
+    }
+    Fabric::get().add(c, kEvIn);
+    // A peer that never completes the handshake does not hold a socket forever.
+    std::weak_ptr<Conn> w = c;
+    Fabric& f = Fabric::get();
+    f.schedule(Clock::now() + std::chrono::milliseconds(f.cm_timeout_ms), [w] {
+      auto conn = w.lock();
+      if (!conn) return;
+      bool orphan;
+      {
+        std::lock_guard lk(Fabric::get().cm_mu);
+        orphan = conn->id.expired();
+      }
+      if (orphan && !conn->eof) conn->fail("no connection request in time");
+    });
+  }
+}
+
+std::shared_ptr<Endpoint> makeListener(int fd, const std::shared_ptr<CmId>& id) {
+  auto l = std::make_shared<Listener>();
+  l->fd = fd;
+  l->id = id;
+  return l;
+}
+
+void listenerStart(CmId* id) {
+  Fabric::get().add(id->listener, EPOLLIN);
+}
+
+// ------------------------------------------------------ incoming frames
+
+void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
+  auto listener = c->listener_id.lock();
+  if (!listener || listener->destroyed || listener->state != CmState::Listen ||
+      m.private_data_len > kConnectPrivateData) {
+    CmMessage rej = makeMessage(0, nullptr);
+    rej.reason = kRejInvalidServiceId;
+    sendCm(*c, FrameType::Rej, &rej);
+    closeConn(c);
+    return;
+  }
+  if (listener->queued_requests >= listener->backlog) {
+    c->deferred_req = m;  // like a REQ the CM retries until the backlog has room
+    listener->deferred.push_back(c);
+    return;
+  }
+  auto id = std::make_shared<CmId>();
+  id->self = id;
+  id->sync = listener->sync;
+  if (listener->sync) {
+    id->channel = newChannel(true);
+    id->owns_channel = true;
+  } else {
+    id->channel = listener->channel;
+  }
+  id->id.channel = &id->channel->ch;
+  id->id.context = listener->id.context;
+  id->id.ps = listener->id.ps;
+  id->id.qp_type = IBV_QPT_RC;
+  id->listen_parent = listener.get();
+  bindToDevice(id.get());
+  sockaddr_storage local{}, peer{};
+  socklen_t ll = sizeof local, pl = sizeof peer;
+  getsockname(c->fd, reinterpret_cast<sockaddr*>(&local), &ll);
+  getpeername(c->fd, reinterpret_cast<sockaddr*>(&peer), &pl);
+  setAddrs(id.get(), reinterpret_cast<sockaddr*>(&local), reinterpret_cast<sockaddr*>(&peer));
+  id->remote_qpn = m.qpn;
+  c->remote_qpn = m.qpn;
+  id->remote_rnr_retry = m.rnr_retry_count;
+  id->remote_retry = m.retry_count;
+  id->responder_resources = m.responder_resources;
+  id->initiator_depth = m.initiator_depth;
+  id->conn = c;
+  c->id = id;
+  setCmState(id.get(), CmState::ReqRcvd);
+  idTable()[&id->id] = id;
+  listener->queued_requests++;
+  queueEvent(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m.private_data, m.private_data_len,
+             kConnectPrivateData, listener);
+  fillConnParam(id->queued.back()->ev.param.conn, m);
+}
+
+// A listener whose backlog has room again admits deferred requests (cm_mu).
+void admitDeferred(CmId* listener) {
+  while (!listener->deferred.empty() && listener->queued_requests < listener->backlog) {
+    auto c = listener->deferred.front().lock();
+    listener->deferred.erase(listener->deferred.begin());
+    if (!c || c->eof) continue;
+    onReq(c, c->deferred_req);
+  }
+}
+
+void onCmFrame(const std::shared_ptr<Conn>& c, FrameType t, const CmMessage& m) {
+  std::lock_guard lk(Fabric::get().cm_mu);
+  if (t == FrameType::Req) {
+    if (c->role != ConnRole::Passive || !c->id.expired()) {
+      c->fail("unexpected REQ");
+      return;
+    }
+    onReq(c, m);
+    return;
+  }
+  auto id = c->id.lock();
+  if (!id || id->destroyed) return;
+  switch (t) {
+    case FrameType::Rep:
+      if (id->state != CmState::Connect || m.private_data_len > kAcceptPrivateData) break;
+      id->remote_qpn = m.qpn;
+      c->remote_qpn = m.qpn;
+      id->remote_rnr_retry = m.rnr_retry_count;
+      id->responder_resources = m.responder_resources;
+      id->initiator_depth = m.initiator_depth;
+      id->timer_gen++;
+      setCmState(id.get(), CmState::RepRcvd);
+      if (id->id.qp == nullptr) pendingBinds()[m.qpn] = c;
+      queueEvent(id, RDMA_CM_EVENT_ESTABLISHED, 0, m.private_data, m.private_data_len,
+                 kAcceptPrivateData, nullptr, true);
+      fillConnParam(id->queued.back()->ev.param.conn, m);
+      return;
+    case FrameType::Rej:
+      if (id->state != CmState::Connect) break;
+      id->timer_gen++;
+      setCmState(id.get(), CmState::Disconnected);
+      qpToError(id.get());
+      queueEvent(id, RDMA_CM_EVENT_REJECTED, m.reason, m.private_data, m.private_data_len,
+                 kRejectPrivateData);
+      closeConn(c);
+      return;
+    case FrameType::Rtu:
+      if (id->state != CmState::Accepted) break;
+      setCmState(id.get(), CmState::Established);
+      queueEvent(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+      return;
+    case FrameType::Dreq:
+      if (id->state == CmState::DisconnectSent) {  // both sides disconnected at once
+        sendCm(*c, FrameType::Drep, nullptr);
+        setCmState(id.get(), CmState::Disconnected);
+        id->timer_gen++;
+        queueEvent(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+        scheduleTimewait(id);
+        closeConn(c);
+        return;
+      }
+      if (id->state != CmState::Established && id->state != CmState::RepRcvd &&
+          id->state != CmState::Accepted)
+        break;
+      setCmState(id.get(), CmState::DreqRcvd);
+      queueEvent(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+      return;
+    case FrameType::Drep:
+      if (id->state != CmState::DisconnectSent) break;
+      id->timer_gen++;
+      setCmState(id.get(), CmState::Disconnected);
+      queueEvent(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+      scheduleTimewait(id);
+      closeConn(c);
+      return;
+    default:
+      break;
+  }
+  debugLog("cm id %p: ignoring CM frame %d in state %s", static_cast<void*>(id.get()),
+           static_cast<int>(t), toString(id->state));
+}
+
+void onConnConnected(const std::shared_ptr<Conn>& c, int err) {
+  std::lock_guard lk(Fabric::get().cm_mu);
+  auto id = c->id.lock();
+  if (!id || id->destroyed || id->state != CmState::Connect) return;
+  if (err == 0) return;
+  id->timer_gen++;
+  setCmState(id.get(), CmState::Disconnected);
+  qpToError(id.get());
+  if (err == ECONNREFUSED)  // nobody listens: the CM rejects with "invalid service ID"
+    queueEvent(id, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId, nullptr, 0, kRejectPrivateData);
+  else
+    queueEvent(id, RDMA_CM_EVENT_UNREACHABLE, -err);
+  Fabric::get().remove(c);
+}
+
+void onConnLost(const std::shared_ptr<Conn>& c, const char* why) {
+  std::lock_guard lk(Fabric::get().cm_mu);
+  auto id = c->id.lock();
+  if (!id || id->destroyed) return;
+  debugLog("cm id %p: connection lost in state %s: %s", static_cast<void*>(id.get()),
+           toString(id->state), why);
+  switch (id->state) {
+    case CmState::Connect:
+      id->timer_gen++;
+      setCmState(id.get(), CmState::Disconnected);
+      qpToError(id.get());
+      queueEvent(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+      break;
+    case CmState::ReqRcvd:
+      id->peer_gone = true;  // reported when the program accepts
+      break;
+    case CmState::Accepted:
+      setCmState(id.get(), CmState::Disconnected);
+      queueEvent(id, RDMA_CM_EVENT_CONNECT_ERROR, -ETIMEDOUT);
+      break;
+    case CmState::RepRcvd:
+    case CmState::Established:
+      // The peer vanished without a DREQ: report it as one.
+      setCmState(id.get(), CmState::DreqRcvd);
+      id->peer_gone = true;
+      queueEvent(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+      break;
+    case CmState::DisconnectSent:
+      id->timer_gen++;
+      setCmState(id.get(), CmState::Disconnected);
+      queueEvent(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+      scheduleTimewait(id);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace softrdma

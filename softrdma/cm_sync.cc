@@ -1,1 +1,355 @@
-// placeholder
+// rdma_cm: synchronous identifiers and the endpoint calls built on them
+// (rdma_getaddrinfo, rdma_create_ep, rdma_get_request), QP attributes for
+// programs that move their own QPs (rdma_init_qp_attr), and the small
+// informational calls.
+#include <arpa/inet.h>
+#include <netdb.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "cm_internal.h"
+
+namespace softrdma {
+
+// librdmacm's ucma_complete: ack the previous event of a synchronous id, get
+// the next one from its private channel, and turn a failure into errno.
+int syncComplete(rdma_cm_id* id) {
+  if (id->event != nullptr) {
+    rdma_ack_cm_event(id->event);
+    id->event = nullptr;
+  }
+  if (rdma_get_cm_event(id->channel, &id->event) != 0) return -1;
+  rdma_cm_event* e = id->event;
+  if (e->status != 0) {
+    if (e->event == RDMA_CM_EVENT_REJECTED) return setErr(ECONNREFUSED);
+    return setErr(e->status < 0 ? -e->status : e->status);
+  }
+  switch (e->event) {
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_UNREACHABLE:
+      return setErr(EHOSTUNREACH);
+    case RDMA_CM_EVENT_REJECTED:
+      return setErr(ECONNREFUSED);
+    default:
+      return 0;
+  }
+}
+
+// The attributes rdma_cm gives a connected QP for each state (what the
+// kernel's rdma_init_qp_attr returns). Returns an errno value.
+int initQpAttr(rdma_cm_id* rid, ibv_qp_attr* a, int* mask) {
+  CmId* id = toCmId(rid);
+  ibv_qp_state to = a->qp_state;
+  memset(a, 0, sizeof *a);
+  a->qp_state = to;
+  switch (to) {
+    case IBV_QPS_INIT:
+      a->pkey_index = 0;
+      a->port_num = 1;
+      a->qp_access_flags =
+          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+      *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+      return 0;
+    case IBV_QPS_RTR:
+      a->path_mtu = IBV_MTU_4096;
+      a->dest_qp_num = id->remote_qpn;
+      a->rq_psn = 0;
+      a->max_dest_rd_atomic = id->responder_resources ? id->responder_resources : 1;
+      a->min_rnr_timer = 0;  // 655.36 ms, as the kernel's CM sets it
+      a->ah_attr.is_global = 1;
+      a->ah_attr.port_num = 1;
+      a->ah_attr.grh.dgid = rid->route.addr.addr.ibaddr.dgid;
+      a->ah_attr.grh.hop_limit = 64;
+      *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+      return 0;
+    case IBV_QPS_RTS:
+      a->sq_psn = 0;
+      a->timeout = 14;
+      a->retry_cnt = id->remote_retry & 7;
+      a->rnr_retry = id->remote_rnr_retry & 7;
+      a->max_rd_atomic = id->initiator_depth ? id->initiator_depth : 1;
+      *mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+              IBV_QP_MAX_QP_RD_ATOMIC;
+      return 0;
+    case IBV_QPS_ERR:
+    case IBV_QPS_RESET:
+      *mask = IBV_QP_STATE;
+      return 0;
+    default:
+      return EINVAL;
+  }
+}
+
+}  // namespace softrdma
+
+using namespace softrdma;
+
+SOFTRDMA_API int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* a, int* mask) {
+  if (id == nullptr || a == nullptr || mask == nullptr) return setErr(EINVAL);
+  int rc = initQpAttr(id, a, mask);
+  return rc == 0 ? 0 : setErr(rc);
+}
+
+static sockaddr* copyAddr(const sockaddr* a, socklen_t* len) {
+  *len = addrLen(a);
+  auto* c = static_cast<sockaddr*>(calloc(1, sizeof(sockaddr_storage)));
+  if (c != nullptr) memcpy(c, a, *len);
+  return c;
+}
+
+SOFTRDMA_API int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
+                                  rdma_addrinfo** res) {
+  if (res == nullptr || (node == nullptr && service == nullptr)) return setErr(EINVAL);
+  bool passive = hints != nullptr && (hints->ai_flags & RAI_PASSIVE);
+  addrinfo h{};
+  h.ai_family = hints != nullptr && hints->ai_family != 0 ? hints->ai_family : AF_UNSPEC;
+  h.ai_socktype = SOCK_STREAM;
+  if (passive) h.ai_flags |= AI_PASSIVE;
+  if (hints != nullptr && (hints->ai_flags & RAI_NUMERICHOST)) h.ai_flags |= AI_NUMERICHOST;
+  addrinfo* list = nullptr;
+  int rc = getaddrinfo(node, service, &h, &list);
+  if (rc != 0) {
+    errno = rc == EAI_SYSTEM ? errno : EADDRNOTAVAIL;
+    return rc;
+  }
+  // Prefer IPv4, as the RoCE GIDs softrdma reports are IPv4-mapped.
+  addrinfo* pick = list;
+  for (addrinfo* i = list; i != nullptr; i = i->ai_next) {
+    if (i->ai_family == AF_INET) {
+      pick = i;
+      break;
+    }
+  }
+  auto* r = static_cast<rdma_addrinfo*>(calloc(1, sizeof(rdma_addrinfo)));
+  if (r == nullptr) {
+    freeaddrinfo(list);
+    return setErr(ENOMEM);
+  }
+  r->ai_flags = hints != nullptr ? hints->ai_flags : 0;
+  r->ai_family = pick->ai_family;
+  r->ai_qp_type = IBV_QPT_RC;
+  r->ai_port_space =
+      hints != nullptr && hints->ai_port_space != 0 ? hints->ai_port_space : RDMA_PS_TCP;
+  if (passive) {
+    r->ai_src_addr = copyAddr(pick->ai_addr, &r->ai_src_len);
+  } else {
+    r->ai_dst_addr = copyAddr(pick->ai_addr, &r->ai_dst_len);
+    if (hints != nullptr && hints->ai_src_addr != nullptr)
+      r->ai_src_addr = copyAddr(hints->ai_src_addr, &r->ai_src_len);
+  }
+  freeaddrinfo(list);
+  *res = r;
+  return 0;
+}
+
+SOFTRDMA_API void rdma_freeaddrinfo(rdma_addrinfo* res) {
+  while (res != nullptr) {
+    rdma_addrinfo* next = res->ai_next;
+    free(res->ai_src_addr);
+    free(res->ai_dst_addr);
+    free(res->ai_src_canonname);
+    free(res->ai_dst_canonname);
+    free(res->ai_route);
+    free(res->ai_connect);
+    free(res);
+    res = next;
+  }
+}
+
+SOFTRDMA_API int rdma_create_ep(rdma_cm_id** out, rdma_addrinfo* res, ibv_pd* pd,
+                                ibv_qp_init_attr* qp_init_attr) {
+  if (out == nullptr || res == nullptr) return setErr(EINVAL);
+  rdma_cm_id* id;
+  auto ps = static_cast<rdma_port_space>(res->ai_port_space ? res->ai_port_space : RDMA_PS_TCP);
+  if (qp_init_attr != nullptr)
+    qp_init_attr->qp_type =
+        static_cast<ibv_qp_type>(res->ai_qp_type ? res->ai_qp_type : IBV_QPT_RC);
+  if (rdma_create_id(nullptr, &id, nullptr, ps) != 0) return -1;
+  int rc;
+  if (res->ai_flags & RAI_PASSIVE) {
+    rc = res->ai_src_addr != nullptr ? rdma_bind_addr(id, res->ai_src_addr) : setErr(EINVAL);
+    if (rc == 0 && qp_init_attr != nullptr) {
+      std::lock_guard lk(Fabric::get().cm_mu);
+      auto cid = idRef(id);
+      cid->ep_qp_attr = std::make_unique<ibv_qp_init_attr>(*qp_init_attr);
+      cid->ep_pd = pd;
+    }
+  } else {
+    rc = rdma_resolve_addr(id, res->ai_src_addr, res->ai_dst_addr, 2000);
+    if (rc == 0) rc = rdma_resolve_route(id, 2000);
+    if (rc == 0 && qp_init_attr != nullptr) rc = rdma_create_qp(id, pd, qp_init_attr);
+  }
+  if (rc != 0) {
+    int e = errno;
+    rdma_destroy_ep(id);
+    return setErr(e);
+  }
+  *out = id;
+  return 0;
+}
+
+SOFTRDMA_API void rdma_destroy_ep(rdma_cm_id* id) {
+  if (id == nullptr) return;
+  if (id->qp != nullptr) rdma_destroy_qp(id);
+  if (id->event != nullptr) {
+    rdma_ack_cm_event(id->event);
+    id->event = nullptr;
+  }
+  rdma_destroy_id(id);
+}
+
+SOFTRDMA_API int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
+  if (listen == nullptr || out == nullptr) return setErr(EINVAL);
+  std::shared_ptr<CmId> lid;
+  {
+    std::lock_guard lk(Fabric::get().cm_mu);
+    lid = idRef(listen);
+  }
+  if (!lid || !lid->sync) return setErr(EINVAL);
+  if (listen->event != nullptr) {
+    rdma_ack_cm_event(listen->event);
+    listen->event = nullptr;
+  }
+  rdma_cm_event* e;
+  if (rdma_get_cm_event(listen->channel, &e) != 0) return -1;
+  int err = 0;
+  if (e->event == RDMA_CM_EVENT_REJECTED)
+    err = ECONNREFUSED;
+  else if (e->status != 0)
+    err = -e->status;
+  else if (e->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+    err = EINVAL;
+  if (err == 0 && lid->ep_qp_attr) {
+    ibv_qp_init_attr a = *lid->ep_qp_attr;
+    if (rdma_create_qp(e->id, lid->ep_pd, &a) != 0) err = errno;
+  }
+  if (err != 0) {
+    rdma_ack_cm_event(e);
+    return setErr(err);
+  }
+  *out = e->id;
+  e->id->event = e;
+  return 0;
+}
+
+SOFTRDMA_API __be16 rdma_get_src_port(rdma_cm_id* id) {
+  return id == nullptr ? 0 : reinterpret_cast<sockaddr_in*>(&id->route.addr.src_addr)->sin_port;
+}
+
+SOFTRDMA_API __be16 rdma_get_dst_port(rdma_cm_id* id) {
+  return id == nullptr ? 0 : reinterpret_cast<sockaddr_in*>(&id->route.addr.dst_addr)->sin_port;
+}
+
+SOFTRDMA_API ibv_context** rdma_get_devices(int* num) {
+  auto** list = static_cast<ibv_context**>(calloc(2, sizeof(ibv_context*)));
+  if (list == nullptr) return nullptr;
+  list[0] = Fabric::get().cmContext()->ctx();
+  if (num != nullptr) *num = 1;
+  return list;
+}
+
+SOFTRDMA_API void rdma_free_devices(ibv_context** list) {
+  free(list);
+}
+
+SOFTRDMA_API const char* rdma_event_str(rdma_cm_event_type event) {
+  switch (event) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+      return "RDMA_CM_EVENT_ADDR_RESOLVED";
+    case RDMA_CM_EVENT_ADDR_ERROR:
+      return "RDMA_CM_EVENT_ADDR_ERROR";
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+      return "RDMA_CM_EVENT_ROUTE_RESOLVED";
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+      return "RDMA_CM_EVENT_ROUTE_ERROR";
+    case RDMA_CM_EVENT_CONNECT_REQUEST:
+      return "RDMA_CM_EVENT_CONNECT_REQUEST";
+    case RDMA_CM_EVENT_CONNECT_RESPONSE:
+      return "RDMA_CM_EVENT_CONNECT_RESPONSE";
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+      return "RDMA_CM_EVENT_CONNECT_ERROR";
+    case RDMA_CM_EVENT_UNREACHABLE:
+      return "RDMA_CM_EVENT_UNREACHABLE";
+    case RDMA_CM_EVENT_REJECTED:
+      return "RDMA_CM_EVENT_REJECTED";
+    case RDMA_CM_EVENT_ESTABLISHED:
+      return "RDMA_CM_EVENT_ESTABLISHED";
+    case RDMA_CM_EVENT_DISCONNECTED:
+      return "RDMA_CM_EVENT_DISCONNECTED";
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      return "RDMA_CM_EVENT_DEVICE_REMOVAL";
+    case RDMA_CM_EVENT_MULTICAST_JOIN:
+      return "RDMA_CM_EVENT_MULTICAST_JOIN";
+    case RDMA_CM_EVENT_MULTICAST_ERROR:
+      return "RDMA_CM_EVENT_MULTICAST_ERROR";
+    case RDMA_CM_EVENT_ADDR_CHANGE:
+      return "RDMA_CM_EVENT_ADDR_CHANGE";
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+      return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
+    default:
+      return "UNKNOWN EVENT";
+  }
+}
+
+SOFTRDMA_API int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval,
+                                 size_t optlen) {
+  if (id == nullptr || optval == nullptr) return setErr(EINVAL);
+  if (level == RDMA_OPTION_ID) {
+    switch (optname) {
+      case RDMA_OPTION_ID_TOS:
+        return optlen == sizeof(uint8_t) ? 0 : setErr(EINVAL);
+      case RDMA_OPTION_ID_REUSEADDR:
+      case RDMA_OPTION_ID_AFONLY:
+        return optlen == sizeof(int) ? 0 : setErr(EINVAL);
+      case RDMA_OPTION_ID_ACK_TIMEOUT:
+        return optlen == sizeof(uint8_t) ? 0 : setErr(EINVAL);
+      default:
+        return setErr(ENOSYS);
+    }
+  }
+  if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH) return setErr(ENOSYS);
+  return setErr(EINVAL);
+}
+
+SOFTRDMA_API int rdma_notify(rdma_cm_id* id, ibv_event_type) {
+  return id == nullptr ? setErr(EINVAL) : 0;
+}
+
+SOFTRDMA_API int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
+  if (id == nullptr || attr == nullptr || id->verbs == nullptr) return setErr(EINVAL);
+  ibv_srq* srq = ibv_create_srq(pd != nullptr ? pd : id->pd, attr);
+  if (srq == nullptr) return -1;
+  id->srq = srq;
+  return 0;
+}
+
+SOFTRDMA_API int rdma_create_srq_ex(rdma_cm_id*, ibv_srq_init_attr_ex*) {
+  return setErr(EOPNOTSUPP);
+}
+
+SOFTRDMA_API void rdma_destroy_srq(rdma_cm_id* id) {
+  if (id == nullptr || id->srq == nullptr) return;
+  ibv_destroy_srq(id->srq);
+  id->srq = nullptr;
+}
+
+SOFTRDMA_API int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) {
+  return setErr(ENOSYS);
+}
+SOFTRDMA_API int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) {
+  return setErr(ENOSYS);
+}
+SOFTRDMA_API int rdma_leave_multicast(rdma_cm_id*, sockaddr*) {
+  return setErr(ENOSYS);
+}
+SOFTRDMA_API int rdma_set_local_ece(rdma_cm_id*, ibv_ece*) {
+  return setErr(EOPNOTSUPP);
+}
+SOFTRDMA_API int rdma_get_remote_ece(rdma_cm_id*, ibv_ece*) {
+  return setErr(EOPNOTSUPP);
+}

@@ -1,1 +1,173 @@
-// placeholder
+// The Fabric: softrdma's "NIC". One progress thread per process polls every
+// TCP endpoint (listeners and connections) with epoll and runs timers, the
+// way a NIC makes progress independently of the program's threads.
+//
+// Endpoints are registered with a raw pointer in epoll_event.data; removing
+// one moves its shared_ptr to a graveyard that the progress thread empties
+// only after it has handled the events of the current epoll_wait batch, so a
+// pointer returned by epoll_wait is always alive while it is used.
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+
+#include "internal.h"
+
+namespace softrdma {
+
+int setErr(int err) {
+  errno = err;
+  return -1;
+}
+
+static bool debugEnabled() {
+  static const bool on = [] {
+    const char* v = getenv("SOFTRDMA_DEBUG");
+    return v != nullptr && *v != '\0' && *v != '0';
+  }();
+  return on;
+}
+
+void debugLog(const char* fmt, ...) {
+  if (!debugEnabled()) return;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "softrdma[%d]: %s\n", getpid(), buf);
+}
+
+static int envInt(const char* name, int def) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0') return def;
+  return atoi(v);
+}
+
+Endpoint::~Endpoint() {
+  if (fd >= 0) close(fd);
+}
+
+Fabric& Fabric::get() {
+  // Never destroyed: the progress thread runs until the process exits, and
+  // objects may be used from atexit handlers and other threads' destructors.
+  static Fabric* fabric = new Fabric();
+  return *fabric;
+}
+
+Fabric::Fabric() {
+  timewait_ms = envInt("SOFTRDMA_TIMEWAIT_MS", 100);
+  cm_timeout_ms = envInt("SOFTRDMA_CM_TIMEOUT_MS", 3000);
+  epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  wakefd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epfd_ < 0 || wakefd_ < 0) {
+    perror("softrdma: cannot create the progress thread's epoll");
+    abort();
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the wake eventfd
+  epoll_ctl(epfd_, EPOLL_CTL_ADD, wakefd_, &ev);
+  thread_ = std::thread([this] { run(); });
+  thread_.detach();
+}
+
+void Fabric::add(const std::shared_ptr<Endpoint>& ep, uint32_t events) {
+  {
+    std::lock_guard lk(mu_);
+    live_.push_back(ep);
+  }
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = ep.get();
+  epoll_ctl(epfd_, EPOLL_CTL_ADD, ep->fd, &ev);
+}
+
+void Fabric::modify(Endpoint* ep, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = ep;
+  epoll_ctl(epfd_, EPOLL_CTL_MOD, ep->fd, &ev);
+}
+
+void Fabric::remove(const std::shared_ptr<Endpoint>& ep) {
+  std::lock_guard lk(mu_);
+  if (ep->dead) return;
+  ep->dead = true;
+  if (ep->fd >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, ep->fd, nullptr);
+  for (auto& l : live_) {
+    if (l == ep) {
+      l = std::move(live_.back());
+      live_.pop_back();
+      break;
+    }
+  }
+  graveyard_.push_back(ep);
+}
+
+void Fabric::schedule(Clock::time_point when, std::function<void()> fn) {
+  bool first;
+  {
+    std::lock_guard lk(mu_);
+    auto it = timers_.emplace(when, std::move(fn));
+    first = it == timers_.begin();
+  }
+  if (first) wake();
+}
+
+void Fabric::wake() {
+  uint64_t one = 1;
+  ssize_t r = write(wakefd_, &one, sizeof one);
+  (void)r;
+}
+
+void Fabric::run() {
+  pthread_setname_np(pthread_self(), "softrdma");
+  epoll_event evs[128];
+  for (;;) {
+    int timeout = -1;
+    {
+      std::lock_guard lk(mu_);
+      if (!timers_.empty()) {
+        auto d = timers_.begin()->first - Clock::now();
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+        timeout = ms <= 0 ? 0 : static_cast<int>(ms) + 1;
+      }
+    }
+    int n = epoll_wait(epfd_, evs, 128, timeout);
+    for (int i = 0; i < n; i++) {
+      auto* ep = static_cast<Endpoint*>(evs[i].data.ptr);
+      if (ep == nullptr) {
+        uint64_t v;
+        ssize_t r = read(wakefd_, &v, sizeof v);
+        (void)r;
+        continue;
+      }
+      if (!ep->dead) ep->onEvents(evs[i].events);
+    }
+    // Due timers (and posted work).
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::lock_guard lk(mu_);
+        if (timers_.empty() || timers_.begin()->first > Clock::now()) break;
+        fn = std::move(timers_.begin()->second);
+        timers_.erase(timers_.begin());
+      }
+      fn();
+    }
+    std::vector<std::shared_ptr<Endpoint>> dead;
+    {
+      std::lock_guard lk(mu_);
+      dead.swap(graveyard_);
+    }
+    dead.clear();  // closes their fds
+  }
+}
+
+}  // namespace softrdma

@@ -1,1 +1,412 @@
-// placeholder
+// Verbs: the device, its contexts, ports and GIDs, protection domains,
+// memory regions and asynchronous events.
+//
+// softrdma presents one RoCE-like device, "softrdma0", with one Ethernet
+// port whose GID table holds the IPv4-mapped addresses of the machine's
+// interfaces (as rxe does).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "internal.h"
+#include "registry.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+#undef ibv_query_port
+
+namespace softrdma {
+
+namespace {
+
+ibv_device* theDevice() {
+  static ibv_device* dev = [] {
+    auto* d = static_cast<ibv_device*>(calloc(1, sizeof(ibv_device)));
+    d->node_type = IBV_NODE_CA;
+    d->transport_type = IBV_TRANSPORT_IB;
+    snprintf(d->name, sizeof d->name, "softrdma0");
+    snprintf(d->dev_name, sizeof d->dev_name, "uverbs0");
+    snprintf(d->dev_path, sizeof d->dev_path, "/sys/class/infiniband_verbs/uverbs0");
+    snprintf(d->ibdev_path, sizeof d->ibdev_path, "/sys/class/infiniband/softrdma0");
+    return d;
+  }();
+  return dev;
+}
+
+constexpr uint64_t kNodeGuid = 0x02005e00536f6674ULL;  // "...Soft"
+
+std::vector<in6_addr> gidTable() {
+  std::vector<in6_addr> gids;
+  auto add = [&](in_addr a) {
+    in6_addr g{};
+    g.s6_addr[10] = 0xff;
+    g.s6_addr[11] = 0xff;
+    memcpy(&g.s6_addr[12], &a, 4);
+    gids.push_back(g);
+  };
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) == 0) {
+    for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET)
+        add(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr);
+    }
+    freeifaddrs(ifs);
+  }
+  if (gids.empty()) add(in_addr{htonl(INADDR_LOOPBACK)});
+  return gids;
+}
+
+int queryPortImpl(ibv_context*, uint8_t port, ibv_port_attr* a, size_t len) {
+  if (a == nullptr || port != 1) return EINVAL;
+  ibv_port_attr p{};
+  p.state = IBV_PORT_ACTIVE;
+  p.max_mtu = IBV_MTU_4096;
+  p.active_mtu = IBV_MTU_4096;
+  p.gid_tbl_len = static_cast<int>(gidTable().size());
+  p.port_cap_flags = IBV_PORT_CM_SUP;
+  p.max_msg_sz = kMaxFramePayload;
+  p.pkey_tbl_len = 1;
+  p.active_width = 2;   // 4x
+  p.active_speed = 32;  // 25 Gb/s per lane (EDR)
+  p.phys_state = 5;     // LinkUp
+  p.link_layer = IBV_LINK_LAYER_ETHERNET;
+  memcpy(a, &p, len < sizeof p ? len : sizeof p);
+  return 0;
+}
+
+// Asynchronous events travel through the context's async pipe as records
+// naming the object by handle, so that a record outliving its object is
+// skipped rather than dereferenced.
+struct AsyncRecord {
+  uint32_t type;
+  uint32_t kind;  // 0 cq, 1 qp, 2 srq, 3 port/device
+  uint64_t handle;
+};
+
+}  // namespace
+
+Context* toContext(ibv_context* c) {
+  return reinterpret_cast<Context*>(reinterpret_cast<uint8_t*>(c) -
+                                    offsetof(Context, vctx.context));
+}
+
+Registry<Mr>& mrs() {
+  static auto* r = new Registry<Mr>();
+  return *r;
+}
+
+Mr* findMrByKey(uint32_t key) {
+  return mrs().find(key >> 8, key);
+}
+
+bool Mr::covers(uint64_t addr, uint64_t len) const {
+  uint64_t start = reinterpret_cast<uint64_t>(mr.addr);
+  return addr >= start && len <= mr.length && addr - start <= mr.length - len;
+}
+
+Context* Fabric::cmContext() {
+  std::lock_guard lk(mu_);
+  if (cm_ctx_ == nullptr) {
+    cm_ctx_ = toContext(ibv_open_device(theDevice()));
+    cm_pd_ = reinterpret_cast<Pd*>(ibv_alloc_pd(cm_ctx_->ctx()));
+  }
+  return cm_ctx_;
+}
+
+Pd* Fabric::cmPd() {
+  cmContext();
+  return cm_pd_;
+}
+
+void raiseAsync(ibv_context* ctx, ibv_event_type type, uint32_t kind, uint64_t handle) {
+  AsyncRecord r{static_cast<uint32_t>(type), kind, handle};
+  ssize_t n = write(toContext(ctx)->async_wfd, &r, sizeof r);
+  (void)n;
+}
+
+int pollCqOp(ibv_cq* cq, int n, ibv_wc* wc);
+int reqNotifyCqOp(ibv_cq* cq, int solicited_only);
+int postSendOp(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int postRecvOp(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int postSrqRecvOp(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+Cq* findCq(uint32_t id);
+Srq* findSrq(uint32_t id);
+
+}  // namespace softrdma
+
+using namespace softrdma;
+
+SOFTRDMA_API ibv_device** ibv_get_device_list(int* num) {
+  auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
+  if (list == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  list[0] = theDevice();
+  if (num != nullptr) *num = 1;
+  return list;
+}
+
+SOFTRDMA_API void ibv_free_device_list(ibv_device** list) {
+  free(list);
+}
+
+SOFTRDMA_API const char* ibv_get_device_name(ibv_device* dev) {
+  return dev != nullptr ? dev->name : nullptr;
+}
+
+SOFTRDMA_API __be64 ibv_get_device_guid(ibv_device*) {
+  return htobe64(kNodeGuid);
+}
+
+SOFTRDMA_API int ibv_get_device_index(ibv_device* dev) {
+  return dev == theDevice() ? 0 : -1;
+}
+
+SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
+  if (dev != theDevice()) {
+    errno = ENODEV;
+    return nullptr;
+  }
+  auto* c = new Context();
+  memset(&c->vctx, 0, sizeof c->vctx);
+  c->vctx.sz = sizeof(verbs_context);
+  c->vctx.query_port = queryPortImpl;
+  ibv_context* ctx = c->ctx();
+  ctx->device = dev;
+  ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
+  ctx->num_comp_vectors = 1;
+  ctx->cmd_fd = -1;
+  ctx->ops.poll_cq = pollCqOp;
+  ctx->ops.req_notify_cq = reqNotifyCqOp;
+  ctx->ops.post_send = postSendOp;
+  ctx->ops.post_recv = postRecvOp;
+  ctx->ops.post_srq_recv = postSrqRecvOp;
+  pthread_mutex_init(&ctx->mutex, nullptr);
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) {
+    delete c;
+    return nullptr;
+  }
+  fcntl(p[1], F_SETFL, O_NONBLOCK);
+  ctx->async_fd = p[0];
+  c->async_wfd = p[1];
+  Fabric::get();  // start the progress thread
+  return ctx;
+}
+
+SOFTRDMA_API int ibv_close_device(ibv_context* ctx) {
+  if (ctx == nullptr) return setErr(EINVAL);
+  Context* c = toContext(ctx);
+  if (c->users.load() != 0) return setErr(EBUSY);
+  close(ctx->async_fd);
+  close(c->async_wfd);
+  pthread_mutex_destroy(&ctx->mutex);
+  delete c;
+  return 0;
+}
+
+SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
+  if (ctx == nullptr || a == nullptr) return EINVAL;
+  memset(a, 0, sizeof *a);
+  snprintf(a->fw_ver, sizeof a->fw_ver, "softrdma %s", "0.1");
+  a->node_guid = htobe64(kNodeGuid);
+  a->sys_image_guid = htobe64(kNodeGuid);
+  a->max_mr_size = UINT64_MAX;
+  a->page_size_cap = 0xfffff000;
+  a->vendor_id = 0;
+  a->vendor_part_id = 0;
+  a->hw_ver = 1;
+  a->max_qp = 1 << 16;
+  a->max_qp_wr = kMaxQpWr;
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ;
+  a->max_sge = kMaxSge;
+  a->max_sge_rd = kMaxSge;
+  a->max_cq = 1 << 16;
+  a->max_cqe = kMaxCqe;
+  a->max_mr = 1 << 16;
+  a->max_pd = 1 << 16;
+  a->max_qp_rd_atom = kMaxRdAtom;
+  a->max_qp_init_rd_atom = kMaxRdAtom;
+  a->max_res_rd_atom = kMaxRdAtom * (1 << 16);
+  a->atomic_cap = IBV_ATOMIC_NONE;
+  a->max_srq = 1 << 16;
+  a->max_srq_wr = kMaxSrqWr;
+  a->max_srq_sge = kMaxSge;
+  a->max_pkeys = 1;
+  a->local_ca_ack_delay = 15;
+  a->phys_port_cnt = 1;
+  return 0;
+}
+
+SOFTRDMA_API int ibv_query_port(ibv_context* ctx, uint8_t port, _compat_ibv_port_attr* a) {
+  return queryPortImpl(ctx, port, reinterpret_cast<ibv_port_attr*>(a), sizeof(ibv_port_attr));
+}
+
+SOFTRDMA_API int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
+  if (ctx == nullptr || gid == nullptr || port != 1) return -1;
+  auto t = gidTable();
+  if (index < 0 || static_cast<size_t>(index) >= t.size()) return -1;
+  memcpy(gid->raw, &t[index], 16);
+  return 0;
+}
+
+SOFTRDMA_API int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t index,
+                                   ibv_gid_entry* entry, uint32_t, size_t) {
+  if (ctx == nullptr || entry == nullptr || port != 1) return EINVAL;
+  auto t = gidTable();
+  if (index >= t.size()) return ENODATA;
+  memset(entry, 0, sizeof *entry);
+  memcpy(entry->gid.raw, &t[index], 16);
+  entry->gid_index = index;
+  entry->port_num = port;
+  entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+  entry->ndev_ifindex = 1;
+  return 0;
+}
+
+SOFTRDMA_API ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entries,
+                                          size_t max_entries, uint32_t, size_t) {
+  if (ctx == nullptr || entries == nullptr) return -EINVAL;
+  auto t = gidTable();
+  size_t n = t.size() < max_entries ? t.size() : max_entries;
+  for (size_t i = 0; i < n; i++)
+    _ibv_query_gid_ex(ctx, 1, static_cast<uint32_t>(i), &entries[i], 0, 0);
+  return static_cast<ssize_t>(n);
+}
+
+SOFTRDMA_API int ibv_query_pkey(ibv_context* ctx, uint8_t port, int index, __be16* pkey) {
+  if (ctx == nullptr || pkey == nullptr || port != 1 || index != 0) return -1;
+  *pkey = htons(0xffff);
+  return 0;
+}
+
+SOFTRDMA_API int ibv_get_pkey_index(ibv_context*, uint8_t port, __be16 pkey) {
+  return (port == 1 && pkey == htons(0xffff)) ? 0 : -1;
+}
+
+SOFTRDMA_API ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
+  if (ctx == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  static std::atomic<uint32_t> handles{1};
+  auto* p = new Pd();
+  p->pd.context = ctx;
+  p->pd.handle = handles++;
+  toContext(ctx)->users++;
+  return &p->pd;
+}
+
+SOFTRDMA_API int ibv_dealloc_pd(ibv_pd* pd) {
+  if (pd == nullptr) return EINVAL;
+  auto* p = reinterpret_cast<Pd*>(pd);
+  if (p->users.load() != 0) return EBUSY;
+  toContext(pd->context)->users--;
+  delete p;
+  return 0;
+}
+
+static ibv_mr* regMr(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned access) {
+  if (pd == nullptr || (addr == nullptr && len != 0)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  // Remote write or atomic access requires local write (ibv_reg_mr.3).
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(access & IBV_ACCESS_LOCAL_WRITE)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* m = new Mr();
+  m->pd = reinterpret_cast<Pd*>(pd);
+  m->access = static_cast<int>(access);
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = addr;
+  m->mr.length = len;
+  (void)iova;  // remote addresses are virtual addresses (iova == addr)
+  uint32_t key = mrs().insert(m);
+  if (key == 0) {
+    delete m;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  m->mr.handle = key;
+  m->mr.lkey = key;
+  m->mr.rkey = key;
+  m->pd->users++;
+  return &m->mr;
+}
+
+SOFTRDMA_API ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t len, int access) {
+  return regMr(pd, addr, len, reinterpret_cast<uint64_t>(addr), static_cast<unsigned>(access));
+}
+
+SOFTRDMA_API ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t len, uint64_t iova,
+                                     int access) {
+  if (iova != reinterpret_cast<uint64_t>(addr)) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  return regMr(pd, addr, len, iova, static_cast<unsigned>(access));
+}
+
+SOFTRDMA_API ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova,
+                                      unsigned access) {
+  if (iova != reinterpret_cast<uint64_t>(addr)) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  return regMr(pd, addr, len, iova, access);
+}
+
+SOFTRDMA_API int ibv_dereg_mr(ibv_mr* mr) {
+  if (mr == nullptr) return EINVAL;
+  auto* m = reinterpret_cast<Mr*>(mr);
+  mrs().erase(mr->lkey >> 8, m);
+  m->pd->users--;
+  delete m;
+  return 0;
+}
+
+SOFTRDMA_API int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
+  if (ctx == nullptr || event == nullptr) return setErr(EINVAL);
+  for (;;) {
+    AsyncRecord r;
+    ssize_t n = read(ctx->async_fd, &r, sizeof r);
+    if (n != static_cast<ssize_t>(sizeof r)) return -1;
+    event->event_type = static_cast<ibv_event_type>(r.type);
+    if (r.kind == 0) {
+      Cq* cq = findCq(static_cast<uint32_t>(r.handle));
+      if (cq == nullptr) continue;
+      event->element.cq = &cq->cq;
+    } else if (r.kind == 1) {
+      auto qp = findQpByNum(static_cast<uint32_t>(r.handle));
+      if (!qp) continue;
+      event->element.qp = &qp->qp;
+    } else if (r.kind == 2) {
+      Srq* s = findSrq(static_cast<uint32_t>(r.handle));
+      if (s == nullptr) continue;
+      event->element.srq = &s->srq;
+    } else {
+      event->element.port_num = 1;
+    }
+    return 0;
+  }
+}
+
+SOFTRDMA_API void ibv_ack_async_event(ibv_async_event*) {}
+
+SOFTRDMA_API int ibv_fork_init(void) {
+  return 0;
+}
+
+SOFTRDMA_API ibv_fork_status ibv_is_fork_initialized(void) {
+  return IBV_FORK_UNNEEDED;
+}

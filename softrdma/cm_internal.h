@@ -1,0 +1,40 @@
+// Helpers shared by softrdma's rdma_cm files (cm.cc: the connection engine;
+// cm_api.cc: identifiers and channels; cm_sync.cc: synchronous ids,
+// rdma_getaddrinfo and the endpoint calls). Callers hold Fabric::cm_mu
+// unless a comment says otherwise.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "internal.h"
+
+namespace softrdma {
+
+constexpr int kRejInvalidServiceId = 8;  // IB_CM_REJ_INVALID_SERVICE_ID
+constexpr int kRejConsumerDefined = 28;  // IB_CM_REJ_CONSUMER_DEFINED
+
+std::unordered_map<rdma_cm_id*, std::shared_ptr<CmId>>& idTable();
+std::shared_ptr<CmId> idRef(rdma_cm_id* id);
+CmChannel* newChannel(bool sync);  // no lock needed
+void setNoDelay(int fd);
+socklen_t addrLen(const sockaddr* a);
+void setAddrs(CmId* id, const sockaddr* src, const sockaddr* dst);
+void bindToDevice(CmId* id);
+CmMessage makeMessage(uint32_t qpn, const rdma_conn_param* p);
+void sendCm(Conn& c, FrameType t, const CmMessage* m);
+void scheduleTimewait(const std::shared_ptr<CmId>& id);
+void closeConn(const std::shared_ptr<Conn>& c);
+void qpToError(CmId* id);
+void attachQp(CmId* id);
+void admitDeferred(CmId* listener);
+void fillConnParam(rdma_conn_param& p, const CmMessage& m);
+std::shared_ptr<Endpoint> makeListener(int fd, const std::shared_ptr<CmId>& id);
+void listenerStart(CmId* id);
+void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m);
+
+// Synchronous ids: wait for the next event of `id` (cm_mu NOT held), as
+// librdmacm's ucma_complete does; returns 0 or -1 with errno.
+int syncComplete(rdma_cm_id* id);
+
+}  // namespace softrdma

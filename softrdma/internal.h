@@ -1,0 +1,414 @@
+// softrdma's internal object model: the C structures rdma-core hands to
+// programs (ibv_cq, ibv_qp, rdma_cm_id, ...) embedded as the first member of
+// softrdma's own objects, plus the process-wide Fabric that owns the progress
+// thread and the TCP endpoints.
+//
+// Ownership: objects handed to C callers are owned by softrdma from create
+// to destroy. Objects that the progress thread may still be using when the
+// program destroys them (QPs, connections, cm ids) are held by shared_ptr;
+// the C pointer stays valid until the last reference goes.
+//
+// Lock order (outer to inner): Fabric::cm_mu → Qp::mu → Srq::mu → Cq::mu;
+// Conn::tx_mu and the channel/timer locks are leaves.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "wire.h"
+
+#define SOFTRDMA_API extern "C" __attribute__((visibility("default")))
+
+namespace softrdma {
+
+using Clock = std::chrono::steady_clock;
+
+// Device limits reported by ibv_query_device and enforced on every call.
+constexpr uint32_t kMaxQpWr = 16384;
+constexpr uint32_t kMaxSge = 32;
+constexpr uint32_t kMaxInline = 256;
+constexpr int kMaxCqe = (1 << 22) - 1;
+constexpr uint32_t kMaxSrqWr = 16384;
+constexpr uint8_t kMaxRdAtom = 16;
+constexpr size_t kConnectPrivateData = 56;  // IB CM REQ, after the 36-byte CMA header
+constexpr size_t kAcceptPrivateData = 196;  // IB CM REP
+constexpr size_t kRejectPrivateData = 148;  // IB CM REJ
+
+int setErr(int err);  // sets errno = err, returns -1
+void debugLog(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+struct Qp;
+struct Cq;
+struct Srq;
+struct Conn;
+struct CmId;
+
+// ---------------------------------------------------------------- verbs
+
+struct Context {
+  verbs_context vctx;  // ibv_context is its last member (libibverbs ABI)
+  ibv_context* ctx() { return &vctx.context; }
+  int async_wfd = -1;
+  std::atomic<int> users{0};  // PDs, CQs, channels
+};
+Context* toContext(ibv_context* c);
+
+struct Pd {
+  ibv_pd pd;
+  std::atomic<int> users{0};  // MRs, QPs, SRQs
+};
+
+struct Mr {
+  ibv_mr mr;
+  Pd* pd;
+  int access;
+  uint8_t* base() const { return static_cast<uint8_t*>(mr.addr); }
+  bool covers(uint64_t addr, uint64_t len) const;
+};
+
+// Process-wide key table; lkey == rkey == (index << 8 | generation).
+Mr* findMrByKey(uint32_t key);
+
+struct CompChannel {
+  ibv_comp_channel ch;
+  int wfd = -1;
+  std::atomic<int> cqs{0};
+};
+
+struct Cq {
+  ibv_cq cq;
+  uint32_t id = 0;  // handle carried in completion-channel records
+  CompChannel* channel = nullptr;
+  std::mutex mu;
+  std::vector<ibv_wc> ring;
+  size_t head = 0, count = 0;
+  bool armed = false, solicited_only = false, overrun = false;
+  uint32_t events_reported = 0;  // guarded by cq.mutex (ibv_ack_cq_events uses it)
+  std::atomic<int> qps{0};
+
+  // Adds a completion; raises a channel event if armed and eligible.
+  void push(const ibv_wc& wc, bool solicited);
+  // Drops every completion of `qp_num` (ibv_destroy_qp, modify to RESET).
+  void clean(uint32_t qp_num);
+};
+
+struct RecvWqe {
+  uint64_t wr_id;
+  uint32_t num_sge;
+  uint32_t sge_off;  // into the owner's sge storage
+};
+
+// A bounded ring of receive work requests (a QP's RQ or an SRQ).
+struct RecvQueue {
+  uint32_t max_wr = 0, max_sge = 0;
+  std::vector<RecvWqe> ring;
+  std::vector<ibv_sge> sges;
+  size_t head = 0, count = 0;
+  void init(uint32_t wr, uint32_t sge);
+  int post(ibv_recv_wr* wr, ibv_recv_wr** bad);
+  bool pop(RecvWqe& out, const ibv_sge*& sg);
+};
+
+struct Srq {
+  ibv_srq srq;
+  std::mutex mu;
+  RecvQueue rq;
+  uint32_t limit = 0;
+  std::atomic<int> qps{0};
+};
+
+struct SendWqe {
+  uint64_t wr_id;
+  uint32_t psn;
+  uint32_t byte_len;
+  ibv_wc_opcode opcode;
+  bool signaled;
+  ibv_wc_status preset;  // a local error found at post time (reported at completion)
+  uint32_t num_sge;      // RDMA READ destination
+  uint32_t sge_off;
+};
+
+struct Qp {
+  ibv_qp qp;  // first: ibv_qp* and Qp* convert with reinterpret_cast
+  std::weak_ptr<Qp> self;
+  bool transport_lost = false;
+  std::mutex mu;
+  ibv_qp_cap cap{};
+  bool sq_sig_all = false;
+  Cq* scq = nullptr;
+  Cq* rcq = nullptr;
+  Srq* srq = nullptr;
+  Pd* pd = nullptr;
+  bool destroyed = false;
+  // Attributes set through ibv_modify_qp.
+  ibv_qp_attr attr{};
+  // Send queue: posted, not yet completed, in order.
+  std::deque<SendWqe> sq;
+  std::vector<ibv_sge> sq_sges;  // READ destinations, ring indexed by slot
+  uint32_t sq_slot = 0;
+  uint32_t sq_used = 0;          // slots held (unsignaled ones until a later signaled CQE)
+  uint32_t unsignaled_done = 0;  // retired unsignaled WRs still holding a slot
+  uint32_t next_psn = 0;
+  bool sq_halted = false;  // a request failed its local checks: nothing more is sent
+  RecvQueue rq;
+  std::shared_ptr<Conn> conn;
+  uint64_t rnr_events = 0;
+
+  ibv_qp_state state() const { return qp.state; }
+  void setState(ibv_qp_state s);
+  // The following expect mu held.
+  void flushAll(ibv_wc_status first_status);  // QP → ERR, every WR completes
+  void completeSendsUpTo(uint32_t psn, ibv_wc_status status_at_psn, bool psn_failed);
+  void sendCompletion(const SendWqe& w, ibv_wc_status st);
+  int modify(ibv_qp_attr* a, int mask);
+};
+std::shared_ptr<Qp> qpRef(ibv_qp* q);
+std::shared_ptr<Qp> findQpByNum(uint32_t qpn);
+
+// ------------------------------------------------------------- progress
+
+// Something the progress thread polls.
+struct Endpoint {
+  virtual ~Endpoint();
+  virtual void onEvents(uint32_t events) = 0;
+  int fd = -1;
+  std::atomic<bool> dead{false};
+};
+
+class Fabric {
+ public:
+  static Fabric& get();
+
+  void add(const std::shared_ptr<Endpoint>& ep, uint32_t events);
+  void modify(Endpoint* ep, uint32_t events);
+  void remove(const std::shared_ptr<Endpoint>& ep);
+  // Runs `fn` on the progress thread at `when` (or as soon as possible).
+  void schedule(Clock::time_point when, std::function<void()> fn);
+  void post(std::function<void()> fn) { schedule(Clock::time_point{}, std::move(fn)); }
+
+  Context* cmContext();  // librdmacm's per-device context, opened once
+  Pd* cmPd();            // and its default PD
+
+  std::mutex cm_mu;  // every rdma_cm state change
+  std::condition_variable cm_cv;
+
+  // Tunables from the environment (docs/softrdma.md).
+  int timewait_ms = 100;
+  int cm_timeout_ms = 3000;
+
+  std::atomic<uint64_t> rnr_naks{0};
+
+ private:
+  Fabric();
+  void run();
+  void wake();
+  int epfd_ = -1;
+  int wakefd_ = -1;
+  std::mutex mu_;
+  std::multimap<Clock::time_point, std::function<void()>> timers_;
+  std::vector<std::shared_ptr<Endpoint>> live_, graveyard_;
+  std::thread thread_;
+  Context* cm_ctx_ = nullptr;
+  Pd* cm_pd_ = nullptr;
+};
+
+// ---------------------------------------------------------- transport
+
+enum class ConnRole { Active, Passive };
+
+// One TCP connection: carries the CM handshake of one rdma_cm connection and
+// then the RC traffic of the QP bound to it.
+struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
+  explicit Conn(int sock, ConnRole r);
+  ~Conn() override;
+  void onEvents(uint32_t events) override;
+
+  ConnRole role;
+  bool connecting = false;  // active side: TCP connect in progress
+
+  // --- bindings (cm_mu)
+  std::weak_ptr<CmId> id;
+  std::weak_ptr<CmId> listener_id;  // passive: the listener that accepted it
+  uint32_t remote_qpn = 0;
+  bool qp_was_bound = false;
+  CmMessage deferred_req{};  // passive: a REQ waiting for room in the backlog
+  // --- QP binding (qp_mu)
+  std::mutex qp_mu;
+  std::shared_ptr<Qp> qp;
+  void bindQp(const std::shared_ptr<Qp>& q);
+  std::shared_ptr<Qp> boundQp();
+
+  // --- transmit (tx_mu); any thread
+  std::mutex tx_mu;
+  struct Seg {
+    const uint8_t* ext;  // nullptr: bytes live in tbuf at `off`
+    size_t off, len;
+    bool frame_start;
+  };
+  std::deque<Seg> txq;
+  std::vector<uint8_t> tbuf;
+  bool tx_closed = false;
+  bool want_out = false;
+  bool close_after_flush = false;
+  // Queues header+payload; writes immediately when nothing is queued.
+  // One piece of outgoing data; `stable` memory stays valid until the
+  // request completes (a non-inline send buffer) and may be referenced
+  // instead of copied when the socket is full.
+  struct TxIov {
+    const void* p;
+    size_t len;
+    bool stable;
+    bool header = false;  // the first piece of a frame
+  };
+  // Queues the pieces in order; writes at once when nothing is queued.
+  void sendv(const TxIov* iov, int n);
+  void sendFrame(FrameType t, uint32_t psn, uint16_t syndrome = 0, const void* payload = nullptr,
+                 uint32_t len = 0);
+  void flushLocked();
+  void compactLocked();
+  void shutdownAfterFlush();
+  // The QP went to error: frames not yet begun are never sent, and the rest
+  // of a partly sent frame is copied (its buffer goes back to the program).
+  void abortData();
+
+  // --- receive (progress thread only)
+  std::vector<uint8_t> rbuf;
+  size_t rpos = 0, rend = 0;
+  bool have_hdr = false;
+  bool hdr_handled = false;
+  uint32_t rx_psn = 0;  // next request PSN expected from the peer
+  FrameHeader hdr{};
+  size_t remaining = 0;     // payload bytes still to place
+  std::vector<iovec> dest;  // where they go (empty: discard)
+  size_t dest_idx = 0;
+  enum class Block { None, NotReady, Rnr } block = Block::None;
+  int rnr_tries = 0;
+  bool rnr_timer = false;
+  bool discard_requests = false;  // after a NAK, until the requester stops
+  uint32_t acked_psn = 0;
+  bool ack_pending = false;
+  bool eof = false;
+  // Frame currently being received and what to do when its payload is in.
+  struct Pending {
+    enum Kind { None, Recv, Write, ReadReq, ReadResp, Control, Cm, Discard, Nak } kind = None;
+    Syndrome syndrome = Syndrome::None;
+    RecvWqe wqe{};
+    ibv_wc_status status = IBV_WC_SUCCESS;
+    uint32_t byte_len = 0;
+    std::vector<uint8_t> cm;  // CM payload
+  } cur;
+
+  void service();
+  void kick();  // service again on the progress thread
+  void fail(const char* why);
+  bool readMore();
+  void place(const uint8_t* p, size_t n);
+  bool handleHeader(const std::shared_ptr<Qp>& q);
+  bool handleRequest(Qp& q);
+  bool handleResponse(Qp& q);
+  void finishFrame(const std::shared_ptr<Qp>& q);
+  void finishRequest(Qp& q);
+  void onRnrTimer();
+  void flushAcks();
+  void onPeerGone(const char* why, bool garbage = false);
+};
+
+// -------------------------------------------------------------- rdma_cm
+
+struct CmEvent;
+struct CmChannel {
+  rdma_event_channel ch;
+  int wfd = -1;
+  bool sync = false;           // private channel of a synchronous id
+  std::deque<CmEvent*> queue;  // one token byte in the pipe per entry (cm_mu)
+};
+
+enum class CmState {
+  Idle,
+  AddrBound,
+  AddrQuery,
+  AddrResolved,
+  RouteQuery,
+  RouteResolved,
+  Listen,
+  Connect,   // active: REQ queued/sent
+  ReqRcvd,   // passive: CONNECT_REQUEST delivered or queued
+  Accepted,  // passive: REP sent, waiting for RTU
+  RepRcvd,   // active: REP received, ESTABLISHED/CONNECT_RESPONSE pending
+  Established,
+  DisconnectSent,  // DREQ sent, waiting for DREP
+  DreqRcvd,        // DREQ received, application not yet disconnected
+  Disconnected,
+  Destroying,
+};
+const char* toString(CmState s);
+
+struct CmEvent {
+  rdma_cm_event ev{};
+  uint8_t pdata[kAcceptPrivateData]{};
+  std::shared_ptr<CmId> owner;    // whose events_reported/acked counts it
+  std::shared_ptr<CmId> subject;  // ev.id (a new id for CONNECT_REQUEST)
+  bool dead = false;
+  bool rep = false;  // active REP: the QP transitions happen when it is gotten
+};
+
+struct CmId {
+  rdma_cm_id id{};  // first: rdma_cm_id* and CmId* convert with reinterpret_cast
+  std::weak_ptr<CmId> self;
+  CmChannel* channel = nullptr;
+  CmState state = CmState::Idle;
+  bool sync = false;
+  std::shared_ptr<Conn> conn;
+  // Listener
+  std::shared_ptr<Endpoint> listener;
+  int backlog = 0;
+  int queued_requests = 0;
+  std::vector<std::weak_ptr<Conn>> deferred;  // REQs over the backlog
+  CmId* listen_parent = nullptr;              // passive ids: their listener
+  // Connection parameters
+  uint8_t remote_rnr_retry = 7, remote_retry = 7;
+  uint8_t responder_resources = 1, initiator_depth = 1;
+  uint32_t remote_qpn = 0;
+  bool qp_created_by_cm = false;
+  bool cm_created_cqs = false;
+  // rdma_create_ep passive ids keep the QP attributes for rdma_get_request.
+  std::unique_ptr<ibv_qp_init_attr> ep_qp_attr;
+  ibv_pd* ep_pd = nullptr;
+  // Event accounting (cm_mu)
+  uint32_t events_reported = 0, events_acked = 0;
+  std::vector<CmEvent*> queued;  // not yet gotten
+  uint64_t timer_gen = 0;
+  bool destroyed = false;
+  ibv_sa_path_rec path{};
+  bool owns_channel = false;  // a synchronous id's private channel
+  bool peer_gone = false;
+};
+CmId* toCmId(rdma_cm_id* id);
+
+// Queue an event for `subject` (cm_mu held). `owner` defaults to subject.
+void queueEvent(const std::shared_ptr<CmId>& subject, rdma_cm_event_type type, int status,
+                const void* pdata = nullptr, size_t pdata_len = 0, size_t pdata_size = 0,
+                const std::shared_ptr<CmId>& owner = nullptr, bool rep = false);
+void setCmState(CmId* id, CmState s);
+// Called by a connection's receive path (progress thread) for CM frames.
+void onCmFrame(const std::shared_ptr<Conn>& c, FrameType t, const CmMessage& m);
+void onConnLost(const std::shared_ptr<Conn>& c, const char* why);
+void onConnConnected(const std::shared_ptr<Conn>& c, int err);
+void onAcceptedConn(CmId* listener, const std::shared_ptr<Conn>& c);
+int cmModifyQp(CmId* id, ibv_qp_state to);
+
+}  // namespace softrdma
