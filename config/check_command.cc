@@ -1,0 +1,23 @@
+// The --check-config command.
+#include "config/check_command.h"
+
+#include "config/loader.h"
+
+namespace rdmamsg::config {
+
+int checkConfigCommand(const std::string& path, std::optional<std::string> node, std::ostream& out,
+                       std::ostream& err) {
+  const LoadResult result = loadConfig(path, std::move(node));
+  if (!result) {
+    for (const ConfigProblem& problem : result.problems())
+      err << problem.toString() << '\n';
+    return kExitConfig;
+  }
+  const Config& config = result.config();
+  const std::size_t peers = config.peers.size();
+  out << path << ": OK: node " << config.node << ", listen " << config.listen.toString() << ", "
+      << peers << (peers == 1 ? " peer" : " peers") << '\n';
+  return 0;
+}
+
+}  // namespace rdmamsg::config

@@ -1,0 +1,87 @@
+// rdmamsg::config::Config: the daemon's validated configuration, as plain values.
+// Only the loader (loader.h) produces one; the daemon keeps it const for its lifetime.
+// Default member values below ARE the documented defaults (docs/configuration.md and
+// the reference file config/rdmamsgd.yaml, which a test keeps in step with them).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/address.h"
+#include "config/log_level.h"
+#include "config/name.h"
+#include "config/units.h"
+
+namespace rdmamsg::config {
+
+using std::chrono::milliseconds;
+
+// Another daemon of the mesh (never this node itself: the loader removes it).
+struct Peer {
+  std::string name;  // satisfies isValidName()
+  Address address;   // where its rdma_cm listens
+
+  bool operator==(const Peer&) const = default;
+};
+
+// Accepted ranges of the tuning keys (inclusive). Durations: 1ms..kMaxDuration.
+inline constexpr std::uint64_t kMinBufferSize = 1 * kKiB;
+inline constexpr std::uint64_t kMaxBufferSize = 64 * kMiB;
+inline constexpr std::uint32_t kMinBufferCount = 2;
+inline constexpr std::uint32_t kMaxBufferCount = 16384;
+inline constexpr std::uint64_t kMaxMaxMessageSize = 1 * kGiB;
+inline constexpr std::uint64_t kMinSendQueueLimit = 1 * kKiB;
+inline constexpr std::uint64_t kMaxSendQueueLimit = 64 * kGiB;
+inline constexpr milliseconds kMaxDuration = std::chrono::hours(24);
+inline constexpr std::string_view kDefaultSocketPath = "/run/rdmamsg/rdmamsgd.sock";
+
+struct Config {
+  std::string sourceFile;  // the file it was loaded from (or the name given for a string)
+
+  // Identity and endpoints.
+  std::string node;                        // this daemon's name in the mesh
+  Address listen;                          // rdma_cm bind address
+  std::string socket{kDefaultSocketPath};  // local Unix socket path (absolute)
+  mode_t socketMode = 0660;                // permission bits of the socket
+  std::optional<std::string> socketGroup;  // group owning the socket; unset: daemon's
+  std::vector<Peer> peers;                 // the other daemons, in file order
+
+  // Buffers and flow control.
+  std::uint64_t bufferSize = 64 * kKiB;      // bytes per receive (and send) buffer
+  std::uint32_t bufferCount = 64;            // receive buffers posted per peer
+  std::uint64_t maxMessageSize = 16 * kMiB;  // largest application message, bytes
+  std::uint64_t sendQueueLimit = 8 * kMiB;   // bytes queued per peer before backpressure
+
+  // Timers.
+  milliseconds heartbeatInterval{1000};     // idle time before a heartbeat is sent
+  milliseconds heartbeatTimeout{5000};      // silence after which a peer is declared dead
+  milliseconds reconnectBackoffMin{100};    // first reconnect delay
+  milliseconds reconnectBackoffMax{10000};  // cap of the exponential backoff
+  milliseconds connectTimeout{5000};        // resolve + connect + handshake deadline
+  milliseconds messageTimeout{30000};       // accepted message: deliver or fail by then
+
+  LogLevel logLevel = LogLevel::kInfo;
+
+  // Send credits a peer grants when it posts `receiveBuffers` buffers: one buffer is
+  // reserved for credit updates, so credits never deadlock. A sender's credits towards a
+  // peer come from the peer's buffer_count (exchanged in the handshake), not its own.
+  static constexpr std::uint32_t creditsFor(std::uint32_t receiveBuffers) {
+    return receiveBuffers - 1;
+  }
+  // Credits this node grants to each peer.
+  std::uint32_t grantedCredits() const { return creditsFor(bufferCount); }
+
+  // The peer named `name`, or nullptr.
+  const Peer* findPeer(std::string_view name) const;
+};
+
+// One line for the startup log: every setting as key=value, in the file's key names.
+std::string describe(const Config& config);
+
+}  // namespace rdmamsg::config

@@ -1,0 +1,235 @@
+// The loader's top level: YAML text to Config, collecting every problem on the way.
+// Order: syntax, document shape, each key on its own, then checks across keys.
+#include "config/loader.h"
+
+#include <sys/un.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/yaml.h>
+
+#include "config/mesh.h"
+#include "config/yaml_fields.h"
+
+namespace rdmamsg::config {
+namespace {
+
+using detail::FieldMap;
+using detail::ProblemSink;
+
+constexpr std::size_t kMaxSocketPath = sizeof(sockaddr_un::sun_path) - 1;
+
+Parsed<mode_t> parseSocketMode(std::string_view text) {
+  const bool digitsOk = (text.size() == 3 || (text.size() == 4 && text[0] == '0')) &&
+                        text.find_first_not_of("01234567") == std::string_view::npos;
+  if (!digitsOk) {
+    return Parsed<mode_t>::fail("'" + std::string(text) +
+                                "' is not an octal permission mode like \"0660\"");
+  }
+  return Parsed<mode_t>::ok(static_cast<mode_t>(std::stoul(std::string(text), nullptr, 8)));
+}
+
+Parsed<std::string> parseSocketPath(std::string_view text) {
+  const std::string path(text);
+  if (path.empty() || path.front() != '/') {
+    return Parsed<std::string>::fail("'" + path + "' is not an absolute path");
+  }
+  if (path.back() == '/') return Parsed<std::string>::fail("'" + path + "' names a directory");
+  if (path.size() > kMaxSocketPath) {
+    return Parsed<std::string>::fail("path is " + std::to_string(path.size()) +
+                                     " bytes; a Unix socket path is at most " +
+                                     std::to_string(kMaxSocketPath));
+  }
+  return Parsed<std::string>::ok(path);
+}
+
+Parsed<std::string> parseGroup(std::string_view text) {
+  if (text.empty() || text.find_first_of(" \t:/") != std::string_view::npos) {
+    return Parsed<std::string>::fail("'" + std::string(text) + "' is not a group name or id");
+  }
+  return Parsed<std::string>::ok(std::string(text));
+}
+
+// Reads a size and checks it against [low, high]; keeps `out` (the default) when the key
+// is absent or invalid.
+void readSize(const FieldMap& top, std::string_view key, std::uint64_t low, std::uint64_t high,
+              std::uint64_t& out) {
+  const std::optional<std::uint64_t> value = top.parsed(key, parseSize);
+  if (!value) return;
+  if (*value < low || *value > high) {
+    top.report(key,
+               formatSize(*value) + " out of range " + formatSize(low) + ".." + formatSize(high));
+    return;
+  }
+  out = *value;
+}
+
+void readCount(const FieldMap& top, std::string_view key, std::uint32_t low, std::uint32_t high,
+               std::uint32_t& out) {
+  const std::optional<std::string> text = top.scalar(key);
+  if (!text) return;
+  std::uint64_t value = 0;
+  const char* end = text->data() + text->size();
+  const auto [stop, ec] = std::from_chars(text->data(), end, value);
+  if (stop != end || ec != std::errc()) {
+    top.report(key, "'" + *text + "' is not a whole number");
+  } else if (value < low || value > high) {
+    top.report(key, *text + " out of range " + std::to_string(low) + ".." + std::to_string(high));
+  } else {
+    out = static_cast<std::uint32_t>(value);
+  }
+}
+
+void readDuration(const FieldMap& top, std::string_view key, milliseconds& out) {
+  const std::optional<milliseconds> value = top.parsed(key, parseDuration);
+  if (!value) return;
+  if (value->count() < 1 || *value > kMaxDuration) {
+    top.report(key, formatDuration(*value) + " out of range 1ms.." + formatDuration(kMaxDuration));
+    return;
+  }
+  out = *value;
+}
+
+void readLocalSocket(const FieldMap& top, Config& config) {
+  if (auto path = top.parsed("socket", parseSocketPath)) config.socket = *path;
+  if (auto mode = top.parsed("socket_mode", parseSocketMode)) config.socketMode = *mode;
+  if (!top.isNull("socket_group")) config.socketGroup = top.parsed("socket_group", parseGroup);
+}
+
+void readTuning(const FieldMap& top, Config& config) {
+  readSize(top, "buffer_size", kMinBufferSize, kMaxBufferSize, config.bufferSize);
+  readCount(top, "buffer_count", kMinBufferCount, kMaxBufferCount, config.bufferCount);
+  readSize(top, "max_message_size", 1, kMaxMaxMessageSize, config.maxMessageSize);
+  readSize(top, "send_queue_limit", kMinSendQueueLimit, kMaxSendQueueLimit, config.sendQueueLimit);
+  readDuration(top, "heartbeat_interval", config.heartbeatInterval);
+  readDuration(top, "heartbeat_timeout", config.heartbeatTimeout);
+  readDuration(top, "reconnect_backoff_min", config.reconnectBackoffMin);
+  readDuration(top, "reconnect_backoff_max", config.reconnectBackoffMax);
+  readDuration(top, "connect_timeout", config.connectTimeout);
+  readDuration(top, "message_timeout", config.messageTimeout);
+  if (auto level = top.parsed("log_level", parseLogLevel)) config.logLevel = *level;
+}
+
+// Reports `larger` not above `smaller` (or below it, when `allowEqual`). The problem is
+// placed at whichever of the two keys the file gives, the larger one if both.
+void checkOrder(const FieldMap& top, std::string_view smallerKey, milliseconds smaller,
+                std::string_view largerKey, milliseconds larger, bool allowEqual) {
+  if (larger > smaller || (allowEqual && larger == smaller)) return;
+  if (top.reported(smallerKey) || top.reported(largerKey)) return;  // a value is unknown
+  const auto value = [&](std::string_view key, milliseconds v) {
+    return std::string(key) + " (" + formatDuration(v) + (top.has(key) ? ")" : ", the default)");
+  };
+  if (top.has(largerKey)) {
+    top.report(largerKey, formatDuration(larger) + " must be " +
+                              (allowEqual ? "at least " : "greater than ") +
+                              value(smallerKey, smaller));
+  } else {
+    top.report(smallerKey, formatDuration(smaller) + " must be " +
+                               (allowEqual ? "at most " : "less than ") + value(largerKey, larger));
+  }
+}
+
+std::optional<std::string> readNode(const FieldMap& top,
+                                    const std::optional<std::string>& nodeOverride) {
+  std::optional<std::string> fromFile = top.scalar("node", /*required=*/!nodeOverride);
+  if (fromFile && !isValidName(*fromFile)) {
+    top.report("node", "invalid node name '" + *fromFile + "' (" + std::string(kNameRule) + ")");
+    fromFile.reset();
+  }
+  if (!nodeOverride) return fromFile;
+  if (!isValidName(*nodeOverride)) {
+    top.sink().addUnpositioned("--node '" + *nodeOverride + "': invalid node name (" +
+                               std::string(kNameRule) + ")");
+    return std::nullopt;
+  }
+  return nodeOverride;
+}
+
+LoadResult loadDocument(const YAML::Node& root, const std::string& file,
+                        const std::optional<std::string>& nodeOverride) {
+  ProblemSink sink(file);
+  if (!root.IsMap()) {
+    sink.add(root.Mark(), "expected a mapping of settings (node: ..., peers: ...), got " +
+                              detail::describeNodeType(root));
+    return LoadResult(sink.take());
+  }
+  const FieldMap top(root, "", kTopLevelKeys, sink);
+  Config config;
+  config.sourceFile = file;
+  detail::SelfInput self;
+  self.node = readNode(top, nodeOverride);
+  self.fromOverride = nodeOverride.has_value();
+  self.listenGiven = top.has("listen");
+  self.listen = top.parsed("listen", parseAddress);
+  readLocalSocket(top, config);
+  readTuning(top, config);
+  checkOrder(top, "heartbeat_interval", config.heartbeatInterval, "heartbeat_timeout",
+             config.heartbeatTimeout, /*allowEqual=*/false);
+  checkOrder(top, "reconnect_backoff_min", config.reconnectBackoffMin, "reconnect_backoff_max",
+             config.reconnectBackoffMax, /*allowEqual=*/true);
+  detail::resolveMesh(top, self, detail::readPeers(top), config);
+  if (!sink.empty()) return LoadResult(sink.take());
+  return LoadResult(std::move(config));
+}
+
+LoadResult loadText(std::string_view yaml, const std::string& file,
+                    const std::optional<std::string>& nodeOverride) {
+  ProblemSink sink(file);
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(std::string(yaml));
+  } catch (const YAML::DeepRecursion& e) {  // its own message is a misleading "bad file"
+    sink.add(e.mark, "YAML nesting is too deep");
+    return LoadResult(sink.take());
+  } catch (const YAML::ParserException& e) {
+    sink.add(e.mark, "YAML syntax error: " + e.msg);
+    return LoadResult(sink.take());
+  }
+  if (documents.empty() || documents.front().IsNull()) {
+    sink.addUnpositioned("the configuration is empty (it needs at least node, listen and peers)");
+    return LoadResult(sink.take());
+  }
+  if (documents.size() > 1) {
+    sink.add(documents[1].Mark(), "only one YAML document is allowed; remove this one");
+    return LoadResult(sink.take());
+  }
+  return loadDocument(documents.front(), file, nodeOverride);
+}
+
+}  // namespace
+
+LoadResult loadConfigFromString(std::string_view yaml, const std::string& fileName,
+                                std::optional<std::string> nodeOverride) {
+  try {
+    return loadText(yaml, fileName, nodeOverride);
+  } catch (const std::exception& e) {
+    return LoadResult(std::vector<ConfigProblem>{
+        {fileName, 0, 0, std::string("internal error while loading: ") + e.what()}});
+  }
+}
+
+LoadResult loadConfig(const std::string& path, std::optional<std::string> nodeOverride) try {
+  const auto unreadable = [&](const std::string& why) {
+    return LoadResult(
+        std::vector<ConfigProblem>{{path, 0, 0, "cannot read configuration file: " + why}});
+  };
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return unreadable("it is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return unreadable(std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return unreadable(std::strerror(errno));
+  return loadConfigFromString(text.str(), path, std::move(nodeOverride));
+} catch (const std::exception& e) {
+  return LoadResult(std::vector<ConfigProblem>{
+      {path, 0, 0, std::string("internal error while loading: ") + e.what()}});
+}
+
+}  // namespace rdmamsg::config

@@ -1,0 +1,48 @@
+// The configuration loader: reads rdmamsgd's YAML file, validates it completely and
+// returns either a Config or every problem found (file:line:column: message).
+// The schema is documented in docs/configuration.md and config/rdmamsgd.yaml.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "config/problem.h"
+
+namespace rdmamsg::config {
+
+// Keys accepted at the top level, in the order the reference file documents them.
+inline constexpr std::array<std::string_view, 17> kTopLevelKeys = {
+    "node",
+    "listen",
+    "socket",
+    "socket_mode",
+    "socket_group",
+    "peers",
+    "buffer_size",
+    "buffer_count",
+    "max_message_size",
+    "send_queue_limit",
+    "heartbeat_interval",
+    "heartbeat_timeout",
+    "reconnect_backoff_min",
+    "reconnect_backoff_max",
+    "connect_timeout",
+    "message_timeout",
+    "log_level",
+};
+
+// Keys accepted in each entry of `peers`.
+inline constexpr std::array<std::string_view, 2> kPeerKeys = {"name", "address"};
+
+// Loads the file at `path`. `nodeOverride` (--node NAME) replaces `node:` and must name
+// an entry of `peers`; this lets one mesh file serve every host. Never throws.
+LoadResult loadConfig(const std::string& path,
+                      std::optional<std::string> nodeOverride = std::nullopt);
+
+// The same from YAML text; `fileName` is used in problems and as Config::sourceFile.
+LoadResult loadConfigFromString(std::string_view yaml, const std::string& fileName,
+                                std::optional<std::string> nodeOverride = std::nullopt);
+
+}  // namespace rdmamsg::config

@@ -1,0 +1,182 @@
+// Tests of loading valid configurations: values, defaults, every tuning key, and
+// reading from files.
+#include <gtest/gtest.h>
+
+#include "config/loader.h"
+#include "config_test_util.h"
+
+namespace rdmamsg::config {
+namespace {
+
+using std::chrono::milliseconds;
+using test::kMinimal;
+using test::load;
+using test::onlyProblem;
+
+TEST(LoaderTest, MinimalFileGetsEveryDefault) {
+  const LoadResult result = load(kMinimal);
+  ASSERT_TRUE(result.ok()) << testing::PrintToString(test::problemStrings(result));
+  const Config& c = result.config();
+  EXPECT_EQ(c.sourceFile, "test.yaml");
+  EXPECT_EQ(c.node, "alpha");
+  EXPECT_EQ(c.listen, (Address{"127.0.0.1", 7471}));
+  ASSERT_EQ(c.peers.size(), 1u);
+  EXPECT_EQ(c.peers[0], (Peer{"beta", Address{"127.0.0.2", 7471}}));
+
+  EXPECT_EQ(c.socket, "/run/rdmamsg/rdmamsgd.sock");
+  EXPECT_EQ(c.socketMode, 0660u);
+  EXPECT_FALSE(c.socketGroup);
+  EXPECT_EQ(c.bufferSize, 64u * 1024);
+  EXPECT_EQ(c.bufferCount, 64u);
+  EXPECT_EQ(c.grantedCredits(), 63u);
+  EXPECT_EQ(c.maxMessageSize, 16u * 1024 * 1024);
+  EXPECT_EQ(c.sendQueueLimit, 8u * 1024 * 1024);
+  EXPECT_EQ(c.heartbeatInterval, milliseconds(1000));
+  EXPECT_EQ(c.heartbeatTimeout, milliseconds(5000));
+  EXPECT_EQ(c.reconnectBackoffMin, milliseconds(100));
+  EXPECT_EQ(c.reconnectBackoffMax, milliseconds(10'000));
+  EXPECT_EQ(c.connectTimeout, milliseconds(5000));
+  EXPECT_EQ(c.messageTimeout, milliseconds(30'000));
+  EXPECT_EQ(c.logLevel, LogLevel::kInfo);
+}
+
+TEST(LoaderTest, ReadsEveryTuningKey) {
+  const std::string yaml = std::string(kMinimal) +
+                           "socket: /tmp/r.sock\n"
+                           "socket_mode: \"0600\"\n"
+                           "socket_group: rdmamsg\n"
+                           "buffer_size: 1MiB\n"
+                           "buffer_count: 128\n"
+                           "max_message_size: 1GiB\n"
+                           "send_queue_limit: 65536\n"
+                           "heartbeat_interval: 500ms\n"
+                           "heartbeat_timeout: 2s\n"
+                           "reconnect_backoff_min: 1s\n"
+                           "reconnect_backoff_max: 1s\n"
+                           "connect_timeout: 3s\n"
+                           "message_timeout: 1m\n"
+                           "log_level: debug\n";
+  const LoadResult result = load(yaml);
+  ASSERT_TRUE(result.ok()) << testing::PrintToString(test::problemStrings(result));
+  const Config& c = result.config();
+  EXPECT_EQ(c.socket, "/tmp/r.sock");
+  EXPECT_EQ(c.socketMode, 0600u);
+  EXPECT_EQ(c.socketGroup, "rdmamsg");
+  EXPECT_EQ(c.bufferSize, kMiB);
+  EXPECT_EQ(c.bufferCount, 128u);
+  EXPECT_EQ(c.grantedCredits(), 127u);
+  EXPECT_EQ(c.maxMessageSize, kGiB);
+  EXPECT_EQ(c.sendQueueLimit, 65536u);
+  EXPECT_EQ(c.heartbeatInterval, milliseconds(500));
+  EXPECT_EQ(c.heartbeatTimeout, milliseconds(2000));
+  EXPECT_EQ(c.reconnectBackoffMin, milliseconds(1000));
+  EXPECT_EQ(c.reconnectBackoffMax, milliseconds(1000));
+  EXPECT_EQ(c.connectTimeout, milliseconds(3000));
+  EXPECT_EQ(c.messageTimeout, milliseconds(60'000));
+  EXPECT_EQ(c.logLevel, LogLevel::kDebug);
+}
+
+TEST(LoaderTest, SocketModeAcceptsQuotedUnquotedAndThreeDigits) {
+  for (const char* mode : {"\"0660\"", "0660", "660", "'0777'", "000"}) {
+    const LoadResult result = load(std::string(kMinimal) + "socket_mode: " + mode + "\n");
+    ASSERT_TRUE(result.ok()) << mode;
+  }
+  EXPECT_EQ(load(std::string(kMinimal) + "socket_mode: 640\n").config().socketMode, 0640u);
+}
+
+TEST(LoaderTest, SocketModeRejectsNonOctal) {
+  for (const char* mode : {"0800", "rw-rw----", "1777", "66", "06600"}) {
+    const ConfigProblem p =
+        onlyProblem(load(std::string(kMinimal) + "socket_mode: " + mode + "\n"));
+    EXPECT_NE(p.message.find("socket_mode: "), std::string::npos) << mode;
+    EXPECT_NE(p.message.find("octal"), std::string::npos) << p.message;
+  }
+}
+
+TEST(LoaderTest, EmptySocketGroupMeansUnset) {
+  const LoadResult result = load(std::string(kMinimal) + "socket_group:\n");
+  ASSERT_TRUE(result.ok());
+  EXPECT_FALSE(result.config().socketGroup);
+  EXPECT_EQ(load(std::string(kMinimal) + "socket_group: 998\n").config().socketGroup, "998");
+}
+
+TEST(LoaderTest, SocketPathMustBeAbsoluteAndFitSunPath) {
+  EXPECT_NE(onlyProblem(load(std::string(kMinimal) + "socket: run/x.sock\n"))
+                .message.find("socket: 'run/x.sock' is not an absolute path"),
+            std::string::npos);
+  const std::string longPath = "/" + std::string(107, 'x');
+  EXPECT_NE(onlyProblem(load(std::string(kMinimal) + "socket: " + longPath + "\n"))
+                .message.find("at most 107"),
+            std::string::npos);
+  EXPECT_TRUE(load(std::string(kMinimal) + "socket: /" + std::string(106, 'x') + "\n").ok());
+}
+
+TEST(LoaderTest, EveryLogLevel) {
+  const std::pair<const char*, LogLevel> levels[] = {
+      {"trace", LogLevel::kTrace}, {"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo},
+      {"warn", LogLevel::kWarn},   {"error", LogLevel::kError}, {"critical", LogLevel::kCritical},
+      {"off", LogLevel::kOff}};
+  for (const auto& [name, level] : levels) {
+    const LoadResult result = load(std::string(kMinimal) + "log_level: " + name + "\n");
+    ASSERT_TRUE(result.ok()) << name;
+    EXPECT_EQ(result.config().logLevel, level);
+    EXPECT_EQ(toString(level), name);
+  }
+  const ConfigProblem p = onlyProblem(load(std::string(kMinimal) + "log_level: verbose\n"));
+  EXPECT_NE(p.message.find("trace|debug|info|warn|error|critical|off"), std::string::npos);
+}
+
+TEST(LoaderTest, LoadsFromFile) {
+  test::TempDir dir;
+  const std::string path = dir.write("rdmamsgd.yaml", kMinimal);
+  const LoadResult result = loadConfig(path);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result.config().sourceFile, path);
+  EXPECT_EQ(result.config().node, "alpha");
+}
+
+TEST(LoaderTest, MissingFileIsAClearProblem) {
+  test::TempDir dir;
+  const std::string path = (dir.path() / "absent.yaml").string();
+  const ConfigProblem p = onlyProblem(loadConfig(path));
+  EXPECT_EQ(p.toString(), path + ": cannot read configuration file: No such file or directory");
+}
+
+TEST(LoaderTest, DirectoryIsAClearProblem) {
+  test::TempDir dir;
+  const ConfigProblem p = onlyProblem(loadConfig(dir.path().string()));
+  EXPECT_NE(p.message.find("is a directory"), std::string::npos);
+}
+
+TEST(LoaderTest, EmptyFileIsAClearProblem) {
+  test::TempDir dir;
+  for (const char* text : {"", "\n\n", "# only a comment\n", "~\n"}) {
+    const std::string path = dir.write("empty.yaml", text);
+    const ConfigProblem p = onlyProblem(loadConfig(path));
+    EXPECT_EQ(p.file, path);
+    EXPECT_NE(p.message.find("the configuration is empty"), std::string::npos) << p.message;
+  }
+}
+
+TEST(LoaderTest, DescribeNamesEverySetting) {
+  const LoadResult result = load(std::string(kMinimal) + "socket_group: rdmamsg\n");
+  ASSERT_TRUE(result.ok());
+  const std::string line = describe(result.config());
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  for (std::string_view key : kTopLevelKeys) {
+    EXPECT_NE(line.find(std::string(key) + "="), std::string::npos) << key;
+  }
+  EXPECT_NE(line.find("node=alpha listen=127.0.0.1:7471"), std::string::npos);
+  EXPECT_NE(line.find("socket_mode=0660 socket_group=rdmamsg"), std::string::npos);
+  EXPECT_NE(line.find("peers=1[beta@127.0.0.2:7471]"), std::string::npos);
+  EXPECT_NE(line.find("buffer_size=64KiB buffer_count=64 credits=63"), std::string::npos);
+  EXPECT_NE(line.find("heartbeat_interval=1s"), std::string::npos);
+}
+
+TEST(LoaderTest, CreditsAreBufferCountMinusOne) {
+  EXPECT_EQ(Config::creditsFor(2), 1u);
+  EXPECT_EQ(Config::creditsFor(64), 63u);
+}
+
+}  // namespace
+}  // namespace rdmamsg::config
