@@ -1,0 +1,151 @@
+// The rdmamsg subcommands: status, listen, send.
+#include "client/cli/commands.h"
+
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "rdmamsg/client.h"
+
+namespace rdmamsg::cli {
+namespace {
+
+volatile std::sig_atomic_t gStop = 0;
+
+void onStopSignal(int) {
+  gStop = 1;
+}
+
+// SIGINT/SIGTERM set a flag and interrupt blocking waits (no SA_RESTART).
+void installStopHandlers() {
+  struct sigaction sa {};
+  sa.sa_handler = onStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+Exit report(std::string_view what, const Status& st) {
+  std::fprintf(stderr, "rdmamsg: %.*s: %s\n", static_cast<int>(what.size()), what.data(),
+               st.toString().c_str());
+  return exitFor(st);
+}
+
+Result<Client> connectTo(const std::string& socket, const char* name) {
+  ConnectOptions opts;
+  opts.clientName = name;
+  return Client::connect(socket, opts);
+}
+
+std::string scalarText(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+void printTable(const nlohmann::json& j) {
+  std::printf("node: %s\n", j.value("node", std::string("?")).c_str());
+  const auto peers = j.value("peers", nlohmann::json::array());
+  std::printf("peers: %zu\n", peers.size());
+  if (!peers.empty()) std::printf("  %-24s %-14s %s\n", "NAME", "STATE", "DETAILS");
+  for (const auto& p : peers) {
+    std::string details;
+    for (const auto& [key, value] : p.items()) {
+      if (key == "name" || key == "state" || value.is_structured()) continue;
+      details += (details.empty() ? "" : " ") + key + "=" + scalarText(value);
+    }
+    std::printf("  %-24s %-14s %s\n", p.value("name", std::string("?")).c_str(),
+                p.value("state", std::string("?")).c_str(), details.c_str());
+  }
+  std::string services;
+  for (const auto& s : j.value("services", nlohmann::json::array())) {
+    services += (services.empty() ? "" : ", ") + scalarText(s);
+  }
+  std::printf("services: %s\n", services.empty() ? "(none)" : services.c_str());
+}
+
+}  // namespace
+
+Exit exitFor(const Status& status) {
+  switch (status.code()) {
+    case Errc::ok:
+      return Exit::ok;
+    case Errc::io_error:
+    case Errc::not_connected:
+      return Exit::no_daemon;
+    case Errc::unknown_node:
+      return Exit::unknown_node;
+    case Errc::unknown_service:
+      return Exit::unknown_service;
+    case Errc::peer_unreachable:
+    case Errc::timeout:
+      return Exit::undelivered;
+    case Errc::too_large:
+      return Exit::too_large;
+    case Errc::bad_request:
+    case Errc::duplicate_service:
+    case Errc::busy:
+    case Errc::shutting_down:
+    case Errc::protocol_error:
+      return Exit::rejected;
+  }
+  return Exit::failure;
+}
+
+std::string exitCodeHelp() {
+  return "Exit codes:\n"
+         "  0  success (send: every message was handed to a listener)\n"
+         "  1  other failure\n"
+         "  2  usage error\n"
+         "  3  cannot reach rdmamsgd (socket missing, daemon stopped)\n"
+         "  4  unknown node\n"
+         "  5  unknown service (no listener on the destination node)\n"
+         "  6  not delivered: peer unreachable or not confirmed in time\n"
+         "  7  message too large\n"
+         "  8  rejected by the daemon (duplicate service, bad name, busy, shutting down)";
+}
+
+Exit runStatus(const StatusArgs& args) {
+  auto client = connectTo(args.socket, "rdmamsg-status");
+  if (!client) return report("status", client.status());
+  Result<std::string> text = client->status();
+  if (!text) return report("status", text.status());
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded()) {
+    return report("status", Status(Errc::protocol_error, "daemon sent invalid JSON"));
+  }
+  if (args.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    printTable(j);
+  }
+  return Exit::ok;
+}
+
+Exit runListen(const ListenArgs& args) {
+  installStopHandlers();
+  auto client = connectTo(args.socket, "rdmamsg-listen");
+  if (!client) return report("listen", client.status());
+  if (Status st = client->registerService(args.service); !st.ok()) {
+    return report("register " + args.service, st);
+  }
+  Message m;
+  uint64_t received = 0;
+  while (!args.count || received < *args.count) {
+    if (gStop) break;
+    if (!client->tryReceive(m)) {
+      std::fflush(stdout);  // batch output while messages stream in
+      Status st = client->receive(m, std::chrono::milliseconds(200));
+      if (st.code() == Errc::timeout) continue;
+      if (!st.ok()) return report("listen " + args.service, st);
+    }
+    std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
+    std::fputc('\n', stdout);
+    ++received;
+  }
+  std::fflush(stdout);
+  return Exit::ok;
+}
+
+}  // namespace rdmamsg::cli

@@ -1,0 +1,386 @@
+// librdmamsg: connection, buffered I/O and request/reply bookkeeping behind
+// rdmamsg::Client (see include/rdmamsg/client.h).
+#include "rdmamsg/client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include "client/ring.h"
+#include "common/byte_buffer.h"
+#include "common/local_protocol.h"
+#include "common/unique_fd.h"
+
+namespace rdmamsg {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using proto::FrameKind;
+
+constexpr size_t kReadChunk = 256 * 1024;
+constexpr size_t kWriteThreshold = 64 * 1024;  // send() writes once this much is queued
+constexpr size_t kWriteBlockLimit = 4u << 20;  // send() waits for the socket above this
+constexpr char kDefaultSocket[] = "/run/rdmamsg/rdmamsgd.sock";
+
+Status errnoStatus(Errc code, const std::string& what, int err) {
+  return Status(code, what + ": " + std::strerror(err));
+}
+
+Status checkName(std::string_view kind, std::string_view name) {
+  if (proto::isValidName(name)) return {};
+  return Status(Errc::bad_request, "invalid " + std::string(kind) + " name '" + std::string(name) +
+                                       "' (1-63 characters of A-Z a-z 0-9 . _ -)");
+}
+
+}  // namespace
+
+struct Client::Impl {
+  UniqueFd fd;
+  std::string socketPath;
+  std::string nodeName;
+  uint32_t maxMessage = 0;
+  uint32_t maxBody = proto::kDefaultMaxBody;
+  ByteBuffer in{kReadChunk};
+  ByteBuffer out{kReadChunk};
+  uint64_t nextId = 1;
+  size_t inFlight = 0;
+  Status conn;  // ok while connected
+  detail::Ring<Message> inbox;
+  detail::Ring<Completion> completions;
+  bool welcomed = false;
+  // The one outstanding blocking request of each kind.
+  std::optional<Status> registerReply;
+  std::string registerService;
+  std::optional<Result<std::string>> statusReply;
+
+  void lose(Status why) {
+    if (conn.ok()) conn = std::move(why);
+    fd.reset();
+  }
+
+  Status writeSome();
+  Status readSome();
+  void parseInput();
+  void handleFrame(const proto::Frame& f);
+  void handleError(const proto::Frame& f);
+  template <typename Done>
+  Status waitFor(Done done, std::chrono::milliseconds timeout);
+};
+
+// --- I/O ---------------------------------------------------------------------------
+
+Status Client::Impl::writeSome() {
+  while (!out.empty() && conn.ok()) {
+    const ssize_t n = ::send(fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) {
+      out.consume(static_cast<size_t>(n));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      break;
+    } else if (errno != EINTR) {
+      lose(errnoStatus(Errc::io_error, "write to rdmamsgd", errno));
+    }
+  }
+  return conn;
+}
+
+Status Client::Impl::readSome() {
+  while (conn.ok()) {
+    auto room = in.prepare(kReadChunk);
+    const ssize_t n = ::recv(fd.get(), room.data(), room.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      in.commit(static_cast<size_t>(n));
+      parseInput();
+    } else if (n == 0) {
+      lose(Status(Errc::not_connected, "rdmamsgd closed the connection"));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      break;
+    } else if (errno != EINTR) {
+      lose(errnoStatus(Errc::io_error, "read from rdmamsgd", errno));
+    }
+  }
+  return conn;
+}
+
+void Client::Impl::parseInput() {
+  while (conn.ok()) {
+    const proto::DecodeResult res = proto::decodeFrame(in.readable(), maxBody);
+    if (res.outcome == proto::DecodeOutcome::need_more) return;
+    if (res.outcome == proto::DecodeOutcome::error) {
+      return lose(Status(Errc::protocol_error, std::string("from rdmamsgd: ") + res.reason));
+    }
+    handleFrame(res.frame);
+    in.consume(res.consumed);
+  }
+}
+
+void Client::Impl::handleFrame(const proto::Frame& f) {
+  switch (f.kind) {
+    case FrameKind::welcome:
+      nodeName.assign(f.node);
+      maxMessage = f.maxMessageSize;
+      maxBody = std::max(proto::maxBodyFor(f.maxMessageSize), proto::kDefaultMaxBody);
+      welcomed = true;
+      return;
+    case FrameKind::registered:
+      if (!registerReply && f.service == registerService) registerReply = Status();
+      return;
+    case FrameKind::deliver: {
+      Message& m = inbox.pushSlot();
+      m.srcNode.assign(f.node);
+      m.srcService.assign(f.service);
+      m.service.assign(f.otherService);
+      m.payload.assign(f.payload.begin(), f.payload.end());
+      return;
+    }
+    case FrameKind::ack:
+      for (size_t i = 0; i < f.ackCount(); ++i) {
+        Completion& c = completions.pushSlot();
+        c.msgId = f.ackId(i);
+        c.status = Status();
+      }
+      inFlight -= std::min(inFlight, f.ackCount());
+      return;
+    case FrameKind::error:
+      return handleError(f);
+    case FrameKind::status_reply:
+      statusReply = std::string(f.text);
+      return;
+    case FrameKind::bye:
+      return lose(Status(Errc::not_connected, "rdmamsgd said goodbye"));
+    case FrameKind::hello:
+    case FrameKind::reg:
+    case FrameKind::unreg:
+    case FrameKind::send:
+    case FrameKind::status_request:
+      return lose(Status(Errc::protocol_error, "rdmamsgd sent a client frame"));
+  }
+}
+
+void Client::Impl::handleError(const proto::Frame& f) {
+  Status st(f.errc, std::string(f.text));
+  if (f.msgId != 0) {
+    Completion& c = completions.pushSlot();
+    c.msgId = f.msgId;
+    c.status = std::move(st);
+    if (inFlight > 0) --inFlight;
+    return;
+  }
+  switch (static_cast<FrameKind>(f.inReplyTo)) {
+    case FrameKind::reg:
+      if (!registerReply) registerReply = std::move(st);
+      return;
+    case FrameKind::status_request:
+      statusReply = Result<std::string>(std::move(st));
+      return;
+    default:
+      return lose(std::move(st));  // connection-level: the daemon closes
+  }
+}
+
+template <typename Done>
+Status Client::Impl::waitFor(Done done, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    if (conn.ok()) writeSome();
+    if (conn.ok()) readSome();
+    if (done()) return {};
+    if (!conn.ok()) return conn;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return Status(Errc::timeout, "no answer from rdmamsgd in time");
+    pollfd p{fd.get(), static_cast<short>(POLLIN | (out.empty() ? 0 : POLLOUT)), 0};
+    if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR) {
+      lose(errnoStatus(Errc::io_error, "poll", errno));
+    }
+  }
+}
+
+// --- Client ---------------------------------------------------------------------------
+
+std::string Client::defaultSocketPath() {
+  const char* env = std::getenv("RDMAMSG_SOCKET");
+  return (env != nullptr && *env != '\0') ? std::string(env) : std::string(kDefaultSocket);
+}
+
+Result<Client> Client::connect(std::string_view socketPath, const ConnectOptions& opts) {
+  auto impl = std::make_unique<Impl>();
+  impl->socketPath = socketPath.empty() ? defaultSocketPath() : std::string(socketPath);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (impl->socketPath.size() >= sizeof(addr.sun_path)) {
+    return Status(Errc::bad_request, "socket path too long: " + impl->socketPath);
+  }
+  std::memcpy(addr.sun_path, impl->socketPath.c_str(), impl->socketPath.size() + 1);
+  impl->fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!impl->fd) return errnoStatus(Errc::io_error, "socket", errno);
+  if (::connect(impl->fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return errnoStatus(Errc::io_error, "cannot connect to rdmamsgd at " + impl->socketPath, errno);
+  }
+  proto::encodeHello(impl->out, opts.clientName);
+  Impl& im = *impl;
+  Status st = im.waitFor([&im] { return im.welcomed; }, opts.timeout);
+  if (!st.ok()) return st;
+  return Client(std::move(impl));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+Client::~Client() {
+  close();
+}
+
+const std::string& Client::nodeName() const {
+  return impl_->nodeName;
+}
+uint32_t Client::maxMessageSize() const {
+  return impl_->maxMessage;
+}
+int Client::fd() const {
+  return impl_ ? impl_->fd.get() : -1;
+}
+bool Client::wantsWrite() const {
+  return !impl_->out.empty();
+}
+size_t Client::inFlight() const {
+  return impl_->inFlight;
+}
+const Status& Client::connectionStatus() const {
+  return impl_->conn;
+}
+
+void Client::close() {
+  if (!impl_ || !impl_->fd) return;
+  if (impl_->conn.ok()) {
+    proto::encodeBye(impl_->out);
+    impl_->writeSome();  // best effort, never waits
+  }
+  impl_->lose(Status(Errc::not_connected, "connection closed by the client"));
+}
+
+Status Client::registerService(std::string_view service, std::chrono::milliseconds timeout) {
+  if (Status st = checkName("service", service); !st.ok()) return st;
+  if (!impl_->conn.ok()) return impl_->conn;
+  Impl& im = *impl_;
+  im.registerReply.reset();
+  im.registerService.assign(service);
+  proto::encodeRegister(im.out, service);
+  Status st = im.waitFor([&im] { return im.registerReply.has_value(); }, timeout);
+  return st.ok() ? *im.registerReply : st;
+}
+
+Status Client::unregisterService(std::string_view service) {
+  if (Status st = checkName("service", service); !st.ok()) return st;
+  if (!impl_->conn.ok()) return impl_->conn;
+  proto::encodeUnregister(impl_->out, service);
+  return impl_->writeSome();
+}
+
+Result<uint64_t> Client::send(std::string_view node, std::string_view service,
+                              std::span<const std::byte> payload, std::string_view fromService) {
+  Impl& im = *impl_;
+  if (!im.conn.ok()) return im.conn;
+  if (Status st = checkName("node", node); !st.ok()) return st;
+  if (Status st = checkName("service", service); !st.ok()) return st;
+  if (!fromService.empty()) {
+    if (Status st = checkName("service", fromService); !st.ok()) return st;
+  }
+  if (payload.size() > im.maxMessage) {
+    return Status(Errc::too_large, "message of " + std::to_string(payload.size()) +
+                                       " bytes exceeds the maximum of " +
+                                       std::to_string(im.maxMessage));
+  }
+  const uint64_t id = im.nextId++;
+  proto::encodeSend(im.out, id, node, service, fromService, payload);
+  ++im.inFlight;
+  if (im.out.size() >= kWriteThreshold) im.writeSome();
+  if (im.out.size() >= kWriteBlockLimit) {
+    Status st =
+        im.waitFor([&im] { return im.out.size() < kWriteThreshold; }, std::chrono::hours(24));
+    if (!st.ok()) return st;
+  }
+  return id;
+}
+
+Result<uint64_t> Client::send(std::string_view node, std::string_view service,
+                              std::string_view text, std::string_view fromService) {
+  return send(node, service, std::as_bytes(std::span(text.data(), text.size())), fromService);
+}
+
+Status Client::sendAndWait(std::string_view node, std::string_view service,
+                           std::span<const std::byte> payload, std::chrono::milliseconds timeout) {
+  Result<uint64_t> id = send(node, service, payload);
+  if (!id.ok()) return id.status();
+  Impl& im = *impl_;
+  Completion c;
+  const uint64_t want = *id;
+  auto match = [want](const Completion& x) { return x.msgId == want; };
+  Status st = im.waitFor([&] { return im.completions.extractIf(match, c); }, timeout);
+  return st.ok() ? c.status : st;
+}
+
+Status Client::flush(std::chrono::milliseconds timeout) {
+  Impl& im = *impl_;
+  return im.waitFor([&im] { return im.out.empty(); }, timeout);
+}
+
+bool Client::tryReceive(Message& out) {
+  Impl& im = *impl_;
+  if (im.inbox.empty()) processIo();
+  if (im.inbox.empty()) return false;
+  std::swap(out, im.inbox.front());  // out's old buffers are recycled by the slot
+  im.inbox.popFront();
+  return true;
+}
+
+Status Client::receive(Message& out, std::chrono::milliseconds timeout) {
+  Impl& im = *impl_;
+  Status st = im.waitFor([&im] { return !im.inbox.empty(); }, timeout);
+  if (!st.ok() && im.inbox.empty()) return st;
+  std::swap(out, im.inbox.front());
+  im.inbox.popFront();
+  return {};
+}
+
+bool Client::pollCompletion(Completion& out) {
+  Impl& im = *impl_;
+  if (im.completions.empty()) processIo();
+  if (im.completions.empty()) return false;
+  std::swap(out, im.completions.front());
+  im.completions.popFront();
+  return true;
+}
+
+Status Client::waitCompletion(Completion& out, std::chrono::milliseconds timeout) {
+  Impl& im = *impl_;
+  Status st = im.waitFor([&im] { return !im.completions.empty(); }, timeout);
+  if (!st.ok() && im.completions.empty()) return st;
+  std::swap(out, im.completions.front());
+  im.completions.popFront();
+  return {};
+}
+
+Result<std::string> Client::status(std::chrono::milliseconds timeout) {
+  Impl& im = *impl_;
+  if (!im.conn.ok()) return im.conn;
+  im.statusReply.reset();
+  proto::encodeStatusRequest(im.out);
+  Status st = im.waitFor([&im] { return im.statusReply.has_value(); }, timeout);
+  if (!st.ok()) return st;
+  return std::move(*im.statusReply);
+}
+
+Status Client::processIo() {
+  Impl& im = *impl_;
+  if (!im.conn.ok()) return im.conn;
+  im.writeSome();
+  return im.readSome();
+}
+
+}  // namespace rdmamsg

@@ -1,0 +1,122 @@
+// librdmamsg: the C++ client library applications use to talk to their
+// host's rdmamsgd over its Unix socket.
+//
+//   auto client = rdmamsg::Client::connect();          // $RDMAMSG_SOCKET or the default
+//   client->registerService("orders");
+//   uint64_t id = *client->send("nodeB", "billing", bytes);   // pipelined, no round trip
+//   rdmamsg::Completion c; client->waitCompletion(c, 5s);     // ack or error for an id
+//   rdmamsg::Message m; client->receive(m, 1s);               // reuses m's buffers
+//
+// Sends are buffered and written in batches (when the buffer passes a
+// threshold, or on flush(), or while waiting for anything); the daemon
+// answers every message with an ACK (delivered to a listener of the service)
+// or an ERROR naming the reason. A Client is not thread-safe. For an
+// application's own event loop: poll fd() for POLLIN (and POLLOUT while
+// wantsWrite()), then call processIo() and drain tryReceive / pollCompletion.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rdmamsg/status.h"
+
+namespace rdmamsg {
+
+// A received message. Reuse one Message across receive() calls: its buffers
+// keep their capacity, so steady-state receiving does not allocate.
+struct Message {
+  std::string srcNode;     // the sender's node
+  std::string srcService;  // the sender's service ("" if it registered none)
+  std::string service;     // the local service it was addressed to
+  std::vector<std::byte> payload;
+
+  std::string_view text() const {
+    return {reinterpret_cast<const char*>(payload.data()), payload.size()};
+  }
+};
+
+// The outcome of one sent message: ok once the destination daemon handed it
+// to a listener of the service, otherwise why it failed.
+struct Completion {
+  uint64_t msgId = 0;
+  Status status;
+};
+
+struct ConnectOptions {
+  std::string clientName = "librdmamsg";    // shown in the daemon's logs (<= 63 chars)
+  std::chrono::milliseconds timeout{5000};  // for the HELLO/WELCOME handshake
+};
+
+class Client {
+ public:
+  // $RDMAMSG_SOCKET if set and non-empty, else /run/rdmamsg/rdmamsgd.sock.
+  static std::string defaultSocketPath();
+
+  // Connects and performs the handshake. An empty path means defaultSocketPath().
+  static Result<Client> connect(std::string_view socketPath = {}, const ConnectOptions& opts = {});
+
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  ~Client();  // sends BYE (best effort) and closes
+
+  const std::string& nodeName() const;  // the daemon's node
+  uint32_t maxMessageSize() const;
+
+  // Blocking: registers `service` on this node (duplicate_service if taken).
+  Status registerService(std::string_view service,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // Stops receiving for `service` (no reply; messages already queued may still arrive).
+  Status unregisterService(std::string_view service);
+
+  // Queues a message and returns its id (never 0). Does not wait for the
+  // daemon; may write (or, when more than a few MiB are unwritten, wait for
+  // the socket) — it never waits for acknowledgements. `fromService` names
+  // which registered service sends (default: the first registered).
+  Result<uint64_t> send(std::string_view node, std::string_view service,
+                        std::span<const std::byte> payload, std::string_view fromService = {});
+  Result<uint64_t> send(std::string_view node, std::string_view service, std::string_view text,
+                        std::string_view fromService = {});
+  // Sends one message and waits for its completion.
+  Status sendAndWait(std::string_view node, std::string_view service,
+                     std::span<const std::byte> payload,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  // Blocking: writes everything queued (reading incoming frames meanwhile).
+  Status flush(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  // Waits up to `timeout` (0 = do not wait) for a message; timeout → Errc::timeout.
+  Status receive(Message& out, std::chrono::milliseconds timeout);
+  bool tryReceive(Message& out);
+
+  // Waits up to `timeout` for the next completion; timeout → Errc::timeout.
+  Status waitCompletion(Completion& out, std::chrono::milliseconds timeout);
+  bool pollCompletion(Completion& out);
+  // Messages sent whose completion has not been taken by the daemon yet.
+  size_t inFlight() const;
+
+  // Blocking: the daemon's status as JSON text.
+  Result<std::string> status(std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+  // Event-loop integration (see the file comment).
+  int fd() const;
+  bool wantsWrite() const;
+  // Nonblocking: writes what the socket takes, reads and parses what is there.
+  Status processIo();
+
+  // The error that closed the connection, or ok while it is open.
+  const Status& connectionStatus() const;
+  void close();
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rdmamsg

@@ -1,0 +1,80 @@
+// ByteBuffer: a growable byte queue used for socket input and output.
+//
+// Bytes are appended at the back (append / prepare+commit) and consumed from
+// the front (consume). Storage is reused: consumed space is reclaimed by
+// moving the unread bytes to the front when that is cheap, so a buffer that
+// has reached its working size never allocates again.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace rdmamsg {
+
+class ByteBuffer {
+ public:
+  ByteBuffer() = default;
+  explicit ByteBuffer(size_t capacity) { storage_.resize(capacity); }
+
+  // Unread bytes.
+  std::span<const std::byte> readable() const { return {storage_.data() + begin_, end_ - begin_}; }
+  const std::byte* data() const { return storage_.data() + begin_; }
+  size_t size() const { return end_ - begin_; }
+  bool empty() const { return begin_ == end_; }
+  size_t capacity() const { return storage_.size(); }
+
+  // Drops `n` bytes from the front (n <= size()).
+  void consume(size_t n) {
+    begin_ += n;
+    if (begin_ == end_) begin_ = end_ = 0;
+  }
+
+  void clear() { begin_ = end_ = 0; }
+
+  // Returns at least `n` writable bytes after the unread data; commit() the
+  // number actually written.
+  std::span<std::byte> prepare(size_t n) {
+    if (storage_.size() - end_ < n) makeRoom(n);
+    return {storage_.data() + end_, storage_.size() - end_};
+  }
+  void commit(size_t n) { end_ += n; }
+
+  void append(const void* bytes, size_t n) {
+    if (n == 0) return;
+    std::memcpy(prepare(n).data(), bytes, n);
+    end_ += n;
+  }
+  void append(std::span<const std::byte> bytes) { append(bytes.data(), bytes.size()); }
+  void append(std::string_view text) { append(text.data(), text.size()); }
+
+  // Overwrites already-appended bytes at `offset` from the front (used to
+  // patch a length field once a frame is complete).
+  void overwrite(size_t offset, const void* bytes, size_t n) {
+    std::memcpy(storage_.data() + begin_ + offset, bytes, n);
+  }
+
+ private:
+  void makeRoom(size_t n) {
+    const size_t used = end_ - begin_;
+    if (begin_ > 0 && storage_.size() - used >= n && begin_ >= used) {
+      std::memmove(storage_.data(), storage_.data() + begin_, used);  // cheap: little to move
+    } else {
+      std::vector<std::byte> bigger(std::max({storage_.size() * 2, used + n, kMinCapacity}));
+      if (used > 0) std::memcpy(bigger.data(), storage_.data() + begin_, used);
+      storage_.swap(bigger);
+    }
+    begin_ = 0;
+    end_ = used;
+  }
+
+  static constexpr size_t kMinCapacity = 4096;
+  std::vector<std::byte> storage_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+};
+
+}  // namespace rdmamsg

@@ -1,0 +1,333 @@
+// Encoding and decoding of local client protocol frames (see local_protocol.h).
+#include "common/local_protocol.h"
+
+#include <algorithm>
+#include <array>
+
+namespace rdmamsg::proto {
+namespace {
+
+// --- little-endian primitives ---------------------------------------------
+
+template <typename T>
+void putLe(ByteBuffer& out, T value) {
+  std::array<std::byte, sizeof(T)> bytes;
+  for (size_t i = 0; i < sizeof(T); ++i)
+    bytes[i] = static_cast<std::byte>(value >> (8 * i));
+  out.append(bytes.data(), bytes.size());
+}
+
+template <typename T>
+T getLe(const std::byte* p) {
+  T value = 0;
+  for (size_t i = 0; i < sizeof(T); ++i)
+    value |= static_cast<T>(static_cast<T>(p[i]) << (8 * i));
+  return value;
+}
+
+void putHeader(ByteBuffer& out, FrameKind kind, size_t bodyLength) {
+  putLe<uint32_t>(out, static_cast<uint32_t>(bodyLength));
+  putLe<uint8_t>(out, kProtocolVersion);
+  putLe<uint8_t>(out, static_cast<uint8_t>(kind));
+  putLe<uint16_t>(out, 0);
+}
+
+std::string_view clip(std::string_view s, size_t max) {
+  return s.substr(0, std::min(s.size(), max));
+}
+
+void putStr8(ByteBuffer& out, std::string_view s) {
+  putLe<uint8_t>(out, static_cast<uint8_t>(s.size()));
+  out.append(s);
+}
+
+void putStr16(ByteBuffer& out, std::string_view s) {
+  putLe<uint16_t>(out, static_cast<uint16_t>(s.size()));
+  out.append(s);
+}
+
+// --- body reader -----------------------------------------------------------
+
+// Reads fields from a body; the first failure sticks and names its field.
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> body) : body_(body) {}
+
+  bool ok() const { return reason_ == nullptr; }
+  const char* reason() const { return reason_; }
+  void fail(const char* why) {
+    if (reason_ == nullptr) reason_ = why;
+  }
+
+  template <typename T>
+  T get(const char* field) {
+    if (!ok() || body_.size() - pos_ < sizeof(T)) {
+      fail(field);
+      return 0;
+    }
+    T v = getLe<T>(body_.data() + pos_);
+    pos_ += sizeof(T);
+    return v;
+  }
+
+  std::string_view bytes(size_t n, const char* field) {
+    if (!ok() || body_.size() - pos_ < n) {
+      fail(field);
+      return {};
+    }
+    std::string_view s(reinterpret_cast<const char*>(body_.data() + pos_), n);
+    pos_ += n;
+    return s;
+  }
+
+  std::string_view str8(const char* field) { return bytes(get<uint8_t>(field), field); }
+  std::string_view str16(const char* field) { return bytes(get<uint16_t>(field), field); }
+
+  // A name that must be valid (or, with allowEmpty, may be empty).
+  std::string_view name(const char* field, bool allowEmpty = false) {
+    std::string_view s = str8(field);
+    if (ok() && !(allowEmpty && s.empty()) && !isValidName(s)) fail(field);
+    return s;
+  }
+
+  size_t remaining() const { return body_.size() - pos_; }
+
+  std::span<const std::byte> rest() {
+    auto r = body_.subspan(std::min(pos_, body_.size()));
+    pos_ = body_.size();
+    return r;
+  }
+
+  void expectEnd() {
+    if (ok() && pos_ != body_.size()) fail("trailing bytes after the last field");
+  }
+
+ private:
+  std::span<const std::byte> body_;
+  size_t pos_ = 0;
+  const char* reason_ = nullptr;
+};
+
+void parseBody(FrameKind kind, Reader& r, Frame& f) {
+  switch (kind) {
+    case FrameKind::hello:
+      f.text = r.str8("hello: client name");
+      r.expectEnd();
+      return;
+    case FrameKind::welcome:
+      f.maxMessageSize = r.get<uint32_t>("welcome: max message size");
+      f.node = r.name("welcome: invalid node name");
+      r.expectEnd();
+      return;
+    case FrameKind::reg:
+    case FrameKind::registered:
+    case FrameKind::unreg:
+      f.service = r.name("register: invalid service name");
+      r.expectEnd();
+      return;
+    case FrameKind::send:
+      f.msgId = r.get<uint64_t>("send: message id");
+      f.node = r.name("send: invalid node name");
+      f.service = r.name("send: invalid service name");
+      f.otherService = r.name("send: invalid from-service name", true);
+      f.payload = r.rest();
+      return;
+    case FrameKind::deliver:
+      f.node = r.name("deliver: invalid source node name");
+      f.service = r.name("deliver: invalid source service name", true);
+      f.otherService = r.name("deliver: invalid destination service name");
+      f.payload = r.rest();
+      return;
+    case FrameKind::ack: {
+      const uint32_t count = r.get<uint32_t>("ack: count");
+      const auto ids = r.rest();
+      if (r.ok() && (count == 0 || ids.size() / 8 != count || ids.size() % 8 != 0)) {
+        r.fail("ack: count does not match the body length");
+      }
+      f.ackIds = ids;
+      return;
+    }
+    case FrameKind::error: {
+      f.msgId = r.get<uint64_t>("error: message id");
+      const uint16_t code = r.get<uint16_t>("error: code");
+      f.inReplyTo = r.get<uint8_t>("error: request kind");
+      f.text = r.str16("error: text");
+      r.expectEnd();
+      if (r.ok() && (code == 0 || code > kMaxErrc)) r.fail("error: unknown error code");
+      if (r.ok() && f.inReplyTo > kMaxFrameKind) r.fail("error: unknown request kind");
+      f.errc = static_cast<Errc>(code);
+      return;
+    }
+    case FrameKind::status_reply:
+      f.text = r.bytes(r.remaining(), "status reply");
+      return;
+    case FrameKind::status_request:
+    case FrameKind::bye:
+      r.expectEnd();
+      return;
+  }
+}
+
+DecodeResult decodeError(const char* reason) {
+  DecodeResult res;
+  res.outcome = DecodeOutcome::error;
+  res.errc = Errc::protocol_error;
+  res.reason = reason;
+  return res;
+}
+
+}  // namespace
+
+std::string_view toString(FrameKind kind) {
+  switch (kind) {
+    case FrameKind::hello:
+      return "HELLO";
+    case FrameKind::welcome:
+      return "WELCOME";
+    case FrameKind::reg:
+      return "REGISTER";
+    case FrameKind::registered:
+      return "REGISTERED";
+    case FrameKind::unreg:
+      return "UNREGISTER";
+    case FrameKind::send:
+      return "SEND";
+    case FrameKind::deliver:
+      return "DELIVER";
+    case FrameKind::ack:
+      return "ACK";
+    case FrameKind::error:
+      return "ERROR";
+    case FrameKind::status_request:
+      return "STATUS_REQUEST";
+    case FrameKind::status_reply:
+      return "STATUS_REPLY";
+    case FrameKind::bye:
+      return "BYE";
+  }
+  return "UNKNOWN";
+}
+
+bool isValidName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
+
+uint64_t Frame::ackId(size_t i) const {
+  return getLe<uint64_t>(ackIds.data() + 8 * i);
+}
+
+DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
+  if (in.size() < kHeaderSize) return {};
+  const uint32_t bodyLength = getLe<uint32_t>(in.data());
+  const uint8_t version = getLe<uint8_t>(in.data() + 4);
+  const uint8_t kind = getLe<uint8_t>(in.data() + 5);
+  const uint16_t reserved = getLe<uint16_t>(in.data() + 6);
+  if (version != kProtocolVersion) return decodeError("unsupported protocol version");
+  if (reserved != 0) return decodeError("reserved header bits set");
+  if (kind == 0 || kind > kMaxFrameKind) return decodeError("unknown frame kind");
+  if (bodyLength > maxBody) return decodeError("frame longer than the maximum message size");
+  if (in.size() - kHeaderSize < bodyLength) return {};
+
+  DecodeResult res;
+  res.frame.kind = static_cast<FrameKind>(kind);
+  Reader reader(in.subspan(kHeaderSize, bodyLength));
+  parseBody(res.frame.kind, reader, res.frame);
+  if (!reader.ok()) return decodeError(reader.reason());
+  res.outcome = DecodeOutcome::frame;
+  res.consumed = kHeaderSize + bodyLength;
+  return res;
+}
+
+// --- encoders ----------------------------------------------------------------
+
+void encodeHello(ByteBuffer& out, std::string_view clientName) {
+  clientName = clip(clientName, kMaxNameLength);
+  putHeader(out, FrameKind::hello, 1 + clientName.size());
+  putStr8(out, clientName);
+}
+
+void encodeWelcome(ByteBuffer& out, uint32_t maxMessageSize, std::string_view nodeName) {
+  nodeName = clip(nodeName, kMaxNameLength);
+  putHeader(out, FrameKind::welcome, 4 + 1 + nodeName.size());
+  putLe<uint32_t>(out, maxMessageSize);
+  putStr8(out, nodeName);
+}
+
+static void encodeServiceFrame(ByteBuffer& out, FrameKind kind, std::string_view service) {
+  service = clip(service, kMaxNameLength);
+  putHeader(out, kind, 1 + service.size());
+  putStr8(out, service);
+}
+
+void encodeRegister(ByteBuffer& out, std::string_view service) {
+  encodeServiceFrame(out, FrameKind::reg, service);
+}
+void encodeRegistered(ByteBuffer& out, std::string_view service) {
+  encodeServiceFrame(out, FrameKind::registered, service);
+}
+void encodeUnregister(ByteBuffer& out, std::string_view service) {
+  encodeServiceFrame(out, FrameKind::unreg, service);
+}
+
+void encodeSend(ByteBuffer& out, uint64_t msgId, std::string_view node, std::string_view service,
+                std::string_view fromService, std::span<const std::byte> payload) {
+  node = clip(node, kMaxNameLength);
+  service = clip(service, kMaxNameLength);
+  fromService = clip(fromService, kMaxNameLength);
+  putHeader(out, FrameKind::send,
+            8 + 3 + node.size() + service.size() + fromService.size() + payload.size());
+  putLe<uint64_t>(out, msgId);
+  putStr8(out, node);
+  putStr8(out, service);
+  putStr8(out, fromService);
+  out.append(payload);
+}
+
+void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view srcService,
+                   std::string_view toService, std::span<const std::byte> payload) {
+  srcNode = clip(srcNode, kMaxNameLength);
+  srcService = clip(srcService, kMaxNameLength);
+  toService = clip(toService, kMaxNameLength);
+  putHeader(out, FrameKind::deliver,
+            3 + srcNode.size() + srcService.size() + toService.size() + payload.size());
+  putStr8(out, srcNode);
+  putStr8(out, srcService);
+  putStr8(out, toService);
+  out.append(payload);
+}
+
+void encodeAck(ByteBuffer& out, std::span<const uint64_t> msgIds) {
+  putHeader(out, FrameKind::ack, 4 + 8 * msgIds.size());
+  putLe<uint32_t>(out, static_cast<uint32_t>(msgIds.size()));
+  for (uint64_t id : msgIds)
+    putLe<uint64_t>(out, id);
+}
+
+void encodeError(ByteBuffer& out, uint64_t msgId, Errc errc, uint8_t inReplyTo,
+                 std::string_view text) {
+  text = clip(text, kMaxErrorText);
+  putHeader(out, FrameKind::error, 8 + 2 + 1 + 2 + text.size());
+  putLe<uint64_t>(out, msgId);
+  putLe<uint16_t>(out, static_cast<uint16_t>(errc));
+  putLe<uint8_t>(out, inReplyTo);
+  putStr16(out, text);
+}
+
+void encodeStatusRequest(ByteBuffer& out) {
+  putHeader(out, FrameKind::status_request, 0);
+}
+
+void encodeStatusReply(ByteBuffer& out, std::string_view json) {
+  putHeader(out, FrameKind::status_reply, json.size());
+  out.append(json);
+}
+
+void encodeBye(ByteBuffer& out) {
+  putHeader(out, FrameKind::bye, 0);
+}
+
+}  // namespace rdmamsg::proto

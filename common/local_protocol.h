@@ -1,0 +1,118 @@
+// The local client wire protocol: frames exchanged between an application
+// (librdmamsg) and its host's rdmamsgd over the Unix stream socket.
+//
+// Every frame is an 8-byte header followed by a body (all integers
+// little-endian):
+//
+//   u32 bodyLength | u8 version (=kProtocolVersion) | u8 kind | u16 reserved (=0)
+//
+// Strings are length-prefixed: `str8` = u8 length + bytes, `str16` = u16
+// length + bytes. A payload is "the rest of the body". Bodies per kind are in
+// docs/protocol.md ("Local client protocol") and beside FrameKind below.
+//
+// decodeFrame() parses at most one frame from the front of a byte span that
+// may hold a partial frame or many frames; it checks the length against the
+// receiver's limit before anything else and never allocates. The encode*()
+// functions append one frame to a caller-owned ByteBuffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "common/byte_buffer.h"
+#include "common/status.h"
+
+namespace rdmamsg::proto {
+
+inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr size_t kHeaderSize = 8;
+inline constexpr size_t kMaxNameLength = 63;
+// Body bytes a SEND or DELIVER needs beside its payload (ids, three names).
+inline constexpr size_t kMaxFrameOverhead = 256;
+// Largest ERROR text; longer texts are truncated by the encoder.
+inline constexpr size_t kMaxErrorText = 1024;
+// Limit a client applies before WELCOME told it the daemon's maximum.
+inline constexpr uint32_t kDefaultMaxBody = 1u << 20;
+
+enum class FrameKind : uint8_t {
+  hello = 1,            // c→d  str8 clientName (0..63, informational)
+  welcome = 2,          // d→c  u32 maxMessageSize, str8 nodeName
+  reg = 3,              // c→d  str8 service                       (REGISTER)
+  registered = 4,       // d→c  str8 service
+  unreg = 5,            // c→d  str8 service                       (UNREGISTER, no reply)
+  send = 6,             // c→d  u64 msgId, str8 node, str8 service, str8 fromService, payload
+  deliver = 7,          // d→c  str8 srcNode, str8 srcService, str8 toService, payload
+  ack = 8,              // d→c  u32 count, count × u64 msgId
+  error = 9,            // d→c  u64 msgId, u16 errc, u8 inReplyTo (FrameKind or 0), str16 text
+  status_request = 10,  // c→d  (empty)
+  status_reply = 11,    // d→c  JSON text (rest of body)
+  bye = 12,             // both (empty): orderly close
+};
+inline constexpr uint8_t kMaxFrameKind = static_cast<uint8_t>(FrameKind::bye);
+
+std::string_view toString(FrameKind kind);
+
+// Node and service names: 1..63 characters of [A-Za-z0-9._-].
+bool isValidName(std::string_view name);
+
+// Largest body a receiver accepts when the maximum message size is `maxMessage`.
+constexpr uint32_t maxBodyFor(uint32_t maxMessage) {
+  return maxMessage + static_cast<uint32_t>(kMaxFrameOverhead);
+}
+
+// A decoded frame. Views point into the decoded input span: they are valid
+// until the caller consumes or overwrites those bytes. Fields not carried by
+// `kind` are left empty/zero.
+struct Frame {
+  FrameKind kind = FrameKind::bye;
+  uint64_t msgId = 0;                  // send, error
+  Errc errc = Errc::ok;                // error
+  uint8_t inReplyTo = 0;               // error: FrameKind of the request, 0 = connection
+  uint32_t maxMessageSize = 0;         // welcome
+  std::string_view node;               // welcome (own), send (destination), deliver (source)
+  std::string_view service;            // reg/registered/unreg; send (dest.); deliver (source)
+  std::string_view otherService;       // send: fromService; deliver: toService
+  std::string_view text;               // hello client name, error text, status JSON
+  std::span<const std::byte> payload;  // send, deliver
+  std::span<const std::byte> ackIds;   // ack: count × 8 bytes; read with ackId()
+
+  size_t ackCount() const { return ackIds.size() / 8; }
+  uint64_t ackId(size_t i) const;
+};
+
+enum class DecodeOutcome : uint8_t { need_more, frame, error };
+
+struct DecodeResult {
+  DecodeOutcome outcome = DecodeOutcome::need_more;
+  size_t consumed = 0;      // bytes of the frame (only for `frame`)
+  Frame frame;              // only for `frame`
+  Errc errc = Errc::ok;     // only for `error`: protocol_error
+  const char* reason = "";  // only for `error`: static text naming the problem
+};
+
+// Parses the frame at the front of `in`. A body longer than `maxBody` is an
+// error as soon as its header is complete, before the body arrives.
+DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody);
+
+// Encoders: append one complete frame to `out`. They do not validate names
+// (callers do, with isValidName) but never write a field that overflows its
+// length prefix: strings are truncated to the prefix's range.
+void encodeHello(ByteBuffer& out, std::string_view clientName);
+void encodeWelcome(ByteBuffer& out, uint32_t maxMessageSize, std::string_view nodeName);
+void encodeRegister(ByteBuffer& out, std::string_view service);
+void encodeRegistered(ByteBuffer& out, std::string_view service);
+void encodeUnregister(ByteBuffer& out, std::string_view service);
+void encodeSend(ByteBuffer& out, uint64_t msgId, std::string_view node, std::string_view service,
+                std::string_view fromService, std::span<const std::byte> payload);
+void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view srcService,
+                   std::string_view toService, std::span<const std::byte> payload);
+void encodeAck(ByteBuffer& out, std::span<const uint64_t> msgIds);
+void encodeError(ByteBuffer& out, uint64_t msgId, Errc errc, uint8_t inReplyTo,
+                 std::string_view text);
+void encodeStatusRequest(ByteBuffer& out);
+void encodeStatusReply(ByteBuffer& out, std::string_view json);
+void encodeBye(ByteBuffer& out);
+
+}  // namespace rdmamsg::proto

@@ -1,0 +1,94 @@
+// The daemon's wiring and lifecycle (daemon.h).
+#include "daemon/daemon.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include <random>
+
+namespace rdmamsg {
+
+namespace {
+
+uint64_t newIncarnation() {
+  std::random_device rd;
+  uint64_t v = (uint64_t{rd()} << 32) ^ rd();
+  v ^= static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  return v != 0 ? v : 1;
+}
+
+local::LocalServerConfig localConfig(const config::Config& c) {
+  local::LocalServerConfig l;
+  l.listener.path = c.socket;
+  l.listener.mode = c.socketMode;
+  l.listener.group = c.socketGroup.value_or("");
+  // systemd socket activation: use the socket it passes, if any.
+  if (sd_listen_fds(0) >= 1) l.listener.inheritedFd = SD_LISTEN_FDS_START;
+  l.nodeName = c.node;
+  l.maxMessageSize = static_cast<uint32_t>(c.maxMessageSize);
+  size_t frame = c.maxMessageSize + 4096;
+  l.outputHighWatermark = std::max<size_t>(4u << 20, frame);
+  l.outputLowWatermark = l.outputHighWatermark / 4;
+  l.outputReadStop = std::max<size_t>(16u << 20, 2 * frame + l.outputHighWatermark);
+  return l;
+}
+
+}  // namespace
+
+Daemon::Daemon(config::Config cfg)
+    : config_(std::move(cfg)), incarnation_(newIncarnation()), router_(config_) {
+  signal(SIGPIPE, SIG_IGN);
+  mesh_ = std::make_unique<peer::Mesh>(loop_, config_, router_, incarnation_);
+  server_ = std::make_unique<local::LocalServer>(loop_, localConfig(config_), router_);
+  router_.attach(server_.get(), mesh_.get());
+  server_->setDrainedCallback([this](local::SessionId s) { router_.onSessionDrained(s); });
+  mesh_->start();
+  sigterm_ = std::make_unique<loop::SignalEvent>(loop_, SIGTERM, [this](int) { stop("SIGTERM"); });
+  sigint_ = std::make_unique<loop::SignalEvent>(loop_, SIGINT, [this](int) { stop("SIGINT"); });
+  sighup_ = std::make_unique<loop::SignalEvent>(loop_, SIGHUP, [](int) {
+    spdlog::info("SIGHUP: configuration reload is not supported; restart the service to apply changes");
+  });
+  statusTimer_ = std::make_unique<loop::Timer>(loop_, [this] { updateStatus(); });
+}
+
+Daemon::~Daemon() {
+  // Clients first, then the mesh (connections, devices, event channel).
+  server_.reset();
+  mesh_.reset();
+}
+
+int Daemon::run() {
+  spdlog::info("rdmamsgd {} serving: node {}, {} peers, clients on {}", RDMAMSG_VERSION,
+               config_.node, config_.peers.size(), server_->socketPath());
+  sd_notify(0, "READY=1");
+  updateStatus();
+  loop_.run();
+  spdlog::info("rdmamsgd stopped");
+  return 0;
+}
+
+void Daemon::updateStatus() {
+  size_t up = 0;
+  for (const auto& p : mesh_->peers()) up += p->established() ? 1 : 0;
+  std::string s = "STATUS=" + std::to_string(up) + "/" + std::to_string(mesh_->peers().size()) +
+                  " peers established, " + std::to_string(server_->sessionCount()) + " clients, " +
+                  std::to_string(router_.serviceCount()) + " services";
+  if (s != lastStatus_) {
+    sd_notify(0, s.c_str());
+    lastStatus_ = s;
+  }
+  if (!stopping_) statusTimer_->arm(std::chrono::seconds(1));
+}
+
+void Daemon::stop(const char* why) {
+  if (stopping_) return;
+  stopping_ = true;
+  spdlog::info("{}: stopping", why);
+  sd_notify(0, "STOPPING=1\nSTATUS=stopping");
+  statusTimer_->cancel();
+  server_->closeAll(Status(Errc::shutting_down, "rdmamsgd on " + config_.node + " is stopping"));
+  mesh_->shutdown([this] { loop_.exit(); });
+}
+
+}  // namespace rdmamsg

@@ -1,0 +1,49 @@
+// rdmamsgd: one thread, one libevent loop. The Daemon wires the pieces
+// together — the mesh of peer connections over RDMA, the local client
+// server, the router between them — and speaks to systemd: READY=1 once it
+// serves, STATUS= lines as peers come and go, STOPPING=1 on SIGTERM, then a
+// clean teardown (clients told, connections disconnected and flushed, RDMA
+// resources released) and exit 0.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "daemon/local/local_server.h"
+#include "daemon/loop/event_loop.h"
+#include "daemon/loop/events.h"
+#include "daemon/peer/mesh.h"
+#include "daemon/router.h"
+
+namespace rdmamsg {
+
+class Daemon {
+ public:
+  // Throws std::runtime_error (with a message for the operator) when it
+  // cannot start: socket path, rdma_cm address, RDMA resources.
+  explicit Daemon(config::Config cfg);
+  ~Daemon();
+  // Runs until SIGTERM/SIGINT and a clean teardown; returns the exit code.
+  int run();
+
+  loop::EventLoop& loop() { return loop_; }
+
+ private:
+  void stop(const char* why);
+  void updateStatus();
+
+  config::Config config_;
+  uint64_t incarnation_;
+  loop::EventLoop loop_;
+  Router router_;
+  std::unique_ptr<peer::Mesh> mesh_;
+  std::unique_ptr<local::LocalServer> server_;
+  std::unique_ptr<loop::SignalEvent> sigterm_, sigint_, sighup_;
+  std::unique_ptr<loop::Timer> statusTimer_;
+  std::string lastStatus_;
+  bool stopping_ = false;
+};
+
+}  // namespace rdmamsg

@@ -1,0 +1,69 @@
+// The contract between the local client server and the daemon's router.
+//
+// LocalServer decodes and validates client frames and calls a LocalHandler
+// for every request; the router implements it and answers asynchronously
+// through LocalServer (deliver / ack / fail, see local_server.h).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace rdmamsg::local {
+
+// Identifies one client connection for the daemon's lifetime (never reused).
+using SessionId = uint64_t;
+
+// The connecting process, read with SO_PEERCRED at accept time.
+struct PeerCred {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// One SEND from a client. Views are valid only during the onSend call: copy
+// what must outlive it (the payload belongs to the session's input buffer).
+struct SendRequest {
+  uint64_t msgId = 0;                  // client-chosen, non-zero; echoed by ack/fail
+  std::string_view node;               // destination node (valid name)
+  std::string_view service;            // destination service (valid name)
+  std::string_view fromService;        // sender's service: a service this session
+                                       // registered, or "" when it registered none
+  std::span<const std::byte> payload;  // size <= the configured maximum
+};
+
+class LocalHandler {
+ public:
+  virtual ~LocalHandler() = default;
+
+  // A client asks to receive messages for `service` (a valid name). Return ok
+  // to accept; any other Status (duplicate_service, busy…) is sent back to
+  // the client as the reason.
+  virtual Status onRegister(SessionId session, std::string_view service) = 0;
+
+  // The client gave up `service` (one it had registered).
+  virtual void onUnregister(SessionId session, std::string_view service) = 0;
+
+  // A message to route. The handler must eventually call exactly one of
+  // LocalServer::ack(session, msgId) or LocalServer::fail(session, msgId, …),
+  // unless the session closes first (onSessionClosed). Calls may be made from
+  // inside onSend. To apply backpressure, call LocalServer::pauseReading.
+  virtual void onSend(SessionId session, const SendRequest& request) = 0;
+
+  // The JSON text of STATUS_REPLY (see docs/protocol.md for the expected keys).
+  virtual std::string onStatus(SessionId session) = 0;
+
+  // The session is gone (client closed, protocol error, closeSession). Called
+  // once, from a deferred callback, for every session the handler has seen;
+  // drop its services and forget its in-flight message ids. LocalServer calls
+  // for this session are ignored from the moment it starts closing.
+  virtual void onSessionClosed(SessionId session) = 0;
+};
+
+}  // namespace rdmamsg::local

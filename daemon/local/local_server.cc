@@ -1,0 +1,350 @@
+// LocalServer: accepting clients, request dispatch, the router-facing API and
+// the once-per-loop-turn flush (see local_server.h).
+#include "daemon/local/local_server.h"
+
+#include <event2/event.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "daemon/local/log.h"
+#include "daemon/local/session.h"
+
+namespace rdmamsg::local {
+namespace {
+
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
+
+PeerCred readPeerCred(int fd) {
+  ucred uc{};
+  socklen_t len = sizeof(uc);
+  PeerCred cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == 0) {
+    cred.pid = uc.pid;
+    cred.uid = uc.uid;
+    cred.gid = uc.gid;
+  }
+  return cred;
+}
+
+}  // namespace
+
+LocalServer::LocalServer(loop::EventLoop& loop, LocalServerConfig config, LocalHandler& handler)
+    : loop_(loop),
+      config_(std::move(config)),
+      handler_(handler),
+      listener_(config_.listener),
+      acceptRetry_(loop, [this] { acceptAll(); }),
+      flush_(loop, [this] { flushDirty(); }),
+      reaper_(loop, [this] { reap(); }),
+      acceptEvent_(loop, listener_.fd(), EV_READ | EV_PERSIST | EV_ET,
+                   [this](short) { acceptAll(); }) {
+  localLog().info("listening on {} for node {} (max message {} bytes)", listener_.path(),
+                  config_.nodeName, config_.maxMessageSize);
+  acceptEvent_.activate(EV_READ);  // an inherited socket may already have clients waiting
+}
+
+LocalServer::~LocalServer() = default;
+
+// --- accepting -----------------------------------------------------------------
+
+void LocalServer::acceptAll() {
+  for (;;) {
+    const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      addSession(UniqueFd(fd));
+      continue;
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    // Out of descriptors or memory: the backlog stays and no new edge will
+    // come for it, so retry on a timer.
+    localLog().warn("accept on {} failed: {}; retrying", listener_.path(), std::strerror(errno));
+    acceptRetry_.arm(kAcceptRetry);
+    return;
+  }
+}
+
+void LocalServer::addSession(UniqueFd fd) {
+  const PeerCred cred = readPeerCred(fd.get());
+  if (config_.authorize && !config_.authorize(cred)) {
+    localLog().warn("refused connection from pid {} uid {} gid {}", cred.pid, cred.uid, cred.gid);
+    return;
+  }
+  const SessionId id = nextId_++;
+  const uint32_t maxBody = proto::maxBodyFor(config_.maxMessageSize);
+  auto session =
+      std::make_unique<Session>(*this, loop_, id, std::move(fd), cred, maxBody, (maxBody - 4) / 8);
+  localLog().info("{}: connected (gid {})", session->name(), cred.gid);
+  Session& s = *session;
+  sessions_.emplace(id, std::move(session));
+  // Edge-triggered: bytes may already be waiting; read them now.
+  s.kickRead();
+}
+
+Session* LocalServer::find(SessionId id) const {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+// --- requests ----------------------------------------------------------------------
+
+void LocalServer::handleFrame(Session& s, const proto::Frame& f) {
+  using proto::FrameKind;
+  if (s.state() == Session::State::awaiting_hello && f.kind != FrameKind::hello) {
+    return protocolError(s, "the first frame must be HELLO");
+  }
+  switch (f.kind) {
+    case FrameKind::hello:
+      return onHello(s, f);
+    case FrameKind::reg:
+      return onRegister(s, f.service);
+    case FrameKind::unreg:
+      return onUnregister(s, f.service);
+    case FrameKind::send:
+      return onSend(s, f);
+    case FrameKind::status_request:
+      return onStatusRequest(s);
+    case FrameKind::bye:
+      return beginClose(s, Status(), "client said goodbye");
+    case FrameKind::welcome:
+    case FrameKind::registered:
+    case FrameKind::deliver:
+    case FrameKind::ack:
+    case FrameKind::error:
+    case FrameKind::status_reply:
+      return protocolError(s, "frame kind is not sent by clients");
+  }
+}
+
+void LocalServer::onHello(Session& s, const proto::Frame& f) {
+  if (s.state() != Session::State::awaiting_hello) return protocolError(s, "HELLO sent twice");
+  s.setState(Session::State::ready);
+  s.knownToHandler = true;
+  localLog().info("{}: hello from '{}'", s.name(), f.text);
+  proto::encodeWelcome(s.outputBuffer(), config_.maxMessageSize, config_.nodeName);
+  markDirty(s);
+}
+
+void LocalServer::onRegister(Session& s, std::string_view service) {
+  Status st;
+  if (s.ownsService(service)) {
+    st = Status(Errc::duplicate_service,
+                "service '" + std::string(service) + "' is already registered by this client");
+  } else {
+    st = handler_.onRegister(s.id(), service);
+  }
+  if (s.state() == Session::State::closing) return;
+  if (st.ok()) {
+    s.addService(service);
+    localLog().info("{}: registered service {}", s.name(), service);
+    proto::encodeRegistered(s.outputBuffer(), service);
+  } else {
+    localLog().info("{}: register {} refused: {}", s.name(), service, st.toString());
+    proto::encodeError(s.outputBuffer(), 0, st.code(), static_cast<uint8_t>(proto::FrameKind::reg),
+                       st.message());
+  }
+  markDirty(s);
+}
+
+void LocalServer::onUnregister(Session& s, std::string_view service) {
+  if (!s.removeService(service)) {
+    localLog().debug("{}: unregister of unowned service {} ignored", s.name(), service);
+    return;
+  }
+  localLog().info("{}: unregistered service {}", s.name(), service);
+  handler_.onUnregister(s.id(), service);
+}
+
+void LocalServer::onSend(Session& s, const proto::Frame& f) {
+  if (f.msgId == 0) {
+    proto::encodeError(s.outputBuffer(), 0, Errc::bad_request,
+                       static_cast<uint8_t>(proto::FrameKind::send), "message id 0 is reserved");
+    return markDirty(s);
+  }
+  if (f.payload.size() > config_.maxMessageSize) {
+    fail(s.id(), f.msgId,
+         Status(Errc::too_large, "message of " + std::to_string(f.payload.size()) +
+                                     " bytes exceeds the maximum of " +
+                                     std::to_string(config_.maxMessageSize)));
+    return;
+  }
+  if (!f.otherService.empty() && !s.ownsService(f.otherService)) {
+    fail(s.id(), f.msgId,
+         Status(Errc::bad_request, "sender service '" + std::string(f.otherService) +
+                                       "' is not registered by this client"));
+    return;
+  }
+  SendRequest req;
+  req.msgId = f.msgId;
+  req.node = f.node;
+  req.service = f.service;
+  req.fromService = f.otherService.empty() ? s.defaultService() : f.otherService;
+  req.payload = f.payload;
+  handler_.onSend(s.id(), req);
+}
+
+void LocalServer::onStatusRequest(Session& s) {
+  const std::string json = handler_.onStatus(s.id());
+  if (s.state() == Session::State::closing) return;
+  if (json.size() > proto::maxBodyFor(config_.maxMessageSize)) {
+    proto::encodeError(s.outputBuffer(), 0, Errc::too_large,
+                       static_cast<uint8_t>(proto::FrameKind::status_request),
+                       "status reply exceeds the maximum frame size");
+  } else {
+    proto::encodeStatusReply(s.outputBuffer(), json);
+  }
+  markDirty(s);
+}
+
+void LocalServer::protocolError(Session& s, const char* reason) {
+  localLog().warn("{}: protocol error: {}", s.name(), reason);
+  beginClose(s, Status(Errc::protocol_error, reason), "protocol error");
+}
+
+// --- router API ----------------------------------------------------------------------
+
+bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_view srcService,
+                          std::string_view toService, std::span<const std::byte> payload) {
+  Session* s = find(id);
+  if (s == nullptr) return false;
+  proto::encodeDeliver(s->outputBuffer(), srcNode, srcService, toService, payload);
+  markDirty(*s);
+  return true;
+}
+
+bool LocalServer::ack(SessionId id, uint64_t msgId) {
+  Session* s = find(id);
+  if (s == nullptr) return false;
+  s->queueAck(msgId);
+  markDirty(*s);
+  return true;
+}
+
+bool LocalServer::fail(SessionId id, uint64_t msgId, const Status& why) {
+  Session* s = find(id);
+  if (s == nullptr) return false;
+  const Errc code = why.ok() ? Errc::bad_request : why.code();
+  proto::encodeError(s->outputBuffer(), msgId, code, static_cast<uint8_t>(proto::FrameKind::send),
+                     why.message());
+  markDirty(*s);
+  return true;
+}
+
+bool LocalServer::pauseReading(SessionId id) {
+  Session* s = find(id);
+  if (s == nullptr) return false;
+  s->pause(Session::kPausedByRouter);
+  return true;
+}
+
+bool LocalServer::resumeReading(SessionId id) {
+  Session* s = find(id);
+  if (s == nullptr) return false;
+  s->resume(Session::kPausedByRouter);
+  return true;
+}
+
+size_t LocalServer::outputBytes(SessionId id) const {
+  const Session* s = find(id);
+  return s == nullptr ? 0 : s->outputBytes();
+}
+
+bool LocalServer::outputCongested(SessionId id) const {
+  const Session* s = find(id);
+  return s != nullptr && s->congested;
+}
+
+const PeerCred* LocalServer::peerCred(SessionId id) const {
+  const Session* s = find(id);
+  return s == nullptr ? nullptr : &s->cred();
+}
+
+std::vector<SessionId> LocalServer::sessionIds() const {
+  std::vector<SessionId> ids;
+  ids.reserve(sessions_.size());
+  for (const auto& [id, s] : sessions_)
+    ids.push_back(id);
+  return ids;
+}
+
+// --- closing ---------------------------------------------------------------------------
+
+bool LocalServer::closeSession(SessionId id, const Status& reason) {
+  Session* s = find(id);
+  if (s == nullptr) return false;
+  beginClose(*s, reason, reason.ok() ? "closed by the daemon" : "closed with an error");
+  return true;
+}
+
+void LocalServer::closeAll(const Status& reason) {
+  for (SessionId id : sessionIds())
+    closeSession(id, reason);
+}
+
+void LocalServer::beginClose(Session& s, const Status& reason, std::string_view logWhy) {
+  if (s.state() == Session::State::closing) return;
+  localLog().info("{}: disconnecting: {}{}{}", s.name(), logWhy, s.lastErrno() ? ": " : "",
+                  s.lastErrno() ? std::strerror(s.lastErrno()) : "");
+  s.encodePendingAcks();  // acks already earned go out before the closing error
+  if (!reason.ok()) proto::encodeError(s.outputBuffer(), 0, reason.code(), 0, reason.message());
+  s.setState(Session::State::closing);
+  s.stopEvents();
+  s.flush();  // best effort: the client may see why; never waits
+  auto it = sessions_.find(s.id());
+  graveyard_.push_back(std::move(it->second));
+  sessions_.erase(it);
+  reaper_.schedule();  // never free a session inside its own callback
+}
+
+void LocalServer::reap() {
+  std::vector<std::unique_ptr<Session>> dead;
+  dead.swap(graveyard_);
+  for (auto& s : dead) {
+    if (s->knownToHandler) handler_.onSessionClosed(s->id());
+  }
+}
+
+// --- output ----------------------------------------------------------------------------
+
+void LocalServer::markDirty(Session& s) {
+  if (s.state() == Session::State::closing) return;
+  const size_t bytes = s.outputBytes();
+  if (bytes >= config_.outputHighWatermark) s.congested = true;
+  // Never stop reading because of a single maximum-size delivery.
+  const size_t readStop =
+      std::max(config_.outputReadStop, 2 * size_t{proto::maxBodyFor(config_.maxMessageSize)});
+  if (bytes >= readStop) s.pause(Session::kPausedByOutput);
+  if (s.dirty) return;
+  s.dirty = true;
+  dirty_.push_back(s.id());
+  flush_.schedule();
+}
+
+void LocalServer::flushDirty() {
+  flushing_.swap(dirty_);
+  for (SessionId id : flushing_) {
+    Session* s = find(id);
+    if (s == nullptr) continue;
+    s->dirty = false;
+    if (s->flush() == Session::FlushResult::failed) {
+      beginClose(*s, Status(), "write failed");
+      continue;
+    }
+    afterFlush(*s);
+  }
+  flushing_.clear();
+}
+
+void LocalServer::afterFlush(Session& s) {
+  if (s.outputBytes() >= config_.outputLowWatermark) return;
+  if (s.pausedBy(Session::kPausedByOutput)) s.resume(Session::kPausedByOutput);
+  if (s.congested) {
+    s.congested = false;
+    if (drained_) drained_(s.id());
+  }
+}
+
+}  // namespace rdmamsg::local

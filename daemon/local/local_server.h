@@ -1,0 +1,129 @@
+// LocalServer: accepts application connections on the daemon's Unix socket
+// and runs one Session per client on the caller's EventLoop.
+//
+// Requests are decoded and validated here and handed to a LocalHandler (the
+// router); the router answers through the methods below. Answers are queued
+// on the session and written once per loop turn (a Deferred flushes every
+// session that has output). Methods taking a SessionId are no-ops (returning
+// false) for sessions that are closing or gone, so the router may call them
+// after a session died and before it heard onSessionClosed.
+//
+// Backpressure:
+//  - pauseReading/resumeReading: the router stops consuming a client's
+//    requests (e.g. its destination peer has no credits and a full queue).
+//  - Output: a session whose pending output reaches outputHighWatermark is
+//    "congested"; when it drains below outputLowWatermark the drained
+//    callback fires, so the router can resume delivering to it. A session
+//    whose own output exceeds outputReadStop stops being read until its
+//    output drains below the low watermark (a client that never reads its
+//    acks cannot grow the daemon's memory without bound).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/local_protocol.h"
+#include "daemon/local/local_handler.h"
+#include "daemon/local/unix_listener.h"
+#include "daemon/loop/event_loop.h"
+#include "daemon/loop/events.h"
+
+namespace rdmamsg::local {
+
+class Session;
+
+struct LocalServerConfig {
+  ListenerConfig listener;
+  std::string nodeName;                   // sent in WELCOME
+  uint32_t maxMessageSize = 1u << 20;     // payload limit, sent in WELCOME
+  size_t outputHighWatermark = 4u << 20;  // bytes
+  size_t outputLowWatermark = 1u << 20;   // bytes
+  size_t outputReadStop = 16u << 20;      // bytes; at least two maximum-size frames
+  // Optional gate on the connecting process; false closes the connection.
+  std::function<bool(const PeerCred&)> authorize;
+};
+
+class LocalServer {
+ public:
+  using DrainedCallback = std::function<void(SessionId)>;
+
+  // Opens the listening socket (throws std::runtime_error at startup).
+  LocalServer(loop::EventLoop& loop, LocalServerConfig config, LocalHandler& handler);
+  // Closes every session without calling the handler.
+  ~LocalServer();
+  LocalServer(const LocalServer&) = delete;
+  LocalServer& operator=(const LocalServer&) = delete;
+
+  const LocalServerConfig& config() const { return config_; }
+  const std::string& socketPath() const { return listener_.path(); }
+
+  // --- answers to the router's requests -----------------------------------
+  // Queues a DELIVER of a message for `toService` (a service the session
+  // registered). The payload is copied.
+  bool deliver(SessionId id, std::string_view srcNode, std::string_view srcService,
+               std::string_view toService, std::span<const std::byte> payload);
+  // Confirms msgId delivered to a listener. Acks are batched: all acks queued
+  // in one loop turn go out in one ACK frame.
+  bool ack(SessionId id, uint64_t msgId);
+  // Reports msgId failed; `why.message()` should name the node/service at fault.
+  bool fail(SessionId id, uint64_t msgId, const Status& why);
+
+  // --- flow control --------------------------------------------------------
+  bool pauseReading(SessionId id);
+  bool resumeReading(SessionId id);
+  size_t outputBytes(SessionId id) const;  // 0 for unknown sessions
+  bool outputCongested(SessionId id) const;
+  void setDrainedCallback(DrainedCallback cb) { drained_ = std::move(cb); }
+
+  // --- sessions --------------------------------------------------------------
+  // Sends ERROR(reason) if not ok, flushes what the socket takes, closes.
+  bool closeSession(SessionId id, const Status& reason = Status());
+  // Closes every session with `reason` (e.g. shutting_down at daemon stop).
+  void closeAll(const Status& reason);
+  const PeerCred* peerCred(SessionId id) const;
+  std::vector<SessionId> sessionIds() const;
+  size_t sessionCount() const { return sessions_.size(); }
+
+ private:
+  friend class Session;
+
+  void acceptAll();
+  void addSession(UniqueFd fd);
+  Session* find(SessionId id) const;  // nullptr when unknown or closing
+  // Called by Session.
+  void markDirty(Session& s);
+  void handleFrame(Session& s, const proto::Frame& frame);
+  void protocolError(Session& s, const char* reason);
+  void beginClose(Session& s, const Status& reason, std::string_view logWhy);
+  // Request handlers.
+  void onHello(Session& s, const proto::Frame& frame);
+  void onRegister(Session& s, std::string_view service);
+  void onUnregister(Session& s, std::string_view service);
+  void onSend(Session& s, const proto::Frame& frame);
+  void onStatusRequest(Session& s);
+  // Deferred work.
+  void flushDirty();
+  void afterFlush(Session& s);
+  void reap();
+
+  loop::EventLoop& loop_;
+  LocalServerConfig config_;
+  LocalHandler& handler_;
+  UnixListener listener_;
+  SessionId nextId_ = 1;
+  std::unordered_map<SessionId, std::unique_ptr<Session>> sessions_;
+  std::vector<SessionId> dirty_;
+  std::vector<SessionId> flushing_;                  // dirty_ being flushed (reused storage)
+  std::vector<std::unique_ptr<Session>> graveyard_;  // closed, freed by reaper_
+  DrainedCallback drained_;
+  // Declared last: destroyed first, so no callback runs on a half-destroyed server.
+  loop::Timer acceptRetry_;
+  loop::Deferred flush_;
+  loop::Deferred reaper_;
+  loop::IoEvent acceptEvent_;
+};
+
+}  // namespace rdmamsg::local

@@ -1,0 +1,170 @@
+// Session I/O: edge-triggered reads until EAGAIN, frame parsing, batched
+// output (see session.h).
+#include "daemon/local/session.h"
+
+#include <event2/event.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "common/local_protocol.h"
+#include "daemon/local/local_server.h"
+#include "daemon/local/log.h"
+
+namespace rdmamsg::local {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+// Bytes read per wakeup before yielding to other clients; the rest is picked
+// up by re-activating the read event (no new edge needed).
+constexpr size_t kReadBudget = 1024 * 1024;
+
+std::string_view toString(Session::State s) {
+  switch (s) {
+    case Session::State::awaiting_hello:
+      return "awaiting_hello";
+    case Session::State::ready:
+      return "ready";
+    case Session::State::closing:
+      return "closing";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Session::Session(LocalServer& server, loop::EventLoop& loop, SessionId id, UniqueFd fd,
+                 PeerCred cred, uint32_t maxBody, size_t maxAcksPerFrame)
+    : server_(server),
+      id_(id),
+      fd_(std::move(fd)),
+      cred_(cred),
+      maxBody_(maxBody),
+      maxAcksPerFrame_(std::max<size_t>(1, maxAcksPerFrame)),
+      name_("client#" + std::to_string(id) + " (pid " + std::to_string(cred.pid) + ", uid " +
+            std::to_string(cred.uid) + ")"),
+      in_(kReadChunk),
+      out_(kReadChunk),
+      readEvent_(loop, fd_.get(), EV_READ | EV_PERSIST | EV_ET, [this](short) { onReadable(); }),
+      writeEvent_(
+          loop, fd_.get(), EV_WRITE | EV_PERSIST | EV_ET,
+          [this](short) { server_.markDirty(*this); }, false) {
+  pendingAcks_.reserve(256);
+}
+
+void Session::setState(State next) {
+  localLog().debug("{}: {} -> {}", name_, toString(state_), toString(next));
+  state_ = next;
+}
+
+bool Session::ownsService(std::string_view service) const {
+  return std::find(services_.begin(), services_.end(), service) != services_.end();
+}
+
+bool Session::removeService(std::string_view service) {
+  auto it = std::find(services_.begin(), services_.end(), service);
+  if (it == services_.end()) return false;
+  services_.erase(it);
+  return true;
+}
+
+std::string_view Session::defaultService() const {
+  return services_.empty() ? std::string_view() : std::string_view(services_.front());
+}
+
+void Session::resume(uint8_t reason) {
+  const bool wasPaused = pauseMask_ != 0;
+  pauseMask_ &= static_cast<uint8_t>(~reason);
+  // Continue with the frames already buffered and read on: no edge will come
+  // for bytes that arrived while paused.
+  if (wasPaused && pauseMask_ == 0 && state_ != State::closing) readEvent_.activate(EV_READ);
+}
+
+void Session::kickRead() {
+  readEvent_.activate(EV_READ);
+}
+
+void Session::onReadable() {
+  size_t budget = kReadBudget;
+  for (;;) {
+    processInput();
+    if (state_ == State::closing || pauseMask_ != 0) return;
+    if (budget == 0) {
+      readEvent_.activate(EV_READ);
+      return;
+    }
+    auto room = in_.prepare(kReadChunk);
+    const ssize_t n = ::read(fd_.get(), room.data(), room.size());
+    if (n > 0) {
+      in_.commit(static_cast<size_t>(n));
+      budget -= std::min(budget, static_cast<size_t>(n));
+    } else if (n == 0) {
+      server_.beginClose(*this, Status(), "client closed the connection");
+      return;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return;
+    } else if (errno != EINTR) {
+      lastErrno_ = errno;
+      server_.beginClose(*this, Status(), "read failed");
+      return;
+    }
+  }
+}
+
+void Session::processInput() {
+  while (state_ != State::closing && pauseMask_ == 0) {
+    const proto::DecodeResult res = proto::decodeFrame(in_.readable(), maxBody_);
+    switch (res.outcome) {
+      case proto::DecodeOutcome::need_more:
+        return;
+      case proto::DecodeOutcome::error:
+        server_.protocolError(*this, res.reason);
+        return;
+      case proto::DecodeOutcome::frame:
+        server_.handleFrame(*this, res.frame);
+        in_.consume(res.consumed);
+        break;
+    }
+  }
+}
+
+void Session::encodePendingAcks() {
+  std::span<const uint64_t> ids(pendingAcks_);
+  while (!ids.empty()) {
+    const size_t n = std::min(ids.size(), maxAcksPerFrame_);
+    proto::encodeAck(out_, ids.first(n));
+    ids = ids.subspan(n);
+  }
+  pendingAcks_.clear();
+}
+
+Session::FlushResult Session::flush() {
+  encodePendingAcks();
+  while (!out_.empty()) {
+    iovec iov{const_cast<std::byte*>(out_.data()), out_.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) {
+      out_.consume(static_cast<size_t>(n));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (state_ != State::closing) writeEvent_.enable();
+      return FlushResult::blocked;
+    } else if (errno != EINTR) {
+      lastErrno_ = errno;
+      return FlushResult::failed;
+    }
+  }
+  writeEvent_.disable();
+  return FlushResult::drained;
+}
+
+void Session::stopEvents() {
+  readEvent_.disable();
+  writeEvent_.disable();
+}
+
+}  // namespace rdmamsg::local

@@ -1,0 +1,97 @@
+// Session: one connected application, as seen by LocalServer.
+//
+// It owns the client's socket, its input buffer (filled by big reads until
+// EAGAIN — the socket is edge-triggered — and parsed frame by frame), its
+// output buffer (frames appended by LocalServer, written by flush() once per
+// loop turn) and the list of services the client registered. Protocol
+// semantics live in LocalServer; Session does the I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/byte_buffer.h"
+#include "common/unique_fd.h"
+#include "daemon/local/local_handler.h"
+#include "daemon/loop/events.h"
+
+namespace rdmamsg::local {
+
+class LocalServer;
+
+class Session {
+ public:
+  enum class State : uint8_t { awaiting_hello, ready, closing };
+  enum class FlushResult : uint8_t { drained, blocked, failed };
+  // Why reading is paused; reading resumes when no reason is left.
+  static constexpr uint8_t kPausedByRouter = 1;
+  static constexpr uint8_t kPausedByOutput = 2;
+
+  Session(LocalServer& server, loop::EventLoop& loop, SessionId id, UniqueFd fd, PeerCred cred,
+          uint32_t maxBody, size_t maxAcksPerFrame);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  SessionId id() const { return id_; }
+  const PeerCred& cred() const { return cred_; }
+  const std::string& name() const { return name_; }  // for log lines
+  State state() const { return state_; }
+  void setState(State next);
+
+  // Services this client registered (few: a linear search is fastest).
+  bool ownsService(std::string_view service) const;
+  void addService(std::string_view service) { services_.emplace_back(service); }
+  bool removeService(std::string_view service);
+  const std::vector<std::string>& services() const { return services_; }
+  std::string_view defaultService() const;
+
+  // Input flow control.
+  void pause(uint8_t reason) { pauseMask_ |= reason; }
+  void resume(uint8_t reason);
+  bool pausedBy(uint8_t reason) const { return (pauseMask_ & reason) != 0; }
+  // Runs the read callback on this loop turn (bytes may predate registration).
+  void kickRead();
+
+  // Output: the caller appends one frame and calls LocalServer::markDirty.
+  // Acks are collected and encoded at flush time — one ACK frame carries all
+  // acks of a loop turn, so they may overtake other frames of that turn.
+  ByteBuffer& outputBuffer() { return out_; }
+  void queueAck(uint64_t msgId) { pendingAcks_.push_back(msgId); }
+  void encodePendingAcks();
+  size_t outputBytes() const { return out_.size() + pendingAcks_.size() * 8; }
+  FlushResult flush();  // writes until drained or EAGAIN
+  int lastErrno() const { return lastErrno_; }
+
+  // Set by LocalServer: output above the high watermark / queued for flush /
+  // the handler has been told about this session.
+  bool congested = false;
+  bool dirty = false;
+  bool knownToHandler = false;
+
+  void stopEvents();  // closing: no more callbacks
+
+ private:
+  void onReadable();
+  void processInput();
+
+  LocalServer& server_;
+  const SessionId id_;
+  UniqueFd fd_;
+  const PeerCred cred_;
+  const uint32_t maxBody_;
+  const size_t maxAcksPerFrame_;
+  std::string name_;
+  State state_ = State::awaiting_hello;
+  uint8_t pauseMask_ = 0;
+  int lastErrno_ = 0;
+  ByteBuffer in_;
+  ByteBuffer out_;
+  std::vector<uint64_t> pendingAcks_;
+  std::vector<std::string> services_;
+  loop::IoEvent readEvent_;   // EV_READ|EV_PERSIST|EV_ET, always registered
+  loop::IoEvent writeEvent_;  // EV_WRITE|EV_PERSIST|EV_ET, registered while output is blocked
+};
+
+}  // namespace rdmamsg::local

@@ -1,0 +1,67 @@
+// rdmamsgd's command line: load and check the configuration, set up
+// logging, run the daemon.
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "config/check_command.h"
+#include "config/loader.h"
+#include "daemon/daemon.h"
+
+namespace {
+
+// Under systemd (JOURNAL_STREAM set) the journal adds time and process; lines
+// carry only the syslog priority prefix it understands.
+void setupLogging(rdmamsg::config::LogLevel level) {
+  auto logger = spdlog::stderr_color_mt("rdmamsgd");
+  if (std::getenv("JOURNAL_STREAM") != nullptr)
+    logger->set_pattern("%^<%l>%$ %v");
+  else
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(std::string(rdmamsg::config::toString(level))));
+  spdlog::flush_on(spdlog::level::info);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rdmamsgd: RDMA messaging daemon (one per host)"};
+  std::string configPath = "/etc/rdmamsg/rdmamsgd.yaml";
+  std::string checkPath;
+  std::string node;
+  std::string logLevel;
+  app.add_option("-c,--config", configPath, "configuration file")->capture_default_str();
+  app.add_option("--node", node, "this host's node name (its entry in peers; overrides node:)");
+  app.add_option("--check-config", checkPath,
+                 "validate FILE, print each problem with its line, exit 0 or 78");
+  app.add_option("--log-level", logLevel, "override log_level: trace|debug|info|warn|error");
+  app.set_version_flag("--version", std::string("rdmamsgd ") + RDMAMSG_VERSION);
+  CLI11_PARSE(app, argc, argv);
+
+  std::optional<std::string> nodeOverride;
+  if (!node.empty()) nodeOverride = node;
+  if (!checkPath.empty())
+    return rdmamsg::config::checkConfigCommand(checkPath, nodeOverride, std::cout, std::cerr);
+
+  auto loaded = rdmamsg::config::loadConfig(configPath, nodeOverride);
+  if (!loaded.ok()) {
+    for (const auto& p : loaded.problems()) std::cerr << p.toString() << "\n";
+    std::cerr << "rdmamsgd: not starting: the configuration has problems\n";
+    return rdmamsg::config::kExitConfig;
+  }
+  rdmamsg::config::Config cfg = loaded.config();
+  setupLogging(cfg.logLevel);
+  if (!logLevel.empty()) spdlog::set_level(spdlog::level::from_str(logLevel));
+  spdlog::info("configuration: {}", rdmamsg::config::describe(cfg));
+  try {
+    rdmamsg::Daemon daemon(std::move(cfg));
+    return daemon.run();
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot start: {}", e.what());
+    return 1;
+  }
+}

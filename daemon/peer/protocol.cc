@@ -1,0 +1,156 @@
+// Encoding and bounds-checked decoding of the peer protocol (protocol.h).
+#include "daemon/peer/protocol.h"
+
+#include <cstring>
+
+namespace rdmamsg::peer {
+
+const char* toString(RejectReason r) {
+  switch (r) {
+    case RejectReason::kNone: return "none";
+    case RejectReason::kUnknownPeer: return "unknown peer";
+    case RejectReason::kVersion: return "protocol version not supported";
+    case RejectReason::kDuplicate: return "duplicate connection";
+    case RejectReason::kWrongTarget: return "connection meant for another node";
+    case RejectReason::kShuttingDown: return "shutting down";
+    case RejectReason::kBadHandshake: return "bad handshake";
+  }
+  return "unknown reason";
+}
+
+uint64_t nodeId(std::string_view name) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : name) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::optional<Hello> decodeHello(const void* data, size_t len) {
+  if (data == nullptr || len < kHelloSize) return std::nullopt;
+  Hello h;
+  std::memcpy(&h, data, kHelloSize);
+  if (h.magic != kHelloMagic) return std::nullopt;
+  return h;
+}
+
+bool BatchReader::open() {
+  if (bytes_.size() < sizeof(BatchHeader)) return false;
+  std::memcpy(&header_, bytes_.data(), sizeof header_);
+  if (header_.magic != kBatchMagic || header_.length < sizeof(BatchHeader) ||
+      header_.length > bytes_.size())
+    return false;
+  bytes_ = bytes_.first(header_.length);
+  offset_ = sizeof(BatchHeader);
+  return true;
+}
+
+int BatchReader::next(Record& out) {
+  if (read_ == header_.records) return offset_ == bytes_.size() ? 0 : -1;
+  if (bytes_.size() - offset_ < sizeof(RecordHeader)) return -1;
+  RecordHeader h;
+  std::memcpy(&h, bytes_.data() + offset_, sizeof h);
+  size_t body = offset_ + sizeof h;
+  if (h.length > bytes_.size() - body) return -1;
+  auto bodyBytes = bytes_.subspan(body, h.length);
+  out = Record{};
+  out.type = h.type;
+  out.flags = h.flags;
+  out.seq = h.seq;
+  switch (h.type) {
+    case RecordType::kMessage: {
+      size_t names = size_t{h.srcLen} + h.dstLen;
+      bool first = hasTotalLength(h.flags);
+      size_t fixed = names + (first ? 8 : 0);
+      if (h.dstLen == 0 || fixed > bodyBytes.size()) return -1;
+      const char* p = reinterpret_cast<const char*>(bodyBytes.data());
+      out.srcService = std::string_view(p, h.srcLen);
+      out.dstService = std::string_view(p + h.srcLen, h.dstLen);
+      if (first) std::memcpy(&out.totalLength, p + names, 8);
+      out.payload = bodyBytes.subspan(fixed);
+      break;
+    }
+    case RecordType::kConfirm:
+      if (h.length != sizeof(ConfirmBody)) return -1;
+      std::memcpy(&out.confirm, bodyBytes.data(), sizeof out.confirm);
+      if (out.confirm.lastSeq < h.seq) return -1;
+      break;
+    case RecordType::kHeartbeat:
+      if (h.length != 0) return -1;
+      break;
+    default:
+      return -1;
+  }
+  size_t end = align8(body + h.length);
+  offset_ = end < bytes_.size() ? end : bytes_.size();
+  read_++;
+  return 1;
+}
+
+void BatchWriter::reset(std::byte* buffer, size_t capacity) {
+  buf_ = buffer;
+  capacity_ = capacity;
+  offset_ = sizeof(BatchHeader);
+  records_ = 0;
+}
+
+size_t BatchWriter::messageSize(size_t srcLen, size_t dstLen, size_t payload, bool withTotal) {
+  return align8(sizeof(RecordHeader) + srcLen + dstLen + (withTotal ? 8 : 0) + payload);
+}
+
+RecordHeader* BatchWriter::begin(RecordType type, size_t bodyLen) {
+  auto* h = reinterpret_cast<RecordHeader*>(buf_ + offset_);
+  std::memset(h, 0, sizeof *h);
+  h->type = type;
+  h->length = static_cast<uint32_t>(bodyLen);
+  offset_ = align8(offset_ + sizeof(RecordHeader) + bodyLen);
+  records_++;
+  return h;
+}
+
+void BatchWriter::addMessage(uint64_t seq, uint8_t flags, std::string_view src,
+                             std::string_view dst, uint64_t totalLength,
+                             std::span<const std::byte> payload) {
+  bool first = hasTotalLength(flags);
+  size_t body = src.size() + dst.size() + (first ? 8 : 0) + payload.size();
+  std::byte* p = buf_ + offset_ + sizeof(RecordHeader);
+  RecordHeader* h = begin(RecordType::kMessage, body);
+  h->flags = flags;
+  h->srcLen = static_cast<uint8_t>(src.size());
+  h->dstLen = static_cast<uint8_t>(dst.size());
+  h->seq = seq;
+  std::memcpy(p, src.data(), src.size());
+  p += src.size();
+  std::memcpy(p, dst.data(), dst.size());
+  p += dst.size();
+  if (first) {
+    std::memcpy(p, &totalLength, 8);
+    p += 8;
+  }
+  if (!payload.empty()) std::memcpy(p, payload.data(), payload.size());
+}
+
+void BatchWriter::addConfirm(uint64_t first, uint64_t last, uint16_t errc) {
+  ConfirmBody b{};
+  b.lastSeq = last;
+  b.errc = errc;
+  std::byte* p = buf_ + offset_ + sizeof(RecordHeader);
+  RecordHeader* h = begin(RecordType::kConfirm, sizeof b);
+  h->seq = first;
+  std::memcpy(p, &b, sizeof b);
+}
+
+void BatchWriter::addHeartbeat() { begin(RecordType::kHeartbeat, 0); }
+
+size_t BatchWriter::finish(uint32_t credits) {
+  BatchHeader h{};
+  h.magic = kBatchMagic;
+  h.records = records_;
+  h.credits = credits;
+  h.length = static_cast<uint32_t>(offset_);
+  std::memcpy(buf_, &h, sizeof h);
+  return offset_;
+}
+
+}  // namespace rdmamsg::peer

@@ -1,0 +1,161 @@
+// The peer protocol: what two rdmamsgd daemons say to each other.
+//
+// Handshake: a Hello in rdma_cm private data (REQ, REP, REJ). Private data
+// arrives zero-padded (to 56 bytes for a REQ, 196 for a REP, 148 for a REJ),
+// so the Hello carries its own magic and version.
+//
+// Data: every RDMA send fills exactly one of the receiver's buffers with a
+// Batch: a BatchHeader, then records, each 8-byte aligned. Records carry
+// messages (whole or fragments), delivery confirmations and heartbeats.
+// docs/protocol.md describes every field.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace rdmamsg::peer {
+
+inline constexpr uint32_t kHelloMagic = 0x47534d52;  // "RMSG"
+inline constexpr uint8_t kProtocolVersion = 1;
+
+enum class RejectReason : uint8_t {
+  kNone = 0,
+  kUnknownPeer = 1,   // the connecting node is not in the acceptor's peers
+  kVersion = 2,       // protocol version not supported
+  kDuplicate = 3,     // a connection between the two nodes already exists / wins
+  kWrongTarget = 4,   // the REQ was meant for another node
+  kShuttingDown = 5,  // the acceptor is stopping
+  kBadHandshake = 6,  // private data is not a Hello
+};
+const char* toString(RejectReason r);
+
+struct Hello {
+  uint32_t magic = kHelloMagic;
+  uint8_t version = kProtocolVersion;
+  RejectReason reason = RejectReason::kNone;
+  uint16_t reserved = 0;
+  uint64_t nodeId = 0;       // nodeId() of the sender's name
+  uint64_t targetId = 0;     // nodeId() of the node the sender means to reach
+  uint64_t incarnation = 0;  // changes at every daemon start
+  uint32_t bufferSize = 0;   // the sender's receive buffer size, bytes
+  uint32_t bufferCount = 0;  // receive buffers the sender posts
+};
+inline constexpr size_t kHelloSize = 40;
+static_assert(sizeof(Hello) == kHelloSize);
+static_assert(kHelloSize <= 56, "must fit a REQ's private data");
+
+// 64-bit FNV-1a of a node name: node names do not fit in a REQ.
+uint64_t nodeId(std::string_view name);
+
+// Decodes private data; nullopt when it is not a Hello (wrong size or magic).
+std::optional<Hello> decodeHello(const void* data, size_t len);
+
+// ------------------------------------------------------------------ data
+
+struct BatchHeader {
+  uint32_t magic;     // kBatchMagic
+  uint16_t records;   // number of records that follow
+  uint16_t reserved;
+  uint32_t credits;   // receive buffers the sender reposted since its last report
+  uint32_t length;    // bytes used, header included
+};
+inline constexpr uint32_t kBatchMagic = 0x48544142;  // "BATH"
+static_assert(sizeof(BatchHeader) == 16);
+
+enum class RecordType : uint8_t {
+  kMessage = 1,    // a whole message, or a fragment of one
+  kConfirm = 2,    // delivery outcomes for a range of message sequence numbers
+  kHeartbeat = 3,  // nothing else to say
+};
+
+enum RecordFlags : uint8_t {
+  kFirstFragment = 1,  // a message starts
+  kLastFragment = 2,   // a message ends; a whole message has both flags
+};
+// A first fragment that is not also the last carries the message's total
+// length (8 bytes) after the names.
+inline constexpr bool hasTotalLength(uint8_t flags) {
+  return (flags & kFirstFragment) && !(flags & kLastFragment);
+}
+
+struct RecordHeader {
+  RecordType type;
+  uint8_t flags;
+  uint8_t srcLen;       // kMessage: sender's service name length
+  uint8_t dstLen;       // kMessage: destination service name length
+  uint32_t length;      // bytes after this header (names, totalLength, payload)
+  uint64_t seq;         // kMessage: sequence number; kConfirm: first sequence
+};
+static_assert(sizeof(RecordHeader) == 16);
+
+struct ConfirmBody {
+  uint64_t lastSeq;  // confirms [seq, lastSeq]
+  uint16_t errc;     // rdmamsg::Errc of the outcome (0: handed to a listener)
+  uint16_t reserved[3];
+};
+static_assert(sizeof(ConfirmBody) == 16);
+
+inline constexpr size_t align8(size_t n) { return (n + 7) & ~size_t{7}; }
+
+// A record decoded from a received batch; views point into the buffer.
+struct Record {
+  RecordType type;
+  uint8_t flags = 0;
+  uint64_t seq = 0;
+  std::string_view srcService, dstService;
+  uint64_t totalLength = 0;  // hasTotalLength(flags) only
+  std::span<const std::byte> payload;
+  ConfirmBody confirm{};
+};
+
+// Walks the records of one received batch, checking every length against
+// the buffer before using it.
+class BatchReader {
+ public:
+  // `bytes` is what the completion reported (byte_len).
+  explicit BatchReader(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  // Validates the header; false when the batch is malformed.
+  bool open();
+  uint32_t credits() const { return header_.credits; }
+  uint16_t records() const { return header_.records; }
+  // Next record: 1 read, 0 no more, -1 malformed.
+  int next(Record& out);
+
+ private:
+  std::span<const std::byte> bytes_;
+  BatchHeader header_{};
+  size_t offset_ = 0;
+  uint16_t read_ = 0;
+};
+
+// Fills one send buffer. The caller checks room() before adding.
+class BatchWriter {
+ public:
+  BatchWriter() = default;
+  void reset(std::byte* buffer, size_t capacity);
+  bool empty() const { return records_ == 0; }
+  size_t used() const { return offset_; }
+  size_t room() const { return capacity_ - offset_; }
+  // Room needed for a message record with these names and payload bytes.
+  static size_t messageSize(size_t srcLen, size_t dstLen, size_t payload, bool withTotal);
+  void addMessage(uint64_t seq, uint8_t flags, std::string_view src, std::string_view dst,
+                  uint64_t totalLength, std::span<const std::byte> payload);
+  void addConfirm(uint64_t first, uint64_t last, uint16_t errc);
+  void addHeartbeat();
+  // Writes the header; returns the bytes to send.
+  size_t finish(uint32_t credits);
+
+ private:
+  RecordHeader* begin(RecordType type, size_t bodyLen);
+  std::byte* buf_ = nullptr;
+  size_t capacity_ = 0;
+  size_t offset_ = 0;
+  uint16_t records_ = 0;
+};
+
+inline constexpr size_t kConfirmRecordSize = sizeof(RecordHeader) + sizeof(ConfirmBody);
+
+}  // namespace rdmamsg::peer

@@ -1,0 +1,80 @@
+// The router: where local clients and peer daemons meet.
+//
+// It keeps the registry of local services (one session per service name),
+// sends each client message to its destination — a local service, or a peer
+// daemon — and reports every outcome back to the sending client: an ack once
+// the destination daemon has handed the message to a listener, or an error
+// naming the node or service at fault. Nothing is dropped silently.
+//
+// Backpressure: a client whose destination peer has a full queue, or whose
+// local destination cannot keep up, is no longer read until that drains;
+// messages from a peer for a congested listener stay in the peer's receive
+// buffers (so the peer runs out of credits and pushes back on its clients).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "config/config.h"
+#include "daemon/local/local_handler.h"
+#include "daemon/local/local_server.h"
+#include "daemon/peer/mesh.h"
+#include "daemon/peer/peer.h"
+
+namespace rdmamsg {
+
+struct RouterCounters {
+  uint64_t messagesRouted = 0;     // accepted from local clients
+  uint64_t localDeliveries = 0;    // handed to a listener on this node
+  uint64_t remoteDeliveries = 0;   // from peers, handed to a listener here
+  uint64_t failures = 0;           // reported to senders as failed
+  uint64_t unknownNode = 0;
+  uint64_t unknownService = 0;
+  uint64_t backpressurePauses = 0;
+};
+
+class Router : public local::LocalHandler, public peer::PeerEvents {
+ public:
+  explicit Router(const config::Config& cfg);
+  void attach(local::LocalServer* server, peer::Mesh* mesh);
+
+  // LocalHandler
+  Status onRegister(local::SessionId session, std::string_view service) override;
+  void onUnregister(local::SessionId session, std::string_view service) override;
+  void onSend(local::SessionId session, const local::SendRequest& request) override;
+  std::string onStatus(local::SessionId session) override;
+  void onSessionClosed(local::SessionId session) override;
+
+  // PeerEvents
+  peer::Delivery deliverIncoming(peer::Peer& from, std::string_view srcService,
+                                 std::string_view dstService,
+                                 std::span<const std::byte> payload) override;
+  void outcome(uint64_t session, uint64_t msgId, const Status& status) override;
+  void queueDrained(peer::Peer& peer) override;
+
+  // The local server's drained callback.
+  void onSessionDrained(local::SessionId session);
+
+  std::string statusJson() const;
+  const RouterCounters& counters() const { return counters_; }
+  size_t serviceCount() const { return services_.size(); }
+
+ private:
+  void fail(local::SessionId session, uint64_t msgId, Status why);
+
+  const config::Config& config_;
+  local::LocalServer* server_ = nullptr;
+  peer::Mesh* mesh_ = nullptr;
+  std::chrono::steady_clock::time_point started_;
+  std::unordered_map<std::string, local::SessionId> services_;
+  std::unordered_map<local::SessionId, std::vector<std::string>> sessionServices_;
+  // Sessions not read until a peer's queue drains, or a local listener's output.
+  std::unordered_map<peer::Peer*, std::vector<local::SessionId>> pausedOnPeer_;
+  std::unordered_map<local::SessionId, std::vector<local::SessionId>> pausedOnSession_;
+  RouterCounters counters_;
+};
+
+}  // namespace rdmamsg

@@ -1,0 +1,162 @@
+// librdmamsg against an in-test LocalServer (loopback handler) running on
+// its own thread: handshake, registration, pipelined sends, receive,
+// completions, errors, status.
+#include "rdmamsg/client.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <stdlib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_server.h"
+
+namespace rdmamsg {
+namespace {
+
+using namespace std::chrono_literals;
+using test::ThreadedServer;
+
+std::span<const std::byte> bytes(std::string_view s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+TEST(ClientTest, ConnectFailsCleanlyWithoutDaemon) {
+  test::TempDir dir;
+  auto c = Client::connect(dir.file("nothing.sock"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::io_error);
+  EXPECT_NE(c.status().message().find("nothing.sock"), std::string::npos);
+}
+
+TEST(ClientTest, DefaultSocketPathHonoursTheEnvironment) {
+  ::setenv("RDMAMSG_SOCKET", "/tmp/x.sock", 1);
+  EXPECT_EQ(Client::defaultSocketPath(), "/tmp/x.sock");
+  ::unsetenv("RDMAMSG_SOCKET");
+  EXPECT_EQ(Client::defaultSocketPath(), "/run/rdmamsg/rdmamsgd.sock");
+}
+
+TEST(ClientTest, HandshakeReportsNodeAndLimit) {
+  ThreadedServer server(8192);
+  auto c = Client::connect(server.socket());
+  ASSERT_TRUE(c.ok()) << c.status().toString();
+  EXPECT_EQ(c->nodeName(), "nodeA");
+  EXPECT_EQ(c->maxMessageSize(), 8192u);
+  EXPECT_GE(c->fd(), 0);
+}
+
+TEST(ClientTest, SendReceiveWithSenderAndCompletion) {
+  ThreadedServer server;
+  auto listener = Client::connect(server.socket());
+  auto sender = Client::connect(server.socket());
+  ASSERT_TRUE(listener.ok() && sender.ok());
+  ASSERT_TRUE(listener->registerService("echo").ok());
+  ASSERT_TRUE(sender->registerService("asker").ok());
+  EXPECT_EQ(listener->registerService("echo").code(), Errc::duplicate_service);
+
+  Result<uint64_t> id = sender->send("nodeA", "echo", "ping");
+  ASSERT_TRUE(id.ok());
+  Completion done;
+  ASSERT_TRUE(sender->waitCompletion(done, 5s).ok());
+  EXPECT_EQ(done.msgId, *id);
+  EXPECT_TRUE(done.status.ok());
+  EXPECT_EQ(sender->inFlight(), 0u);
+
+  Message m;
+  ASSERT_TRUE(listener->receive(m, 5s).ok());
+  EXPECT_EQ(m.srcNode, "nodeA");
+  EXPECT_EQ(m.srcService, "asker");
+  EXPECT_EQ(m.service, "echo");
+  EXPECT_EQ(m.text(), "ping");
+  EXPECT_EQ(listener->receive(m, 0ms).code(), Errc::timeout);
+}
+
+TEST(ClientTest, FailuresNameTheReason) {
+  ThreadedServer server;
+  auto c = Client::connect(server.socket());
+  ASSERT_TRUE(c.ok());
+  Status st = c->sendAndWait("nodeZ", "svc", bytes("x"), 5s);
+  EXPECT_EQ(st.code(), Errc::unknown_node);
+  EXPECT_NE(st.message().find("nodeZ"), std::string::npos);
+  st = c->sendAndWait("nodeA", "ghost", bytes("x"), 5s);
+  EXPECT_EQ(st.code(), Errc::unknown_service);
+  EXPECT_NE(st.message().find("ghost"), std::string::npos);
+  // Checked locally, before anything is sent.
+  EXPECT_EQ(c->send("bad node", "svc", "x").status().code(), Errc::bad_request);
+  EXPECT_EQ(c->send("nodeA", "svc", std::string(c->maxMessageSize() + 1, 'x')).status().code(),
+            Errc::too_large);
+  EXPECT_EQ(c->registerService("").code(), Errc::bad_request);
+  EXPECT_TRUE(c->connectionStatus().ok());
+}
+
+TEST(ClientTest, PipelinedSendsArriveInOrderAndAllComplete) {
+  ThreadedServer server;
+  auto listener = Client::connect(server.socket());
+  auto sender = Client::connect(server.socket());
+  ASSERT_TRUE(listener.ok() && sender.ok());
+  ASSERT_TRUE(listener->registerService("sink").ok());
+  constexpr int kCount = 20000;
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_TRUE(sender->send("nodeA", "sink", "m" + std::to_string(i)).ok());
+  }
+  ASSERT_TRUE(sender->flush(10s).ok());
+  Message m;
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_TRUE(listener->receive(m, 10s).ok()) << i;
+    ASSERT_EQ(m.text(), "m" + std::to_string(i));
+  }
+  Completion c;
+  uint64_t expect = 1;
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_TRUE(sender->waitCompletion(c, 10s).ok()) << i;
+    ASSERT_TRUE(c.status.ok());
+    EXPECT_EQ(c.msgId, expect++);
+  }
+  EXPECT_EQ(sender->inFlight(), 0u);
+}
+
+TEST(ClientTest, StatusIsJsonFromTheDaemon) {
+  ThreadedServer server;
+  auto c = Client::connect(server.socket());
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->registerService("svc1").ok());
+  Result<std::string> text = c->status();
+  ASSERT_TRUE(text.ok()) << text.status().toString();
+  auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j["node"], "nodeA");
+  EXPECT_EQ(j["services"][0], "svc1");
+}
+
+TEST(ClientTest, UnregisterFreesTheService) {
+  ThreadedServer server;
+  auto a = Client::connect(server.socket());
+  auto b = Client::connect(server.socket());
+  ASSERT_TRUE(a->registerService("svc").ok());
+  ASSERT_TRUE(a->unregisterService("svc").ok());
+  // Requests on one connection are handled in order; status() is a barrier.
+  ASSERT_TRUE(a->status().ok());
+  EXPECT_TRUE(b->registerService("svc").ok());
+}
+
+TEST(ClientTest, EventLoopIntegrationThroughFd) {
+  ThreadedServer server;
+  auto c = Client::connect(server.socket());
+  ASSERT_TRUE(c->registerService("self").ok());
+  ASSERT_TRUE(c->send("nodeA", "self", "loop").ok());
+  Message m;
+  Completion done;
+  bool gotMessage = false, gotCompletion = false;
+  for (int i = 0; i < 500 && !(gotMessage && gotCompletion); ++i) {
+    pollfd p{c->fd(), static_cast<short>(POLLIN | (c->wantsWrite() ? POLLOUT : 0)), 0};
+    ::poll(&p, 1, 20);
+    ASSERT_TRUE(c->processIo().ok());
+    gotMessage = gotMessage || c->tryReceive(m);
+    gotCompletion = gotCompletion || c->pollCompletion(done);
+  }
+  EXPECT_TRUE(gotMessage);
+  EXPECT_TRUE(gotCompletion);
+  EXPECT_EQ(m.text(), "loop");
+}
+
+}  // namespace
+}  // namespace rdmamsg

@@ -1,0 +1,242 @@
+// Local protocol codec: round trips of every frame kind, streaming decode,
+// and every malformed-input path ending in a clean error.
+#include "common/local_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace rdmamsg::proto {
+namespace {
+
+std::span<const std::byte> bytesOf(std::string_view s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+std::string_view textOf(std::span<const std::byte> b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+Frame decodeOne(const ByteBuffer& buf, uint32_t maxBody = kDefaultMaxBody) {
+  DecodeResult r = decodeFrame(buf.readable(), maxBody);
+  EXPECT_EQ(r.outcome, DecodeOutcome::frame) << r.reason;
+  EXPECT_EQ(r.consumed, buf.size());
+  return r.frame;
+}
+
+DecodeResult decodeRaw(const std::vector<uint8_t>& raw, uint32_t maxBody = kDefaultMaxBody) {
+  return decodeFrame(std::as_bytes(std::span(raw.data(), raw.size())), maxBody);
+}
+
+TEST(LocalProtocolTest, NamesFollowTheRules) {
+  EXPECT_TRUE(isValidName("node-1.example_x"));
+  EXPECT_TRUE(isValidName(std::string(63, 'a')));
+  EXPECT_FALSE(isValidName(""));
+  EXPECT_FALSE(isValidName(std::string(64, 'a')));
+  EXPECT_FALSE(isValidName("a/b"));
+  EXPECT_FALSE(isValidName("sp ace"));
+  EXPECT_FALSE(isValidName(std::string("nul\0", 4)));
+}
+
+TEST(LocalProtocolTest, HelloWelcomeRoundTrip) {
+  ByteBuffer b;
+  encodeHello(b, "app");
+  Frame f = decodeOne(b);
+  EXPECT_EQ(f.kind, FrameKind::hello);
+  EXPECT_EQ(f.text, "app");
+  b.clear();
+  encodeWelcome(b, 65536, "nodeA");
+  f = decodeOne(b);
+  EXPECT_EQ(f.kind, FrameKind::welcome);
+  EXPECT_EQ(f.maxMessageSize, 65536u);
+  EXPECT_EQ(f.node, "nodeA");
+}
+
+TEST(LocalProtocolTest, ServiceFramesRoundTrip) {
+  for (auto [encode, kind] : {std::pair{&encodeRegister, FrameKind::reg},
+                              std::pair{&encodeRegistered, FrameKind::registered},
+                              std::pair{&encodeUnregister, FrameKind::unreg}}) {
+    ByteBuffer b;
+    encode(b, "svc.1");
+    Frame f = decodeOne(b);
+    EXPECT_EQ(f.kind, kind);
+    EXPECT_EQ(f.service, "svc.1");
+  }
+}
+
+TEST(LocalProtocolTest, SendRoundTrip) {
+  ByteBuffer b;
+  encodeSend(b, 0x1122334455667788ull, "nodeB", "billing", "orders", bytesOf("payload"));
+  Frame f = decodeOne(b);
+  EXPECT_EQ(f.kind, FrameKind::send);
+  EXPECT_EQ(f.msgId, 0x1122334455667788ull);
+  EXPECT_EQ(f.node, "nodeB");
+  EXPECT_EQ(f.service, "billing");
+  EXPECT_EQ(f.otherService, "orders");
+  EXPECT_EQ(textOf(f.payload), "payload");
+}
+
+TEST(LocalProtocolTest, SendWithEmptyPayloadAndNoSender) {
+  ByteBuffer b;
+  encodeSend(b, 7, "n", "s", "", {});
+  Frame f = decodeOne(b);
+  EXPECT_EQ(f.otherService, "");
+  EXPECT_TRUE(f.payload.empty());
+}
+
+TEST(LocalProtocolTest, DeliverRoundTrip) {
+  ByteBuffer b;
+  encodeDeliver(b, "nodeA", "orders", "billing", bytesOf("hi"));
+  Frame f = decodeOne(b);
+  EXPECT_EQ(f.kind, FrameKind::deliver);
+  EXPECT_EQ(f.node, "nodeA");
+  EXPECT_EQ(f.service, "orders");
+  EXPECT_EQ(f.otherService, "billing");
+  EXPECT_EQ(textOf(f.payload), "hi");
+}
+
+TEST(LocalProtocolTest, AckCarriesManyIds) {
+  ByteBuffer b;
+  const std::vector<uint64_t> ids{1, 2, 0xffffffffffffffffull};
+  encodeAck(b, ids);
+  Frame f = decodeOne(b);
+  ASSERT_EQ(f.kind, FrameKind::ack);
+  ASSERT_EQ(f.ackCount(), 3u);
+  for (size_t i = 0; i < ids.size(); ++i)
+    EXPECT_EQ(f.ackId(i), ids[i]);
+}
+
+TEST(LocalProtocolTest, ErrorRoundTrip) {
+  ByteBuffer b;
+  encodeError(b, 9, Errc::unknown_node, static_cast<uint8_t>(FrameKind::send), "node 'x'");
+  Frame f = decodeOne(b);
+  EXPECT_EQ(f.kind, FrameKind::error);
+  EXPECT_EQ(f.msgId, 9u);
+  EXPECT_EQ(f.errc, Errc::unknown_node);
+  EXPECT_EQ(f.inReplyTo, static_cast<uint8_t>(FrameKind::send));
+  EXPECT_EQ(f.text, "node 'x'");
+}
+
+TEST(LocalProtocolTest, ErrorTextIsTruncatedNotOverflowed) {
+  ByteBuffer b;
+  encodeError(b, 0, Errc::bad_request, 0, std::string(100000, 'e'));
+  Frame f = decodeOne(b);
+  EXPECT_EQ(f.text.size(), kMaxErrorText);
+}
+
+TEST(LocalProtocolTest, StatusAndByeRoundTrip) {
+  ByteBuffer b;
+  encodeStatusRequest(b);
+  EXPECT_EQ(decodeOne(b).kind, FrameKind::status_request);
+  b.clear();
+  encodeStatusReply(b, R"({"node":"a"})");
+  Frame f = decodeOne(b);
+  EXPECT_EQ(f.kind, FrameKind::status_reply);
+  EXPECT_EQ(f.text, R"({"node":"a"})");
+  b.clear();
+  encodeBye(b);
+  EXPECT_EQ(decodeOne(b).kind, FrameKind::bye);
+}
+
+TEST(LocalProtocolTest, DecodesByteByByteAndManyFramesInOneSpan) {
+  ByteBuffer b;
+  for (uint64_t i = 1; i <= 50; ++i)
+    encodeSend(b, i, "n", "s", "", bytesOf("x"));
+  auto all = b.readable();
+  // Every strict prefix of the first frame needs more.
+  DecodeResult first = decodeFrame(all, kDefaultMaxBody);
+  ASSERT_EQ(first.outcome, DecodeOutcome::frame);
+  for (size_t n = 0; n < first.consumed; ++n) {
+    EXPECT_EQ(decodeFrame(all.first(n), kDefaultMaxBody).outcome, DecodeOutcome::need_more) << n;
+  }
+  uint64_t expect = 1;
+  while (!all.empty()) {
+    DecodeResult r = decodeFrame(all, kDefaultMaxBody);
+    ASSERT_EQ(r.outcome, DecodeOutcome::frame);
+    EXPECT_EQ(r.frame.msgId, expect++);
+    all = all.subspan(r.consumed);
+  }
+  EXPECT_EQ(expect, 51u);
+}
+
+// --- malformed input -----------------------------------------------------------------
+
+TEST(LocalProtocolMalformedTest, OversizedLengthRejectedFromTheHeaderAlone) {
+  // Claims 4 GiB; only the 8 header bytes are present. Must fail now (not
+  // wait for, or allocate, the claimed body).
+  auto r = decodeRaw({0xff, 0xff, 0xff, 0xff, kProtocolVersion, 6, 0, 0});
+  EXPECT_EQ(r.outcome, DecodeOutcome::error);
+  EXPECT_EQ(r.errc, Errc::protocol_error);
+  // Just over a small limit.
+  ByteBuffer b;
+  encodeSend(b, 1, "n", "s", "", bytesOf(std::string(101, 'x')));
+  EXPECT_EQ(decodeFrame(b.readable().first(kHeaderSize), 100).outcome, DecodeOutcome::error);
+  EXPECT_EQ(decodeFrame(b.readable(), maxBodyFor(101)).outcome, DecodeOutcome::frame);
+}
+
+TEST(LocalProtocolMalformedTest, BadVersionUnknownKindReservedBits) {
+  EXPECT_EQ(decodeRaw({0, 0, 0, 0, 2, 12, 0, 0}).outcome, DecodeOutcome::error);
+  EXPECT_EQ(decodeRaw({0, 0, 0, 0, 0, 12, 0, 0}).outcome, DecodeOutcome::error);
+  EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 0, 0, 0}).outcome, DecodeOutcome::error);
+  EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 13, 0, 0}).outcome, DecodeOutcome::error);
+  EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 12, 1, 0}).outcome, DecodeOutcome::error);
+  EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 12, 0, 0}).outcome, DecodeOutcome::frame);
+}
+
+TEST(LocalProtocolMalformedTest, TruncatedBodiesAreErrorsNotReadsPastTheEnd) {
+  // A frame whose declared body is shorter than its fields need.
+  ByteBuffer b;
+  encodeSend(b, 1, "node", "svc", "", {});
+  std::vector<uint8_t> raw(reinterpret_cast<const uint8_t*>(b.data()),
+                           reinterpret_cast<const uint8_t*>(b.data()) + b.size());
+  for (uint32_t body = 0; body + kHeaderSize < raw.size(); ++body) {
+    std::vector<uint8_t> cut(raw.begin(), raw.begin() + kHeaderSize + body);
+    cut[0] = static_cast<uint8_t>(body);
+    EXPECT_EQ(decodeRaw(cut).outcome, DecodeOutcome::error) << body;
+  }
+}
+
+TEST(LocalProtocolMalformedTest, BadNames) {
+  ByteBuffer b;
+  encodeSend(b, 1, "bad node", "svc", "", {});
+  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+  b.clear();
+  encodeSend(b, 1, "node", "", "", {});
+  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+  b.clear();
+  encodeRegister(b, "s/x");
+  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+  b.clear();
+  encodeSend(b, 1, "node", "svc", "from!", {});
+  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+}
+
+TEST(LocalProtocolMalformedTest, AckCountMismatchAndEmptyAck) {
+  // count 2 but one id.
+  auto r = decodeRaw({12, 0, 0, 0, kProtocolVersion, 8, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0});
+  EXPECT_EQ(r.outcome, DecodeOutcome::error);
+  EXPECT_EQ(decodeRaw({4, 0, 0, 0, kProtocolVersion, 8, 0, 0, 0, 0, 0, 0}).outcome,
+            DecodeOutcome::error);
+  // A huge count in a tiny frame must not be trusted.
+  EXPECT_EQ(decodeRaw({4, 0, 0, 0, kProtocolVersion, 8, 0, 0, 0xff, 0xff, 0xff, 0xff}).outcome,
+            DecodeOutcome::error);
+}
+
+TEST(LocalProtocolMalformedTest, ErrorWithUnknownCodeOrKind) {
+  ByteBuffer b;
+  encodeError(b, 0, static_cast<Errc>(999), 0, "x");
+  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+  b.clear();
+  encodeError(b, 0, Errc::busy, 200, "x");
+  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+}
+
+TEST(LocalProtocolMalformedTest, TrailingBytesAfterFixedFields) {
+  auto r = decodeRaw({1, 0, 0, 0, kProtocolVersion, 12, 0, 0, 0});  // BYE with a body byte
+  EXPECT_EQ(r.outcome, DecodeOutcome::error);
+  EXPECT_NE(std::string(r.reason), "");
+}
+
+}  // namespace
+}  // namespace rdmamsg::proto
