@@ -47,7 +47,8 @@ Daemon::Daemon(config::Config cfg)
   sigterm_ = std::make_unique<loop::SignalEvent>(loop_, SIGTERM, [this](int) { stop("SIGTERM"); });
   sigint_ = std::make_unique<loop::SignalEvent>(loop_, SIGINT, [this](int) { stop("SIGINT"); });
   sighup_ = std::make_unique<loop::SignalEvent>(loop_, SIGHUP, [](int) {
-    spdlog::info("SIGHUP: configuration reload is not supported; restart the service to apply changes");
+    spdlog::info(
+        "SIGHUP: configuration reload is not supported; restart the service to apply changes");
   });
   statusTimer_ = std::make_unique<loop::Timer>(loop_, [this] { updateStatus(); });
 }
@@ -70,7 +71,8 @@ int Daemon::run() {
 
 void Daemon::updateStatus() {
   size_t up = 0;
-  for (const auto& p : mesh_->peers()) up += p->established() ? 1 : 0;
+  for (const auto& p : mesh_->peers())
+    up += p->established() ? 1 : 0;
   std::string s = "STATUS=" + std::to_string(up) + "/" + std::to_string(mesh_->peers().size()) +
                   " peers established, " + std::to_string(server_->sessionCount()) + " clients, " +
                   std::to_string(router_.serviceCount()) + " services";

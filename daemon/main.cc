@@ -1,8 +1,8 @@
 // rdmamsgd's command line: load and check the configuration, set up
 // logging, run the daemon.
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdlib>
 #include <iostream>
@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
 
   auto loaded = rdmamsg::config::loadConfig(configPath, nodeOverride);
   if (!loaded.ok()) {
-    for (const auto& p : loaded.problems()) std::cerr << p.toString() << "\n";
+    for (const auto& p : loaded.problems())
+      std::cerr << p.toString() << "\n";
     std::cerr << "rdmamsgd: not starting: the configuration has problems\n";
     return rdmamsg::config::kExitConfig;
   }

@@ -8,7 +8,8 @@
 
 namespace rdmamsg {
 
-Router::Router(const config::Config& cfg) : config_(cfg), started_(std::chrono::steady_clock::now()) {}
+Router::Router(const config::Config& cfg)
+    : config_(cfg), started_(std::chrono::steady_clock::now()) {}
 
 void Router::attach(local::LocalServer* server, peer::Mesh* mesh) {
   server_ = server;
@@ -19,8 +20,8 @@ Status Router::onRegister(local::SessionId session, std::string_view service) {
   auto [it, inserted] = services_.try_emplace(std::string(service), session);
   if (!inserted) {
     if (it->second == session) return Status();
-    return Status(Errc::duplicate_service, "service " + std::string(service) +
-                                               " is already registered on " + config_.node);
+    return Status(Errc::duplicate_service,
+                  "service " + std::string(service) + " is already registered on " + config_.node);
   }
   sessionServices_[session].push_back(it->first);
   spdlog::info("client {}: registered service {}", session, service);
@@ -44,10 +45,13 @@ void Router::onSessionClosed(local::SessionId session) {
     }
     sessionServices_.erase(it);
   }
-  for (auto& [peer, sessions] : pausedOnPeer_) std::erase(sessions, session);
-  for (auto& [target, sessions] : pausedOnSession_) std::erase(sessions, session);
+  for (auto& [peer, sessions] : pausedOnPeer_)
+    std::erase(sessions, session);
+  for (auto& [target, sessions] : pausedOnSession_)
+    std::erase(sessions, session);
   if (auto waiting = pausedOnSession_.extract(session); !waiting.empty())
-    for (auto s : waiting.mapped()) server_->resumeReading(s);
+    for (auto s : waiting.mapped())
+      server_->resumeReading(s);
   mesh_->resumeReceiving();  // messages held for its services are now answered
 }
 
@@ -62,9 +66,10 @@ void Router::onSend(local::SessionId session, const local::SendRequest& r) {
     auto it = services_.find(std::string(r.service));
     if (it == services_.end()) {
       counters_.unknownService++;
-      return fail(session, r.msgId,
-                  Status(Errc::unknown_service, "no listener for service " +
-                                                    std::string(r.service) + " on " + config_.node));
+      return fail(
+          session, r.msgId,
+          Status(Errc::unknown_service,
+                 "no listener for service " + std::string(r.service) + " on " + config_.node));
     }
     server_->deliver(it->second, config_.node, r.fromService, r.service, r.payload);
     counters_.localDeliveries++;
@@ -104,13 +109,15 @@ void Router::outcome(uint64_t session, uint64_t msgId, const Status& status) {
 void Router::queueDrained(peer::Peer& peer) {
   auto it = pausedOnPeer_.find(&peer);
   if (it == pausedOnPeer_.end()) return;
-  for (auto s : it->second) server_->resumeReading(s);
+  for (auto s : it->second)
+    server_->resumeReading(s);
   pausedOnPeer_.erase(it);
 }
 
 void Router::onSessionDrained(local::SessionId session) {
   if (auto waiting = pausedOnSession_.extract(session); !waiting.empty())
-    for (auto s : waiting.mapped()) server_->resumeReading(s);
+    for (auto s : waiting.mapped())
+      server_->resumeReading(s);
   mesh_->resumeReceiving();
 }
 
@@ -128,7 +135,9 @@ peer::Delivery Router::deliverIncoming(peer::Peer& from, std::string_view srcSer
   return peer::Delivery::kDelivered;
 }
 
-std::string Router::onStatus(local::SessionId) { return statusJson(); }
+std::string Router::onStatus(local::SessionId) {
+  return statusJson();
+}
 
 std::string Router::statusJson() const {
   using nlohmann::json;
@@ -139,9 +148,9 @@ std::string Router::statusJson() const {
   char inc[24];
   snprintf(inc, sizeof inc, "%016llx", static_cast<unsigned long long>(mesh_->incarnation()));
   j["incarnation"] = inc;
-  j["uptime_seconds"] = std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::steady_clock::now() - started_)
-                            .count();
+  j["uptime_seconds"] =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
+          .count();
   json peers = json::array();
   for (const auto& p : mesh_->peers()) {
     json e;
@@ -177,7 +186,8 @@ std::string Router::statusJson() const {
   }
   j["peers"] = std::move(peers);
   std::vector<std::string> names;
-  for (const auto& [name, session] : services_) names.push_back(name);
+  for (const auto& [name, session] : services_)
+    names.push_back(name);
   std::sort(names.begin(), names.end());
   j["services"] = names;
   j["counters"] = {{"messages_routed", counters_.messagesRouted},

@@ -27,10 +27,10 @@
 namespace rdmamsg {
 
 struct RouterCounters {
-  uint64_t messagesRouted = 0;     // accepted from local clients
-  uint64_t localDeliveries = 0;    // handed to a listener on this node
-  uint64_t remoteDeliveries = 0;   // from peers, handed to a listener here
-  uint64_t failures = 0;           // reported to senders as failed
+  uint64_t messagesRouted = 0;    // accepted from local clients
+  uint64_t localDeliveries = 0;   // handed to a listener on this node
+  uint64_t remoteDeliveries = 0;  // from peers, handed to a listener here
+  uint64_t failures = 0;          // reported to senders as failed
   uint64_t unknownNode = 0;
   uint64_t unknownService = 0;
   uint64_t backpressurePauses = 0;

@@ -1,7 +1,7 @@
 // rdma_cm: event channels, connection identifiers and the connection
 // handshake, with the event sequences of IB/RoCE (softrdma-notes.md C.2).
 //
-// An event channel is a pipe carrying one token byte per queued event, so
+// An event channel is an eventfd counting the queued events (semaphore mode), so
 // that its fd is pollable, blocks, or fails with EAGAIN exactly like the
 // kernel's ucma file. The events themselves wait in the channel's queue.
 // rdma_cm port P on address A is TCP port P on A: a listening id owns a
@@ -195,9 +195,7 @@ void queueEvent(const std::shared_ptr<CmId>& subject, rdma_cm_event_type type, i
   CmChannel* ch = e->owner->channel;
   ch->queue.push_back(e);
   subject->queued.push_back(e);
-  char token = 1;
-  ssize_t n = write(ch->wfd, &token, 1);
-  (void)n;
+  signalToken(ch->ch.fd);
   debugLog("cm id %p: queued %s status %d", static_cast<void*>(subject.get()), rdma_event_str(type),
            status);
 }

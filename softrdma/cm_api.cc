@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,12 +18,10 @@
 namespace softrdma {
 
 CmChannel* newChannel(bool sync) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return nullptr;
-  fcntl(p[1], F_SETFL, O_NONBLOCK);
+  int fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+  if (fd < 0) return nullptr;
   auto* ch = new CmChannel();
-  ch->ch.fd = p[0];
-  ch->wfd = p[1];
+  ch->ch.fd = fd;
   ch->sync = sync;
   return ch;
 }
@@ -31,7 +30,6 @@ static void freeChannel(CmChannel* ch) {
   for (CmEvent* e : ch->queue)
     delete e;
   close(ch->ch.fd);
-  close(ch->wfd);
   delete ch;
 }
 
@@ -526,9 +524,7 @@ SOFTRDMA_API int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
   Fabric& f = Fabric::get();
   CmChannel* ch = toChannel(channel);
   for (;;) {
-    char token;
-    ssize_t n = read(ch->ch.fd, &token, 1);
-    if (n != 1) return n == 0 ? setErr(ENODATA) : -1;
+    if (!takeToken(ch->ch.fd)) return -1;
     std::lock_guard lk(f.cm_mu);
     if (ch->queue.empty()) continue;
     CmEvent* e = ch->queue.front();
@@ -601,9 +597,7 @@ SOFTRDMA_API int rdma_migrate_id(rdma_cm_id* rid, rdma_event_channel* channel) {
     slot = new CmEvent();
     slot->dead = true;
     to->queue.push_back(e);
-    char token = 1;
-    ssize_t n = write(to->wfd, &token, 1);
-    (void)n;
+    signalToken(to->ch.fd);
   }
   bool free_old = id->owns_channel;
   id->channel = to;

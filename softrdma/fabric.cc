@@ -49,6 +49,22 @@ static int envInt(const char* name, int def) {
   return atoi(v);
 }
 
+void signalToken(int fd) {
+  uint64_t one = 1;
+  ssize_t n = write(fd, &one, sizeof one);
+  (void)n;
+}
+
+bool takeToken(int fd) {
+  uint64_t v;
+  for (;;) {
+    ssize_t n = read(fd, &v, sizeof v);
+    if (n == static_cast<ssize_t>(sizeof v)) return true;
+    if (n < 0 && errno == EINTR) continue;
+    return false;
+  }
+}
+
 Endpoint::~Endpoint() {
   if (fd >= 0) close(fd);
 }

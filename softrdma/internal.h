@@ -83,11 +83,19 @@ struct Mr {
 // Process-wide key table; lkey == rkey == (index << 8 | generation).
 Mr* findMrByKey(uint32_t key);
 
+// The fd is an eventfd in semaphore mode: one count per queued record.
+// Like the kernel's event files (and unlike a pipe), destroying the channel
+// does not wake a thread blocked reading it.
 struct CompChannel {
   ibv_comp_channel ch;
-  int wfd = -1;
+  std::mutex mu;
+  std::deque<uint32_t> records;  // CQ handles
   std::atomic<int> cqs{0};
 };
+// Adds one record to an eventfd-backed channel.
+void signalToken(int fd);
+// Takes one token: blocks, or fails with EAGAIN per the fd's O_NONBLOCK.
+bool takeToken(int fd);
 
 struct Cq {
   ibv_cq cq;
@@ -238,7 +246,7 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   void onEvents(uint32_t events) override;
 
   ConnRole role;
-  bool connecting = false;  // active side: TCP connect in progress
+  std::atomic<bool> connecting{false};  // active side: TCP connect in progress
 
   // --- bindings (cm_mu)
   std::weak_ptr<CmId> id;
@@ -276,6 +284,7 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   };
   // Queues the pieces in order; writes at once when nothing is queued.
   void sendv(const TxIov* iov, int n);
+  void sendvLocked(const TxIov* iov, int n);  // tx_mu held
   void sendFrame(FrameType t, uint32_t psn, uint16_t syndrome = 0, const void* payload = nullptr,
                  uint32_t len = 0);
   void flushLocked();
@@ -331,10 +340,9 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
 
 struct CmEvent;
 struct CmChannel {
-  rdma_event_channel ch;
-  int wfd = -1;
+  rdma_event_channel ch;       // fd: an eventfd in semaphore mode, one count per event
   bool sync = false;           // private channel of a synchronous id
-  std::deque<CmEvent*> queue;  // one token byte in the pipe per entry (cm_mu)
+  std::deque<CmEvent*> queue;  // one eventfd count per entry (cm_mu)
 };
 
 enum class CmState {

@@ -97,6 +97,10 @@ static ssize_t sendIov(int fd, iovec* io, int n) {
 
 void Conn::sendv(const TxIov* v, int n) {
   std::lock_guard lk(tx_mu);
+  sendvLocked(v, n);
+}
+
+void Conn::sendvLocked(const TxIov* v, int n) {
   if (tx_closed) return;
   size_t skip = 0;
   if (txq.empty() && !connecting) {
@@ -238,10 +242,7 @@ void Conn::onEvents(uint32_t events) {
     int err = 0;
     socklen_t len = sizeof err;
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    {
-      std::lock_guard lk(tx_mu);
-      connecting = false;
-    }
+    connecting = false;
     onConnConnected(self, err);
     if (err != 0) return;
     std::lock_guard lk(tx_mu);
@@ -302,10 +303,7 @@ void Conn::place(const uint8_t* p, size_t n) {
 }
 
 void Conn::service() {
-  {
-    std::lock_guard lk(tx_mu);
-    if (connecting) return;  // nothing to read before the TCP connection is up
-  }
+  if (connecting) return;  // nothing to read before the TCP connection is up
   if (eof || dead) return;
   auto self = shared_from_this();
   std::shared_ptr<Qp> q = boundQp();

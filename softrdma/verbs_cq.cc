@@ -1,11 +1,12 @@
 // Verbs: completion channels and completion queues.
 //
-// A completion channel is a pipe carrying 8-byte records (the CQ's handle),
-// as the kernel's uverbs event file does: ibv_get_cq_event blocks, or fails
-// with EAGAIN when the program made the fd nonblocking, and the fd is
-// pollable. A CQ raises one event per ibv_req_notify_cq, for the first
+// A completion channel is an eventfd counting queued records (the CQ's
+// handle), as the kernel's uverbs event file queues events:
+// ibv_get_cq_event blocks, or fails with EAGAIN when the program made the fd
+// nonblocking, and the fd is pollable. A CQ raises one event per ibv_req_notify_cq, for the first
 // eligible completion added after arming (one-shot arming).
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,23 +29,29 @@ Cq* findCq(uint32_t id) {
 void raiseAsync(ibv_context* ctx, ibv_event_type type, uint32_t kind, uint64_t handle);
 
 void Cq::push(const ibv_wc& wc, bool solicited) {
-  std::lock_guard lk(mu);
-  if (overrun) return;
-  if (count == ring.size()) {
-    // CQ overrun: the CQ is unusable from now on (ibv_poll_cq.3).
-    overrun = true;
-    raiseAsync(cq.context, IBV_EVENT_CQ_ERR, 0, id);
-    return;
-  }
-  ring[(head + count) % ring.size()] = wc;
-  count++;
-  if (armed && (!solicited_only || solicited || wc.status != IBV_WC_SUCCESS)) {
-    armed = false;
-    if (channel != nullptr) {
-      uint64_t rec = id;
-      ssize_t n = write(channel->wfd, &rec, sizeof rec);
-      (void)n;
+  bool notify = false;
+  {
+    std::lock_guard lk(mu);
+    if (overrun) return;
+    if (count == ring.size()) {
+      // CQ overrun: the CQ is unusable from now on (ibv_poll_cq.3).
+      overrun = true;
+      raiseAsync(cq.context, IBV_EVENT_CQ_ERR, 0, id);
+      return;
     }
+    ring[(head + count) % ring.size()] = wc;
+    count++;
+    if (armed && (!solicited_only || solicited || wc.status != IBV_WC_SUCCESS)) {
+      armed = false;
+      notify = channel != nullptr;
+    }
+  }
+  if (notify) {  // outside the CQ lock: the program's poller is not held up by the write
+    {
+      std::lock_guard cl(channel->mu);
+      channel->records.push_back(id);
+    }
+    signalToken(channel->ch.fd);
   }
 }
 
@@ -90,14 +97,12 @@ SOFTRDMA_API ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
     errno = EINVAL;
     return nullptr;
   }
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) return nullptr;
-  fcntl(p[1], F_SETFL, O_NONBLOCK);
+  int fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
+  if (fd < 0) return nullptr;
   auto* ch = new CompChannel();
   ch->ch.context = ctx;
-  ch->ch.fd = p[0];
+  ch->ch.fd = fd;
   ch->ch.refcnt = 0;
-  ch->wfd = p[1];
   toContext(ctx)->users++;
   return &ch->ch;
 }
@@ -108,7 +113,6 @@ SOFTRDMA_API int ibv_destroy_comp_channel(ibv_comp_channel* c) {
   if (ch->cqs.load() != 0) return setErr(EBUSY);
   toContext(c->context)->users--;
   close(ch->ch.fd);
-  close(ch->wfd);
   delete ch;
   return 0;
 }
@@ -181,11 +185,17 @@ SOFTRDMA_API int ibv_destroy_cq(ibv_cq* c) {
 
 SOFTRDMA_API int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   if (channel == nullptr || cq == nullptr || cq_context == nullptr) return setErr(EINVAL);
+  auto* ch = reinterpret_cast<CompChannel*>(channel);
   for (;;) {
-    uint64_t rec;
-    ssize_t n = read(channel->fd, &rec, sizeof rec);
-    if (n != static_cast<ssize_t>(sizeof rec)) return -1;
-    Cq* c = findCq(static_cast<uint32_t>(rec));
+    if (!takeToken(channel->fd)) return -1;
+    uint32_t rec;
+    {
+      std::lock_guard lk(ch->mu);
+      if (ch->records.empty()) continue;
+      rec = ch->records.front();
+      ch->records.pop_front();
+    }
+    Cq* c = findCq(rec);
     if (c == nullptr) continue;  // its CQ is gone
     pthread_mutex_lock(&c->cq.mutex);
     c->events_reported++;

@@ -292,7 +292,7 @@ int Qp::modify(ibv_qp_attr* a, int mask) {
 
 int postSendOp(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   auto* qp = reinterpret_cast<Qp*>(q);
-  std::lock_guard lk(qp->mu);
+  std::unique_lock lk(qp->mu);
   ibv_qp_state st = qp->qp.state;
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
     *bad = wr;
@@ -391,7 +391,15 @@ int postSendOp(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
     nhdr++;
   }
-  flush();
+  if (niov > 0 && qp->conn) {
+    // Hand over to the connection's lock before releasing the QP's: frames
+    // reach the socket in PSN order, and the progress thread (which takes
+    // the QP lock for every acknowledgement) is not held up by the write.
+    std::shared_ptr<Conn> conn = qp->conn;
+    std::lock_guard tl(conn->tx_mu);
+    lk.unlock();
+    conn->sendvLocked(iov, niov);
+  }
   return 0;
 }
 

@@ -17,19 +17,28 @@ constexpr uint64_t kSendTag = 1ULL << 32;
 constexpr uint64_t kRecvTag = 2ULL << 32;
 constexpr auto kFlushWait = std::chrono::seconds(2);
 
-std::string errnoText(int e) { return std::error_code(e, std::generic_category()).message(); }
+std::string errnoText(int e) {
+  return std::error_code(e, std::generic_category()).message();
+}
 
 }  // namespace
 
 const char* toString(ConnState s) {
   switch (s) {
-    case ConnState::kResolvingAddress: return "resolving-address";
-    case ConnState::kResolvingRoute: return "resolving-route";
-    case ConnState::kConnecting: return "connecting";
-    case ConnState::kAccepting: return "accepting";
-    case ConnState::kEstablished: return "established";
-    case ConnState::kDisconnecting: return "disconnecting";
-    case ConnState::kClosed: return "closed";
+    case ConnState::kResolvingAddress:
+      return "resolving-address";
+    case ConnState::kResolvingRoute:
+      return "resolving-route";
+    case ConnState::kConnecting:
+      return "connecting";
+    case ConnState::kAccepting:
+      return "accepting";
+    case ConnState::kEstablished:
+      return "established";
+    case ConnState::kDisconnecting:
+      return "disconnecting";
+    case ConnState::kClosed:
+      return "closed";
   }
   return "?";
 }
@@ -41,16 +50,21 @@ Connection::Connection(loop::EventLoop& loop, ConnectionOwner& owner, const Conn
       params_(params),
       devices_(std::move(devices)),
       name_(std::move(name)),
-      connectTimer_(std::make_unique<loop::Timer>(loop, [this] {
-        fail("connection not established within " +
-             std::to_string(params_.connectTimeout.count()) + " ms");
-      })),
-      closeTimer_(std::make_unique<loop::Timer>(loop, [this] {
-        spdlog::warn("peer {}: flushed work requests did not all return; closing anyway", name_);
-        postedSends_ = postedRecvs_ = 0;
-        disconnected_ = true;
-        maybeFinishClose();
-      })),
+      connectTimer_(std::make_unique<loop::Timer>(
+          loop,
+          [this] {
+            fail("connection not established within " +
+                 std::to_string(params_.connectTimeout.count()) + " ms");
+          })),
+      closeTimer_(std::make_unique<loop::Timer>(
+          loop,
+          [this] {
+            spdlog::warn("peer {}: flushed work requests did not all return; closing anyway",
+                         name_);
+            postedSends_ = postedRecvs_ = 0;
+            disconnected_ = true;
+            maybeFinishClose();
+          })),
       flushLater_(std::make_unique<loop::Deferred>(loop, [this] { flush(); })) {
   lastSent_ = lastReceived_ = std::chrono::steady_clock::now();
 }
@@ -243,8 +257,8 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
     case RDMA_CM_EVENT_UNREACHABLE:
     case RDMA_CM_EVENT_CONNECT_ERROR:
       disconnected_ = true;
-      fail(std::string(rdma_event_str(e.type)) + " (" + errnoText(e.status < 0 ? -e.status : e.status) +
-           ")");
+      fail(std::string(rdma_event_str(e.type)) + " (" +
+           errnoText(e.status < 0 ? -e.status : e.status) + ")");
       return;
     case RDMA_CM_EVENT_DISCONNECTED:
       disconnected_ = true;
@@ -262,7 +276,9 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
   }
 }
 
-void Connection::fail(const std::string& why) { close(why); }
+void Connection::fail(const std::string& why) {
+  close(why);
+}
 
 void Connection::close(const std::string& why) {
   if (state_ == ConnState::kDisconnecting || state_ == ConnState::kClosed) return;
@@ -416,7 +432,9 @@ bool Connection::wantsCreditReturn() const {
   return owedCredits_ >= std::max<uint32_t>(1, params_.recvBuffers / 4);
 }
 
-void Connection::requestFlush() { flushLater_->schedule(); }
+void Connection::requestFlush() {
+  flushLater_->schedule();
+}
 
 void Connection::flush() {
   if (state_ != ConnState::kEstablished) return;

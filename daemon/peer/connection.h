@@ -56,13 +56,13 @@ struct ConnParams {
 };
 
 struct ConnCounters {
-  uint64_t sendsPosted = 0;     // RDMA send work requests
+  uint64_t sendsPosted = 0;  // RDMA send work requests
   uint64_t sendsSignaled = 0;
   uint64_t postSendCalls = 0;
   uint64_t recvsPosted = 0;
   uint64_t postRecvCalls = 0;
   uint64_t batchesReceived = 0;
-  uint64_t creditStalls = 0;    // times data waited for credits
+  uint64_t creditStalls = 0;  // times data waited for credits
 };
 
 class Connection;
@@ -163,8 +163,8 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   std::vector<ibv_send_wr> wrScratch_;
   std::vector<ibv_sge> sgeScratch_;
   std::vector<std::pair<uint32_t, uint32_t>> sealed_;  // (buffer, bytes) not yet posted
-  uint32_t credits_ = 0;       // the peer's receive buffers we may fill
-  uint32_t owedCredits_ = 0;   // our reposted buffers not yet reported
+  uint32_t credits_ = 0;                               // the peer's receive buffers we may fill
+  uint32_t owedCredits_ = 0;                           // our reposted buffers not yet reported
   size_t batchCapacity_ = 0;
 
   // Receive: completed buffers not yet consumed (backpressure), in order.

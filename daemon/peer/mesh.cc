@@ -34,7 +34,8 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
         reapable_.clear();
         checkShutdownDone();
       })) {
-  for (const auto& p : cfg.peers) peers_.push_back(std::make_unique<Peer>(loop, *this, cfg, p, events));
+  for (const auto& p : cfg.peers)
+    peers_.push_back(std::make_unique<Peer>(loop, *this, cfg, p, events));
 }
 
 Mesh::~Mesh() {
@@ -58,12 +59,14 @@ void Mesh::start() {
                              std::error_code(errno, std::generic_category()).message());
   if (listenId_->verbs != nullptr) deviceFor(listenId_->verbs);
   spdlog::info("listening for peers on {} (rdma_cm)", config_.listen.toString());
-  for (auto& p : peers_) p->start();
+  for (auto& p : peers_)
+    p->start();
 }
 
 void Mesh::shutdown(std::function<void()> done) {
   shutdownDone_ = std::move(done);
-  for (auto& p : peers_) p->shutdown();
+  for (auto& p : peers_)
+    p->shutdown();
   shutdownTimer_ = std::make_unique<loop::Timer>(loop_, [this] {
     spdlog::warn("{} connection(s) did not finish their teardown in time", conns_.size());
     if (auto d = std::move(shutdownDone_)) d();
@@ -88,12 +91,14 @@ Peer* Mesh::peer(std::string_view name) {
 
 uint64_t Mesh::droppedCompletions() const {
   uint64_t n = 0;
-  for (const auto& [ctx, d] : devices_) n += d->counters().dropped;
+  for (const auto& [ctx, d] : devices_)
+    n += d->counters().dropped;
   return n;
 }
 
 void Mesh::resumeReceiving() {
-  for (auto& p : peers_) p->resumeReceiving();
+  for (auto& p : peers_)
+    p->resumeReceiving();
 }
 
 rdma::Device* Mesh::deviceFor(ibv_context* ctx) {
@@ -138,7 +143,7 @@ Connection* Mesh::dial(Peer& peer) {
                    reinterpret_cast<sockaddr*>(&dst));
   // A failure to start closes the connection at once; the peer then retries.
   return raw->state() == ConnState::kDisconnecting || raw->state() == ConnState::kClosed ? nullptr
-                                                                                          : raw;
+                                                                                         : raw;
 }
 
 void Mesh::reap(Connection* c) {

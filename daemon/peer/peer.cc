@@ -29,15 +29,20 @@ Peer::Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config:
 
 Peer::~Peer() = default;
 
-bool Peer::established() const { return conn_ != nullptr && conn_->state() == ConnState::kEstablished; }
+bool Peer::established() const {
+  return conn_ != nullptr && conn_->state() == ConnState::kEstablished;
+}
 
 std::string Peer::state() const {
   if (conn_ == nullptr) return stopping_ ? "stopped" : "disconnected";
   switch (conn_->state()) {
-    case ConnState::kEstablished: return "established";
+    case ConnState::kEstablished:
+      return "established";
     case ConnState::kDisconnecting:
-    case ConnState::kClosed: return "disconnecting";
-    default: return "connecting";
+    case ConnState::kClosed:
+      return "disconnecting";
+    default:
+      return "connecting";
   }
 }
 
@@ -68,7 +73,8 @@ void Peer::scheduleDial() {
   auto base = config_.reconnectBackoffMin.count();
   auto cap = config_.reconnectBackoffMax.count();
   long long step = base;
-  for (int i = 1; i < attempts_ && step < cap; i++) step *= 2;
+  for (int i = 1; i < attempts_ && step < cap; i++)
+    step *= 2;
   step = std::min<long long>(step, cap);
   std::uniform_int_distribution<long long> jitter(step / 2, step);
   dialTimer_->arm(std::chrono::milliseconds(jitter(rng_)));
@@ -137,7 +143,9 @@ void Peer::onClosed(Connection& c, const std::string& why) {
   scheduleDial();
 }
 
-void Peer::onReapable(Connection& c) { mesh_.reap(&c); }
+void Peer::onReapable(Connection& c) {
+  mesh_.reap(&c);
+}
 
 void Peer::failAll(const Status& why) {
   for (auto& m : inflight_) {
@@ -173,10 +181,13 @@ Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
   if (queue_.empty() && writeConfirms() &&
       writeMessage(seq, srcService, dstService, payload, offset, started))
     return Status();
-  Outbound m{seq, std::string(srcService), std::string(dstService),
-             std::vector<std::byte>(payload.begin() + static_cast<std::ptrdiff_t>(offset),
-                                    payload.end()),
-             0, started};
+  Outbound m{
+      seq,
+      std::string(srcService),
+      std::string(dstService),
+      std::vector<std::byte>(payload.begin() + static_cast<std::ptrdiff_t>(offset), payload.end()),
+      0,
+      started};
   queuedBytes_ += m.payload.size() + 64;
   queue_.push_back(std::move(m));
   if (queuedBytes_ > config_.sendQueueLimit) overLimit_ = overLimit = true;
@@ -365,8 +376,8 @@ void Peer::onTick() {
   auto now = Clock::now();
   if (established()) {
     if (now - conn_->lastReceived() > config_.heartbeatTimeout) {
-      conn_->close("no traffic from peer for " +
-                   std::to_string(config_.heartbeatTimeout.count()) + " ms");
+      conn_->close("no traffic from peer for " + std::to_string(config_.heartbeatTimeout.count()) +
+                   " ms");
     } else if (now - conn_->lastSent() >= config_.heartbeatInterval) {
       if (conn_->openBatch(false) && conn_->batch().room() >= sizeof(RecordHeader)) {
         conn_->batch().addHeartbeat();
@@ -379,10 +390,10 @@ void Peer::onTick() {
     InFlight m = inflight_.front();
     inflight_.pop_front();
     counters_.failed++;
-    events_.outcome(m.session, m.msgId,
-                    Status(Errc::timeout, "no delivery confirmation from " + name() + " within " +
-                                              std::to_string(config_.messageTimeout.count()) +
-                                              " ms"));
+    events_.outcome(
+        m.session, m.msgId,
+        Status(Errc::timeout, "no delivery confirmation from " + name() + " within " +
+                                  std::to_string(config_.messageTimeout.count()) + " ms"));
   }
   tickTimer_->arm(std::min(config_.heartbeatInterval, std::chrono::milliseconds(1000)) / 2);
 }

@@ -7,13 +7,20 @@ namespace rdmamsg::peer {
 
 const char* toString(RejectReason r) {
   switch (r) {
-    case RejectReason::kNone: return "none";
-    case RejectReason::kUnknownPeer: return "unknown peer";
-    case RejectReason::kVersion: return "protocol version not supported";
-    case RejectReason::kDuplicate: return "duplicate connection";
-    case RejectReason::kWrongTarget: return "connection meant for another node";
-    case RejectReason::kShuttingDown: return "shutting down";
-    case RejectReason::kBadHandshake: return "bad handshake";
+    case RejectReason::kNone:
+      return "none";
+    case RejectReason::kUnknownPeer:
+      return "unknown peer";
+    case RejectReason::kVersion:
+      return "protocol version not supported";
+    case RejectReason::kDuplicate:
+      return "duplicate connection";
+    case RejectReason::kWrongTarget:
+      return "connection meant for another node";
+    case RejectReason::kShuttingDown:
+      return "shutting down";
+    case RejectReason::kBadHandshake:
+      return "bad handshake";
   }
   return "unknown reason";
 }
@@ -141,7 +148,9 @@ void BatchWriter::addConfirm(uint64_t first, uint64_t last, uint16_t errc) {
   std::memcpy(p, &b, sizeof b);
 }
 
-void BatchWriter::addHeartbeat() { begin(RecordType::kHeartbeat, 0); }
+void BatchWriter::addHeartbeat() {
+  begin(RecordType::kHeartbeat, 0);
+}
 
 size_t BatchWriter::finish(uint32_t credits) {
   BatchHeader h{};

@@ -56,11 +56,11 @@ std::optional<Hello> decodeHello(const void* data, size_t len);
 // ------------------------------------------------------------------ data
 
 struct BatchHeader {
-  uint32_t magic;     // kBatchMagic
-  uint16_t records;   // number of records that follow
+  uint32_t magic;    // kBatchMagic
+  uint16_t records;  // number of records that follow
   uint16_t reserved;
-  uint32_t credits;   // receive buffers the sender reposted since its last report
-  uint32_t length;    // bytes used, header included
+  uint32_t credits;  // receive buffers the sender reposted since its last report
+  uint32_t length;   // bytes used, header included
 };
 inline constexpr uint32_t kBatchMagic = 0x48544142;  // "BATH"
 static_assert(sizeof(BatchHeader) == 16);
@@ -84,10 +84,10 @@ inline constexpr bool hasTotalLength(uint8_t flags) {
 struct RecordHeader {
   RecordType type;
   uint8_t flags;
-  uint8_t srcLen;       // kMessage: sender's service name length
-  uint8_t dstLen;       // kMessage: destination service name length
-  uint32_t length;      // bytes after this header (names, totalLength, payload)
-  uint64_t seq;         // kMessage: sequence number; kConfirm: first sequence
+  uint8_t srcLen;   // kMessage: sender's service name length
+  uint8_t dstLen;   // kMessage: destination service name length
+  uint32_t length;  // bytes after this header (names, totalLength, payload)
+  uint64_t seq;     // kMessage: sequence number; kConfirm: first sequence
 };
 static_assert(sizeof(RecordHeader) == 16);
 
@@ -98,7 +98,9 @@ struct ConfirmBody {
 };
 static_assert(sizeof(ConfirmBody) == 16);
 
-inline constexpr size_t align8(size_t n) { return (n + 7) & ~size_t{7}; }
+inline constexpr size_t align8(size_t n) {
+  return (n + 7) & ~size_t{7};
+}
 
 // A record decoded from a received batch; views point into the buffer.
 struct Record {

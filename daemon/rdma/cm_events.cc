@@ -16,7 +16,8 @@ bool setNonBlocking(int fd) {
 }
 
 CmEventPump::CmEventPump(loop::EventLoop& loop) : channel_(rdma_create_event_channel()) {
-  if (!channel_) throw std::system_error(errno, std::generic_category(), "rdma_create_event_channel");
+  if (!channel_)
+    throw std::system_error(errno, std::generic_category(), "rdma_create_event_channel");
   if (!setNonBlocking(channel_->fd))
     throw std::system_error(errno, std::generic_category(), "event channel O_NONBLOCK");
   io_ = std::make_unique<loop::IoEvent>(loop, channel_->fd, EV_READ | EV_PERSIST | EV_ET,
@@ -28,7 +29,8 @@ void CmEventPump::drain() {
     rdma_cm_event* ev = nullptr;
     if (rdma_get_cm_event(channel_.get(), &ev) != 0) {
       if (errno != EAGAIN && errno != EINTR)
-        spdlog::error("rdma_get_cm_event: {}", std::error_code(errno, std::generic_category()).message());
+        spdlog::error("rdma_get_cm_event: {}",
+                      std::error_code(errno, std::generic_category()).message());
       if (errno == EINTR) continue;
       return;
     }
