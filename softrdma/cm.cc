@@ -240,12 +240,18 @@ void bindPendingConn(const std::shared_ptr<Qp>& qp) {
     conn->kick();
     return;
   }
-  std::lock_guard lk(Fabric::get().cm_mu);
-  auto it = pendingBinds().find(qp->attr.dest_qp_num);
-  if (it == pendingBinds().end()) return;
-  conn = it->second.lock();
-  pendingBinds().erase(it);
-  if (!conn) return;
+  {
+    std::lock_guard lk(Fabric::get().cm_mu);
+    auto it = pendingBinds().find(qp->attr.dest_qp_num);
+    if (it != pendingBinds().end()) {
+      conn = it->second.lock();
+      pendingBinds().erase(it);
+    }
+  }
+  if (!conn) {
+    manualConnect(qp);  // no rdma_cm connection: the ibv_rc_pingpong way
+    return;
+  }
   {
     std::lock_guard ql(qp->mu);
     qp->conn = conn;
@@ -257,7 +263,7 @@ void bindPendingConn(const std::shared_ptr<Qp>& qp) {
 // leaves it for the program's own QP (no QP on the id).
 void attachQp(CmId* id) {
   if (id->id.qp == nullptr) {
-    if (id->remote_qpn != 0) pendingBinds()[id->remote_qpn] = id->conn;
+    if (id->remote_qpn != 0 && !id->conn->boundQp()) pendingBinds()[id->remote_qpn] = id->conn;
     return;
   }
   auto qp = qpRef(id->id.qp);
@@ -351,6 +357,7 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   setAddrs(id.get(), reinterpret_cast<sockaddr*>(&local), reinterpret_cast<sockaddr*>(&peer));
   id->remote_qpn = m.qpn;
   c->remote_qpn = m.qpn;
+  pendingBinds()[m.qpn] = c;  // for a QP the program moves itself (no QP on the id)
   id->remote_rnr_retry = m.rnr_retry_count;
   id->remote_retry = m.retry_count;
   id->responder_resources = m.responder_resources;
@@ -376,6 +383,10 @@ void admitDeferred(CmId* listener) {
 }
 
 void onCmFrame(const std::shared_ptr<Conn>& c, FrameType t, const CmMessage& m) {
+  if (t == FrameType::Attach) {
+    manualAttach(c, m);
+    return;
+  }
   std::lock_guard lk(Fabric::get().cm_mu);
   if (t == FrameType::Req) {
     if (c->role != ConnRole::Passive || !c->id.expired()) {

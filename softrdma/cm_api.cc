@@ -94,7 +94,7 @@ SOFTRDMA_API void rdma_destroy_event_channel(rdma_event_channel* channel) {
 SOFTRDMA_API int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context,
                                 rdma_port_space ps) {
   if (out == nullptr) return setErr(EINVAL);
-  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB) return setErr(EPROTONOSUPPORT);
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB) return setErr(EINVAL);  // UD port spaces: not emulated
   Fabric& f = Fabric::get();
   auto id = std::make_shared<CmId>();
   id->self = id;
@@ -118,6 +118,15 @@ SOFTRDMA_API int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** out, v
 
 SOFTRDMA_API int rdma_destroy_id(rdma_cm_id* rid) {
   Fabric& f = Fabric::get();
+  {
+    std::lock_guard lk(f.cm_mu);
+    if (!liveId(rid)) return setErr(EINVAL);
+  }
+  // The event a synchronous call kept for the id is acknowledged here.
+  if (rid->event != nullptr) {
+    rdma_ack_cm_event(rid->event);
+    rid->event = nullptr;
+  }
   std::unique_lock lk(f.cm_mu);
   auto id = liveId(rid);
   if (!id) return setErr(EINVAL);
@@ -196,17 +205,25 @@ SOFTRDMA_API int rdma_resolve_addr(rdma_cm_id* rid, sockaddr* src, sockaddr* dst
     auto* d = reinterpret_cast<sockaddr*>(&dst_copy);
     if (d->sa_family == AF_INET && reinterpret_cast<sockaddr_in*>(d)->sin_port == 0)
       reinterpret_cast<sockaddr_in*>(d)->sin_port = htons(9);  // only for the lookup
+    // From a bound source, the lookup is made from that address (the
+    // kernel's rdma_resolve_ip routes from the source too).
+    if (err == 0 && id->listener) {
+      sockaddr_storage from{};
+      memcpy(&from, &id->id.route.addr.src_storage, addrLen(&id->id.route.addr.src_addr));
+      reinterpret_cast<sockaddr_in*>(&from)->sin_port = 0;  // same offset for IPv6
+      if (from.ss_family == d->sa_family &&
+          bind(u, reinterpret_cast<sockaddr*>(&from), addrLen(d)) != 0)
+        err = errno;
+    }
     if (err == 0 && connect(u, d, addrLen(d)) != 0) err = errno;
     sockaddr_storage local{};
     socklen_t ll = sizeof local;
     if (err == 0) getsockname(u, reinterpret_cast<sockaddr*>(&local), &ll);
     if (u >= 0) close(u);
     if (err == 0 && isWildcard(dst)) err = EADDRNOTAVAIL;
+    if (err != 0) return setErr(err);  // no route: the kernel fails the call itself
     setCmState(id.get(), CmState::AddrQuery);
-    if (err != 0) {
-      setCmState(id.get(), id->listener ? CmState::AddrBound : CmState::Idle);
-      queueEvent(id, RDMA_CM_EVENT_ADDR_ERROR, -err);
-    } else {
+    {
       const sockaddr* s = reinterpret_cast<sockaddr*>(&local);
       if (id->listener) s = &id->id.route.addr.src_addr;
       sockaddr_storage src_now{};

@@ -247,6 +247,7 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
 
   ConnRole role;
   std::atomic<bool> connecting{false};  // active side: TCP connect in progress
+  bool manual = false;                  // a QP connected without rdma_cm (manual_qp.cc)
 
   // --- bindings (cm_mu)
   std::weak_ptr<CmId> id;
@@ -266,6 +267,7 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
     const uint8_t* ext;  // nullptr: bytes live in tbuf at `off`
     size_t off, len;
     bool frame_start;
+    bool request;
   };
   std::deque<Seg> txq;
   std::vector<uint8_t> tbuf;
@@ -280,7 +282,8 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
     const void* p;
     size_t len;
     bool stable;
-    bool header = false;  // the first piece of a frame
+    bool header = false;   // the first piece of a frame
+    bool request = false;  // part of a request (dropped if the QP goes to error)
   };
   // Queues the pieces in order; writes at once when nothing is queued.
   void sendv(const TxIov* iov, int n);
@@ -310,6 +313,9 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   bool discard_requests = false;  // after a NAK, until the requester stops
   uint32_t acked_psn = 0;
   bool ack_pending = false;
+  // Receive completions of this pass: made visible only after their ACK is
+  // queued, as an HCA acknowledges before the CQE can be polled.
+  std::vector<std::pair<ibv_wc, bool>> pending_cqes;
   bool eof = false;
   // Frame currently being received and what to do when its payload is in.
   struct Pending {
@@ -332,7 +338,8 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   void finishFrame(const std::shared_ptr<Qp>& q);
   void finishRequest(Qp& q);
   void onRnrTimer();
-  void flushAcks();
+  void flushAcks(const std::shared_ptr<Qp>& q);
+  void flushAcksLocked(Qp* q);  // q->mu held
   void onPeerGone(const char* why, bool garbage = false);
 };
 
@@ -418,5 +425,12 @@ void onConnLost(const std::shared_ptr<Conn>& c, const char* why);
 void onConnConnected(const std::shared_ptr<Conn>& c, int err);
 void onAcceptedConn(CmId* listener, const std::shared_ptr<Conn>& c);
 int cmModifyQp(CmId* id, ibv_qp_state to);
+
+// QPs connected without rdma_cm, by ibv_modify_qp with the peer's GID and
+// QP number (manual_qp.cc).
+void manualConnect(const std::shared_ptr<Qp>& qp);
+void manualAttach(const std::shared_ptr<Conn>& c, const CmMessage& m);
+void manualForget(uint32_t qpn);
+std::vector<in6_addr> gidTable();
 
 }  // namespace softrdma

@@ -128,7 +128,7 @@ void Conn::sendvLocked(const TxIov* v, int n) {
     bool start = skip == 0 && v[i].header;
     skip = 0;
     if (v[i].stable && len >= kReferenceAbove) {
-      txq.push_back({p, 0, len, false});
+      txq.push_back({p, 0, len, start, v[i].request});
       continue;
     }
     size_t off = tbuf.size();
@@ -137,7 +137,7 @@ void Conn::sendvLocked(const TxIov* v, int n) {
         txq.back().off + txq.back().len == off)
       txq.back().len += len;
     else
-      txq.push_back({nullptr, off, len, start});
+      txq.push_back({nullptr, off, len, start, v[i].request});
   }
   if (!txq.empty() && !want_out && !connecting) {
     want_out = true;
@@ -222,11 +222,15 @@ void Conn::abortData() {
   std::lock_guard lk(tx_mu);
   std::deque<Seg> keep;
   std::vector<uint8_t> buf;
+  bool keepFrame = true;
   for (size_t i = 0; i < txq.size(); i++) {
     const Seg& s = txq[i];
-    if (i > 0 && s.frame_start) break;
+    // The frame partly on the wire is finished; whole requests not yet begun
+    // are never sent; responses (ACK, NAK, READ data) still go out.
+    if (s.frame_start) keepFrame = i == 0 || !s.request;
+    if (!keepFrame) continue;
     const uint8_t* p = s.ext ? s.ext : tbuf.data() + s.off;
-    keep.push_back({nullptr, buf.size(), s.len, s.frame_start});
+    keep.push_back({nullptr, buf.size(), s.len, s.frame_start, s.request});
     buf.insert(buf.end(), p, p + s.len);
   }
   txq.swap(keep);
@@ -243,8 +247,15 @@ void Conn::onEvents(uint32_t events) {
     socklen_t len = sizeof err;
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
     connecting = false;
-    onConnConnected(self, err);
-    if (err != 0) return;
+    if (manual) {
+      if (err != 0) {
+        onPeerGone(strerror(err));
+        return;
+      }
+    } else {
+      onConnConnected(self, err);
+      if (err != 0) return;
+    }
     std::lock_guard lk(tx_mu);
     want_out = true;  // registered with EPOLLOUT for the connect: drop it once flushed
     flushLocked();
@@ -376,7 +387,7 @@ void Conn::service() {
     }
     budget -= used;
   }
-  flushAcks();
+  flushAcks(q);
 }
 
 bool Conn::handleHeader(const std::shared_ptr<Qp>& q) {
@@ -394,6 +405,7 @@ bool Conn::handleHeader(const std::shared_ptr<Qp>& q) {
     case FrameType::Req:
     case FrameType::Rep:
     case FrameType::Rej:
+    case FrameType::Attach:
       if (hdr.len != sizeof(CmMessage)) {
         fail("bad CM message length");
         return false;
@@ -604,7 +616,7 @@ void Conn::finishRequest(Qp& q) {
   auto t = static_cast<FrameType>(hdr.type);
   rx_psn++;
   if (cur.kind == Pending::Nak) {
-    flushAcks();
+    flushAcksLocked(&q);
     sendFrame(FrameType::Nak, hdr.psn, static_cast<uint16_t>(cur.syndrome));
     discard_requests = true;
     return;
@@ -633,23 +645,37 @@ void Conn::finishRequest(Qp& q) {
       wc.wc_flags = IBV_WC_WITH_IMM;
       wc.imm_data = hdr.imm;
     }
-    q.rcq->push(wc, (hdr.flags & kFlagSolicited) != 0);
     if (cur.status != IBV_WC_SUCCESS) {
-      flushAcks();
+      flushAcksLocked(&q);
+      q.rcq->push(wc, (hdr.flags & kFlagSolicited) != 0);
       sendFrame(FrameType::Nak, hdr.psn, static_cast<uint16_t>(cur.syndrome));
       discard_requests = true;
       q.flushAll(IBV_WC_WR_FLUSH_ERR);
       return;
     }
+    pending_cqes.emplace_back(wc, (hdr.flags & kFlagSolicited) != 0);
   }
   ack_pending = true;
   acked_psn = hdr.psn;
 }
 
-void Conn::flushAcks() {
-  if (!ack_pending || eof) return;
+void Conn::flushAcksLocked(Qp* q) {
+  if (ack_pending && !eof) sendFrame(FrameType::Ack, acked_psn);
   ack_pending = false;
-  sendFrame(FrameType::Ack, acked_psn);
+  if (q != nullptr && !q->destroyed)
+    for (const auto& [wc, solicited] : pending_cqes)
+      q->rcq->push(wc, solicited);
+  pending_cqes.clear();
+}
+
+void Conn::flushAcks(const std::shared_ptr<Qp>& q) {
+  if (pending_cqes.empty() || !q) {
+    pending_cqes.clear();
+    flushAcksLocked(nullptr);
+    return;
+  }
+  std::lock_guard lk(q->mu);
+  flushAcksLocked(q.get());
 }
 
 void Conn::onRnrTimer() {

@@ -108,9 +108,9 @@ SOFTRDMA_API ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
 }
 
 SOFTRDMA_API int ibv_destroy_comp_channel(ibv_comp_channel* c) {
-  if (c == nullptr) return setErr(EINVAL);
+  if (c == nullptr) return EINVAL;
   auto* ch = reinterpret_cast<CompChannel*>(c);
-  if (ch->cqs.load() != 0) return setErr(EBUSY);
+  if (ch->cqs.load() != 0) return EBUSY;  // libibverbs returns the errno value itself
   toContext(c->context)->users--;
   close(ch->ch.fd);
   delete ch;

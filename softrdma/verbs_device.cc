@@ -40,6 +40,8 @@ ibv_device* theDevice() {
 
 constexpr uint64_t kNodeGuid = 0x02005e00536f6674ULL;  // "...Soft"
 
+}  // namespace
+
 std::vector<in6_addr> gidTable() {
   std::vector<in6_addr> gids;
   auto add = [&](in_addr a) {
@@ -60,6 +62,8 @@ std::vector<in6_addr> gidTable() {
   if (gids.empty()) add(in_addr{htonl(INADDR_LOOPBACK)});
   return gids;
 }
+
+namespace {
 
 int queryPortImpl(ibv_context*, uint8_t port, ibv_port_attr* a, size_t len) {
   if (a == nullptr || port != 1) return EINVAL;

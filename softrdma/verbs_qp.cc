@@ -373,7 +373,7 @@ int postSendOp(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     } else {
       h.len = static_cast<uint32_t>(len);
     }
-    iov[niov++] = {&h, sizeof h, false, true};
+    iov[niov++] = {&h, sizeof h, false, true, true};
     if (!is_read && len > 0) {
       if (inl_flag) {
         uint8_t* p = inl[nhdr];
@@ -381,11 +381,12 @@ int postSendOp(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
           memcpy(p, reinterpret_cast<void*>(w->sg_list[i].addr), w->sg_list[i].length);
           p += w->sg_list[i].length;
         }
-        iov[niov++] = {inl[nhdr], static_cast<size_t>(len), false};
+        iov[niov++] = {inl[nhdr], static_cast<size_t>(len), false, false, true};
       } else {
         for (int i = 0; i < w->num_sge; i++) {
           if (w->sg_list[i].length == 0) continue;
-          iov[niov++] = {reinterpret_cast<void*>(w->sg_list[i].addr), w->sg_list[i].length, true};
+          iov[niov++] = {reinterpret_cast<void*>(w->sg_list[i].addr), w->sg_list[i].length, true,
+                         false, true};
         }
       }
     }
@@ -542,6 +543,7 @@ SOFTRDMA_API int ibv_destroy_qp(ibv_qp* q) {
     qp->pd->users--;
   }
   if (conn) conn->bindQp(nullptr);
+  manualForget(q->qp_num);
   std::lock_guard lk(qps_mu);
   qpTable().erase(q->qp_num);
   return 0;

@@ -21,6 +21,8 @@ enum class FrameType : uint8_t {
   Rej = 4,  // CmMessage (private data of the reject)
   Dreq = 5,
   Drep = 6,
+  Attach = 7,  // CmMessage: a QP connected without rdma_cm (qpn: the dialer's
+               // QP; private_data: the u32 number of the QP it connects to)
   // Requests (requester → responder).
   Send = 16,
   SendImm = 17,

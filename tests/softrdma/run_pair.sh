@@ -1,0 +1,109 @@
+#!/bin/bash
+# Runs one of rdma-core's example program pairs (Debian package rdmacm-utils), unmodified, on
+# softrdma: starts the server under softrdma-run, waits until its TCP port listens, runs the
+# client with a timeout, then waits for the server. Every process it starts is stopped.
+#
+#   run_pair.sh SOFTRDMA_RUN rping|rdma_server|ibv_rc_pingpong
+#
+# ibv_rc_pingpong's server listens on every address, so run that pair only in
+# a private network namespace (run_netns.sh).
+#
+# Exit status 0 when both programs exit 0 (and the client reports success).
+set -u
+
+run=$1
+pair=$2
+deadline=20  # seconds for each program
+
+log_dir=$(mktemp -d)
+server_pid=
+
+cleanup() {
+  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -KILL "$server_pid" 2>/dev/null
+    wait "$server_pid" 2>/dev/null
+  fi
+  rm -rf "$log_dir"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$log_dir"/*; do
+    [ -s "$f" ] && { echo "--- $(basename "$f")" >&2; tail -n 30 "$f" >&2; }
+  done
+  exit 1
+}
+
+listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -Eq "(127.0.0.1|0.0.0.0|\*|\[::\]):$1"; }
+
+# A free port on 127.0.0.1 (random high port, not listening now; retried by the caller).
+pick_port() {
+  local port i
+  for i in $(seq 1 50); do
+    port=$((20000 + RANDOM % 40000))
+    listening "$port" || { echo "$port"; return 0; }
+  done
+  return 1
+}
+
+start_server() {
+  local port=$1
+  case $pair in
+    rping) timeout -k 2 $deadline "$run" rping -s -a 127.0.0.1 -p "$port" -C 20 -V \
+             >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    rdma_server) timeout -k 2 $deadline "$run" rdma_server -s 127.0.0.1 -p "$port" \
+             >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    ibv_rc_pingpong) timeout -k 2 $deadline "$run" ibv_rc_pingpong -g 0 -e -n 500 -s 8192 \
+             -p "$port" >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    *) echo "unknown pair $pair" >&2; exit 2 ;;
+  esac
+  server_pid=$!
+}
+
+run_client() {
+  local port=$1
+  case $pair in
+    rping) timeout -k 2 $deadline "$run" rping -c -a 127.0.0.1 -p "$port" -C 20 -V \
+             >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+    rdma_server) timeout -k 2 $deadline "$run" rdma_client -s 127.0.0.1 -p "$port" \
+             >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+    ibv_rc_pingpong) timeout -k 2 $deadline "$run" ibv_rc_pingpong -g 0 -e -n 500 -s 8192 \
+             -p "$port" 127.0.0.1 >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+  esac
+}
+
+# Start the server; if its port was taken in the meantime, try another one.
+for attempt in 1 2 3; do
+  port=$(pick_port) || fail "no free port"
+  start_server "$port"
+  for i in $(seq 1 100); do  # bounded: at most ~10 s
+    listening "$port" && break
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  listening "$port" && break
+  kill -KILL "$server_pid" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
+  server_pid=
+  [ "$attempt" = 3 ] && fail "the server never listened on 127.0.0.1:$port"
+done
+
+run_client "$port"
+client_status=$?
+[ $client_status -eq 0 ] || fail "client exited with status $client_status (124: timeout)"
+if [ "$pair" = rdma_server ]; then
+  grep -q "rdma_client: end 0" "$log_dir/client.out" || fail "rdma_client did not report success"
+fi
+
+wait "$server_pid"
+server_status=$?
+server_pid=
+[ $server_status -eq 0 ] || fail "server exited with status $server_status (124: timeout)"
+if [ "$pair" = rdma_server ]; then
+  grep -q "rdma_server: end 0" "$log_dir/server.out" || fail "rdma_server did not report success"
+fi
+if [ "$pair" = ibv_rc_pingpong ]; then
+  grep -q "500 iters in" "$log_dir/client.out" || fail "ibv_rc_pingpong did not complete 500 iterations"
+fi
+echo "PASS: $pair on port $port"
