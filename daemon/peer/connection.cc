@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
 
@@ -25,6 +26,8 @@ std::string errnoText(int e) {
 
 const char* toString(ConnState s) {
   switch (s) {
+    case ConnState::kIdle:
+      return "idle";
     case ConnState::kResolvingAddress:
       return "resolving-address";
     case ConnState::kResolvingRoute:
@@ -77,9 +80,39 @@ Connection::~Connection() {
   if (id_ != nullptr) rdma_destroy_id(id_);
 }
 
+namespace {
+bool edgeAllowed(ConnState from, ConnState to) {
+  switch (from) {
+    case ConnState::kIdle:
+      return to == ConnState::kResolvingAddress || to == ConnState::kAccepting ||
+             to == ConnState::kDisconnecting;
+    case ConnState::kResolvingAddress:
+      return to == ConnState::kResolvingRoute || to == ConnState::kDisconnecting;
+    case ConnState::kResolvingRoute:
+      return to == ConnState::kConnecting || to == ConnState::kDisconnecting;
+    case ConnState::kConnecting:
+    case ConnState::kAccepting:
+      return to == ConnState::kEstablished || to == ConnState::kDisconnecting;
+    case ConnState::kEstablished:
+      return to == ConnState::kDisconnecting;
+    case ConnState::kDisconnecting:
+      return to == ConnState::kClosed;
+    case ConnState::kClosed:
+      return false;
+  }
+  return false;
+}
+}  // namespace
+
+// The one place a connection changes state: every edge is logged and checked.
 void Connection::setState(ConnState s) {
   if (s == state_) return;
-  spdlog::debug("peer {}: connection {} -> {}", name_, toString(state_), toString(s));
+  if (!edgeAllowed(state_, s)) {
+    spdlog::critical("peer {}: invalid connection state change {} -> {}", name_, toString(state_),
+                     toString(s));
+    std::abort();
+  }
+  spdlog::info("peer {}: {} -> {}", name_, toString(state_), toString(s));
   state_ = s;
 }
 

@@ -1,8 +1,8 @@
 // One RDMA connection to a peer daemon: its rdma_cm id, RC queue pair,
 // registered buffer pools, credit accounting and state machine.
 //
-// Active side:  resolving-address → resolving-route → connecting → established
-// Passive side: accepting → established
+// Active side:  idle → resolving-address → resolving-route → connecting → established
+// Passive side: idle → accepting → established
 // Both:         established → disconnecting → closed
 //
 // Receive buffers are posted before rdma_connect / rdma_accept. Every send
@@ -37,6 +37,7 @@
 namespace rdmamsg::peer {
 
 enum class ConnState {
+  kIdle,
   kResolvingAddress,
   kResolvingRoute,
   kConnecting,
@@ -142,7 +143,7 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   DeviceFor devices_;
   std::string name_;
   bool active_ = false;
-  ConnState state_ = ConnState::kResolvingAddress;
+  ConnState state_ = ConnState::kIdle;
   std::optional<Hello> remote_;
   std::string closeReason_;
 
