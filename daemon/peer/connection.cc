@@ -355,8 +355,12 @@ void Connection::onCompletion(const ibv_wc& wc) {
     } else {
       postedRecvs_--;
     }
-    if (wc.status != IBV_WC_WR_FLUSH_ERR || state_ != ConnState::kDisconnecting)
+    // A flushed request only says that the QP went to error; the cause comes
+    // with its own event (a CM event, or the first failed request).
+    if (wc.status != IBV_WC_WR_FLUSH_ERR)
       fail(std::string(isSend ? "send" : "receive") + " failed: " + ibv_wc_status_str(wc.status));
+    else if (state_ == ConnState::kEstablished)
+      fail("queue pair in error (work requests flushed)");
     maybeFinishClose();
     return;
   }

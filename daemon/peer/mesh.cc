@@ -125,6 +125,7 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   p.hello.incarnation = incarnation_;
   p.hello.bufferSize = static_cast<uint32_t>(config_.bufferSize);
   p.hello.bufferCount = config_.bufferCount;
+  p.hello.maxMessage = config_.maxMessageSize;
   return p;
 }
 

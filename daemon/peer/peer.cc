@@ -134,7 +134,9 @@ void Peer::onClosed(Connection& c, const std::string& why) {
   if (&c != conn_) return;
   conn_ = nullptr;
   lastError_ = why;
-  if (up_)
+  if (up_ && stopping_)
+    spdlog::info("peer {}: connection closed: {}", name(), why);
+  else if (up_)
     spdlog::warn("peer {}: connection lost: {}", name(), why);
   else
     spdlog::debug("peer {}: connection attempt failed: {}", name(), why);
@@ -156,7 +158,7 @@ void Peer::failAll(const Status& why) {
   queue_.clear();
   queuedBytes_ = 0;
   confirms_.clear();
-  reasmActive_ = reasmComplete_ = false;
+  reasmActive_ = reasmComplete_ = reasmDiscard_ = false;
   reasm_.clear();
   receivePaused_ = false;
   if (overLimit_) {
@@ -172,8 +174,16 @@ Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
   if (!established())
     return Status(Errc::peer_unreachable, "peer " + name() + " is not connected (" + state() +
                                               (lastError_.empty() ? "" : ": " + lastError_) + ")");
+  uint64_t limit = conn_->remote()->maxMessage;
+  if (limit != 0 && payload.size() > limit)
+    return Status(Errc::too_large, "message of " + std::to_string(payload.size()) +
+                                       " bytes is over the max_message_size of " + name() + " (" +
+                                       std::to_string(limit) + " bytes)");
   uint64_t seq = nextSeq_++;
-  inflight_.push_back({seq, session, msgId, Clock::now() + config_.messageTimeout});
+  InFlight f{seq, session, msgId, Clock::now() + config_.messageTimeout, 0, {}};
+  f.serviceLen = static_cast<uint8_t>(std::min(dstService.size(), sizeof f.service));
+  std::memcpy(f.service, dstService.data(), f.serviceLen);
+  inflight_.push_back(f);
   counters_.messagesSent++;
   counters_.bytesSent += payload.size();
   size_t offset = 0;
@@ -281,10 +291,13 @@ void Peer::settle(uint64_t first, uint64_t last, Errc errc) {
     if (m.seq < first) continue;  // timed out earlier: its sender already knows
     counters_.confirmed++;
     Status st;
+    std::string service(m.service, m.serviceLen);
     if (errc == Errc::unknown_service)
-      st = Status(errc, "no listener for the service on " + name());
+      st = Status(errc, "no listener for service " + service + " on " + name());
+    else if (errc == Errc::too_large)
+      st = Status(errc, "message to " + service + " is over the max_message_size of " + name());
     else if (errc != Errc::ok)
-      st = Status(errc, "delivery on " + name() + " failed");
+      st = Status(errc, "delivery to " + service + " on " + name() + " failed");
     events_.outcome(m.session, m.msgId, st);
   }
 }
@@ -311,13 +324,25 @@ bool Peer::handleMessage(Connection& c, const Record& r) {
       c.close("message out of sequence from peer");
       return false;
     }
-    if (!last) {
-      if (r.totalLength > config_.maxMessageSize || r.payload.size() > r.totalLength) {
-        c.close("peer sent a message over max_message_size");
-        return false;
+    uint64_t total = last ? r.payload.size() : r.totalLength;
+    if (!last && r.payload.size() > r.totalLength) {
+      c.close("fragment longer than its announced message");
+      return false;
+    }
+    if (total > config_.maxMessageSize) {
+      // Over our limit: nothing is kept, the sender is told, the connection stays.
+      if (last) {
+        expectedSeq_ = r.seq + 1;
+        confirm(r.seq, Errc::too_large);
+        return true;
       }
+      reasmActive_ = reasmDiscard_ = true;
+      reasmSeq_ = r.seq;
+      return true;
+    }
+    if (!last) {
       reasmActive_ = true;
-      reasmComplete_ = false;
+      reasmComplete_ = reasmDiscard_ = false;
       reasmSeq_ = r.seq;
       reasmTotal_ = r.totalLength;
       reasmSrc_.assign(r.srcService);
@@ -325,14 +350,18 @@ bool Peer::handleMessage(Connection& c, const Record& r) {
       reasm_.assign(r.payload.begin(), r.payload.end());
       return true;
     }
-    if (r.payload.size() > config_.maxMessageSize) {
-      c.close("peer sent a message over max_message_size");
-      return false;
-    }
   } else {
     if (!reasmActive_ || r.seq != reasmSeq_) {
       c.close("fragment out of sequence from peer");
       return false;
+    }
+    if (reasmDiscard_) {
+      if (last) {
+        reasmActive_ = reasmDiscard_ = false;
+        expectedSeq_ = r.seq + 1;
+        confirm(r.seq, Errc::too_large);
+      }
+      return true;
     }
     if (!reasmComplete_) {
       if (reasm_.size() + r.payload.size() > reasmTotal_) {

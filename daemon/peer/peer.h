@@ -116,6 +116,8 @@ class Peer : public ConnectionOwner {
     uint64_t session;
     uint64_t msgId;
     std::chrono::steady_clock::time_point deadline;
+    uint8_t serviceLen;
+    char service[63];  // the destination service, to name it in errors
   };
   struct ConfirmRange {
     uint64_t first, last;
@@ -163,6 +165,7 @@ class Peer : public ConnectionOwner {
   std::vector<std::byte> reasm_;
   uint64_t reasmSeq_ = 0, reasmTotal_ = 0;
   bool reasmActive_ = false, reasmComplete_ = false;
+  bool reasmDiscard_ = false;  // over our max_message_size: answered too_large
   std::string reasmSrc_, reasmDst_;
   bool receivePaused_ = false;
 

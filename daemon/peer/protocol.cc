@@ -127,9 +127,9 @@ void BatchWriter::addMessage(uint64_t seq, uint8_t flags, std::string_view src,
   h->srcLen = static_cast<uint8_t>(src.size());
   h->dstLen = static_cast<uint8_t>(dst.size());
   h->seq = seq;
-  std::memcpy(p, src.data(), src.size());
+  if (!src.empty()) std::memcpy(p, src.data(), src.size());
   p += src.size();
-  std::memcpy(p, dst.data(), dst.size());
+  if (!dst.empty()) std::memcpy(p, dst.data(), dst.size());
   p += dst.size();
   if (first) {
     std::memcpy(p, &totalLength, 8);

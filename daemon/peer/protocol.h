@@ -42,8 +42,9 @@ struct Hello {
   uint64_t incarnation = 0;  // changes at every daemon start
   uint32_t bufferSize = 0;   // the sender's receive buffer size, bytes
   uint32_t bufferCount = 0;  // receive buffers the sender posts
+  uint64_t maxMessage = 0;   // the sender's max_message_size, bytes
 };
-inline constexpr size_t kHelloSize = 40;
+inline constexpr size_t kHelloSize = 48;
 static_assert(sizeof(Hello) == kHelloSize);
 static_assert(kHelloSize <= 56, "must fit a REQ's private data");
 
