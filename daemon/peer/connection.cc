@@ -283,6 +283,7 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
       disconnected_ = true;
       fail(h ? std::string("rejected by peer: ") + toString(reason)
              : "rejected (status " + std::to_string(e.status) + ", nobody listening?)");
+      maybeFinishClose();  // if it was already closing, this was the last thing it waited for
       return;
     }
     case RDMA_CM_EVENT_ADDR_ERROR:
@@ -292,6 +293,7 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
       disconnected_ = true;
       fail(std::string(rdma_event_str(e.type)) + " (" +
            errnoText(e.status < 0 ? -e.status : e.status) + ")");
+      maybeFinishClose();
       return;
     case RDMA_CM_EVENT_DISCONNECTED:
       disconnected_ = true;

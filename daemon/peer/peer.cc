@@ -126,6 +126,8 @@ void Peer::onEstablished(Connection& c) {
 void Peer::onRejected(Connection& c, RejectReason reason) {
   if (reason == RejectReason::kDuplicate)
     spdlog::debug("peer {}: dial rejected, the peer keeps its own connection", name());
+  else if (reason == RejectReason::kNone)
+    spdlog::debug("peer {}: nobody listens at {} yet", name(), address().toString());
   else if (&c == conn_)
     spdlog::warn("peer {}: connection rejected: {}", name(), toString(reason));
 }

@@ -1,0 +1,187 @@
+// Integration-test harness: runs real rdmamsgd processes (under softrdma-run)
+// and the rdmamsg CLI, each test in its own temporary directory with its own
+// configuration, sockets and ports, and stops every process it started even
+// when an assertion fails. Daemon logs are printed when a test fails;
+// RDMAMSG_ITEST_KEEP=1 keeps each test's directory (configs, logs).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rdmamsg::itest {
+
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+
+// The binaries under test (paths compiled in by CMake).
+std::string daemonBinary();
+std::string cliBinary();
+std::string softrdmaRun();
+
+// A private temporary directory, removed with everything in it.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void writeFile(const std::string& path, const std::string& text);
+std::string readFile(const std::string& path);
+
+// Exit status of a child: the exit code, or -signal when killed by a signal.
+using ExitCode = int;
+
+// One child process: argv run with stdin/stdout/stderr redirected to files.
+// The destructor kills (SIGKILL) and reaps it if it still runs.
+class Process {
+ public:
+  struct Options {
+    std::vector<std::string> argv;
+    std::string stdinPath = "/dev/null";
+    std::string stdoutPath = "/dev/null";
+    std::string stderrPath;  // empty: same file as stdout
+    bool append = false;
+  };
+  Process() = default;
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  bool start(const Options& options);
+  pid_t pid() const { return pid_; }
+  bool running();
+  void signal(int sig);
+  // Waits for the exit up to `timeout`; nullopt if it still runs.
+  std::optional<ExitCode> wait(std::chrono::milliseconds timeout);
+  std::optional<ExitCode> exitCode() const { return exit_; }
+  // SIGKILL and reap.
+  void kill9();
+
+ private:
+  bool reap(bool block);
+  pid_t pid_ = -1;
+  std::optional<ExitCode> exit_;
+};
+
+// Runs the CLI to completion (bounded by `timeout`, then killed).
+struct CliResult {
+  ExitCode code = -1;
+  std::string out, err;
+};
+CliResult runCli(const TempDir& dir, const std::vector<std::string>& args,
+                 const std::string& input = "", std::chrono::milliseconds timeout = 30s);
+
+// One rdmamsgd under softrdma-run, its stdout and stderr appended to a log
+// file. The destructor stops it (SIGTERM, then SIGKILL) and, when the test
+// has failed, prints its log.
+class DaemonProcess {
+ public:
+  DaemonProcess(std::string name, std::string configPath, std::string socketPath,
+                std::string logPath, std::vector<std::string> extraArgs = {});
+  ~DaemonProcess();
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& socket() const { return socket_; }
+  const std::string& logPath() const { return logPath_; }
+  std::string log() const { return readFile(logPath_); }
+  pid_t pid() const { return process_.pid(); }
+
+  // Starts it (appending to the log) and waits until its socket answers a
+  // status request; false if it exited or did not get there in time.
+  bool start(std::chrono::milliseconds timeout = 10s);
+  // Starts without waiting (for daemons expected to fail).
+  bool launch();
+  bool running() { return process_.running(); }
+  // SIGTERM and wait for the exit code; nullopt if it did not exit in time
+  // (it is then killed).
+  std::optional<ExitCode> stop(std::chrono::milliseconds timeout = 5s);
+  std::optional<ExitCode> waitExit(std::chrono::milliseconds timeout);
+  void kill9() { process_.kill9(); }
+  void signal(int sig) { process_.signal(sig); }
+  bool restart(std::chrono::milliseconds timeout = 10s);
+  // Waits until the log contains `text`.
+  bool waitLog(const std::string& text, std::chrono::milliseconds timeout = 10s) const;
+  void printLog() const;
+
+ private:
+  std::string name_, config_, socket_, logPath_;
+  std::vector<std::string> extraArgs_;
+  Process process_;
+};
+
+// The daemon's status over librdmamsg; nullopt when it cannot be had.
+std::optional<Json> statusOf(const std::string& socket, std::chrono::milliseconds timeout = 2s);
+// Polls the status until `pred` holds; false at the deadline.
+bool waitForStatus(const std::string& socket, const std::function<bool(const Json&)>& pred,
+                   std::chrono::milliseconds timeout = 10s);
+// The entry of `peer` in a status, or nullptr.
+const Json* peerEntry(const Json& status, const std::string& peer);
+std::string peerState(const Json& status, const std::string& peer);
+bool allPeersEstablished(const Json& status);
+bool hasService(const Json& status, const std::string& service);
+
+// Settings of a test mesh (fast timers by default).
+struct MeshOptions {
+  std::string heartbeatInterval = "200ms";
+  std::string heartbeatTimeout = "1s";
+  std::string reconnectBackoffMin = "50ms";
+  std::string reconnectBackoffMax = "1s";
+  std::string connectTimeout = "2s";
+  std::string messageTimeout = "10s";
+  std::string maxMessageSize;  // empty: the default
+  std::string logLevel = "info";
+  std::string extra;                             // more YAML lines, added verbatim
+  std::map<std::string, std::string> nodeExtra;  // more YAML lines for one node
+};
+
+// A mesh of daemons named by `names`, the i-th on 127.0.0.(i+1), all on one
+// random free port. Every node gets its own config file (the whole mesh, its
+// own socket) and is started with --node. start() retries with other ports
+// when one is taken.
+class Cluster {
+ public:
+  explicit Cluster(std::vector<std::string> names, MeshOptions options = {});
+  ~Cluster();
+
+  bool start(std::chrono::milliseconds timeout = 15s);
+  DaemonProcess& operator[](const std::string& name);
+  std::string socket(const std::string& name) const;
+  std::string configPath(const std::string& name) const;
+  std::string address(const std::string& name) const;
+  uint16_t port() const { return port_; }
+  TempDir& dir() { return dir_; }
+  // Waits until every running daemon sees every peer established.
+  bool waitFullMesh(std::chrono::milliseconds timeout = 10s);
+
+ private:
+  void writeConfigs();
+  TempDir dir_;
+  std::vector<std::string> names_;
+  MeshOptions options_;
+  uint16_t port_ = 0;
+  std::map<std::string, std::unique_ptr<DaemonProcess>> daemons_;
+};
+
+// A port in [20000, 32000) free for TCP on every address in `ips` right now.
+uint16_t pickPort(const std::vector<std::string>& ips);
+
+}  // namespace rdmamsg::itest
