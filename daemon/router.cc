@@ -2,11 +2,28 @@
 #include "daemon/router.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "daemon/loop/counters.h"
+
 namespace rdmamsg {
+
+namespace {
+// Resident set size of this process, from /proc/self/statm.
+uint64_t residentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0, resident = 0;
+  int n = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+}  // namespace
 
 Router::Router(const config::Config& cfg)
     : config_(cfg), started_(std::chrono::steady_clock::now()) {}
@@ -198,6 +215,15 @@ std::string Router::statusJson() const {
                    {"unknown_service", counters_.unknownService},
                    {"backpressure_pauses", counters_.backpressurePauses},
                    {"dropped_completions", mesh_->droppedCompletions()}};
+  const auto& sc = loop::syscalls();
+  j["loop"] = {{"wakeups", sc.loopWakeups},
+               {"socket_reads", sc.socketReads},
+               {"socket_writes", sc.socketWrites},
+               {"accepts", sc.accepts},
+               {"cq_event_reads", sc.cqEventReads},
+               {"cm_event_reads", sc.cmEventReads},
+               {"syscalls", sc.total()}};
+  j["rss_bytes"] = residentBytes();
   return j.dump();
 }
 

@@ -2,6 +2,8 @@
 // the once-per-loop-turn flush (see local_server.h).
 #include "daemon/local/local_server.h"
 
+#include "daemon/loop/counters.h"
+
 #include <event2/event.h>
 #include <sys/socket.h>
 
@@ -53,6 +55,7 @@ LocalServer::~LocalServer() = default;
 void LocalServer::acceptAll() {
   for (;;) {
     const int fd = ::accept4(listener_.fd(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    loop::syscalls().accepts++;
     if (fd >= 0) {
       addSession(UniqueFd(fd));
       continue;

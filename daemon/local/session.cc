@@ -2,6 +2,8 @@
 // output (see session.h).
 #include "daemon/local/session.h"
 
+#include "daemon/loop/counters.h"
+
 #include <event2/event.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -97,6 +99,7 @@ void Session::onReadable() {
     }
     auto room = in_.prepare(kReadChunk);
     const ssize_t n = ::read(fd_.get(), room.data(), room.size());
+    loop::syscalls().socketReads++;
     if (n > 0) {
       in_.commit(static_cast<size_t>(n));
       budget -= std::min(budget, static_cast<size_t>(n));
@@ -148,6 +151,7 @@ Session::FlushResult Session::flush() {
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    loop::syscalls().socketWrites++;
     if (n >= 0) {
       out_.consume(static_cast<size_t>(n));
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {

@@ -1,6 +1,8 @@
 // EventLoop: event_base ownership and the run variants.
 #include "daemon/loop/event_loop.h"
 
+#include "daemon/loop/counters.h"
+
 #include <event2/event.h>
 
 #include <stdexcept>
@@ -25,12 +27,19 @@ EventLoop::EventLoop() : base_(event_base_new()) {
 EventLoop::~EventLoop() = default;
 
 void EventLoop::run() {
-  event_base_dispatch(base_.get());
+  // One iteration at a time, so that every wakeup (one epoll_wait) is counted.
+  exiting_ = false;
+  while (!exiting_) {
+    int rc = event_base_loop(base_.get(), EVLOOP_ONCE);
+    syscalls().loopWakeups++;
+    if (rc != 0) break;  // error, or nothing registered any more
+  }
 }
 
 void EventLoop::runOnce(std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) {
     event_base_loop(base_.get(), EVLOOP_NONBLOCK | EVLOOP_ONCE);
+    syscalls().loopWakeups++;
     return;
   }
   // Wake up after `timeout` at the latest, even when nothing is ready.
@@ -39,10 +48,12 @@ void EventLoop::runOnce(std::chrono::milliseconds timeout) {
   tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
   event_add(wakeup_.get(), &tv);
   event_base_loop(base_.get(), EVLOOP_ONCE);
+  syscalls().loopWakeups++;
   event_del(wakeup_.get());
 }
 
 void EventLoop::exit() {
+  exiting_ = true;
   event_base_loopbreak(base_.get());
 }
 

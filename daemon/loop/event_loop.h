@@ -40,6 +40,7 @@ class EventLoop {
   };
   std::unique_ptr<event_base, BaseDeleter> base_;  // declared first: destroyed last
   std::unique_ptr<event, EventDeleter> wakeup_;    // bounds runOnce(timeout)
+  bool exiting_ = false;
 };
 
 }  // namespace rdmamsg::loop

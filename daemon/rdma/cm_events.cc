@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <system_error>
 
+#include "daemon/loop/counters.h"
+
 namespace rdmamsg::rdma {
 
 bool setNonBlocking(int fd) {
@@ -27,7 +29,9 @@ CmEventPump::CmEventPump(loop::EventLoop& loop) : channel_(rdma_create_event_cha
 void CmEventPump::drain() {
   for (;;) {
     rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(channel_.get(), &ev) != 0) {
+    int rc = rdma_get_cm_event(channel_.get(), &ev);
+    loop::syscalls().cmEventReads++;
+    if (rc != 0) {
       if (errno != EAGAIN && errno != EINTR)
         spdlog::error("rdma_get_cm_event: {}",
                       std::error_code(errno, std::generic_category()).message());

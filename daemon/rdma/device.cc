@@ -4,6 +4,8 @@
 #include <event2/event.h>
 #include <spdlog/spdlog.h>
 
+#include "daemon/loop/counters.h"
+
 #include <cerrno>
 #include <system_error>
 
@@ -42,7 +44,9 @@ void Device::onWakeup() {
   for (;;) {
     ibv_cq* cq;
     void* ctx;
-    if (ibv_get_cq_event(channel_.get(), &cq, &ctx) != 0) break;  // EAGAIN: drained
+    int rc = ibv_get_cq_event(channel_.get(), &cq, &ctx);
+    loop::syscalls().cqEventReads++;
+    if (rc != 0) break;  // EAGAIN: drained
     events++;
   }
   if (events > 0) {
