@@ -144,6 +144,12 @@ Exit runListen(const ListenArgs& args) {
     std::fputc('\n', stdout);
     ++received;
   }
+  // Stopped by a signal: what the daemon already handed over is printed too.
+  while ((!args.count || received < *args.count) && client->tryReceive(m)) {
+    std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
+    std::fputc('\n', stdout);
+    ++received;
+  }
   std::fflush(stdout);
   return Exit::ok;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "rdmamsg/status.h"
 
@@ -46,8 +47,29 @@ struct SendArgs {
   unsigned timeoutSeconds = 60;
 };
 
+// `rdmamsg bench` (docs/cli.md): throughput and latency, and the remote
+// halves (sink, echo) for runs across hosts.
+enum class BenchMode { throughput, latency, sink, echo };
+std::string_view toString(BenchMode mode);
+
+struct BenchArgs {
+  BenchMode mode = BenchMode::throughput;
+  std::string socket;      // the senders' (measuring client's) daemon
+  std::string peerSocket;  // --sink-socket / --echo-socket; empty: the other side runs elsewhere
+  std::string target;      // NODE/SERVICE (throughput, latency) or SERVICE (sink, echo)
+  uint64_t size = 64;      // payload bytes
+  std::optional<uint64_t> count;
+  std::optional<double> seconds;
+  unsigned senders = 1;
+  size_t window = 65536;  // unacknowledged messages per sender connection
+  uint64_t warmup = 1000;
+  unsigned timeoutSeconds = 30;  // longest time without progress
+  bool json = false;
+};
+
 Exit runStatus(const StatusArgs& args);
 Exit runListen(const ListenArgs& args);
 Exit runSend(const SendArgs& args);
+Exit runBench(const BenchArgs& args);
 
 }  // namespace rdmamsg::cli

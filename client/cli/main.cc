@@ -1,8 +1,79 @@
-// rdmamsg: command-line client of rdmamsgd (status, listen, send).
+// rdmamsg: command-line client of rdmamsgd (status, listen, send, bench).
 #include <CLI/CLI.hpp>
 
 #include "client/cli/commands.h"
 #include "rdmamsg/client.h"
+
+namespace {
+
+using rdmamsg::cli::BenchArgs;
+using rdmamsg::cli::BenchMode;
+
+// The options every bench mode shares.
+void addCommonBenchOptions(CLI::App* mode, BenchArgs& args) {
+  mode->add_option("--size", args.size, "Payload bytes (at least 16; suffixes like KiB, MiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  mode->add_option("--timeout", args.timeoutSeconds,
+                   "Give up after this many seconds without progress")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  mode->add_flag("--json", args.json, "Print one JSON object (sink, echo: one per report)");
+}
+
+// `bench throughput|latency|sink|echo`; each mode sets args.mode when parsed.
+CLI::App* addBenchCommands(CLI::App& app, BenchArgs& args) {
+  auto* bench = app.add_subcommand("bench", "Measure throughput and round-trip latency");
+  bench->require_subcommand(1);
+  auto mode = [&args](BenchMode m) { return [&args, m] { args.mode = m; }; };
+
+  auto* tput = bench->add_subcommand(
+      "throughput", "Stream COUNT messages to NODE/SERVICE from SENDERS connections");
+  tput->add_option("DESTINATION", args.target, "NODE/SERVICE")->required();
+  tput->add_option("--sink-socket", args.peerSocket,
+                   "Register SERVICE on this daemon's socket and receive here (else a remote "
+                   "`bench sink` must be running)");
+  auto* count = tput->add_option("--count", args.count, "Messages in all (default 1000000)")
+                    ->check(CLI::PositiveNumber);
+  tput->add_option("--seconds", args.seconds, "Send for this long instead of --count")
+      ->check(CLI::PositiveNumber)
+      ->excludes(count);
+  tput->add_option("--senders", args.senders, "Sender connections")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  tput->add_option("--window", args.window, "Unacknowledged messages per sender")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+  addCommonBenchOptions(tput, args);
+  tput->parse_complete_callback(mode(BenchMode::throughput));
+
+  auto* lat = bench->add_subcommand("latency", "Round trips through an echo of NODE/SERVICE");
+  lat->add_option("DESTINATION", args.target, "NODE/SERVICE")->required();
+  lat->add_option("--echo-socket", args.peerSocket,
+                  "Run the echo responder on this daemon's socket (else a remote `bench echo` "
+                  "must be running)");
+  lat->add_option("--count", args.count, "Measured round trips (default 100000)")
+      ->check(CLI::PositiveNumber);
+  lat->add_option("--warmup", args.warmup, "Round trips before measuring")->capture_default_str();
+  addCommonBenchOptions(lat, args);
+  lat->parse_complete_callback(mode(BenchMode::latency));
+
+  auto* sink = bench->add_subcommand("sink", "Register SERVICE, count and check what arrives");
+  sink->add_option("SERVICE", args.target, "Service name to register")->required();
+  sink->add_option("--count", args.count, "Exit after N messages")->check(CLI::PositiveNumber);
+  sink->add_flag("--json", args.json, "Print each report as one line of JSON");
+  sink->parse_complete_callback(mode(BenchMode::sink));
+
+  auto* echo = bench->add_subcommand("echo", "Register SERVICE, send every message back");
+  echo->add_option("SERVICE", args.target, "Service name to register")->required();
+  echo->add_option("--count", args.count, "Exit after echoing N messages")
+      ->check(CLI::PositiveNumber);
+  echo->add_flag("--json", args.json, "Print the summary as JSON");
+  echo->parse_complete_callback(mode(BenchMode::echo));
+  return bench;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace rdmamsg::cli;
@@ -41,14 +112,18 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 
+  BenchArgs benchArgs;
+  auto* bench = addBenchCommands(app, benchArgs);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);  // prints help or the error
     return rc == 0 ? 0 : static_cast<int>(Exit::usage);
   }
-  statusArgs.socket = listenArgs.socket = sendArgs.socket = socket;
+  statusArgs.socket = listenArgs.socket = sendArgs.socket = benchArgs.socket = socket;
   if (status->parsed()) return static_cast<int>(runStatus(statusArgs));
   if (listen->parsed()) return static_cast<int>(runListen(listenArgs));
+  if (bench->parsed()) return static_cast<int>(runBench(benchArgs));
   return static_cast<int>(runSend(sendArgs));
 }

@@ -328,6 +328,12 @@ void LocalServer::markDirty(Session& s) {
 
 void LocalServer::flushDirty() {
   flushing_.swap(dirty_);
+  // Deliveries go out before acknowledgements: a sender that has its ack can
+  // count on the message being in the listener's socket already.
+  std::stable_partition(flushing_.begin(), flushing_.end(), [this](SessionId id) {
+    Session* s = find(id);
+    return s == nullptr || !s->hasPendingAcks();
+  });
   for (SessionId id : flushing_) {
     Session* s = find(id);
     if (s == nullptr) continue;

@@ -62,6 +62,7 @@ class Session {
   void encodePendingAcks();
   size_t outputBytes() const { return out_.size() + pendingAcks_.size() * 8; }
   FlushResult flush();  // writes until drained or EAGAIN
+  bool hasPendingAcks() const { return !pendingAcks_.empty(); }
   int lastErrno() const { return lastErrno_; }
 
   // Set by LocalServer: output above the high watermark / queued for flush /
