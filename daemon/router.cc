@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "daemon/alloc_counter.h"
 #include "daemon/loop/counters.h"
 
 namespace rdmamsg {
@@ -224,6 +225,7 @@ std::string Router::statusJson() const {
                {"cm_event_reads", sc.cmEventReads},
                {"syscalls", sc.total()}};
   j["rss_bytes"] = residentBytes();
+  j["heap_allocations"] = heapAllocations();
   return j.dump();
 }
 

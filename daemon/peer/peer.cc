@@ -152,10 +152,10 @@ void Peer::onReapable(Connection& c) {
 }
 
 void Peer::failAll(const Status& why) {
-  for (auto& m : inflight_) {
+  inflight_.forEach([&](InFlight& m) {
     counters_.failed++;
     events_.outcome(m.session, m.msgId, why);
-  }
+  });
   inflight_.clear();
   queue_.clear();
   queuedBytes_ = 0;
@@ -193,15 +193,19 @@ Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
   if (queue_.empty() && writeConfirms() &&
       writeMessage(seq, srcService, dstService, payload, offset, started))
     return Status();
-  Outbound m{
-      seq,
-      std::string(srcService),
-      std::string(dstService),
-      std::vector<std::byte>(payload.begin() + static_cast<std::ptrdiff_t>(offset), payload.end()),
-      0,
-      started};
-  queuedBytes_ += m.payload.size() + 64;
-  queue_.push_back(std::move(m));
+  auto rest = payload.subspan(offset);
+  Queued q{seq,
+           0,
+           static_cast<uint32_t>(rest.size()),
+           static_cast<uint8_t>(srcService.size()),
+           static_cast<uint8_t>(dstService.size()),
+           started,
+           0};
+  queue_.append(&q, sizeof q);
+  queue_.append(srcService);
+  queue_.append(dstService);
+  queue_.append(rest);
+  queuedBytes_ = queue_.size();
   if (queuedBytes_ > config_.sendQueueLimit) overLimit_ = overLimit = true;
   return Status();
 }
@@ -258,14 +262,21 @@ void Peer::pump() {
   if (!established()) return;
   if (!writeConfirms()) return;
   while (!queue_.empty()) {
-    Outbound& m = queue_.front();
-    size_t before = m.offset;
-    bool done = writeMessage(m.seq, m.src, m.dst, m.payload, m.offset, m.started);
-    queuedBytes_ -= std::min(queuedBytes_, m.offset - before);
-    if (!done) break;
-    queuedBytes_ -= std::min(queuedBytes_, size_t{64});
-    queue_.pop_front();
+    Queued q;
+    std::memcpy(&q, queue_.data(), sizeof q);
+    const auto* p = reinterpret_cast<const char*>(queue_.data()) + sizeof q;
+    std::string_view src(p, q.srcLen), dst(p + q.srcLen, q.dstLen);
+    std::span<const std::byte> payload(queue_.data() + sizeof q + q.srcLen + q.dstLen, q.length);
+    size_t offset = q.offset;
+    bool done = writeMessage(q.seq, src, dst, payload, offset, q.started);
+    if (!done) {
+      q.offset = offset;
+      queue_.overwrite(0, &q, sizeof q);
+      break;
+    }
+    queue_.consume(sizeof q + q.srcLen + q.dstLen + q.length);
   }
+  queuedBytes_ = queue_.size();
   if (overLimit_ && queuedBytes_ <= config_.sendQueueLimit / 2) {
     overLimit_ = false;
     events_.queueDrained(*this);

@@ -26,10 +26,12 @@
 #include <string>
 #include <vector>
 
+#include "common/byte_buffer.h"
 #include "common/status.h"
 #include "config/config.h"
 #include "daemon/loop/events.h"
 #include "daemon/peer/connection.h"
+#include "daemon/ring.h"
 
 namespace rdmamsg::peer {
 
@@ -104,12 +106,15 @@ class Peer : public ConnectionOwner {
   void onRejected(Connection& c, RejectReason reason) override;
 
  private:
-  struct Outbound {
+  // A queued message in queue_: this header, then the two service names and
+  // the payload (the part not yet written).
+  struct Queued {
     uint64_t seq;
-    std::string src, dst;
-    std::vector<std::byte> payload;
-    size_t offset = 0;
-    bool started = false;
+    uint64_t offset;  // payload bytes already written into batches
+    uint32_t length;  // payload bytes stored
+    uint8_t srcLen, dstLen;
+    bool started;  // its first fragment is out
+    uint8_t reserved;
   };
   struct InFlight {
     uint64_t seq;
@@ -154,10 +159,10 @@ class Peer : public ConnectionOwner {
 
   // Outbound
   uint64_t nextSeq_ = 1;
-  std::deque<Outbound> queue_;
+  ByteBuffer queue_;  // Queued records, in order; no allocation per message
   size_t queuedBytes_ = 0;
   bool overLimit_ = false;
-  std::deque<InFlight> inflight_;
+  Ring<InFlight> inflight_;
   std::vector<ConfirmRange> confirms_;
 
   // Inbound
