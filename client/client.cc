@@ -185,6 +185,8 @@ void Client::Impl::handleError(const proto::Frame& f) {
 
 template <typename Done>
 Status Client::Impl::waitFor(Done done, std::chrono::milliseconds timeout) {
+  // Already there (e.g. a completion from an ACK frame read earlier): no I/O.
+  if (done()) return {};
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     if (conn.ok()) writeSome();
