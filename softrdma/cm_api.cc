@@ -69,6 +69,22 @@ static int bindSocket(CmId* id, const sockaddr* addr) {
   return 0;
 }
 
+// Runs `expire` (cm_mu held) if `id` is still in `state` when the CM's
+// timeout passes; a later state change or timer supersedes it.
+static void scheduleCmTimeout(const std::shared_ptr<CmId>& id, CmState state,
+                              void (*expire)(const std::shared_ptr<CmId>&)) {
+  Fabric& f = Fabric::get();
+  uint64_t gen = ++id->timer_gen;
+  std::weak_ptr<CmId> wid = id;
+  f.schedule(Clock::now() + std::chrono::milliseconds(f.cm_timeout_ms), [wid, gen, state, expire] {
+    auto i = wid.lock();
+    if (!i) return;
+    std::lock_guard lk(Fabric::get().cm_mu);
+    if (i->destroyed || i->timer_gen != gen || i->state != state) return;
+    expire(i);
+  });
+}
+
 static bool isWildcard(const sockaddr* a) {
   if (a->sa_family == AF_INET)
     return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr == htonl(INADDR_ANY);
@@ -409,13 +425,7 @@ SOFTRDMA_API int rdma_connect(rdma_cm_id* rid, rdma_conn_param* param) {
         if (auto cc = w.lock()) onConnConnected(cc, err);
       });
     }
-    uint64_t gen = ++id->timer_gen;
-    std::weak_ptr<CmId> wid = id;
-    f.schedule(Clock::now() + std::chrono::milliseconds(f.cm_timeout_ms), [wid, gen] {
-      auto i = wid.lock();
-      if (!i) return;
-      std::lock_guard l2(Fabric::get().cm_mu);
-      if (i->destroyed || i->timer_gen != gen || i->state != CmState::Connect) return;
+    scheduleCmTimeout(id, CmState::Connect, [](const std::shared_ptr<CmId>& i) {
       setCmState(i.get(), CmState::Disconnected);
       qpToError(i.get());
       queueEvent(i, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
@@ -503,21 +513,12 @@ SOFTRDMA_API int rdma_disconnect(rdma_cm_id* rid) {
       }
       sendCm(*id->conn, FrameType::Dreq, nullptr);
       setCmState(id.get(), CmState::DisconnectSent);
-      {
-        Fabric& f = Fabric::get();
-        uint64_t gen = ++id->timer_gen;
-        std::weak_ptr<CmId> wid = id;
-        f.schedule(Clock::now() + std::chrono::milliseconds(f.cm_timeout_ms), [wid, gen] {
-          auto i = wid.lock();
-          if (!i) return;
-          std::lock_guard l2(Fabric::get().cm_mu);
-          if (i->destroyed || i->timer_gen != gen || i->state != CmState::DisconnectSent) return;
-          setCmState(i.get(), CmState::Disconnected);
-          queueEvent(i, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT);
-          scheduleTimewait(i);
-          closeConn(i->conn);
-        });
-      }
+      scheduleCmTimeout(id, CmState::DisconnectSent, [](const std::shared_ptr<CmId>& i) {
+        setCmState(i.get(), CmState::Disconnected);
+        queueEvent(i, RDMA_CM_EVENT_DISCONNECTED, -ETIMEDOUT);
+        scheduleTimewait(i);
+        closeConn(i->conn);
+      });
       break;
     case CmState::DreqRcvd:
       if (!id->conn->eof) sendCm(*id->conn, FrameType::Drep, nullptr);
