@@ -1,0 +1,369 @@
+#!/usr/bin/env bash
+# Compares rdmamsg with what a user would otherwise build for the same topology, in one run
+# on one machine, and prints the ratios (docs/performance.md):
+#   rdmamsg  app -unix-> rdmamsgd(alpha) -softrdma/tcp-> rdmamsgd(beta) -unix-> app
+#   zmq      app -ipc-> proxy -tcp-> proxy -ipc-> app   (PUSH/PULL; REQ/REP via ROUTER/DEALER)
+#   uds      app -unix-> app                           (one raw hop: the physical floor)
+#
+# usage: bench/compare.sh [--count N] [--runs R] [--quick] [--keep] [--json-out FILE]
+#   --count N     64 B messages per streaming/throughput case (default 1000000); 1 MiB cases
+#                 send N/500 messages (at least 50), round trips N/50 (at least 1000)
+#   --runs R      repetitions of every measurement; the table shows medians (default 3)
+#   --quick       smoke run: --count 100000 --runs 1
+#   --keep        keep the temporary directory (daemon logs, raw results)
+#   --json-out F  full results as JSON (default build/bench/results.json)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+count=1000000
+runs=3
+keep=0
+json_out=build/bench/results.json
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --count) count=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --quick) count=100000; runs=1; shift ;;
+    --keep) keep=1; shift ;;
+    --json-out) json_out=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "compare.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+large=$((count / 500 < 50 ? 50 : count / 500))
+rtt=$((count / 50 < 1000 ? 1000 : count / 50))
+warmup=$((rtt / 10))
+step_timeout=600 # seconds: bound on every command of the benchmark
+
+log() { printf '=== %s\n' "$*" >&2; }
+
+# --- dependencies and build --------------------------------------------------------------
+if ! pkg-config --exists libzmq; then
+  log "installing libzmq3-dev (used only by this benchmark)"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  if ! apt-cache show libzmq3-dev >/dev/null 2>&1; then $sudo apt-get update -qq; fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libzmq3-dev >/dev/null
+fi
+log "building (Release, RDMAMSG_BENCH=ON) into build/bench"
+# RDMAMSG_WERROR=OFF: g++ 12 at -O3 reports a false -Wrestrict in std::string (GCC PR105651).
+mkdir -p build/bench
+if ! { cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DRDMAMSG_BENCH=ON \
+  -DBUILD_TESTING=OFF -DRDMAMSG_WERROR=OFF && cmake --build build/bench -j2; } \
+  >build/bench/build.log 2>&1; then
+  tail -n 40 build/bench/build.log >&2
+  echo "compare.sh: build failed (build/bench/build.log)" >&2
+  exit 1
+fi
+
+bin=build/bench
+run="$bin/softrdma/softrdma-run"
+rdmamsgd="$bin/daemon/rdmamsgd"
+rdmamsg="$bin/client/rdmamsg"
+zmq="$bin/bench/zmq_bench"
+uds="$bin/bench/uds_bench"
+
+# --- processes: everything started here is stopped on exit --------------------------------
+dir=$(mktemp -d /tmp/rdmamsg-bench.XXXXXX)
+mkdir "$dir/r"
+pids=()
+stop() { # stop PID...: SIGTERM, SIGKILL after 5 s, then reap
+  local p alive
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
+  for _ in $(seq 50); do
+    alive=0
+    for p in "$@"; do
+      case "$(ps -o stat= -p "$p" 2>/dev/null)" in "" | Z*) ;; *) alive=1 ;; esac
+    done
+    [ "$alive" -eq 1 ] || break
+    sleep 0.1
+  done
+  for p in "$@"; do kill -KILL "$p" 2>/dev/null || true; done
+  for p in "$@"; do wait "$p" 2>/dev/null || true; done
+}
+cleanup() {
+  trap - EXIT
+  trap '' INT TERM
+  [ ${#pids[@]} -eq 0 ] || stop "${pids[@]}"
+  if [ "$keep" -eq 1 ]; then log "kept $dir"; else rm -rf "$dir"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# spawn [-i FILE] [bounded] CMD...: in the background with stdin from FILE (default
+# /dev/null), remembered in pids; its pid in $last ("bounded": timeout's own pid, which
+# passes SIGTERM on).
+spawn() {
+  local in=/dev/null
+  if [ "$1" = -i ]; then
+    in=$2
+    shift 2
+  fi
+  if [ "$1" = bounded ]; then
+    shift
+    set -- timeout -k 5 "$step_timeout" "$@"
+  fi
+  "$@" <"$in" &
+  last=$!
+  pids+=("$last")
+}
+forget() { # forget PID...: no longer ours to stop
+  local left=() p
+  for p in "${pids[@]}"; do [[ " $* " == *" $p "* ]] || left+=("$p"); done
+  pids=("${left[@]}")
+}
+reap() { # reap PID: wait for it, forget it, return its status
+  local rc=0
+  wait "$1" || rc=$?
+  forget "$1"
+  return "$rc"
+}
+now_ns() { date +%s%N; }
+bounded() { timeout -k 5 "$step_timeout" "$@"; }
+
+# --- the two daemons ----------------------------------------------------------------------
+port=$((20000 + RANDOM % 20000))
+cat >"$dir/mesh.yaml" <<YAML
+peers:
+  - name: alpha
+    address: 127.0.0.1:$port
+  - name: beta
+    address: 127.0.0.2:$port
+log_level: warn
+YAML
+declare -A dpid
+for node in alpha beta; do
+  sed "1i socket: $dir/$node.sock" "$dir/mesh.yaml" >"$dir/$node.yaml"
+  spawn "$run" "$rdmamsgd" -c "$dir/$node.yaml" --node "$node" >"$dir/$node.log" 2>&1
+  dpid[$node]=$last
+done
+alpha_sock="$dir/alpha.sock"
+beta_sock="$dir/beta.sock"
+
+log "waiting for the mesh (alpha 127.0.0.1, beta 127.0.0.2, port $port)"
+up=0
+for _ in $(seq 100); do
+  up=0
+  for node in alpha beta; do
+    if "$rdmamsg" --socket "$dir/$node.sock" status --json 2>/dev/null |
+      grep -Eq '"state": *"established"'; then up=$((up + 1)); fi
+  done
+  [ "$up" -eq 2 ] && break
+  sleep 0.1
+done
+if [ "$up" -ne 2 ]; then
+  echo "compare.sh: the mesh did not form; logs in $dir" >&2
+  keep=1
+  exit 1
+fi
+
+wait_service() { # wait_service SOCKET NAME: until the daemon lists the service (bounded)
+  for _ in $(seq 100); do
+    "$rdmamsg" --socket "$1" status --json | grep -q "\"$2\"" && return 0
+    sleep 0.05
+  done
+  echo "compare.sh: service $2 never registered" >&2
+  return 1
+}
+
+# Efficiency and memory around every rdmamsg measurement: both daemons' status before and
+# after, and their peak resident size during it (VmHWM, reset first through clear_refs).
+snap() { # snap TAG
+  for node in alpha beta; do
+    "$rdmamsg" --socket "$dir/$node.sock" status --json >"$dir/r/$1.$node.status.json"
+  done
+}
+begin_rdmamsg() { # begin_rdmamsg TAG
+  for node in alpha beta; do echo 5 >"/proc/${dpid[$node]}/clear_refs" 2>/dev/null || true; done
+  snap "$1.before"
+}
+end_rdmamsg() { # end_rdmamsg TAG
+  snap "$1.after"
+  for node in alpha beta; do
+    awk '/^VmHWM:/ {print $2 * 1024}' "/proc/${dpid[$node]}/status" >"$dir/r/$1.$node.hwm"
+  done
+}
+timing() { # timing FILE T0 T1 COUNT SIZE: a result measured from outside
+  echo "{\"size\": $5, \"count\": $4, \"seconds\": $(((${3} - ${2}) / 1000))e-6}" >"$1"
+}
+
+# --- a. CLI streaming, 64 B lines ---------------------------------------------------------
+lines="$dir/lines.txt"
+python3 -c "import sys; sys.stdout.write(('x' * 63 + '\n') * $count)" >"$lines"
+
+# finish_stream LISTENER SENDER: t1 when the listener exits; a sender that fails first
+# stops the listener instead of leaving it waiting for messages that will not come.
+finish_stream() {
+  local first rc=0
+  wait -n -p first "$1" "$2" || rc=$?
+  if [ "$first" = "$2" ]; then
+    forget "$2"
+    if [ "$rc" -ne 0 ]; then
+      stop "$1"
+      forget "$1"
+      return 1
+    fi
+    reap "$1" || return 1
+    t1=$(now_ns)
+    return 0
+  fi
+  t1=$(now_ns)
+  forget "$1"
+  reap "$2" || return 1
+  return "$rc"
+}
+
+cli_rdmamsg() { # cli_rdmamsg RUN: rdmamsg listen on beta, rdmamsg send on alpha
+  local tag="cli.rdmamsg.$1" svc="cli$1" t0 t1 listener sender ok=1
+  spawn bounded "$rdmamsg" --socket "$beta_sock" listen "$svc" --count "$count" >/dev/null
+  listener=$last
+  wait_service "$beta_sock" "$svc" || ok=0
+  begin_rdmamsg "$tag"
+  t0=$(now_ns)
+  spawn -i "$lines" bounded "$rdmamsg" --socket "$alpha_sock" send "beta/$svc"
+  sender=$last
+  finish_stream "$listener" "$sender" || ok=0
+  end_rdmamsg "$tag"
+  if [ "$ok" -eq 1 ]; then
+    timing "$dir/r/$tag.json" "$t0" "$t1" "$count" 64
+  else
+    log "rdmamsg CLI streaming failed (run $1)"
+  fi
+}
+
+wait_file() { # wait_file PATH: until a socket file exists (bounded: 5 s)
+  for _ in $(seq 100); do
+    [ -S "$1" ] && return 0
+    sleep 0.05
+  done
+  echo "compare.sh: $1 never appeared" >&2
+  return 1
+}
+
+# zmq_proxies KIND HWM A B PORT: proxy B (tcp -> ipc B) and then proxy A (ipc A -> tcp), each
+# started once its downstream is bound, so that no connect waits for ZeroMQ's reconnect
+# interval (100 ms) inside a timed run. KIND: proxy-stream or router-dealer.
+zmq_proxies() {
+  local zport=$5 hwm_opt=()
+  [ "$2" -eq 0 ] || hwm_opt=(--hwm "$2")
+  zpids=()
+  spawn "$zmq" "$1" "@tcp://127.0.0.2:$zport" "@ipc://$dir/$4.ipc" "${hwm_opt[@]}"
+  zpids+=("$last")
+  wait_file "$dir/$4.ipc"
+  spawn "$zmq" "$1" "@ipc://$dir/$3.ipc" ">tcp://127.0.0.2:$zport" "${hwm_opt[@]}"
+  zpids+=("$last")
+  wait_file "$dir/$3.ipc"
+}
+zmq_stream_proxies() { zmq_proxies proxy-stream "$1" a b $((port + 1)); }
+zmq_stop() {
+  stop "${zpids[@]}"
+  forget "${zpids[@]}"
+  rm -f "$dir"/*.ipc
+}
+
+cli_zmq() { # cli_zmq RUN: push-stdin -> proxy -> proxy -> pull-stdout, the same lines
+  local t0 t1 listener sender ok=1
+  zmq_stream_proxies 100000
+  spawn bounded "$zmq" pull-stdout "ipc://$dir/b.ipc" --count "$count" >/dev/null
+  listener=$last
+  t0=$(now_ns)
+  spawn -i "$lines" bounded "$zmq" push-stdin "ipc://$dir/a.ipc"
+  sender=$last
+  finish_stream "$listener" "$sender" || ok=0
+  zmq_stop
+  [ "$ok" -eq 0 ] || timing "$dir/r/cli.zmq.$1.json" "$t0" "$t1" "$count" 64
+}
+
+cli_uds() { # cli_uds RUN: the same line stream through one raw hop (batched, then per line)
+  local t0 t1
+  t0=$(now_ns)
+  bounded "$uds" lines --count "$count" <"$lines" >/dev/null
+  t1=$(now_ns)
+  timing "$dir/r/cli.uds.$1.json" "$t0" "$t1" "$count" 64
+  t0=$(now_ns)
+  bounded "$uds" lines --per-line --count "$count" <"$lines" >/dev/null
+  t1=$(now_ns)
+  timing "$dir/r/cli.uds_unbatched.$1.json" "$t0" "$t1" "$count" 64
+}
+
+# --- b. throughput, 64 B and 1 MiB --------------------------------------------------------
+tput_rdmamsg() { # tput_rdmamsg RUN SIZE N
+  local tag="tput$2.rdmamsg.$1"
+  begin_rdmamsg "$tag"
+  if ! bounded "$rdmamsg" --socket "$alpha_sock" bench throughput "beta/tput$2x$1" \
+    --sink-socket "$beta_sock" --size "$2" --count "$3" --json >"$dir/r/$tag.json" \
+    2>"$dir/r/$tag.err"; then
+    log "rdmamsg bench throughput failed: $(head -c 300 "$dir/r/$tag.err")"
+    rm -f "$dir/r/$tag.json"
+  fi
+  end_rdmamsg "$tag"
+}
+
+tput_zmq() { # tput_zmq RUN SIZE N
+  local hwm=100000 receiver
+  [ "$2" -le 65536 ] || hwm=1000 # the default: 100000 queued 1 MiB messages would be 100 GB
+  zmq_stream_proxies "$hwm"
+  spawn bounded "$zmq" pull "ipc://$dir/b.ipc" --size "$2" --count "$3" --hwm "$hwm" \
+    >"$dir/r/tput$2.zmq.$1.json"
+  receiver=$last
+  bounded "$zmq" push "ipc://$dir/a.ipc" --size "$2" --count "$3" --hwm "$hwm" || true
+  reap "$receiver" || rm -f "$dir/r/tput$2.zmq.$1.json"
+  zmq_stop
+}
+
+tput_uds() { # tput_uds RUN SIZE N: batched writes (64 KiB), then one write per message
+  bounded "$uds" throughput --size "$2" --count "$3" --batch 65536 >"$dir/r/tput$2.uds.$1.json"
+  bounded "$uds" throughput --size "$2" --count "$3" --batch 0 \
+    >"$dir/r/tput$2.uds_unbatched.$1.json"
+}
+
+# --- c. round trips, 64 B -----------------------------------------------------------------
+rtt_rdmamsg() { # rtt_rdmamsg RUN
+  local tag="rtt.rdmamsg.$1"
+  begin_rdmamsg "$tag"
+  if ! bounded "$rdmamsg" --socket "$alpha_sock" bench latency "beta/rtt$1" \
+    --echo-socket "$beta_sock" --size 64 --count "$rtt" --warmup "$warmup" --json \
+    >"$dir/r/$tag.json" 2>"$dir/r/$tag.err"; then
+    log "rdmamsg bench latency failed: $(head -c 300 "$dir/r/$tag.err")"
+    rm -f "$dir/r/$tag.json"
+  fi
+  end_rdmamsg "$tag"
+}
+
+rtt_zmq() { # rtt_zmq RUN: REQ -> ROUTER/DEALER -> ROUTER/DEALER -> REP, and back
+  zmq_proxies router-dealer 0 c d $((port + 2))
+  spawn "$zmq" rep "ipc://$dir/d.ipc"
+  zpids+=("$last")
+  bounded "$zmq" req "ipc://$dir/c.ipc" --size 64 --count "$rtt" --warmup "$warmup" \
+    >"$dir/r/rtt.zmq.$1.json" || rm -f "$dir/r/rtt.zmq.$1.json"
+  zmq_stop
+}
+
+rtt_uds() { # rtt_uds RUN: one outstanding 64 B ping-pong over one hop
+  bounded "$uds" latency --size 64 --count "$rtt" --warmup "$warmup" >"$dir/r/rtt.uds.$1.json"
+}
+
+# --- the runs -----------------------------------------------------------------------------
+log "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
+  "kernel $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq "$runs"); do
+  log "run $r/$runs: CLI streaming, $count x 64 B lines"
+  cli_rdmamsg "$r"
+  cli_zmq "$r"
+  cli_uds "$r"
+  log "run $r/$runs: throughput, $count x 64 B and $large x 1 MiB"
+  for spec in "64 $count" "1048576 $large"; do
+    read -r size n <<<"$spec"
+    tput_rdmamsg "$r" "$size" "$n"
+    tput_zmq "$r" "$size" "$n"
+    tput_uds "$r" "$size" "$n"
+  done
+  log "run $r/$runs: round trips, $rtt x 64 B (after $warmup warm-up)"
+  rtt_rdmamsg "$r"
+  rtt_zmq "$r"
+  rtt_uds "$r"
+done
+
+mkdir -p "$(dirname "$json_out")"
+python3 bench/summarize.py "$dir/r" "$json_out" "$runs" "$count" "$large" "$rtt" "$warmup"
+log "full results: $json_out"

@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Summarises the raw results of bench/compare.sh: medians, ratios against the targets of
+docs/performance.md, daemon efficiency (counters per message) and memory; prints the table
+and writes everything as JSON.
+
+usage: summarize.py RESULT_DIR JSON_OUT RUNS COUNT LARGE_COUNT RTT_COUNT WARMUP
+"""
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+
+RDMA_KEYS = ["send_wrs", "send_wrs_signaled", "post_send_calls", "recv_wrs", "post_recv_calls",
+             "batches_received", "credit_stalls"]
+UNIT = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def flatten(obj, prefix=""):
+    out = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}{k}_".lower()))
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        out[prefix.rstrip("_")] = float(obj)
+    return out
+
+
+def find(flat, pattern):
+    for k, v in flat.items():
+        if re.search(pattern, k):
+            return k, v
+    return None, None
+
+
+def throughput(doc, size, count):
+    """msgs/s and MB/s (10^6 bytes) from any of the benchmarks' JSON spellings."""
+    flat = flatten(doc)
+    _, rate = find(flat, r"(msgs?|messages?)_?(per_?s(ec(ond)?)?|ps|_s)$")
+    _, mbs = find(flat, r"(^|_)(mb|megabytes)_?(per_?s(ec(ond)?)?|ps|_s)$")
+    k, mibs = find(flat, r"(^|_)mib_?(per_?s(ec(ond)?)?|ps|_s)$")
+    if mbs is None and mibs is not None:
+        mbs = mibs * 1.048576
+    if rate is None:
+        _, secs = find(flat, r"(^|_)(seconds|elapsed_s|duration_s|secs)$")
+        if secs is None:
+            _, ms = find(flat, r"(^|_)(elapsed|duration)_ms$")
+            secs = ms / 1e3 if ms is not None else None
+        if secs:
+            _, n = find(flat, r"(^|_)(count|messages)$")
+            rate = (n or count) / secs
+    if rate is not None and mbs is None:
+        mbs = rate * size / 1e6
+    return rate, mbs
+
+
+def latency(doc):
+    """p50, p99, p99.9 in microseconds."""
+    flat = flatten(doc)
+    res = {}
+    for name, pat in (("p50", r"p50"), ("p99", r"p99(?![._]?9)"), ("p999", r"p99[._]?9")):
+        k, v = find(flat, rf"(^|_){pat}(_(ns|us|ms|s))?$")
+        if k is None:
+            continue
+        unit = re.search(r"(ns|us|ms|s)$", k) or re.search(r"_(ns|us|ms)_", k + "_")
+        res[name] = v * UNIT[unit.group(1)] if unit else v
+    return res
+
+
+def load(rdir, name):
+    path = os.path.join(rdir, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        text = f.read().strip()
+    for candidate in [text] + [l for l in reversed(text.splitlines()) if l.startswith("{")]:
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def peer_rdma(status, peer):
+    for p in (status or {}).get("peers", []):
+        if p.get("name") == peer:
+            return p.get("rdma", {})
+    return {}
+
+
+def efficiency(rdir, tag, messages):
+    """Counters per message of one rdmamsg run, from the status before and after."""
+    out = {}
+    for node, peer in (("alpha", "beta"), ("beta", "alpha")):
+        before = load(rdir, f"{tag}.before.{node}.status.json")
+        after = load(rdir, f"{tag}.after.{node}.status.json")
+        if before is None or after is None:
+            continue
+        e = {}
+        rb, ra = peer_rdma(before, peer), peer_rdma(after, peer)
+        for k in RDMA_KEYS:
+            if k in ra and k in rb:
+                e[f"rdma.{k}"] = (ra[k] - rb[k]) / messages
+        for k, v in after.get("loop", {}).items():
+            if k in before.get("loop", {}):
+                e[f"loop.{k}"] = (v - before["loop"][k]) / messages
+        if "rss_bytes" in after:
+            e["rss_bytes_after"] = after["rss_bytes"]
+        hwm = os.path.join(rdir, f"{tag}.{node}.hwm")
+        if os.path.exists(hwm):
+            with open(hwm) as f:
+                text = f.read().strip()
+            if text:
+                e["peak_rss_bytes"] = int(float(text))
+        out[node] = e
+    return out
+
+
+def fmt(v, digits=3):
+    if v is None:
+        return "n/a"
+    if v >= 1e5:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}g}" if v < 100 else f"{v:.0f}"
+
+
+def main():
+    rdir, json_out = sys.argv[1], sys.argv[2]
+    runs, count, large, rtt, warmup = (int(x) for x in sys.argv[3:8])
+    raw = {}
+    for run in range(1, runs + 1):
+        for case, size, n in (("cli", 64, count), ("tput64", 64, count),
+                              ("tput1048576", 1048576, large)):
+            for system in ("rdmamsg", "zmq", "uds", "uds_unbatched"):
+                doc = load(rdir, f"{case}.{system}.{run}.json")
+                rate, mbs = throughput(doc, size, n) if doc else (None, None)
+                raw.setdefault(case, {}).setdefault(system, []).append(
+                    {"run": run, "raw": doc, "msgs_per_sec": rate, "mb_per_sec": mbs})
+        for system in ("rdmamsg", "zmq", "uds"):
+            doc = load(rdir, f"rtt.{system}.{run}.json")
+            raw.setdefault("rtt", {}).setdefault(system, []).append(
+                {"run": run, "raw": doc, **(latency(doc) if doc else {})})
+
+    def med(case, system, key):
+        return median([r.get(key) for r in raw.get(case, {}).get(system, [])])
+
+    rows = []
+
+    def row(name, key, case, better, target, unit):
+        r, z = med(case, "rdmamsg", key), med(case, "zmq", key)
+        u, uu = med(case, "uds", key), med(case, "uds_unbatched", key)
+        ratio = r / z if r is not None and z else None
+        met = None
+        if target is not None and ratio is not None:
+            met = ratio >= target if better == "higher" else ratio <= target
+        rows.append({"case": name, "unit": unit, "rdmamsg": r, "zmq": z, "uds": u,
+                     "uds_unbatched": uu, "ratio": ratio, "better": better,
+                     "target": target, "met": met})
+
+    row("CLI stream 64 B", "msgs_per_sec", "cli", "higher", 2.0, "msg/s")
+    row("throughput 64 B", "msgs_per_sec", "tput64", "higher", None, "msg/s")
+    row("throughput 1 MiB", "mb_per_sec", "tput1048576", "higher", 2.0, "MB/s")
+    row("round trip 64 B p50", "p50", "rtt", "lower", 0.5, "us")
+    row("round trip 64 B p99", "p99", "rtt", "lower", 0.5, "us")
+    row("round trip 64 B p99.9", "p999", "rtt", "lower", None, "us")
+
+    eff, eff_runs = {}, {}
+    for case, msgs in (("cli", count), ("tput64", count), ("tput1048576", large),
+                       ("rtt", rtt + warmup)):
+        per_run = [efficiency(rdir, f"{case}.rdmamsg.{run}", msgs) for run in range(1, runs + 1)]
+        eff_runs[case] = per_run
+        merged = {}
+        for node in ("alpha", "beta"):
+            keys = sorted({k for e in per_run for k in e.get(node, {})})
+            merged[node] = {k: median([e.get(node, {}).get(k) for e in per_run]) for k in keys}
+            for k in ("peak_rss_bytes", "rss_bytes_after"):
+                vals = [e.get(node, {}).get(k) for e in per_run if e.get(node, {}).get(k)]
+                if vals:
+                    merged[node][k] = max(vals)
+        eff[case] = merged
+    peak = max([e[n].get("peak_rss_bytes", 0) for e in eff.values() for n in e] or [0])
+    rows.append({"case": "daemon peak RSS", "unit": "MiB", "rdmamsg": peak / 2**20 or None,
+                 "zmq": None, "uds": None, "uds_unbatched": None, "ratio": None,
+                 "better": "lower", "target": 64, "met": (peak / 2**20 < 64) if peak else None})
+
+    print()
+    print(f"{'case':24} {'unit':6} {'rdmamsg':>12} {'zmq':>12} {'uds (unbatched)':>24} "
+          f"{'rdmamsg/zmq':>11} {'target':>8} met?")
+    for r in rows:
+        uds = fmt(r["uds"]) + (f" ({fmt(r['uds_unbatched'])})" if r["uds_unbatched"] else "")
+        target = "" if r["target"] is None else (
+            f"<{r['target']}" if r["case"].startswith("daemon") else
+            (">=" if r["better"] == "higher" else "<=") + f"{r['target']}x")
+        met = "" if r["met"] is None else ("yes" if r["met"] else "NO")
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+        print(f"{r['case']:24} {r['unit']:6} {fmt(r['rdmamsg']):>12} {fmt(r['zmq']):>12} "
+              f"{uds if r['uds'] else '':>24} {ratio:>11} {target:>8} {met}")
+
+    print("\nrdmamsgd work per message (rtt: per round trip), medians over runs:")
+    keys = ["rdma.send_wrs", "rdma.post_send_calls", "rdma.send_wrs_signaled", "rdma.recv_wrs",
+            "rdma.post_recv_calls", "loop.wakeups", "loop.socket_reads", "loop.socket_writes",
+            "loop.syscalls"]
+    print(f"{'case':12} {'node':6} " + " ".join(f"{k.split('.')[1][:13]:>13}" for k in keys)
+          + f" {'peak RSS MiB':>12}")
+    for case, nodes in eff.items():
+        for node, e in nodes.items():
+            if not e:
+                continue
+            cells = " ".join(f"{fmt(e.get(k), 3):>13}" for k in keys)
+            rss = e.get("peak_rss_bytes")
+            print(f"{case:12} {node:6} {cells} {fmt(rss / 2**20 if rss else None):>12}")
+
+    result = {
+        "machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "kernel": platform.release()},
+        "parameters": {"runs": runs, "count_64B": count, "count_1MiB": large,
+                       "round_trips": rtt, "warmup": warmup},
+        "table": rows, "efficiency": eff, "efficiency_runs": eff_runs, "runs": raw,
+    }
+    with open(json_out, "w") as f:
+        json.dump(result, f, indent=2)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    main()
