@@ -16,6 +16,7 @@ namespace {
 constexpr uint32_t kSignalEvery = 16;
 constexpr uint64_t kSendTag = 1ULL << 32;
 constexpr uint64_t kRecvTag = 2ULL << 32;
+constexpr uint64_t kBeaconTag = 3ULL << 32;
 constexpr auto kFlushWait = std::chrono::seconds(2);
 
 std::string errnoText(int e) {
@@ -171,7 +172,7 @@ bool Connection::createQp(rdma_cm_id* id) {
   a.send_cq = device_->cq();
   a.recv_cq = device_->cq();
   a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = params_.sendBuffers;
+  a.cap.max_send_wr = params_.sendBuffers + 1;  // + the teardown beacon
   a.cap.max_recv_wr = params_.recvBuffers;
   a.cap.max_send_sge = 1;
   a.cap.max_recv_sge = 1;
@@ -301,6 +302,7 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
         closeReason_ = "peer disconnected";
         rdma_disconnect(id_);  // our QP to error (flush) and the reply to the peer
         setState(ConnState::kDisconnecting);
+        postBeacon();
         closeTimer_->arm(kFlushWait);
         owner_.onClosed(*this, closeReason_);
       }
@@ -334,10 +336,24 @@ void Connection::close(const std::string& why) {
     disconnected_ = true;
   }
   setState(ConnState::kDisconnecting);
+  postBeacon();
   closeTimer_->arm(kFlushWait);
   if (wasUp) spdlog::info("peer {}: closing connection: {}", name_, why);
   owner_.onClosed(*this, why);
   maybeFinishClose();
+}
+
+// After the QP went to error: a signaled request posted behind every other
+// one. Its (flushed) completion means all earlier sends are done, including
+// unsignaled ones that completed without a completion entry.
+void Connection::postBeacon() {
+  if (!qpCreated_ || beaconPosted_) return;
+  ibv_send_wr w{};
+  w.wr_id = kBeaconTag;
+  w.opcode = IBV_WR_SEND;
+  w.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  if (ibv_post_send(id_->qp, &w, &bad) == 0) beaconPosted_ = true;
 }
 
 void Connection::maybeFinishClose() {
@@ -349,6 +365,11 @@ void Connection::maybeFinishClose() {
 }
 
 void Connection::onCompletion(const ibv_wc& wc) {
+  if (wc.wr_id == kBeaconTag) {
+    postedSends_ = 0;
+    maybeFinishClose();
+    return;
+  }
   auto idx = static_cast<uint32_t>(wc.wr_id & 0xffffffff);
   bool isSend = (wc.wr_id & ~0xffffffffULL) == kSendTag;
   if (wc.status != IBV_WC_SUCCESS) {
@@ -495,8 +516,10 @@ void Connection::flush() {
     w.sg_list = &sges[i];
     w.num_sge = 1;
     w.opcode = IBV_WR_SEND;
-    if (++unsignaled_ >= signalEvery || i + 1 == sealed_.size()) {
-      // The last of a burst is signaled too, so that idle buffers come back.
+    // Selective signaling: every signalEvery-th send, and the last of a
+    // burst when free buffers run low, so that completions free them in time.
+    bool low = params_.sendBuffers - sendUsed_ < signalEvery;
+    if (++unsignaled_ >= signalEvery || (low && i + 1 == sealed_.size())) {
       w.send_flags = IBV_SEND_SIGNALED;
       unsignaled_ = 0;
       counters_.sendsSignaled++;

@@ -135,6 +135,7 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   void onSendDone(uint32_t index);
   void onRecvDone(uint32_t index, uint32_t bytes);
   void maybeFinishClose();
+  void postBeacon();
   void fail(const std::string& why);
 
   loop::EventLoop& loop_;
@@ -152,6 +153,7 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   std::unique_ptr<rdma::BufferPool> recvPool_, sendPool_;
   bool qpCreated_ = false;
   bool disconnected_ = false;  // DISCONNECTED seen (or never connected)
+  bool beaconPosted_ = false;
   uint32_t postedSends_ = 0, postedRecvs_ = 0;
 
   // Send ring: buffers [sendTail_, sendHead_) are posted and not yet known

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 
 #include "daemon/peer/mesh.h"
 
@@ -13,6 +14,14 @@ namespace rdmamsg::peer {
 namespace {
 constexpr size_t kMinFragment = 4096;
 using Clock = std::chrono::steady_clock;
+
+// Message deadlines are seconds away: the coarse monotonic clock (a few ms
+// of resolution, no system call) is precise enough and cheap per message.
+Clock::time_point coarseNow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
 }  // namespace
 
 Peer::Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config::Peer peer,
@@ -182,7 +191,7 @@ Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
                                        " bytes is over the max_message_size of " + name() + " (" +
                                        std::to_string(limit) + " bytes)");
   uint64_t seq = nextSeq_++;
-  InFlight f{seq, session, msgId, Clock::now() + config_.messageTimeout, 0, {}};
+  InFlight f{seq, session, msgId, coarseNow() + config_.messageTimeout, 0, {}};
   f.serviceLen = static_cast<uint8_t>(std::min(dstService.size(), sizeof f.service));
   std::memcpy(f.service, dstService.data(), f.serviceLen);
   inflight_.push_back(f);
@@ -428,7 +437,8 @@ void Peer::onTick() {
       }
     }
   }
-  while (!inflight_.empty() && inflight_.front().deadline < now) {
+  auto coarse = coarseNow();
+  while (!inflight_.empty() && inflight_.front().deadline < coarse) {
     InFlight m = inflight_.front();
     inflight_.pop_front();
     counters_.failed++;
