@@ -208,12 +208,26 @@ std::string_view toString(FrameKind kind) {
   return "UNKNOWN";
 }
 
+namespace {
+// [A-Za-z0-9._-], as a table: names are checked on every frame.
+constexpr std::array<bool, 256> kNameChars = [] {
+  std::array<bool, 256> t{};
+  for (int c = 'a'; c <= 'z'; c++)
+    t[c] = true;
+  for (int c = 'A'; c <= 'Z'; c++)
+    t[c] = true;
+  for (int c = '0'; c <= '9'; c++)
+    t[c] = true;
+  t['.'] = t['_'] = t['-'] = true;
+  return t;
+}();
+}  // namespace
+
 bool isValidName(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '-';
-  });
+  for (char c : name)
+    if (!kNameChars[static_cast<unsigned char>(c)]) return false;
+  return true;
 }
 
 uint64_t Frame::ackId(size_t i) const {
