@@ -9,6 +9,7 @@
 #include <ifaddrs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +61,9 @@ std::vector<in6_addr> gidTable() {
     freeifaddrs(ifs);
   }
   if (gids.empty()) add(in_addr{htonl(INADDR_LOOPBACK)});
+  // Loopback addresses first, so that GID index 0 is 127.0.0.1 wherever lo is up.
+  std::stable_partition(gids.begin(), gids.end(),
+                        [](const in6_addr& g) { return g.s6_addr[12] == 127; });
   return gids;
 }
 
