@@ -53,8 +53,8 @@ struct Config {
   std::vector<Peer> peers;                 // the other daemons, in file order
 
   // Buffers and flow control.
-  std::uint64_t bufferSize = 64 * kKiB;      // bytes per receive (and send) buffer
-  std::uint32_t bufferCount = 64;            // receive buffers posted per peer
+  std::uint64_t bufferSize = 256 * kKiB;     // bytes per receive (and send) buffer
+  std::uint32_t bufferCount = 16;            // receive buffers posted per peer
   std::uint64_t maxMessageSize = 16 * kMiB;  // largest application message, bytes
   std::uint64_t sendQueueLimit = 8 * kMiB;   // bytes queued per peer before backpressure
 

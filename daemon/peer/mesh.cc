@@ -106,7 +106,7 @@ rdma::Device* Mesh::deviceFor(ibv_context* ctx) {
   if (it != devices_.end()) return it->second.get();
   // One CQ for every QP on the device, sized for all of them (each peer may
   // briefly have two connections while a duplicate is resolved).
-  size_t perConn = size_t{config_.bufferCount} * 2;
+  size_t perConn = size_t{config_.bufferCount} * 2 + 2;  // sends, receives, beacon
   int cqe = static_cast<int>(std::min<size_t>(perConn * (2 * peers_.size() + 2), 1 << 20));
   auto d = std::make_unique<rdma::Device>(loop_, ctx, cqe);
   rdma::Device* raw = d.get();

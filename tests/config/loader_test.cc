@@ -26,9 +26,9 @@ TEST(LoaderTest, MinimalFileGetsEveryDefault) {
   EXPECT_EQ(c.socket, "/run/rdmamsg/rdmamsgd.sock");
   EXPECT_EQ(c.socketMode, 0660u);
   EXPECT_FALSE(c.socketGroup);
-  EXPECT_EQ(c.bufferSize, 64u * 1024);
-  EXPECT_EQ(c.bufferCount, 64u);
-  EXPECT_EQ(c.grantedCredits(), 63u);
+  EXPECT_EQ(c.bufferSize, 256u * 1024);
+  EXPECT_EQ(c.bufferCount, 16u);
+  EXPECT_EQ(c.grantedCredits(), 15u);
   EXPECT_EQ(c.maxMessageSize, 16u * 1024 * 1024);
   EXPECT_EQ(c.sendQueueLimit, 8u * 1024 * 1024);
   EXPECT_EQ(c.heartbeatInterval, milliseconds(1000));
@@ -169,7 +169,7 @@ TEST(LoaderTest, DescribeNamesEverySetting) {
   EXPECT_NE(line.find("node=alpha listen=127.0.0.1:7471"), std::string::npos);
   EXPECT_NE(line.find("socket_mode=0660 socket_group=rdmamsg"), std::string::npos);
   EXPECT_NE(line.find("peers=1[beta@127.0.0.2:7471]"), std::string::npos);
-  EXPECT_NE(line.find("buffer_size=64KiB buffer_count=64 credits=63"), std::string::npos);
+  EXPECT_NE(line.find("buffer_size=256KiB buffer_count=16 credits=15"), std::string::npos);
   EXPECT_NE(line.find("heartbeat_interval=1s"), std::string::npos);
 }
 
