@@ -56,7 +56,7 @@ struct Config {
   std::uint64_t bufferSize = 256 * kKiB;     // bytes per receive (and send) buffer
   std::uint32_t bufferCount = 16;            // receive buffers posted per peer
   std::uint64_t maxMessageSize = 16 * kMiB;  // largest application message, bytes
-  std::uint64_t sendQueueLimit = 8 * kMiB;   // bytes queued per peer before backpressure
+  std::uint64_t sendQueueLimit = 2 * kMiB;   // bytes queued per peer before backpressure
 
   // Timers.
   milliseconds heartbeatInterval{1000};     // idle time before a heartbeat is sent

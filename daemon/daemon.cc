@@ -28,11 +28,11 @@ local::LocalServerConfig localConfig(const config::Config& c) {
   l.nodeName = c.node;
   l.maxMessageSize = static_cast<uint32_t>(c.maxMessageSize);
   size_t frame = c.maxMessageSize + 4096;
-  // A listener with 4 MiB unread is congested: nothing more is delivered to it
-  // until it drains to 1 MiB (one message larger than that still goes to an
+  // A listener with 2 MiB unread is congested: nothing more is delivered to it
+  // until it drains to 512 KiB (one message larger than that still goes to an
   // idle listener). This bounds the daemon's memory per slow listener.
-  l.outputHighWatermark = 4u << 20;
-  l.outputLowWatermark = 1u << 20;
+  l.outputHighWatermark = 2u << 20;
+  l.outputLowWatermark = 512u << 10;
   l.outputReadStop = std::max<size_t>(16u << 20, 2 * frame + l.outputHighWatermark);
   return l;
 }

@@ -30,7 +30,7 @@ TEST(LoaderTest, MinimalFileGetsEveryDefault) {
   EXPECT_EQ(c.bufferCount, 16u);
   EXPECT_EQ(c.grantedCredits(), 15u);
   EXPECT_EQ(c.maxMessageSize, 16u * 1024 * 1024);
-  EXPECT_EQ(c.sendQueueLimit, 8u * 1024 * 1024);
+  EXPECT_EQ(c.sendQueueLimit, 2u * 1024 * 1024);
   EXPECT_EQ(c.heartbeatInterval, milliseconds(1000));
   EXPECT_EQ(c.heartbeatTimeout, milliseconds(5000));
   EXPECT_EQ(c.reconnectBackoffMin, milliseconds(100));

@@ -150,7 +150,7 @@ TEST(Relay, LargeMessagesAreFragmentedAndArriveIntact) {
     ASSERT_TRUE(id) << id.status().toString();
   }
   // The listener reads while the acks come in: the daemon hands a listener
-  // only a few MiB at a time (bounded memory), so waiting for every ack
+  // only about 2 MiB at a time (bounded memory), so waiting for every ack
   // before reading would stall the delivery of the last messages.
   std::vector<Message> got;
   size_t acked = 0;
