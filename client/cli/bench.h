@@ -3,6 +3,8 @@
 // the daemon status snapshots whose deltas a run reports.
 #pragma once
 
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -54,6 +56,21 @@ LatencySummary summarize(std::vector<int64_t>& nanos);
 
 // SIGINT/SIGTERM set a flag and interrupt blocking waits (no SA_RESTART).
 void installStopHandlers();
+
+// Parses the NODE/SERVICE target of `args` and runs a `Run` (a throughput or
+// latency run) against it.
+template <typename Run>
+Exit runAgainstTarget(const BenchArgs& args) {
+  std::optional<Destination> dest = parseDestination(args.target);
+  if (!dest) {
+    std::fprintf(stderr, "rdmamsg: bench: destination must be NODE/SERVICE, got '%s'\n",
+                 args.target.c_str());
+    return Exit::usage;
+  }
+  installStopHandlers();
+  Run run(args, std::move(*dest));
+  return run.run();
+}
 bool stopRequested();
 
 // Prints "rdmamsg: bench: WHAT: STATUS" on stderr; the matching exit code.

@@ -289,15 +289,7 @@ Exit ThroughputRun::run() {
 }  // namespace
 
 Exit runThroughput(const BenchArgs& args) {
-  std::optional<Destination> dest = parseDestination(args.target);
-  if (!dest) {
-    std::fprintf(stderr, "rdmamsg: bench: destination must be NODE/SERVICE, got '%s'\n",
-                 args.target.c_str());
-    return Exit::usage;
-  }
-  installStopHandlers();
-  ThroughputRun run(args, std::move(*dest));
-  return run.run();
+  return runAgainstTarget<ThroughputRun>(args);
 }
 
 }  // namespace bench

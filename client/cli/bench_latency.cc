@@ -225,15 +225,7 @@ Exit LatencyRun::run() {
 }  // namespace
 
 Exit runLatency(const BenchArgs& args) {
-  std::optional<Destination> dest = parseDestination(args.target);
-  if (!dest) {
-    std::fprintf(stderr, "rdmamsg: bench: destination must be NODE/SERVICE, got '%s'\n",
-                 args.target.c_str());
-    return Exit::usage;
-  }
-  installStopHandlers();
-  LatencyRun run(args, std::move(*dest));
-  return run.run();
+  return runAgainstTarget<LatencyRun>(args);
 }
 
 }  // namespace rdmamsg::cli::bench
