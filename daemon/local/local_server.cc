@@ -122,6 +122,10 @@ void LocalServer::handleFrame(Session& s, const proto::Frame& f) {
   }
 }
 
+void LocalServer::helloTimedOut(Session& s) {
+  beginClose(s, Status(Errc::protocol_error, "no HELLO in time"), "no HELLO in time");
+}
+
 void LocalServer::onHello(Session& s, const proto::Frame& f) {
   if (s.state() != Session::State::awaiting_hello) return protocolError(s, "HELLO sent twice");
   s.setState(Session::State::ready);

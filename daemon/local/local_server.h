@@ -19,6 +19,7 @@
 //    acks cannot grow the daemon's memory without bound).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -42,6 +43,9 @@ struct LocalServerConfig {
   size_t outputHighWatermark = 4u << 20;  // bytes
   size_t outputLowWatermark = 1u << 20;   // bytes
   size_t outputReadStop = 16u << 20;      // bytes; at least two maximum-size frames
+  // A client that has not said HELLO by then is disconnected (an idle or
+  // foreign connection does not hold a descriptor forever).
+  std::chrono::milliseconds helloTimeout{5000};
   // Optional gate on the connecting process; false closes the connection.
   std::function<bool(const PeerCred&)> authorize;
 };
@@ -97,6 +101,7 @@ class LocalServer {
   void markDirty(Session& s);
   void handleFrame(Session& s, const proto::Frame& frame);
   void protocolError(Session& s, const char* reason);
+  void helloTimedOut(Session& s);
   void beginClose(Session& s, const Status& reason, std::string_view logWhy);
   // Request handlers.
   void onHello(Session& s, const proto::Frame& frame);

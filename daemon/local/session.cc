@@ -52,8 +52,12 @@ Session::Session(LocalServer& server, loop::EventLoop& loop, SessionId id, Uniqu
       readEvent_(loop, fd_.get(), EV_READ | EV_PERSIST | EV_ET, [this](short) { onReadable(); }),
       writeEvent_(
           loop, fd_.get(), EV_WRITE | EV_PERSIST | EV_ET,
-          [this](short) { server_.markDirty(*this); }, false) {
+          [this](short) { server_.markDirty(*this); }, false),
+      helloTimer_(loop, [this] {
+        if (state_ == State::awaiting_hello) server_.helloTimedOut(*this);
+      }) {
   pendingAcks_.reserve(256);
+  helloTimer_.arm(server_.config().helloTimeout);
 }
 
 void Session::setState(State next) {

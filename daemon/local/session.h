@@ -93,6 +93,7 @@ class Session {
   std::vector<std::string> services_;
   loop::IoEvent readEvent_;   // EV_READ|EV_PERSIST|EV_ET, always registered
   loop::IoEvent writeEvent_;  // EV_WRITE|EV_PERSIST|EV_ET, registered while output is blocked
+  loop::Timer helloTimer_;    // closes a client that never says HELLO
 };
 
 }  // namespace rdmamsg::local

@@ -197,5 +197,18 @@ TEST_F(LocalServerTest, CloseAllSendsTheReason) {
   EXPECT_TRUE(stepUntil([&] { return c->sawEof(); }));
 }
 
+TEST_F(LocalServerTest, ClientThatNeverSaysHelloIsDisconnected) {
+  auto cfg = testConfig(dir_.file("hello.sock"), kMaxMessage);
+  cfg.helloTimeout = std::chrono::milliseconds(100);
+  restart(std::move(cfg));
+  RawClient silent(server_->socketPath());
+  ASSERT_TRUE(silent.connected());
+  EXPECT_TRUE(stepUntil([&] { return silent.sawEof(); }, std::chrono::seconds(5)))
+      << "a connection without HELLO is kept open";
+  EXPECT_TRUE(stepUntil([&] { return server_->sessionCount() == 0; }));
+  auto c = connect();  // others are served as before
+  EXPECT_EQ(server_->sessionCount(), 1u);
+}
+
 }  // namespace
 }  // namespace rdmamsg::test
