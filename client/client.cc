@@ -52,7 +52,13 @@ struct Client::Impl {
   size_t inFlight = 0;
   Status conn;  // ok while connected
   detail::Ring<Message> inbox;
-  detail::Ring<Completion> completions;
+  // Completions not taken yet, in arrival order; an ACK range is one entry.
+  struct Pending {
+    uint64_t first = 0;
+    uint64_t count = 0;  // ids first .. first + count - 1 (1 for an error)
+    Status status;
+  };
+  detail::Ring<Pending> completions;
   bool welcomed = false;
   // The one outstanding blocking request of each kind.
   std::optional<Status> registerReply;
@@ -69,6 +75,8 @@ struct Client::Impl {
   void parseInput();
   void handleFrame(const proto::Frame& f);
   void handleError(const proto::Frame& f);
+  void takeFront(Completion& c);
+  bool take(uint64_t msgId, Completion& c);
   template <typename Done>
   Status waitFor(Done done, std::chrono::milliseconds timeout);
 };
@@ -139,12 +147,14 @@ void Client::Impl::handleFrame(const proto::Frame& f) {
       return;
     }
     case FrameKind::ack:
-      for (size_t i = 0; i < f.ackCount(); ++i) {
-        Completion& c = completions.pushSlot();
-        c.msgId = f.ackId(i);
-        c.status = Status();
+      for (size_t i = 0; i < f.ackRangeCount(); ++i) {
+        const proto::AckRange a = f.ackRange(i);
+        Pending& p = completions.pushSlot();
+        p.first = a.first;
+        p.count = a.count;
+        p.status = Status();
+        inFlight -= std::min<size_t>(inFlight, a.count);
       }
-      inFlight -= std::min(inFlight, f.ackCount());
       return;
     case FrameKind::error:
       return handleError(f);
@@ -165,9 +175,10 @@ void Client::Impl::handleFrame(const proto::Frame& f) {
 void Client::Impl::handleError(const proto::Frame& f) {
   Status st(f.errc, std::string(f.text));
   if (f.msgId != 0) {
-    Completion& c = completions.pushSlot();
-    c.msgId = f.msgId;
-    c.status = std::move(st);
+    Pending& p = completions.pushSlot();
+    p.first = f.msgId;
+    p.count = 1;
+    p.status = std::move(st);
     if (inFlight > 0) --inFlight;
     return;
   }
@@ -181,6 +192,46 @@ void Client::Impl::handleError(const proto::Frame& f) {
     default:
       return lose(std::move(st));  // connection-level: the daemon closes
   }
+}
+
+void Client::Impl::takeFront(Completion& c) {
+  Pending& p = completions.front();
+  c.msgId = p.first;
+  if (p.count > 1) {
+    c.status = p.status;
+    ++p.first;
+    --p.count;
+    return;
+  }
+  std::swap(c.status, p.status);
+  completions.popFront();
+}
+
+bool Client::Impl::take(uint64_t msgId, Completion& c) {
+  for (size_t i = 0; i < completions.size(); ++i) {
+    Pending& p = completions[i];
+    if (msgId < p.first || msgId - p.first >= p.count) continue;
+    c.msgId = msgId;
+    c.status = p.status;
+    const uint64_t last = p.first + p.count - 1;
+    if (p.count == 1) {
+      completions.eraseAt(i);
+    } else if (msgId == p.first) {
+      ++p.first;
+      --p.count;
+    } else if (msgId == last) {
+      --p.count;
+    } else {  // split the range around msgId
+      p.count = msgId - p.first;
+      Status st = p.status;
+      Pending& after = completions.insertAt(i + 1);
+      after.first = msgId + 1;
+      after.count = last - msgId;
+      after.status = std::move(st);
+    }
+    return true;
+  }
+  return false;
 }
 
 template <typename Done>
@@ -322,8 +373,7 @@ Status Client::sendAndWait(std::string_view node, std::string_view service,
   Impl& im = *impl_;
   Completion c;
   const uint64_t want = *id;
-  auto match = [want](const Completion& x) { return x.msgId == want; };
-  Status st = im.waitFor([&] { return im.completions.extractIf(match, c); }, timeout);
+  Status st = im.waitFor([&] { return im.take(want, c); }, timeout);
   return st.ok() ? c.status : st;
 }
 
@@ -354,8 +404,7 @@ bool Client::pollCompletion(Completion& out) {
   Impl& im = *impl_;
   if (im.completions.empty()) processIo();
   if (im.completions.empty()) return false;
-  std::swap(out, im.completions.front());
-  im.completions.popFront();
+  im.takeFront(out);
   return true;
 }
 
@@ -363,8 +412,7 @@ Status Client::waitCompletion(Completion& out, std::chrono::milliseconds timeout
   Impl& im = *impl_;
   Status st = im.waitFor([&im] { return !im.completions.empty(); }, timeout);
   if (!st.ok() && im.completions.empty()) return st;
-  std::swap(out, im.completions.front());
-  im.completions.popFront();
+  im.takeFront(out);
   return {};
 }
 

@@ -30,18 +30,21 @@ class Ring {
     --count_;
   }
 
-  // Swaps the first element matching `pred` into `out` and removes it.
-  template <typename Pred>
-  bool extractIf(Pred pred, T& out) {
-    for (size_t i = 0; i < count_; ++i) {
-      if (!pred(at(i))) continue;
-      std::swap(out, at(i));
-      for (size_t j = i; j > 0; --j)
-        std::swap(at(j), at(j - 1));
-      popFront();
-      return true;
-    }
-    return false;
+  T& operator[](size_t i) { return at(i); }
+
+  // A slot inserted at position i (0 = the front); later elements move back.
+  T& insertAt(size_t i) {
+    pushSlot();
+    for (size_t j = count_ - 1; j > i; --j)
+      std::swap(at(j), at(j - 1));
+    return at(i);
+  }
+
+  // Removes the element at position i; later elements move forward.
+  void eraseAt(size_t i) {
+    for (size_t j = i; j > 0; --j)
+      std::swap(at(j), at(j - 1));
+    popFront();
   }
 
  private:

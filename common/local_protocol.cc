@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 
 namespace rdmamsg::proto {
 namespace {
@@ -140,11 +141,17 @@ void parseBody(FrameKind kind, Reader& r, Frame& f) {
       return;
     case FrameKind::ack: {
       const uint32_t count = r.get<uint32_t>("ack: count");
-      const auto ids = r.rest();
-      if (r.ok() && (count == 0 || ids.size() / 8 != count || ids.size() % 8 != 0)) {
+      const auto runs = r.rest();
+      if (r.ok() && (count == 0 || runs.size() % kAckRangeSize != 0 ||
+                     runs.size() / kAckRangeSize != count)) {
         r.fail("ack: count does not match the body length");
       }
-      f.ackIds = ids;
+      f.acks = runs;
+      for (size_t i = 0; r.ok() && i < f.ackRangeCount(); ++i) {
+        const AckRange a = f.ackRange(i);
+        if (a.first == 0 || a.count == 0 || a.first - 1 > UINT64_MAX - a.count)
+          r.fail("ack: empty or overflowing range of message ids");
+      }
       return;
     }
     case FrameKind::error: {
@@ -166,14 +173,6 @@ void parseBody(FrameKind kind, Reader& r, Frame& f) {
       r.expectEnd();
       return;
   }
-}
-
-DecodeResult decodeError(const char* reason) {
-  DecodeResult res;
-  res.outcome = DecodeOutcome::error;
-  res.errc = Errc::protocol_error;
-  res.reason = reason;
-  return res;
 }
 
 }  // namespace
@@ -230,27 +229,44 @@ bool isValidName(std::string_view name) {
   return true;
 }
 
-uint64_t Frame::ackId(size_t i) const {
-  return getLe<uint64_t>(ackIds.data() + 8 * i);
+AckRange Frame::ackRange(size_t i) const {
+  const std::byte* p = acks.data() + kAckRangeSize * i;
+  return {getLe<uint64_t>(p), getLe<uint32_t>(p + 8)};
 }
 
 DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
-  if (in.size() < kHeaderSize) return {};
+  // One result object, returned from every path (so it is built in the
+  // caller's storage): frames are decoded once per message on the fast path.
+  DecodeResult res;
+  if (in.size() < kHeaderSize) return res;
   const uint32_t bodyLength = getLe<uint32_t>(in.data());
   const uint8_t version = getLe<uint8_t>(in.data() + 4);
   const uint8_t kind = getLe<uint8_t>(in.data() + 5);
   const uint16_t reserved = getLe<uint16_t>(in.data() + 6);
-  if (version != kProtocolVersion) return decodeError("unsupported protocol version");
-  if (reserved != 0) return decodeError("reserved header bits set");
-  if (kind == 0 || kind > kMaxFrameKind) return decodeError("unknown frame kind");
-  if (bodyLength > maxBody) return decodeError("frame longer than the maximum message size");
-  if (in.size() - kHeaderSize < bodyLength) return {};
-
-  DecodeResult res;
-  res.frame.kind = static_cast<FrameKind>(kind);
-  Reader reader(in.subspan(kHeaderSize, bodyLength));
-  parseBody(res.frame.kind, reader, res.frame);
-  if (!reader.ok()) return decodeError(reader.reason());
+  const char* problem = nullptr;
+  if (version != kProtocolVersion)
+    problem = "unsupported protocol version";
+  else if (reserved != 0)
+    problem = "reserved header bits set";
+  else if (kind == 0 || kind > kMaxFrameKind)
+    problem = "unknown frame kind";
+  else if (bodyLength > maxBody)
+    problem = "frame longer than the maximum message size";
+  else if (in.size() - kHeaderSize < bodyLength)
+    return res;
+  if (problem == nullptr) {
+    res.frame.kind = static_cast<FrameKind>(kind);
+    Reader reader(in.subspan(kHeaderSize, bodyLength));
+    parseBody(res.frame.kind, reader, res.frame);
+    problem = reader.reason();
+  }
+  if (problem != nullptr) {
+    res.outcome = DecodeOutcome::error;
+    res.errc = Errc::protocol_error;
+    res.reason = problem;
+    res.frame = Frame{};
+    return res;
+  }
   res.outcome = DecodeOutcome::frame;
   res.consumed = kHeaderSize + bodyLength;
   return res;
@@ -314,11 +330,13 @@ void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view s
   out.append(payload);
 }
 
-void encodeAck(ByteBuffer& out, std::span<const uint64_t> msgIds) {
-  putHeader(out, FrameKind::ack, 4 + 8 * msgIds.size());
-  putLe<uint32_t>(out, static_cast<uint32_t>(msgIds.size()));
-  for (uint64_t id : msgIds)
-    putLe<uint64_t>(out, id);
+void encodeAck(ByteBuffer& out, std::span<const AckRange> ranges) {
+  putHeader(out, FrameKind::ack, 4 + kAckRangeSize * ranges.size());
+  putLe<uint32_t>(out, static_cast<uint32_t>(ranges.size()));
+  for (const AckRange& a : ranges) {
+    putLe<uint64_t>(out, a.first);
+    putLe<uint32_t>(out, a.count);
+  }
 }
 
 void encodeError(ByteBuffer& out, uint64_t msgId, Errc errc, uint8_t inReplyTo,

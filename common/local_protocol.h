@@ -44,7 +44,7 @@ enum class FrameKind : uint8_t {
   unreg = 5,            // c→d  str8 service                       (UNREGISTER, no reply)
   send = 6,             // c→d  u64 msgId, str8 node, str8 service, str8 fromService, payload
   deliver = 7,          // d→c  str8 srcNode, str8 srcService, str8 toService, payload
-  ack = 8,              // d→c  u32 count, count × u64 msgId
+  ack = 8,              // d→c  u32 count, count × (u64 firstMsgId, u32 n): ids first..first+n-1
   error = 9,            // d→c  u64 msgId, u16 errc, u8 inReplyTo (FrameKind or 0), str16 text
   status_request = 10,  // c→d  (empty)
   status_reply = 11,    // d→c  JSON text (rest of body)
@@ -56,6 +56,15 @@ std::string_view toString(FrameKind kind);
 
 // Node and service names: 1..63 characters of [A-Za-z0-9._-].
 bool isValidName(std::string_view name);
+
+// A run of consecutive acknowledged message ids: first, first + 1, …,
+// first + count - 1 (an ACK frame carries one or more runs; a client that
+// numbers its messages 1, 2, 3… usually gets one run per frame).
+struct AckRange {
+  uint64_t first = 0;
+  uint32_t count = 0;
+};
+inline constexpr size_t kAckRangeSize = 12;
 
 // Largest body a receiver accepts when the maximum message size is `maxMessage`.
 constexpr uint32_t maxBodyFor(uint32_t maxMessage) {
@@ -76,10 +85,10 @@ struct Frame {
   std::string_view otherService;       // send: fromService; deliver: toService
   std::string_view text;               // hello client name, error text, status JSON
   std::span<const std::byte> payload;  // send, deliver
-  std::span<const std::byte> ackIds;   // ack: count × 8 bytes; read with ackId()
+  std::span<const std::byte> acks;     // ack: count × 12 bytes; read with ackRange()
 
-  size_t ackCount() const { return ackIds.size() / 8; }
-  uint64_t ackId(size_t i) const;
+  size_t ackRangeCount() const { return acks.size() / kAckRangeSize; }
+  AckRange ackRange(size_t i) const;
 };
 
 enum class DecodeOutcome : uint8_t { need_more, frame, error };
@@ -108,7 +117,7 @@ void encodeSend(ByteBuffer& out, uint64_t msgId, std::string_view node, std::str
                 std::string_view fromService, std::span<const std::byte> payload);
 void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view srcService,
                    std::string_view toService, std::span<const std::byte> payload);
-void encodeAck(ByteBuffer& out, std::span<const uint64_t> msgIds);
+void encodeAck(ByteBuffer& out, std::span<const AckRange> ranges);
 void encodeError(ByteBuffer& out, uint64_t msgId, Errc errc, uint8_t inReplyTo,
                  std::string_view text);
 void encodeStatusRequest(ByteBuffer& out);

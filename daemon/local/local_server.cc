@@ -78,8 +78,8 @@ void LocalServer::addSession(UniqueFd fd) {
   }
   const SessionId id = nextId_++;
   const uint32_t maxBody = proto::maxBodyFor(config_.maxMessageSize);
-  auto session =
-      std::make_unique<Session>(*this, loop_, id, std::move(fd), cred, maxBody, (maxBody - 4) / 8);
+  auto session = std::make_unique<Session>(*this, loop_, id, std::move(fd), cred, maxBody,
+                                           (maxBody - 4) / proto::kAckRangeSize);
   localLog().info("{}: connected (gid {})", session->name(), cred.gid);
   Session& s = *session;
   sessions_.emplace(id, std::move(session));

@@ -138,11 +138,11 @@ void Session::processInput() {
 }
 
 void Session::encodePendingAcks() {
-  std::span<const uint64_t> ids(pendingAcks_);
-  while (!ids.empty()) {
-    const size_t n = std::min(ids.size(), maxAcksPerFrame_);
-    proto::encodeAck(out_, ids.first(n));
-    ids = ids.subspan(n);
+  std::span<const proto::AckRange> runs(pendingAcks_);
+  while (!runs.empty()) {
+    const size_t n = std::min(runs.size(), maxAcksPerFrame_);
+    proto::encodeAck(out_, runs.first(n));
+    runs = runs.subspan(n);
   }
   pendingAcks_.clear();
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/byte_buffer.h"
+#include "common/local_protocol.h"
 #include "common/unique_fd.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/loop/events.h"
@@ -58,9 +59,19 @@ class Session {
   // Acks are collected and encoded at flush time — one ACK frame carries all
   // acks of a loop turn, so they may overtake other frames of that turn.
   ByteBuffer& outputBuffer() { return out_; }
-  void queueAck(uint64_t msgId) { pendingAcks_.push_back(msgId); }
+  // Consecutive ids (the usual case) extend one range.
+  void queueAck(uint64_t msgId) {
+    if (!pendingAcks_.empty()) {
+      proto::AckRange& last = pendingAcks_.back();
+      if (last.first + last.count == msgId && last.count < UINT32_MAX) {
+        ++last.count;
+        return;
+      }
+    }
+    pendingAcks_.push_back({msgId, 1});
+  }
   void encodePendingAcks();
-  size_t outputBytes() const { return out_.size() + pendingAcks_.size() * 8; }
+  size_t outputBytes() const { return out_.size() + pendingAcks_.size() * proto::kAckRangeSize; }
   FlushResult flush();  // writes until drained or EAGAIN
   bool hasPendingAcks() const { return !pendingAcks_.empty(); }
   int lastErrno() const { return lastErrno_; }
@@ -89,7 +100,7 @@ class Session {
   int lastErrno_ = 0;
   ByteBuffer in_;
   ByteBuffer out_;
-  std::vector<uint64_t> pendingAcks_;
+  std::vector<proto::AckRange> pendingAcks_;
   std::vector<std::string> services_;
   loop::IoEvent readEvent_;   // EV_READ|EV_PERSIST|EV_ET, always registered
   loop::IoEvent writeEvent_;  // EV_WRITE|EV_PERSIST|EV_ET, registered while output is blocked

@@ -100,17 +100,19 @@ Deferred::Deferred(EventLoop& loop, Callback cb)
     : cb_(std::move(cb)), ev_(makeEvent(loop, -1, 0, &Deferred::thunk, this)) {}
 
 void Deferred::schedule() {
-  if (!scheduled()) event_active(ev_.get(), EV_TIMEOUT, 0);
+  if (scheduled_) return;
+  scheduled_ = true;
+  event_active(ev_.get(), EV_TIMEOUT, 0);
 }
 
 bool Deferred::scheduled() const {
-  // An activated, non-added event is reported by event_pending only with
-  // EV_TIMEOUT|EV_READ|… masks in 2.1; ask for all of them.
-  return event_pending(ev_.get(), EV_TIMEOUT | EV_READ | EV_WRITE | EV_SIGNAL, nullptr) != 0;
+  return scheduled_;
 }
 
 void Deferred::thunk(int, short, void* self) {
-  static_cast<Deferred*>(self)->cb_();
+  auto* me = static_cast<Deferred*>(self);
+  me->scheduled_ = false;  // the callback may schedule the next run
+  me->cb_();
 }
 
 }  // namespace rdmamsg::loop

@@ -103,6 +103,7 @@ class Deferred {
   static void thunk(int fd, short what, void* self);
   Callback cb_;
   detail::EventPtr ev_;
+  bool scheduled_ = false;  // asked per message on the fast path: no libevent call
 };
 
 }  // namespace rdmamsg::loop

@@ -115,6 +115,26 @@ TEST(ClientTest, PipelinedSendsArriveInOrderAndAllComplete) {
   EXPECT_EQ(sender->inFlight(), 0u);
 }
 
+TEST(ClientTest, SendAndWaitLeavesEarlierCompletionsInOrder) {
+  ThreadedServer server;
+  auto listener = Client::connect(server.socket());
+  auto sender = Client::connect(server.socket());
+  ASSERT_TRUE(listener.ok() && sender.ok());
+  ASSERT_TRUE(listener->registerService("sink").ok());
+  for (int i = 0; i < 50; ++i)
+    ASSERT_TRUE(sender->send("nodeA", "sink", "early").ok());
+  // Its ack usually arrives in the same range as the 50 before it.
+  ASSERT_TRUE(sender->sendAndWait("nodeA", "sink", bytes("last"), 10s).ok());
+  Completion c;
+  for (uint64_t id = 1; id <= 50; ++id) {
+    ASSERT_TRUE(sender->waitCompletion(c, 10s).ok()) << id;
+    EXPECT_EQ(c.msgId, id);
+    EXPECT_TRUE(c.status.ok());
+  }
+  EXPECT_FALSE(sender->pollCompletion(c));
+  EXPECT_EQ(sender->inFlight(), 0u);
+}
+
 TEST(ClientTest, StatusIsJsonFromTheDaemon) {
   ThreadedServer server;
   auto c = Client::connect(server.socket());

@@ -22,8 +22,11 @@ size_t drain(std::span<const std::byte> in, uint32_t maxBody) {
     EXPECT_GE(r.consumed, kHeaderSize);
     EXPECT_LE(r.consumed, in.size());
     if (r.frame.kind == FrameKind::ack) {
-      for (size_t i = 0; i < r.frame.ackCount(); ++i)
-        (void)r.frame.ackId(i);
+      for (size_t i = 0; i < r.frame.ackRangeCount(); ++i) {
+        const AckRange a = r.frame.ackRange(i);
+        EXPECT_NE(a.first, 0u);
+        EXPECT_NE(a.count, 0u);
+      }
     }
     in = in.subspan(r.consumed);
     ++frames;
@@ -39,8 +42,8 @@ ByteBuffer validFrames() {
   encodeRegister(b, "svc");
   encodeSend(b, 5, "node", "svc", "me", std::as_bytes(std::span(p.data(), p.size())));
   encodeDeliver(b, "node", "me", "svc", std::as_bytes(std::span(p.data(), p.size())));
-  const uint64_t ids[] = {1, 2, 3};
-  encodeAck(b, ids);
+  const AckRange acks[] = {{1, 3}, {7, 1}};
+  encodeAck(b, acks);
   encodeError(b, 5, Errc::unknown_service, 6, "no such service");
   encodeStatusReply(b, "{}");
   encodeBye(b);

@@ -96,15 +96,33 @@ TEST(LocalProtocolTest, DeliverRoundTrip) {
   EXPECT_EQ(textOf(f.payload), "hi");
 }
 
-TEST(LocalProtocolTest, AckCarriesManyIds) {
+TEST(LocalProtocolTest, AckCarriesRangesOfIds) {
   ByteBuffer b;
-  const std::vector<uint64_t> ids{1, 2, 0xffffffffffffffffull};
-  encodeAck(b, ids);
+  const std::vector<AckRange> runs{{1, 4096}, {5000, 1}, {0xffffffffffffffffull, 1}};
+  encodeAck(b, runs);
+  EXPECT_EQ(b.size(), kHeaderSize + 4 + 3 * kAckRangeSize);
   Frame f = decodeOne(b);
   ASSERT_EQ(f.kind, FrameKind::ack);
-  ASSERT_EQ(f.ackCount(), 3u);
-  for (size_t i = 0; i < ids.size(); ++i)
-    EXPECT_EQ(f.ackId(i), ids[i]);
+  ASSERT_EQ(f.ackRangeCount(), 3u);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(f.ackRange(i).first, runs[i].first);
+    EXPECT_EQ(f.ackRange(i).count, runs[i].count);
+  }
+}
+
+TEST(LocalProtocolTest, AckRangesThatNameNoValidIdAreRejected) {
+  const std::vector<AckRange> bad[] = {
+      {{0, 1}},                              // id 0 is reserved
+      {{5, 0}},                              // empty range
+      {{1, 2}, {0xfffffffffffffffeull, 3}},  // runs past the largest id
+  };
+  for (const auto& runs : bad) {
+    ByteBuffer b;
+    encodeAck(b, runs);
+    DecodeResult r = decodeFrame(b.readable(), 1 << 20);
+    EXPECT_EQ(r.outcome, DecodeOutcome::error) << runs.back().first << "+" << runs.back().count;
+    EXPECT_STREQ(r.reason, "ack: empty or overflowing range of message ids");
+  }
 }
 
 TEST(LocalProtocolTest, ErrorRoundTrip) {

@@ -64,8 +64,11 @@ class LocalFixture : public ::testing::Test {
     g.otherService = f.otherService;
     g.text = f.text;
     g.payload.assign(reinterpret_cast<const char*>(f.payload.data()), f.payload.size());
-    for (size_t i = 0; i < f.ackCount(); ++i)
-      g.acks.push_back(f.ackId(i));
+    for (size_t i = 0; i < f.ackRangeCount(); ++i) {
+      const proto::AckRange a = f.ackRange(i);
+      for (uint64_t id = a.first; id < a.first + a.count; ++id)
+        g.acks.push_back(id);
+    }
     return g;
   }
 
