@@ -35,6 +35,7 @@ void Router::attach(local::LocalServer* server, peer::Mesh* mesh) {
 }
 
 Status Router::onRegister(local::SessionId session, std::string_view service) {
+  lastService_.clear();
   auto [it, inserted] = services_.try_emplace(std::string(service), session);
   if (!inserted) {
     if (it->second == session) return Status();
@@ -50,13 +51,24 @@ void Router::onUnregister(local::SessionId session, std::string_view service) {
   auto it = services_.find(std::string(service));
   if (it == services_.end() || it->second != session) return;
   services_.erase(it);
+  lastService_.clear();
   std::erase(sessionServices_[session], std::string(service));
   spdlog::info("client {}: unregistered service {}", session, service);
+}
+
+const local::SessionId* Router::findService(std::string_view service) {
+  if (!lastService_.empty() && service == lastService_) return &lastServiceSession_;
+  auto it = services_.find(std::string(service));
+  if (it == services_.end()) return nullptr;
+  lastService_ = it->first;
+  lastServiceSession_ = it->second;
+  return &lastServiceSession_;
 }
 
 void Router::onSessionClosed(local::SessionId session) {
   auto it = sessionServices_.find(session);
   if (it != sessionServices_.end()) {
+    lastService_.clear();
     for (const auto& s : it->second) {
       services_.erase(s);
       spdlog::info("client {}: service {} gone", session, s);
@@ -81,21 +93,22 @@ void Router::fail(local::SessionId session, uint64_t msgId, Status why) {
 void Router::onSend(local::SessionId session, const local::SendRequest& r) {
   counters_.messagesRouted++;
   if (r.node == config_.node) {
-    auto it = services_.find(std::string(r.service));
-    if (it == services_.end()) {
+    const local::SessionId* listener = findService(r.service);
+    if (listener == nullptr) {
       counters_.unknownService++;
       return fail(
           session, r.msgId,
           Status(Errc::unknown_service,
                  "no listener for service " + std::string(r.service) + " on " + config_.node));
     }
-    server_->deliver(it->second, config_.node, r.fromService, r.service, r.payload);
+    const local::SessionId to = *listener;
+    server_->deliver(to, config_.node, r.fromService, r.service, r.payload);
     counters_.localDeliveries++;
     server_->ack(session, r.msgId);
-    if (server_->outputCongested(it->second) && it->second != session) {
+    if (server_->outputCongested(to) && to != session) {
       counters_.backpressurePauses++;
       server_->pauseReading(session);
-      pausedOnSession_[it->second].push_back(session);
+      pausedOnSession_[to].push_back(session);
     }
     return;
   }
@@ -142,13 +155,13 @@ void Router::onSessionDrained(local::SessionId session) {
 peer::Delivery Router::deliverIncoming(peer::Peer& from, std::string_view srcService,
                                        std::string_view dstService,
                                        std::span<const std::byte> payload) {
-  auto it = services_.find(std::string(dstService));
-  if (it == services_.end()) {
+  const local::SessionId* listener = findService(dstService);
+  if (listener == nullptr) {
     counters_.unknownService++;
     return peer::Delivery::kUnknownService;
   }
-  if (server_->outputCongested(it->second)) return peer::Delivery::kCongested;
-  server_->deliver(it->second, from.name(), srcService, dstService, payload);
+  if (server_->outputCongested(*listener)) return peer::Delivery::kCongested;
+  server_->deliver(*listener, from.name(), srcService, dstService, payload);
   counters_.remoteDeliveries++;
   return peer::Delivery::kDelivered;
 }

@@ -64,12 +64,17 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
 
  private:
   void fail(local::SessionId session, uint64_t msgId, Status why);
+  // The session holding `service`, or nullptr. Remembers the last answer:
+  // a stream names the same service message after message.
+  const local::SessionId* findService(std::string_view service);
 
   const config::Config& config_;
   local::LocalServer* server_ = nullptr;
   peer::Mesh* mesh_ = nullptr;
   std::chrono::steady_clock::time_point started_;
   std::unordered_map<std::string, local::SessionId> services_;
+  std::string lastService_;  // findService's memory; cleared when services_ changes
+  local::SessionId lastServiceSession_ = 0;
   std::unordered_map<local::SessionId, std::vector<std::string>> sessionServices_;
   // Sessions not read until a peer's queue drains, or a local listener's output.
   std::unordered_map<peer::Peer*, std::vector<local::SessionId>> pausedOnPeer_;

@@ -88,8 +88,11 @@ void LocalServer::addSession(UniqueFd fd) {
 }
 
 Session* LocalServer::find(SessionId id) const {
+  if (lastFound_ != nullptr && lastFound_->id() == id) return lastFound_;
   auto it = sessions_.find(id);
-  return it == sessions_.end() ? nullptr : it->second.get();
+  if (it == sessions_.end()) return nullptr;
+  lastFound_ = it->second.get();
+  return lastFound_;
 }
 
 // --- requests ----------------------------------------------------------------------
@@ -301,6 +304,7 @@ void LocalServer::beginClose(Session& s, const Status& reason, std::string_view 
   s.stopEvents();
   s.flush();  // best effort: the client may see why; never waits
   auto it = sessions_.find(s.id());
+  lastFound_ = nullptr;
   graveyard_.push_back(std::move(it->second));
   sessions_.erase(it);
   reaper_.schedule();  // never free a session inside its own callback

@@ -120,6 +120,9 @@ class LocalServer {
   UnixListener listener_;
   SessionId nextId_ = 1;
   std::unordered_map<SessionId, std::unique_ptr<Session>> sessions_;
+  // find()'s memory of the last session found (acks and deliveries of a
+  // stream go to the same session); cleared when a session is removed.
+  mutable Session* lastFound_ = nullptr;
   std::vector<SessionId> dirty_;
   std::vector<SessionId> flushing_;                  // dirty_ being flushed (reused storage)
   std::vector<std::unique_ptr<Session>> graveyard_;  // closed, freed by reaper_

@@ -498,6 +498,7 @@ void Connection::requestFlush() {
 
 void Connection::flush() {
   if (state_ != ConnState::kEstablished) return;
+  owner_.beforeFlush(*this);
   repostPending();
   if (!open_ && sealed_.empty() && wantsCreditReturn()) openBatch(false);  // a credit-only batch
   sealBatch();

@@ -78,6 +78,9 @@ class ConnectionOwner {
   virtual bool onRecord(Connection& c, const Record& r) = 0;
   // Credits or send buffers became available.
   virtual void onWritable(Connection& c) = 0;
+  // The connection is about to post its batches (once per loop turn that
+  // requested a flush): the last chance to add records to them.
+  virtual void beforeFlush(Connection& c) = 0;
   // The connection is going down and carries nothing more (called once).
   virtual void onClosed(Connection& c, const std::string& why) = 0;
   // Teardown is complete: destroy the connection on a later loop turn.

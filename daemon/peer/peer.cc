@@ -297,13 +297,19 @@ void Peer::onWritable(Connection& c) {
   if (&c == conn_) pump();
 }
 
+// Confirmations are collected into ranges and written when the connection
+// flushes (beforeFlush): one record for every message of a loop turn.
 void Peer::confirm(uint64_t seq, Errc errc) {
   auto code = static_cast<uint16_t>(errc);
   if (!confirms_.empty() && confirms_.back().last + 1 == seq && confirms_.back().errc == code)
     confirms_.back().last = seq;
   else
     confirms_.push_back({seq, seq, code});
-  pump();
+  if (conn_ != nullptr) conn_->requestFlush();
+}
+
+void Peer::beforeFlush(Connection& c) {
+  if (&c == conn_) writeConfirms();
 }
 
 void Peer::settle(uint64_t first, uint64_t last, Errc errc) {

@@ -101,6 +101,7 @@ class Peer : public ConnectionOwner {
   void onEstablished(Connection& c) override;
   bool onRecord(Connection& c, const Record& r) override;
   void onWritable(Connection& c) override;
+  void beforeFlush(Connection& c) override;
   void onClosed(Connection& c, const std::string& why) override;
   void onReapable(Connection& c) override;
   void onRejected(Connection& c, RejectReason reason) override;
