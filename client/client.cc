@@ -60,6 +60,7 @@ struct Client::Impl {
   };
   detail::Ring<Pending> completions;
   bool welcomed = false;
+  std::string checkedNode, checkedService;  // the last valid destination names
   // The one outstanding blocking request of each kind.
   std::optional<Status> registerReply;
   std::string registerService;
@@ -339,8 +340,15 @@ Result<uint64_t> Client::send(std::string_view node, std::string_view service,
                               std::span<const std::byte> payload, std::string_view fromService) {
   Impl& im = *impl_;
   if (!im.conn.ok()) return im.conn;
-  if (Status st = checkName("node", node); !st.ok()) return st;
-  if (Status st = checkName("service", service); !st.ok()) return st;
+  // A stream names the same destination every time: check it once.
+  if (node != im.checkedNode) {
+    if (Status st = checkName("node", node); !st.ok()) return st;
+    im.checkedNode.assign(node);
+  }
+  if (service != im.checkedService) {
+    if (Status st = checkName("service", service); !st.ok()) return st;
+    im.checkedService.assign(service);
+  }
   if (!fromService.empty()) {
     if (Status st = checkName("service", fromService); !st.ok()) return st;
   }

@@ -3,11 +3,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
+#include "client/cli/line_io.h"
 #include "rdmamsg/client.h"
 
 namespace rdmamsg::cli {
@@ -132,25 +136,33 @@ Exit runListen(const ListenArgs& args) {
   }
   Message m;
   uint64_t received = 0;
-  while (!args.count || received < *args.count) {
+  LineWriter out(STDOUT_FILENO);
+  auto print = [&](const Message& msg) {
+    ++received;
+    return out.write(msg.text());
+  };
+  bool printed = true;
+  while (printed && (!args.count || received < *args.count)) {
     if (gStop) break;
     if (!client->tryReceive(m)) {
-      std::fflush(stdout);  // batch output while messages stream in
+      printed = out.flush();  // batch output while messages stream in
       Status st = client->receive(m, std::chrono::milliseconds(200));
       if (st.code() == Errc::timeout) continue;
-      if (!st.ok()) return report("listen " + args.service, st);
+      if (!st.ok()) {
+        out.flush();
+        return report("listen " + args.service, st);
+      }
     }
-    std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
-    std::fputc('\n', stdout);
-    ++received;
+    printed = printed && print(m);
   }
   // Stopped by a signal: what the daemon already handed over is printed too.
-  while ((!args.count || received < *args.count) && client->tryReceive(m)) {
-    std::fwrite(m.payload.data(), 1, m.payload.size(), stdout);
-    std::fputc('\n', stdout);
-    ++received;
+  while (printed && (!args.count || received < *args.count) && client->tryReceive(m))
+    printed = print(m);
+  if (!out.flush()) {
+    std::fprintf(stderr, "rdmamsg: listen %s: writing standard output: %s\n", args.service.c_str(),
+                 std::strerror(out.error()));
+    return Exit::failure;
   }
-  std::fflush(stdout);
   return Exit::ok;
 }
 

@@ -1,10 +1,13 @@
 // `rdmamsg send`: streams messages with a bounded window of unacknowledged
 // messages and exits 0 only when every one was confirmed.
+#include <unistd.h>
+
 #include <cstdio>
-#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "client/cli/commands.h"
+#include "client/cli/line_io.h"
 #include "rdmamsg/client.h"
 
 namespace rdmamsg::cli {
@@ -67,18 +70,16 @@ class Sender {
   std::string failedAt_;
 };
 
-bool sendStdinLines(Sender& sender) {
-  char* line = nullptr;
-  size_t cap = 0;
-  bool ok = true;
-  ssize_t n;
-  while (ok && (n = ::getline(&line, &cap, stdin)) >= 0) {
-    size_t len = static_cast<size_t>(n);
-    if (len > 0 && line[len - 1] == '\n') --len;
-    ok = sender.send(std::string_view(line, len));
+// One message per line of standard input (without its newline). False when
+// a send failed or standard input could not be read (`readError` is the errno).
+bool sendStdinLines(Sender& sender, int& readError) {
+  LineReader in(STDIN_FILENO);
+  std::string_view line;
+  while (in.next(line)) {
+    if (!sender.send(line)) return false;
   }
-  std::free(line);  // allocated by getline(3)
-  return ok;
+  readError = in.error();
+  return readError == 0;
 }
 
 }  // namespace
@@ -100,8 +101,13 @@ Exit runSend(const SendArgs& args) {
     return exitFor(client.status());
   }
   Sender sender(*client, args, node, service);
-  const bool ok = args.message ? sender.send(*args.message) : sendStdinLines(sender);
-  if (ok) sender.finish();
+  int readError = 0;
+  const bool ok = args.message ? sender.send(*args.message) : sendStdinLines(sender, readError);
+  if (ok || readError != 0) sender.finish();  // what was read is still confirmed
+  if (readError != 0) {
+    std::fprintf(stderr, "rdmamsg: send: reading standard input: %s\n", std::strerror(readError));
+    return Exit::failure;
+  }
   return sender.result();
 }
 
