@@ -90,6 +90,7 @@ Fabric::Fabric() {
   ev.data.ptr = nullptr;  // the wake eventfd
   epoll_ctl(epfd_, EPOLL_CTL_ADD, wakefd_, &ev);
   thread_ = std::thread([this] { run(); });
+  thread_id_ = thread_.get_id();
   thread_.detach();
 }
 
@@ -133,7 +134,8 @@ void Fabric::schedule(Clock::time_point when, std::function<void()> fn) {
     auto it = timers_.emplace(when, std::move(fn));
     first = it == timers_.begin();
   }
-  if (first) wake();
+  // The progress thread computes its next timeout before it waits again.
+  if (first && !onProgressThread()) wake();
 }
 
 void Fabric::wake() {
@@ -146,16 +148,26 @@ void Fabric::run() {
   pthread_setname_np(pthread_self(), "softrdma");
   epoll_event evs[128];
   for (;;) {
-    int timeout = -1;
+    // Timers are due to the microsecond (RNR timers, coalesced ACKs).
+    bool timed = false;
+    timespec ts{};
     {
       std::lock_guard lk(mu_);
       if (!timers_.empty()) {
+        timed = true;
         auto d = timers_.begin()->first - Clock::now();
-        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-        timeout = ms <= 0 ? 0 : static_cast<int>(ms) + 1;
+        if (d.count() > 0) {
+          auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+          ts.tv_sec = static_cast<time_t>(ns / 1000000000);
+          ts.tv_nsec = static_cast<long>(ns % 1000000000);
+        }
       }
     }
-    int n = epoll_wait(epfd_, evs, 128, timeout);
+    int n = epoll_pwait2(epfd_, evs, 128, timed ? &ts : nullptr, nullptr);
+    if (n < 0 && errno == ENOSYS) {  // kernels before 5.11: millisecond timeouts, rounded up
+      long ms = timed ? static_cast<long>(ts.tv_sec * 1000 + (ts.tv_nsec + 999999) / 1000000) : -1;
+      n = epoll_wait(epfd_, evs, 128, static_cast<int>(ms));
+    }
     for (int i = 0; i < n; i++) {
       auto* ep = static_cast<Endpoint*>(evs[i].data.ptr);
       if (ep == nullptr) {

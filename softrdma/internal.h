@@ -224,12 +224,14 @@ class Fabric {
   Fabric();
   void run();
   void wake();
+  bool onProgressThread() const { return std::this_thread::get_id() == thread_id_; }
   int epfd_ = -1;
   int wakefd_ = -1;
   std::mutex mu_;
   std::multimap<Clock::time_point, std::function<void()>> timers_;
   std::vector<std::shared_ptr<Endpoint>> live_, graveyard_;
   std::thread thread_;
+  std::thread::id thread_id_;
   Context* cm_ctx_ = nullptr;
   Pd* cm_pd_ = nullptr;
 };
@@ -274,6 +276,13 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   bool tx_closed = false;
   bool want_out = false;
   bool close_after_flush = false;
+  // A coalesced ACK (for unsignaled requests): it goes out in front of the
+  // next frame this connection sends, or when the ACK timer fires.
+  bool ack_owed = false;
+  bool ack_timer = false;
+  uint32_t owed_psn = 0;
+  void oweAck(uint32_t psn);
+  void sendOwedAck();
   // Queues header+payload; writes immediately when nothing is queued.
   // One piece of outgoing data; `stable` memory stays valid until the
   // request completes (a non-inline send buffer) and may be referenced
@@ -313,6 +322,7 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   bool discard_requests = false;  // after a NAK, until the requester stops
   uint32_t acked_psn = 0;
   bool ack_pending = false;
+  bool ack_now = false;  // a request of this pass asked for an immediate ACK
   // Receive completions of this pass: made visible only after their ACK is
   // queued, as an HCA acknowledges before the CQE can be polled.
   std::vector<std::pair<ibv_wc, bool>> pending_cqes;

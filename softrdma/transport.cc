@@ -34,6 +34,11 @@ constexpr size_t kDirectRead = 64 * 1024;  // read straight into the destination
 constexpr size_t kReferenceAbove = 16 * 1024;
 constexpr size_t kServiceBudget = 8 * 1024 * 1024;
 constexpr uint32_t kEvIn = EPOLLIN | EPOLLRDHUP | EPOLLET;
+// The longest an ACK for unsignaled requests waits for a frame to ride on.
+// The requester cannot observe it (only signaled WRs complete, and their
+// ACKs go at once), so this only bounds how long its send queue keeps the
+// entries.
+constexpr auto kAckDelay = std::chrono::microseconds(500);
 
 // IB spec table 45 (min RNR NAK timer field), in microseconds.
 const uint32_t kRnrMicros[32] = {655360, 10,    20,    30,     40,     60,     80,     120,
@@ -102,6 +107,17 @@ void Conn::sendv(const TxIov* v, int n) {
 
 void Conn::sendvLocked(const TxIov* v, int n) {
   if (tx_closed) return;
+  FrameHeader ack{};
+  TxIov withAck[257];
+  if (ack_owed && n < 257) {  // the coalesced ACK rides in front of this frame
+    ack_owed = false;
+    ack.type = static_cast<uint8_t>(FrameType::Ack);
+    ack.psn = owed_psn;
+    withAck[0] = {&ack, sizeof ack, false, true};
+    std::copy(v, v + n, withAck + 1);
+    v = withAck;
+    n++;
+  }
   size_t skip = 0;
   if (txq.empty() && !connecting) {
     iovec io[256];
@@ -212,8 +228,28 @@ void Conn::compactLocked() {
     if (s.ext == nullptr) s.off -= first;
 }
 
+void Conn::oweAck(uint32_t psn) {
+  std::lock_guard lk(tx_mu);
+  if (tx_closed) return;
+  ack_owed = true;
+  owed_psn = psn;
+  if (ack_timer) return;
+  ack_timer = true;
+  std::weak_ptr<Conn> w = weak_from_this();
+  Fabric::get().schedule(Clock::now() + kAckDelay, [w] {
+    if (auto c = w.lock()) c->sendOwedAck();
+  });
+}
+
+void Conn::sendOwedAck() {
+  std::lock_guard lk(tx_mu);
+  ack_timer = false;
+  if (ack_owed) sendvLocked(nullptr, 0);  // the owed ACK alone
+}
+
 void Conn::shutdownAfterFlush() {
   std::lock_guard lk(tx_mu);
+  if (ack_owed) sendvLocked(nullptr, 0);
   close_after_flush = true;
   if (txq.empty()) shutdown(fd, SHUT_WR);
 }
@@ -656,12 +692,23 @@ void Conn::finishRequest(Qp& q) {
     pending_cqes.emplace_back(wc, (hdr.flags & kFlagSolicited) != 0);
   }
   ack_pending = true;
+  if (hdr.flags & kFlagAckNow) ack_now = true;
   acked_psn = hdr.psn;
 }
 
 void Conn::flushAcksLocked(Qp* q) {
-  if (ack_pending && !eof) sendFrame(FrameType::Ack, acked_psn);
-  ack_pending = false;
+  if (ack_pending && !eof) {
+    if (ack_now) {
+      {
+        std::lock_guard lk(tx_mu);
+        ack_owed = false;  // this ACK covers it
+      }
+      sendFrame(FrameType::Ack, acked_psn);
+    } else {
+      oweAck(acked_psn);
+    }
+  }
+  ack_pending = ack_now = false;
   if (q != nullptr && !q->destroyed)
     for (const auto& [wc, solicited] : pending_cqes)
       q->rcq->push(wc, solicited);

@@ -360,6 +360,7 @@ int postSendOp(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     h = FrameHeader{};
     h.type = static_cast<uint8_t>(frameType(w->opcode));
     h.flags = (w->send_flags & IBV_SEND_SOLICITED) ? kFlagSolicited : 0;
+    if (e.signaled) h.flags |= kFlagAckNow;
     h.rnr_retry = qp->attr.rnr_retry;
     h.psn = e.psn;
     if (w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
