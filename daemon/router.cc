@@ -137,6 +137,10 @@ void Router::outcome(uint64_t session, uint64_t msgId, const Status& status) {
   }
 }
 
+void Router::delivered(uint64_t session, uint64_t msgId, uint64_t count) {
+  server_->ack(session, msgId, count);
+}
+
 void Router::queueDrained(peer::Peer& peer) {
   auto it = pausedOnPeer_.find(&peer);
   if (it == pausedOnPeer_.end()) return;

@@ -53,6 +53,7 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
                                  std::string_view dstService,
                                  std::span<const std::byte> payload) override;
   void outcome(uint64_t session, uint64_t msgId, const Status& status) override;
+  void delivered(uint64_t session, uint64_t msgId, uint64_t count) override;
   void queueDrained(peer::Peer& peer) override;
 
   // The local server's drained callback.

@@ -225,10 +225,10 @@ bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_vi
   return true;
 }
 
-bool LocalServer::ack(SessionId id, uint64_t msgId) {
+bool LocalServer::ack(SessionId id, uint64_t msgId, uint64_t count) {
   Session* s = find(id);
   if (s == nullptr) return false;
-  s->queueAck(msgId);
+  s->queueAcks(msgId, count);
   markDirty(*s);
   return true;
 }

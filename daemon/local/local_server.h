@@ -71,7 +71,7 @@ class LocalServer {
                std::string_view toService, std::span<const std::byte> payload);
   // Confirms msgId delivered to a listener. Acks are batched: all acks queued
   // in one loop turn go out in one ACK frame.
-  bool ack(SessionId id, uint64_t msgId);
+  bool ack(SessionId id, uint64_t msgId, uint64_t count = 1);  // ids msgId .. msgId + count - 1
   // Reports msgId failed; `why.message()` should name the node/service at fault.
   bool fail(SessionId id, uint64_t msgId, const Status& why);
 

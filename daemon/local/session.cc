@@ -137,6 +137,19 @@ void Session::processInput() {
   }
 }
 
+void Session::queueAcks(uint64_t msgId, uint64_t count) {
+  while (count > 0) {
+    if (pendingAcks_.empty() || pendingAcks_.back().first + pendingAcks_.back().count != msgId ||
+        pendingAcks_.back().count == UINT32_MAX)
+      pendingAcks_.push_back({msgId, 0});
+    proto::AckRange& last = pendingAcks_.back();
+    const uint64_t n = std::min<uint64_t>(count, UINT32_MAX - last.count);
+    last.count += static_cast<uint32_t>(n);
+    msgId += n;
+    count -= n;
+  }
+}
+
 void Session::encodePendingAcks() {
   std::span<const proto::AckRange> runs(pendingAcks_);
   while (!runs.empty()) {

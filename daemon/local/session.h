@@ -59,17 +59,9 @@ class Session {
   // Acks are collected and encoded at flush time — one ACK frame carries all
   // acks of a loop turn, so they may overtake other frames of that turn.
   ByteBuffer& outputBuffer() { return out_; }
-  // Consecutive ids (the usual case) extend one range.
-  void queueAck(uint64_t msgId) {
-    if (!pendingAcks_.empty()) {
-      proto::AckRange& last = pendingAcks_.back();
-      if (last.first + last.count == msgId && last.count < UINT32_MAX) {
-        ++last.count;
-        return;
-      }
-    }
-    pendingAcks_.push_back({msgId, 1});
-  }
+  // Acks ids msgId .. msgId + count - 1; consecutive ids (the usual case)
+  // extend one range.
+  void queueAcks(uint64_t msgId, uint64_t count);
   void encodePendingAcks();
   size_t outputBytes() const { return out_.size() + pendingAcks_.size() * proto::kAckRangeSize; }
   FlushResult flush();  // writes until drained or EAGAIN

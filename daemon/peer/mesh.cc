@@ -84,8 +84,13 @@ void Mesh::checkShutdownDone() {
 }
 
 Peer* Mesh::peer(std::string_view name) {
-  for (auto& p : peers_)
-    if (p->name() == name) return p.get();
+  if (lastPeer_ != nullptr && lastPeer_->name() == name) return lastPeer_;
+  for (auto& p : peers_) {
+    if (p->name() == name) {
+      lastPeer_ = p.get();
+      return lastPeer_;
+    }
+  }
   return nullptr;
 }
 

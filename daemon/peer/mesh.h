@@ -67,7 +67,8 @@ class Mesh : public rdma::CmHandler {
   std::unique_ptr<rdma::CmEventPump> pump_;
   std::map<ibv_context*, std::unique_ptr<rdma::Device>> devices_;
   rdma_cm_id* listenId_ = nullptr;
-  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<std::unique_ptr<Peer>> peers_;  // fixed for the daemon's life
+  Peer* lastPeer_ = nullptr;                  // peer()'s last answer
   std::vector<std::unique_ptr<Connection>> conns_;
   std::vector<Connection*> reapable_;
   std::unique_ptr<loop::Deferred> reaper_;

@@ -314,17 +314,33 @@ void Peer::beforeFlush(Connection& c) {
 
 void Peer::settle(uint64_t first, uint64_t last, Errc errc) {
   while (!inflight_.empty() && inflight_.front().seq <= last) {
+    if (inflight_.front().seq < first) {  // timed out earlier: its sender already knows
+      inflight_.pop_front();
+      continue;
+    }
+    if (errc == Errc::ok) {
+      // A run of one client's messages with consecutive ids settles at once.
+      const uint64_t session = inflight_.front().session, msgId = inflight_.front().msgId;
+      uint64_t n = 0;
+      while (!inflight_.empty() && inflight_.front().seq <= last &&
+             inflight_.front().session == session && inflight_.front().msgId == msgId + n) {
+        inflight_.pop_front();
+        ++n;
+      }
+      counters_.confirmed += n;
+      events_.delivered(session, msgId, n);
+      continue;
+    }
     InFlight m = inflight_.front();
     inflight_.pop_front();
-    if (m.seq < first) continue;  // timed out earlier: its sender already knows
     counters_.confirmed++;
-    Status st;
     std::string service(m.service, m.serviceLen);
+    Status st;
     if (errc == Errc::unknown_service)
       st = Status(errc, "no listener for service " + service + " on " + name());
     else if (errc == Errc::too_large)
       st = Status(errc, "message to " + service + " is over the max_message_size of " + name());
-    else if (errc != Errc::ok)
+    else
       st = Status(errc, "delivery to " + service + " on " + name() + " failed");
     events_.outcome(m.session, m.msgId, st);
   }

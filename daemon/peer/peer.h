@@ -51,6 +51,9 @@ class PeerEvents {
                                    std::span<const std::byte> payload) = 0;
   // The outcome of a message a local client sent.
   virtual void outcome(uint64_t session, uint64_t msgId, const Status& status) = 0;
+  // Messages msgId .. msgId + count - 1 of one client were delivered (a
+  // stream's confirmations settle many at once).
+  virtual void delivered(uint64_t session, uint64_t msgId, uint64_t count) = 0;
   // The peer's outbound queue went back under its limit.
   virtual void queueDrained(Peer& peer) = 0;
 };

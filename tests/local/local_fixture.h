@@ -22,6 +22,7 @@ struct Got {
   uint8_t inReplyTo = 0;
   std::string node, service, otherService, text, payload;
   std::vector<uint64_t> acks;
+  size_t ackRanges = 0;  // ranges in an ACK frame
 };
 
 class LocalFixture : public ::testing::Test {
@@ -64,6 +65,7 @@ class LocalFixture : public ::testing::Test {
     g.otherService = f.otherService;
     g.text = f.text;
     g.payload.assign(reinterpret_cast<const char*>(f.payload.data()), f.payload.size());
+    g.ackRanges = f.ackRangeCount();
     for (size_t i = 0; i < f.ackRangeCount(); ++i) {
       const proto::AckRange a = f.ackRange(i);
       for (uint64_t id = a.first; id < a.first + a.count; ++id)

@@ -62,6 +62,25 @@ TEST_F(LocalServerTest, SendToOwnNodeIsDeliveredWithSenderAndAcked) {
   EXPECT_EQ(a.acks, std::vector<uint64_t>{17});
 }
 
+TEST_F(LocalServerTest, AckRangesFollowTheIdsTheClientChose) {
+  auto c = connect();
+  ASSERT_EQ(registerService(*c, "self").kind, FrameKind::registered);
+  for (uint64_t id : {1, 2, 3, 10, 11, 7})
+    proto::encodeSend(c->out(), id, "nodeA", "self", "", {});
+  c->write();
+  std::vector<uint64_t> acked;
+  size_t ranges = 0;
+  while (acked.size() < 6) {
+    Got g = next(*c);
+    if (g.kind == FrameKind::deliver) continue;
+    ASSERT_EQ(g.kind, FrameKind::ack);
+    ranges += g.ackRanges;
+    acked.insert(acked.end(), g.acks.begin(), g.acks.end());
+  }
+  EXPECT_EQ(acked, (std::vector<uint64_t>{1, 2, 3, 10, 11, 7}));
+  EXPECT_EQ(ranges, 3u);  // 1-3, 10-11, 7
+}
+
 TEST_F(LocalServerTest, AcksOfOneTurnAreBatched) {
   auto c = connect();
   ASSERT_EQ(registerService(*c, "self").kind, FrameKind::registered);
@@ -80,6 +99,7 @@ TEST_F(LocalServerTest, AcksOfOneTurnAreBatched) {
     }
     ASSERT_EQ(g.kind, FrameKind::ack);
     ++ackFrames;
+    EXPECT_EQ(g.ackRanges, 1u) << "consecutive ids make one range";
     acked.insert(acked.end(), g.acks.begin(), g.acks.end());
   }
   for (uint64_t i = 0; i < 100; ++i)
