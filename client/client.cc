@@ -77,6 +77,7 @@ struct Client::Impl {
   void handleFrame(const proto::Frame& f);
   void handleError(const proto::Frame& f);
   void takeFront(Completion& c);
+  void takeMessage(Message& m);
   bool take(uint64_t msgId, Completion& c);
   template <typename Done>
   Status waitFor(Done done, std::chrono::milliseconds timeout);
@@ -140,10 +141,10 @@ void Client::Impl::handleFrame(const proto::Frame& f) {
       if (!registerReply && f.service == registerService) registerReply = Status();
       return;
     case FrameKind::deliver: {
-      Message& m = inbox.pushSlot();
-      m.srcNode.assign(f.node);
-      m.srcService.assign(f.service);
-      m.service.assign(f.otherService);
+      Message& m = inbox.pushSlot();  // a reused slot: names of a stream are already there
+      if (m.srcNode != f.node) m.srcNode.assign(f.node);
+      if (m.srcService != f.service) m.srcService.assign(f.service);
+      if (m.service != f.otherService) m.service.assign(f.otherService);
       m.payload.assign(f.payload.begin(), f.payload.end());
       return;
     }
@@ -390,12 +391,22 @@ Status Client::flush(std::chrono::milliseconds timeout) {
   return im.waitFor([&im] { return im.out.empty(); }, timeout);
 }
 
+// Hands the first inbox message to `out`: the payload buffers are swapped
+// (out's old one is recycled by the slot), names copied only when they differ.
+void Client::Impl::takeMessage(Message& m) {
+  Message& first = inbox.front();
+  if (m.srcNode != first.srcNode) m.srcNode = first.srcNode;
+  if (m.srcService != first.srcService) m.srcService = first.srcService;
+  if (m.service != first.service) m.service = first.service;
+  m.payload.swap(first.payload);
+  inbox.popFront();
+}
+
 bool Client::tryReceive(Message& out) {
   Impl& im = *impl_;
   if (im.inbox.empty()) processIo();
   if (im.inbox.empty()) return false;
-  std::swap(out, im.inbox.front());  // out's old buffers are recycled by the slot
-  im.inbox.popFront();
+  im.takeMessage(out);
   return true;
 }
 
@@ -403,8 +414,7 @@ Status Client::receive(Message& out, std::chrono::milliseconds timeout) {
   Impl& im = *impl_;
   Status st = im.waitFor([&im] { return !im.inbox.empty(); }, timeout);
   if (!st.ok() && im.inbox.empty()) return st;
-  std::swap(out, im.inbox.front());
-  im.inbox.popFront();
+  im.takeMessage(out);
   return {};
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 namespace rdmamsg::proto {
 namespace {
@@ -25,6 +26,36 @@ T getLe(const std::byte* p) {
     value |= static_cast<T>(static_cast<T>(p[i]) << (8 * i));
   return value;
 }
+
+// Writes fields into space already reserved with ByteBuffer::prepare: the
+// frames of the fast path (SEND, DELIVER, ACK) are encoded with one
+// reservation instead of a capacity check per field.
+class Writer {
+ public:
+  explicit Writer(std::byte* p) : p_(p) {}
+  template <typename T>
+  void le(T value) {
+    for (size_t i = 0; i < sizeof(T); ++i)
+      *p_++ = static_cast<std::byte>(value >> (8 * i));
+  }
+  void header(FrameKind kind, size_t bodyLength) {
+    le<uint32_t>(static_cast<uint32_t>(bodyLength));
+    le<uint8_t>(kProtocolVersion);
+    le<uint8_t>(static_cast<uint8_t>(kind));
+    le<uint16_t>(0);
+  }
+  void bytes(const void* src, size_t n) {
+    if (n > 0) std::memcpy(p_, src, n);
+    p_ += n;
+  }
+  void str8(std::string_view s) {
+    le<uint8_t>(static_cast<uint8_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+
+ private:
+  std::byte* p_;
+};
 
 void putHeader(ByteBuffer& out, FrameKind kind, size_t bodyLength) {
   putLe<uint32_t>(out, static_cast<uint32_t>(bodyLength));
@@ -308,13 +339,15 @@ void encodeSend(ByteBuffer& out, uint64_t msgId, std::string_view node, std::str
   node = clip(node, kMaxNameLength);
   service = clip(service, kMaxNameLength);
   fromService = clip(fromService, kMaxNameLength);
-  putHeader(out, FrameKind::send,
-            8 + 3 + node.size() + service.size() + fromService.size() + payload.size());
-  putLe<uint64_t>(out, msgId);
-  putStr8(out, node);
-  putStr8(out, service);
-  putStr8(out, fromService);
-  out.append(payload);
+  const size_t body = 8 + 3 + node.size() + service.size() + fromService.size() + payload.size();
+  Writer w(out.prepare(kHeaderSize + body).data());
+  w.header(FrameKind::send, body);
+  w.le<uint64_t>(msgId);
+  w.str8(node);
+  w.str8(service);
+  w.str8(fromService);
+  w.bytes(payload.data(), payload.size());
+  out.commit(kHeaderSize + body);
 }
 
 void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view srcService,
@@ -322,21 +355,26 @@ void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view s
   srcNode = clip(srcNode, kMaxNameLength);
   srcService = clip(srcService, kMaxNameLength);
   toService = clip(toService, kMaxNameLength);
-  putHeader(out, FrameKind::deliver,
-            3 + srcNode.size() + srcService.size() + toService.size() + payload.size());
-  putStr8(out, srcNode);
-  putStr8(out, srcService);
-  putStr8(out, toService);
-  out.append(payload);
+  const size_t body = 3 + srcNode.size() + srcService.size() + toService.size() + payload.size();
+  Writer w(out.prepare(kHeaderSize + body).data());
+  w.header(FrameKind::deliver, body);
+  w.str8(srcNode);
+  w.str8(srcService);
+  w.str8(toService);
+  w.bytes(payload.data(), payload.size());
+  out.commit(kHeaderSize + body);
 }
 
 void encodeAck(ByteBuffer& out, std::span<const AckRange> ranges) {
-  putHeader(out, FrameKind::ack, 4 + kAckRangeSize * ranges.size());
-  putLe<uint32_t>(out, static_cast<uint32_t>(ranges.size()));
+  const size_t body = 4 + kAckRangeSize * ranges.size();
+  Writer w(out.prepare(kHeaderSize + body).data());
+  w.header(FrameKind::ack, body);
+  w.le<uint32_t>(static_cast<uint32_t>(ranges.size()));
   for (const AckRange& a : ranges) {
-    putLe<uint64_t>(out, a.first);
-    putLe<uint32_t>(out, a.count);
+    w.le<uint64_t>(a.first);
+    w.le<uint32_t>(a.count);
   }
+  out.commit(kHeaderSize + body);
 }
 
 void encodeError(ByteBuffer& out, uint64_t msgId, Errc errc, uint8_t inReplyTo,
