@@ -317,15 +317,28 @@ tput_uds() { # tput_uds RUN SIZE N: batched writes (64 KiB), then one write per 
 }
 
 # --- c. round trips, 64 B -----------------------------------------------------------------
+# sysnap FILE: whole-machine counters around a round-trip run (the cost of a round trip
+# beyond its latency): context switches, TCP segments sent, CPU time (jiffies, not idle).
+sysnap() {
+  {
+    awk '/^ctxt/ {print "ctxt", $2} /^cpu / {print "busy", $2 + $3 + $4 + $7 + $8}' /proc/stat
+    awk '/^Tcp:/ {n++; if (n == 1) for (i = 1; i <= NF; i++) col[$i] = i;
+      else print "tcp_out_segs", $col["OutSegs"]}' /proc/net/snmp
+    echo "hz $(getconf CLK_TCK)"
+  } >"$1"
+}
+
 rtt_rdmamsg() { # rtt_rdmamsg RUN
   local tag="rtt.rdmamsg.$1"
   begin_rdmamsg "$tag"
+  sysnap "$dir/r/$tag.sys0"
   if ! bounded "$rdmamsg" --socket "$alpha_sock" bench latency "beta/rtt$1" \
     --echo-socket "$beta_sock" --size 64 --count "$rtt" --warmup "$warmup" --json \
     >"$dir/r/$tag.json" 2>"$dir/r/$tag.err"; then
     log "rdmamsg bench latency failed: $(head -c 300 "$dir/r/$tag.err")"
     rm -f "$dir/r/$tag.json"
   fi
+  sysnap "$dir/r/$tag.sys1"
   end_rdmamsg "$tag"
 }
 
@@ -333,13 +346,17 @@ rtt_zmq() { # rtt_zmq RUN: REQ -> ROUTER/DEALER -> ROUTER/DEALER -> REP, and bac
   zmq_proxies router-dealer 0 c d $((port + 2))
   spawn "$zmq" rep "ipc://$dir/d.ipc"
   zpids+=("$last")
+  sysnap "$dir/r/rtt.zmq.$1.sys0"
   bounded "$zmq" req "ipc://$dir/c.ipc" --size 64 --count "$rtt" --warmup "$warmup" \
     >"$dir/r/rtt.zmq.$1.json" || rm -f "$dir/r/rtt.zmq.$1.json"
+  sysnap "$dir/r/rtt.zmq.$1.sys1"
   zmq_stop
 }
 
 rtt_uds() { # rtt_uds RUN: one outstanding 64 B ping-pong over one hop
+  sysnap "$dir/r/rtt.uds.$1.sys0"
   bounded "$uds" latency --size 64 --count "$rtt" --warmup "$warmup" >"$dir/r/rtt.uds.$1.json"
+  sysnap "$dir/r/rtt.uds.$1.sys1"
 }
 
 # --- the runs -----------------------------------------------------------------------------

@@ -122,6 +122,23 @@ def efficiency(rdir, tag, messages):
     return out
 
 
+def system_cost(rdir, tag, round_trips):
+    """Whole-machine cost per round trip from the counters compare.sh took around a run."""
+    snaps = []
+    for suffix in ("sys0", "sys1"):
+        try:
+            with open(os.path.join(rdir, f"{tag}.{suffix}")) as f:
+                snaps.append({k: float(v) for k, v in (line.split() for line in f if line.strip())})
+        except (OSError, ValueError):
+            return {}
+    a, b = snaps
+    if not round_trips or any(k not in a or k not in b for k in ("ctxt", "busy", "tcp_out_segs")):
+        return {}
+    return {"context_switches": (b["ctxt"] - a["ctxt"]) / round_trips,
+            "tcp_segments": (b["tcp_out_segs"] - a["tcp_out_segs"]) / round_trips,
+            "cpu_us": (b["busy"] - a["busy"]) / b.get("hz", 100) * 1e6 / round_trips}
+
+
 def fmt(v, digits=3):
     if v is None:
         return "n/a"
@@ -145,7 +162,8 @@ def main():
         for system in ("rdmamsg", "zmq", "uds"):
             doc = load(rdir, f"rtt.{system}.{run}.json")
             raw.setdefault("rtt", {}).setdefault(system, []).append(
-                {"run": run, "raw": doc, **(latency(doc) if doc else {})})
+                {"run": run, "raw": doc, **(latency(doc) if doc else {}),
+                 "system": system_cost(rdir, f"rtt.{system}.{run}", rtt + warmup)})
 
     def med(case, system, key):
         return median([r.get(key) for r in raw.get(case, {}).get(system, [])])
@@ -216,11 +234,22 @@ def main():
             rss = e.get("peak_rss_bytes")
             print(f"{case:12} {node:6} {cells} {fmt(rss / 2**20 if rss else None):>12}")
 
+    print("\nwhole machine per round trip (all processes and the kernel), medians over runs:")
+    print(f"{'system':10} {'context switches':>17} {'TCP segments':>13} {'CPU us':>8}")
+    cost = {}
+    for system in ("rdmamsg", "zmq", "uds"):
+        per_run = [r.get("system", {}) for r in raw.get("rtt", {}).get(system, [])]
+        cost[system] = {k: median([c.get(k) for c in per_run])
+                        for k in ("context_switches", "tcp_segments", "cpu_us")}
+        c = cost[system]
+        print(f"{system:10} {fmt(c['context_switches']):>17} {fmt(c['tcp_segments']):>13} "
+              f"{fmt(c['cpu_us']):>8}")
+
     result = {
         "machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "kernel": platform.release()},
         "parameters": {"runs": runs, "count_64B": count, "count_1MiB": large,
                        "round_trips": rtt, "warmup": warmup},
-        "table": rows, "efficiency": eff, "efficiency_runs": eff_runs, "runs": raw,
+        "table": rows, "round_trip_system_cost": cost, "efficiency": eff, "efficiency_runs": eff_runs, "runs": raw,
     }
     with open(json_out, "w") as f:
         json.dump(result, f, indent=2)
