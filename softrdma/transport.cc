@@ -229,12 +229,14 @@ void Conn::compactLocked() {
 }
 
 void Conn::oweAck(uint32_t psn) {
-  std::lock_guard lk(tx_mu);
-  if (tx_closed) return;
-  ack_owed = true;
-  owed_psn = psn;
-  if (ack_timer) return;
-  ack_timer = true;
+  {
+    std::lock_guard lk(tx_mu);  // a leaf: the timer is scheduled after it is released
+    if (tx_closed) return;
+    ack_owed = true;
+    owed_psn = psn;
+    if (ack_timer) return;
+    ack_timer = true;
+  }
   std::weak_ptr<Conn> w = weak_from_this();
   Fabric::get().schedule(Clock::now() + kAckDelay, [w] {
     if (auto c = w.lock()) c->sendOwedAck();
