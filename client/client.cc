@@ -32,6 +32,12 @@ Status errnoStatus(Errc code, const std::string& what, int err) {
   return Status(code, what + ": " + std::strerror(err));
 }
 
+// Received messages reuse their strings: a stream's names are usually the
+// previous message's, so they are compared rather than copied.
+void assignIfChanged(std::string& to, std::string_view from) {
+  if (to != from) to.assign(from);
+}
+
 Status checkName(std::string_view kind, std::string_view name) {
   if (proto::isValidName(name)) return {};
   return Status(Errc::bad_request, "invalid " + std::string(kind) + " name '" + std::string(name) +
@@ -142,9 +148,9 @@ void Client::Impl::handleFrame(const proto::Frame& f) {
       return;
     case FrameKind::deliver: {
       Message& m = inbox.pushSlot();  // a reused slot: names of a stream are already there
-      if (m.srcNode != f.node) m.srcNode.assign(f.node);
-      if (m.srcService != f.service) m.srcService.assign(f.service);
-      if (m.service != f.otherService) m.service.assign(f.otherService);
+      assignIfChanged(m.srcNode, f.node);
+      assignIfChanged(m.srcService, f.service);
+      assignIfChanged(m.service, f.otherService);
       m.payload.assign(f.payload.begin(), f.payload.end());
       return;
     }
@@ -395,9 +401,9 @@ Status Client::flush(std::chrono::milliseconds timeout) {
 // (out's old one is recycled by the slot), names copied only when they differ.
 void Client::Impl::takeMessage(Message& m) {
   Message& first = inbox.front();
-  if (m.srcNode != first.srcNode) m.srcNode = first.srcNode;
-  if (m.srcService != first.srcService) m.srcService = first.srcService;
-  if (m.service != first.service) m.service = first.service;
+  assignIfChanged(m.srcNode, first.srcNode);
+  assignIfChanged(m.srcService, first.srcService);
+  assignIfChanged(m.service, first.service);
   m.payload.swap(first.payload);
   inbox.popFront();
 }

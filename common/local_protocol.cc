@@ -12,14 +12,6 @@ namespace {
 // --- little-endian primitives ---------------------------------------------
 
 template <typename T>
-void putLe(ByteBuffer& out, T value) {
-  std::array<std::byte, sizeof(T)> bytes;
-  for (size_t i = 0; i < sizeof(T); ++i)
-    bytes[i] = static_cast<std::byte>(value >> (8 * i));
-  out.append(bytes.data(), bytes.size());
-}
-
-template <typename T>
 T getLe(const std::byte* p) {
   T value = 0;
   for (size_t i = 0; i < sizeof(T); ++i)
@@ -27,9 +19,8 @@ T getLe(const std::byte* p) {
   return value;
 }
 
-// Writes fields into space already reserved with ByteBuffer::prepare: the
-// frames of the fast path (SEND, DELIVER, ACK) are encoded with one
-// reservation instead of a capacity check per field.
+// Writes one frame's fields into space reserved for the whole frame: one
+// capacity check per frame, not per field.
 class Writer {
  public:
   explicit Writer(std::byte* p) : p_(p) {}
@@ -37,12 +28,6 @@ class Writer {
   void le(T value) {
     for (size_t i = 0; i < sizeof(T); ++i)
       *p_++ = static_cast<std::byte>(value >> (8 * i));
-  }
-  void header(FrameKind kind, size_t bodyLength) {
-    le<uint32_t>(static_cast<uint32_t>(bodyLength));
-    le<uint8_t>(kProtocolVersion);
-    le<uint8_t>(static_cast<uint8_t>(kind));
-    le<uint16_t>(0);
   }
   void bytes(const void* src, size_t n) {
     if (n > 0) std::memcpy(p_, src, n);
@@ -52,30 +37,29 @@ class Writer {
     le<uint8_t>(static_cast<uint8_t>(s.size()));
     bytes(s.data(), s.size());
   }
+  void str16(std::string_view s) {
+    le<uint16_t>(static_cast<uint16_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
 
  private:
   std::byte* p_;
 };
 
-void putHeader(ByteBuffer& out, FrameKind kind, size_t bodyLength) {
-  putLe<uint32_t>(out, static_cast<uint32_t>(bodyLength));
-  putLe<uint8_t>(out, kProtocolVersion);
-  putLe<uint8_t>(out, static_cast<uint8_t>(kind));
-  putLe<uint16_t>(out, 0);
+// Appends a frame of `bodyLength` bytes to `out`, writes its header and
+// returns the writer for the body (which the caller fills completely).
+Writer frame(ByteBuffer& out, FrameKind kind, size_t bodyLength) {
+  Writer w(out.prepare(kHeaderSize + bodyLength).data());
+  out.commit(kHeaderSize + bodyLength);
+  w.le<uint32_t>(static_cast<uint32_t>(bodyLength));
+  w.le<uint8_t>(kProtocolVersion);
+  w.le<uint8_t>(static_cast<uint8_t>(kind));
+  w.le<uint16_t>(0);
+  return w;
 }
 
 std::string_view clip(std::string_view s, size_t max) {
   return s.substr(0, std::min(s.size(), max));
-}
-
-void putStr8(ByteBuffer& out, std::string_view s) {
-  putLe<uint8_t>(out, static_cast<uint8_t>(s.size()));
-  out.append(s);
-}
-
-void putStr16(ByteBuffer& out, std::string_view s) {
-  putLe<uint16_t>(out, static_cast<uint16_t>(s.size()));
-  out.append(s);
 }
 
 // --- body reader -----------------------------------------------------------
@@ -307,21 +291,19 @@ DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
 
 void encodeHello(ByteBuffer& out, std::string_view clientName) {
   clientName = clip(clientName, kMaxNameLength);
-  putHeader(out, FrameKind::hello, 1 + clientName.size());
-  putStr8(out, clientName);
+  frame(out, FrameKind::hello, 1 + clientName.size()).str8(clientName);
 }
 
 void encodeWelcome(ByteBuffer& out, uint32_t maxMessageSize, std::string_view nodeName) {
   nodeName = clip(nodeName, kMaxNameLength);
-  putHeader(out, FrameKind::welcome, 4 + 1 + nodeName.size());
-  putLe<uint32_t>(out, maxMessageSize);
-  putStr8(out, nodeName);
+  Writer w = frame(out, FrameKind::welcome, 4 + 1 + nodeName.size());
+  w.le<uint32_t>(maxMessageSize);
+  w.str8(nodeName);
 }
 
 static void encodeServiceFrame(ByteBuffer& out, FrameKind kind, std::string_view service) {
   service = clip(service, kMaxNameLength);
-  putHeader(out, kind, 1 + service.size());
-  putStr8(out, service);
+  frame(out, kind, 1 + service.size()).str8(service);
 }
 
 void encodeRegister(ByteBuffer& out, std::string_view service) {
@@ -339,15 +321,13 @@ void encodeSend(ByteBuffer& out, uint64_t msgId, std::string_view node, std::str
   node = clip(node, kMaxNameLength);
   service = clip(service, kMaxNameLength);
   fromService = clip(fromService, kMaxNameLength);
-  const size_t body = 8 + 3 + node.size() + service.size() + fromService.size() + payload.size();
-  Writer w(out.prepare(kHeaderSize + body).data());
-  w.header(FrameKind::send, body);
+  Writer w = frame(out, FrameKind::send,
+                   8 + 3 + node.size() + service.size() + fromService.size() + payload.size());
   w.le<uint64_t>(msgId);
   w.str8(node);
   w.str8(service);
   w.str8(fromService);
   w.bytes(payload.data(), payload.size());
-  out.commit(kHeaderSize + body);
 }
 
 void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view srcService,
@@ -355,49 +335,43 @@ void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view s
   srcNode = clip(srcNode, kMaxNameLength);
   srcService = clip(srcService, kMaxNameLength);
   toService = clip(toService, kMaxNameLength);
-  const size_t body = 3 + srcNode.size() + srcService.size() + toService.size() + payload.size();
-  Writer w(out.prepare(kHeaderSize + body).data());
-  w.header(FrameKind::deliver, body);
+  Writer w = frame(out, FrameKind::deliver,
+                   3 + srcNode.size() + srcService.size() + toService.size() + payload.size());
   w.str8(srcNode);
   w.str8(srcService);
   w.str8(toService);
   w.bytes(payload.data(), payload.size());
-  out.commit(kHeaderSize + body);
 }
 
 void encodeAck(ByteBuffer& out, std::span<const AckRange> ranges) {
-  const size_t body = 4 + kAckRangeSize * ranges.size();
-  Writer w(out.prepare(kHeaderSize + body).data());
-  w.header(FrameKind::ack, body);
+  Writer w = frame(out, FrameKind::ack, 4 + kAckRangeSize * ranges.size());
   w.le<uint32_t>(static_cast<uint32_t>(ranges.size()));
   for (const AckRange& a : ranges) {
     w.le<uint64_t>(a.first);
     w.le<uint32_t>(a.count);
   }
-  out.commit(kHeaderSize + body);
 }
 
 void encodeError(ByteBuffer& out, uint64_t msgId, Errc errc, uint8_t inReplyTo,
                  std::string_view text) {
   text = clip(text, kMaxErrorText);
-  putHeader(out, FrameKind::error, 8 + 2 + 1 + 2 + text.size());
-  putLe<uint64_t>(out, msgId);
-  putLe<uint16_t>(out, static_cast<uint16_t>(errc));
-  putLe<uint8_t>(out, inReplyTo);
-  putStr16(out, text);
+  Writer w = frame(out, FrameKind::error, 8 + 2 + 1 + 2 + text.size());
+  w.le<uint64_t>(msgId);
+  w.le<uint16_t>(static_cast<uint16_t>(errc));
+  w.le<uint8_t>(inReplyTo);
+  w.str16(text);
 }
 
 void encodeStatusRequest(ByteBuffer& out) {
-  putHeader(out, FrameKind::status_request, 0);
+  frame(out, FrameKind::status_request, 0);
 }
 
 void encodeStatusReply(ByteBuffer& out, std::string_view json) {
-  putHeader(out, FrameKind::status_reply, json.size());
-  out.append(json);
+  frame(out, FrameKind::status_reply, json.size()).bytes(json.data(), json.size());
 }
 
 void encodeBye(ByteBuffer& out) {
-  putHeader(out, FrameKind::bye, 0);
+  frame(out, FrameKind::bye, 0);
 }
 
 }  // namespace rdmamsg::proto

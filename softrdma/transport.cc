@@ -109,7 +109,10 @@ void Conn::sendvLocked(const TxIov* v, int n) {
   if (tx_closed) return;
   FrameHeader ack{};
   TxIov withAck[257];
-  if (ack_owed && n < 257) {  // the coalesced ACK rides in front of this frame
+  if (ack_owed && n > 0 && v[0].header &&
+      static_cast<const FrameHeader*>(v[0].p)->type == static_cast<uint8_t>(FrameType::Ack)) {
+    ack_owed = false;                // ACKs are cumulative: this one covers what is owed
+  } else if (ack_owed && n < 257) {  // the coalesced ACK rides in front of this frame
     ack_owed = false;
     ack.type = static_cast<uint8_t>(FrameType::Ack);
     ack.psn = owed_psn;
@@ -701,11 +704,7 @@ void Conn::finishRequest(Qp& q) {
 void Conn::flushAcksLocked(Qp* q) {
   if (ack_pending && !eof) {
     if (ack_now) {
-      {
-        std::lock_guard lk(tx_mu);
-        ack_owed = false;  // this ACK covers it
-      }
-      sendFrame(FrameType::Ack, acked_psn);
+      sendFrame(FrameType::Ack, acked_psn);  // covers any owed ACK too
     } else {
       oweAck(acked_psn);
     }
