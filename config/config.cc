@@ -31,6 +31,8 @@ std::string describe(const Config& config) {
   out += " credits=" + std::to_string(config.grantedCredits());
   out += " max_message_size=" + formatSize(config.maxMessageSize);
   out += " send_queue_limit=" + formatSize(config.sendQueueLimit);
+  out += " flow_window=" + formatSize(config.flowWindow);
+  out += " receive_memory_limit=" + formatSize(config.receiveMemoryLimit);
   out += " heartbeat_interval=" + formatDuration(config.heartbeatInterval);
   out += " heartbeat_timeout=" + formatDuration(config.heartbeatTimeout);
   out += " reconnect_backoff_min=" + formatDuration(config.reconnectBackoffMin);

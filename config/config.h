@@ -38,6 +38,10 @@ inline constexpr std::uint32_t kMaxBufferCount = 16384;
 inline constexpr std::uint64_t kMaxMaxMessageSize = 1 * kGiB;
 inline constexpr std::uint64_t kMinSendQueueLimit = 1 * kKiB;
 inline constexpr std::uint64_t kMaxSendQueueLimit = 64 * kGiB;
+inline constexpr std::uint64_t kMinFlowWindow = 4 * kKiB;
+inline constexpr std::uint64_t kMaxFlowWindow = 1 * kGiB;
+inline constexpr std::uint64_t kMinReceiveMemoryLimit = 1 * kMiB;
+inline constexpr std::uint64_t kMaxReceiveMemoryLimit = 1024 * kGiB;
 inline constexpr milliseconds kMaxDuration = std::chrono::hours(24);
 inline constexpr std::string_view kDefaultSocketPath = "/run/rdmamsg/rdmamsgd.sock";
 
@@ -53,10 +57,12 @@ struct Config {
   std::vector<Peer> peers;                 // the other daemons, in file order
 
   // Buffers and flow control.
-  std::uint64_t bufferSize = 256 * kKiB;     // bytes per receive (and send) buffer
-  std::uint32_t bufferCount = 16;            // receive buffers posted per peer
-  std::uint64_t maxMessageSize = 16 * kMiB;  // largest application message, bytes
-  std::uint64_t sendQueueLimit = 2 * kMiB;   // bytes queued per peer before backpressure
+  std::uint64_t bufferSize = 256 * kKiB;          // bytes per receive (and send) buffer
+  std::uint32_t bufferCount = 16;                 // receive buffers posted per peer
+  std::uint64_t maxMessageSize = 16 * kMiB;       // largest application message, bytes
+  std::uint64_t sendQueueLimit = 2 * kMiB;        // bytes queued per flow before backpressure
+  std::uint64_t flowWindow = 4 * kMiB;            // bytes a peer may have unconfirmed per flow
+  std::uint64_t receiveMemoryLimit = 256 * kMiB;  // bytes held for congested listeners, in all
 
   // Timers.
   milliseconds heartbeatInterval{1000};     // idle time before a heartbeat is sent

@@ -107,6 +107,9 @@ void readTuning(const FieldMap& top, Config& config) {
   readCount(top, "buffer_count", kMinBufferCount, kMaxBufferCount, config.bufferCount);
   readSize(top, "max_message_size", 1, kMaxMaxMessageSize, config.maxMessageSize);
   readSize(top, "send_queue_limit", kMinSendQueueLimit, kMaxSendQueueLimit, config.sendQueueLimit);
+  readSize(top, "flow_window", kMinFlowWindow, kMaxFlowWindow, config.flowWindow);
+  readSize(top, "receive_memory_limit", kMinReceiveMemoryLimit, kMaxReceiveMemoryLimit,
+           config.receiveMemoryLimit);
   readDuration(top, "heartbeat_interval", config.heartbeatInterval);
   readDuration(top, "heartbeat_timeout", config.heartbeatTimeout);
   readDuration(top, "reconnect_backoff_min", config.reconnectBackoffMin);

@@ -13,7 +13,7 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 17> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 19> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
@@ -24,6 +24,8 @@ inline constexpr std::array<std::string_view, 17> kTopLevelKeys = {
     "buffer_count",
     "max_message_size",
     "send_queue_limit",
+    "flow_window",
+    "receive_memory_limit",
     "heartbeat_interval",
     "heartbeat_timeout",
     "reconnect_backoff_min",

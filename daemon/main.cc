@@ -10,6 +10,8 @@
 #include "config/check_command.h"
 #include "config/loader.h"
 #include "daemon/daemon.h"
+#include "daemon/peer/mesh.h"
+#include "daemon/rdma/limits.h"
 
 namespace {
 
@@ -24,6 +26,24 @@ void setupLogging(rdmamsg::config::LogLevel level) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(std::string(rdmamsg::config::toString(level))));
   spdlog::flush_on(spdlog::level::info);
+}
+
+// --check-config: the file itself, then what it asks of the RDMA device.
+int checkConfig(const std::string& path, const std::optional<std::string>& node) {
+  int rc = rdmamsg::config::checkConfigCommand(path, node, std::cout, std::cerr);
+  if (rc != 0) return rc;
+  auto loaded = rdmamsg::config::loadConfig(path, node);
+  if (!loaded.ok()) return rdmamsg::config::kExitConfig;
+  std::string error;
+  auto device = rdmamsg::rdma::probeDevice(loaded.config().listen, error);
+  if (!device) {
+    std::cerr << path << ": note: RDMA device limits not checked: " << error << "\n";
+    return 0;
+  }
+  auto problems = rdmamsg::rdma::checkLimits(loaded.config(), device->attr, device->name);
+  for (const auto& p : problems)
+    std::cerr << path << ": " << p << "\n";
+  return problems.empty() ? 0 : rdmamsg::config::kExitConfig;
 }
 
 }  // namespace
@@ -44,8 +64,7 @@ int main(int argc, char** argv) {
 
   std::optional<std::string> nodeOverride;
   if (!node.empty()) nodeOverride = node;
-  if (!checkPath.empty())
-    return rdmamsg::config::checkConfigCommand(checkPath, nodeOverride, std::cout, std::cerr);
+  if (!checkPath.empty()) return checkConfig(checkPath, nodeOverride);
 
   auto loaded = rdmamsg::config::loadConfig(configPath, nodeOverride);
   if (!loaded.ok()) {
@@ -61,6 +80,9 @@ int main(int argc, char** argv) {
   try {
     rdmamsg::Daemon daemon(std::move(cfg));
     return daemon.run();
+  } catch (const rdmamsg::peer::LimitError& e) {
+    spdlog::critical("cannot start: the configuration does not fit the RDMA device: {}", e.what());
+    return rdmamsg::config::kExitConfig;
   } catch (const std::exception& e) {
     spdlog::critical("cannot start: {}", e.what());
     return 1;

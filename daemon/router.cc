@@ -26,8 +26,15 @@ uint64_t residentBytes() {
 }
 }  // namespace
 
-Router::Router(const config::Config& cfg)
-    : config_(cfg), started_(std::chrono::steady_clock::now()) {}
+namespace {
+constexpr auto kHeldTick = std::chrono::milliseconds(250);
+}
+
+Router::Router(loop::EventLoop& loop, const config::Config& cfg)
+    : config_(cfg),
+      started_(std::chrono::steady_clock::now()),
+      held_(cfg.flowWindow),
+      heldTimer_(std::make_unique<loop::Timer>(loop, [this] { onHeldTick(); })) {}
 
 void Router::attach(local::LocalServer* server, peer::Mesh* mesh) {
   server_ = server;
@@ -71,6 +78,7 @@ void Router::onSessionClosed(local::SessionId session) {
     lastService_.clear();
     for (const auto& s : it->second) {
       services_.erase(s);
+      held_.fail(s, Errc::unknown_service);  // held for it: answered, the listener is gone
       spdlog::info("client {}: service {} gone", session, s);
     }
     sessionServices_.erase(it);
@@ -82,7 +90,7 @@ void Router::onSessionClosed(local::SessionId session) {
   if (auto waiting = pausedOnSession_.extract(session); !waiting.empty())
     for (auto s : waiting.mapped())
       server_->resumeReading(s);
-  mesh_->resumeReceiving();  // messages held for its services are now answered
+  afterHeldShrank();
 }
 
 void Router::fail(local::SessionId session, uint64_t msgId, Status why) {
@@ -119,13 +127,13 @@ void Router::onSend(local::SessionId session, const local::SendRequest& r) {
                 Status(Errc::unknown_node, "unknown node " + std::string(r.node) +
                                                " (not in the peers of " + config_.node + ")"));
   }
-  bool overLimit = false;
-  Status st = p->send(session, r.msgId, r.fromService, r.service, r.payload, overLimit);
+  const void* waitKey = nullptr;
+  Status st = p->send(session, r.msgId, r.fromService, r.service, r.payload, waitKey);
   if (!st.ok()) return fail(session, r.msgId, std::move(st));
-  if (overLimit) {
+  if (waitKey != nullptr) {
     counters_.backpressurePauses++;
     server_->pauseReading(session);
-    pausedOnPeer_[p].push_back(session);
+    pausedOnPeer_[waitKey].push_back(session);
   }
 }
 
@@ -141,8 +149,8 @@ void Router::delivered(uint64_t session, uint64_t msgId, uint64_t count) {
   server_->ack(session, msgId, count);
 }
 
-void Router::queueDrained(peer::Peer& peer) {
-  auto it = pausedOnPeer_.find(&peer);
+void Router::queueDrained(const void* waitKey) {
+  auto it = pausedOnPeer_.find(waitKey);
   if (it == pausedOnPeer_.end()) return;
   for (auto s : it->second)
     server_->resumeReading(s);
@@ -153,21 +161,80 @@ void Router::onSessionDrained(local::SessionId session) {
   if (auto waiting = pausedOnSession_.extract(session); !waiting.empty())
     for (auto s : waiting.mapped())
       server_->resumeReading(s);
-  mesh_->resumeReceiving();
+  drainHeld(session);
 }
 
-peer::Delivery Router::deliverIncoming(peer::Peer& from, std::string_view srcService,
-                                       std::string_view dstService,
+// The listener `session` reads again: what is held for its services goes to
+// it, flow by flow in turn, as long as it keeps up.
+void Router::drainHeld(local::SessionId session) {
+  if (held_.empty()) return;
+  auto it = sessionServices_.find(session);
+  if (it == sessionServices_.end()) return;
+  for (const auto& service : it->second)
+    held_.drain(service,
+                [&](peer::Peer& from, std::string_view src, std::span<const std::byte> payload) {
+                  if (server_->outputCongested(session)) return false;
+                  server_->deliver(session, from.name(), src, service, payload);
+                  counters_.remoteDeliveries++;
+                  return true;
+                });
+  afterHeldShrank();
+}
+
+// Peers that left batches on their links for lack of memory can go on.
+void Router::afterHeldShrank() {
+  if (linksHeldBack_ && canHold()) {
+    linksHeldBack_ = false;
+    mesh_->wakeAll();
+  }
+}
+
+void Router::onHeldTick() {
+  if (held_.empty()) return;
+  held_.expire(std::chrono::steady_clock::now(), config_.messageTimeout);
+  afterHeldShrank();
+  if (!held_.empty()) heldTimer_->arm(kHeldTick);
+}
+
+peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_t seq,
+                                       std::string_view srcService, std::string_view dstService,
                                        std::span<const std::byte> payload) {
   const local::SessionId* listener = findService(dstService);
   if (listener == nullptr) {
     counters_.unknownService++;
     return peer::Delivery::kUnknownService;
   }
-  if (server_->outputCongested(*listener)) return peer::Delivery::kCongested;
+  // A flow with messages held waits behind them; a congested listener's
+  // messages are held. Either way the link goes on.
+  if (held_.waiting(from, dstService) || server_->outputCongested(*listener)) {
+    uint64_t cost = peer::windowCost(srcService.size(), dstService.size(), payload.size());
+    if (!held_.hold(from, epoch, seq, srcService, dstService, payload, cost))
+      return peer::Delivery::kWindowExceeded;
+    counters_.heldMessages++;
+    if (!heldTimer_->armed()) heldTimer_->arm(kHeldTick);
+    return peer::Delivery::kHeld;
+  }
   server_->deliver(*listener, from.name(), srcService, dstService, payload);
   counters_.remoteDeliveries++;
   return peer::Delivery::kDelivered;
+}
+
+bool Router::canHold() const {
+  if (held_.bytes() < config_.receiveMemoryLimit) return true;
+  if (!linksHeldBack_) {
+    linksHeldBack_ = true;
+    const_cast<RouterCounters&>(counters_).receiveMemoryFull++;
+    spdlog::warn(
+        "receive_memory_limit ({} bytes) reached: peers' messages wait on the links "
+        "until listeners read",
+        config_.receiveMemoryLimit);
+  }
+  return false;
+}
+
+void Router::connectionLost(peer::Peer& from) {
+  held_.drop(from);
+  afterHeldShrank();
 }
 
 std::string Router::onStatus(local::SessionId) {
@@ -191,7 +258,7 @@ std::string Router::statusJson() const {
     json e;
     e["name"] = p->name();
     e["address"] = p->address().toString();
-    e["state"] = p->state();
+    e["state"] = peer::toString(p->state());
     if (!p->lastError().empty()) e["last_error"] = p->lastError();
     e["queued_bytes"] = p->queuedBytes();
     e["in_flight"] = p->inFlight();
@@ -200,10 +267,20 @@ std::string Router::statusJson() const {
     e["messages_received"] = c.messagesReceived;
     e["bytes_sent"] = c.bytesSent;
     e["bytes_received"] = c.bytesReceived;
-    e["confirmed"] = c.confirmed;
-    e["failed"] = c.failed;
     e["connects"] = c.connects;
     e["heartbeats_sent"] = c.heartbeatsSent;
+    e["dials"] = c.dials;
+    e["held"] = c.held;
+    e["confirmed"] = p->confirmedCount();
+    e["failed"] = p->failedCount();
+    json flows = json::array();
+    for (const auto& f : p->flowStats())
+      flows.push_back({{"service", f.service},
+                       {"unconfirmed_bytes", f.unconfirmed},
+                       {"queued_bytes", f.queuedBytes},
+                       {"queued_messages", f.queuedMessages},
+                       {"paused", f.paused}});
+    e["flows"] = std::move(flows);
     if (const peer::Connection* conn = p->connection()) {
       const auto& k = conn->counters();
       snprintf(inc, sizeof inc, "%016llx", static_cast<unsigned long long>(p->remoteIncarnation()));
@@ -232,7 +309,24 @@ std::string Router::statusJson() const {
                    {"unknown_node", counters_.unknownNode},
                    {"unknown_service", counters_.unknownService},
                    {"backpressure_pauses", counters_.backpressurePauses},
+                   {"held_messages", counters_.heldMessages},
+                   {"receive_memory_full", counters_.receiveMemoryFull},
                    {"dropped_completions", mesh_->droppedCompletions()}};
+  j["held"] = {{"bytes", held_.bytes()},
+               {"messages", held_.messages()},
+               {"flows", held_.flows()},
+               {"limit_bytes", config_.receiveMemoryLimit}};
+  json devices = json::array();
+  for (const auto& d : mesh_->deviceStats())
+    devices.push_back({{"name", d.name},
+                       {"failed", d.failed},
+                       {"cq_entries", d.cqEntries},
+                       {"async_events", d.counters.asyncEvents},
+                       {"buffer_sets_created", d.counters.bufferSetsCreated},
+                       {"buffer_sets_reused", d.counters.bufferSetsReused},
+                       {"registered_bytes", d.counters.registeredBytes}});
+  j["devices"] = std::move(devices);
+  j["listening"] = mesh_->listening();
   const auto& sc = loop::syscalls();
   j["loop"] = {{"wakeups", sc.loopWakeups},
                {"socket_reads", sc.socketReads},

@@ -6,19 +6,27 @@
 // the destination daemon has handed the message to a listener, or an error
 // naming the node or service at fault. Nothing is dropped silently.
 //
-// Backpressure: a client whose destination peer has a full queue, or whose
-// local destination cannot keep up, is no longer read until that drains;
-// messages from a peer for a congested listener stay in the peer's receive
-// buffers (so the peer runs out of credits and pushes back on its clients).
+// Backpressure, per flow: a client whose flow to a peer has a full queue
+// (its window is used up: the listener over there does not keep up), or
+// whose local destination cannot keep up, is no longer read until that
+// drains. Messages from a peer for a congested local listener are held here
+// (HeldMessages, within the flow's window) and confirmed when the listener
+// takes them; other services and the link are not held up.
+//
+// Calls go one way: peers call the router from their service step; the
+// router calls peers only to queue work (send, confirmLater, wakeAll), so
+// it is never re-entered from its own calls.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "config/config.h"
+#include "daemon/held.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/local/local_server.h"
 #include "daemon/peer/mesh.h"
@@ -34,11 +42,14 @@ struct RouterCounters {
   uint64_t unknownNode = 0;
   uint64_t unknownService = 0;
   uint64_t backpressurePauses = 0;
+  uint64_t heldMessages = 0;       // from peers, held for a congested listener
+  uint64_t heldTimeouts = 0;       // held longer than message_timeout
+  uint64_t receiveMemoryFull = 0;  // times receive_memory_limit stopped a link
 };
 
 class Router : public local::LocalHandler, public peer::PeerEvents {
  public:
-  explicit Router(const config::Config& cfg);
+  Router(loop::EventLoop& loop, const config::Config& cfg);
   void attach(local::LocalServer* server, peer::Mesh* mesh);
 
   // LocalHandler
@@ -49,18 +60,21 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   void onSessionClosed(local::SessionId session) override;
 
   // PeerEvents
-  peer::Delivery deliverIncoming(peer::Peer& from, std::string_view srcService,
-                                 std::string_view dstService,
+  peer::Delivery deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_t seq,
+                                 std::string_view srcService, std::string_view dstService,
                                  std::span<const std::byte> payload) override;
+  bool canHold() const override;
+  void connectionLost(peer::Peer& from) override;
   void outcome(uint64_t session, uint64_t msgId, const Status& status) override;
   void delivered(uint64_t session, uint64_t msgId, uint64_t count) override;
-  void queueDrained(peer::Peer& peer) override;
+  void queueDrained(const void* waitKey) override;
 
   // The local server's drained callback.
   void onSessionDrained(local::SessionId session);
 
   std::string statusJson() const;
   const RouterCounters& counters() const { return counters_; }
+  const HeldMessages& held() const { return held_; }
   size_t serviceCount() const { return services_.size(); }
 
  private:
@@ -68,6 +82,9 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   // The session holding `service`, or nullptr. Remembers the last answer:
   // a stream names the same service message after message.
   const local::SessionId* findService(std::string_view service);
+  void drainHeld(local::SessionId session);
+  void afterHeldShrank();
+  void onHeldTick();
 
   const config::Config& config_;
   local::LocalServer* server_ = nullptr;
@@ -77,9 +94,13 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   std::string lastService_;  // findService's memory; cleared when services_ changes
   local::SessionId lastServiceSession_ = 0;
   std::unordered_map<local::SessionId, std::vector<std::string>> sessionServices_;
-  // Sessions not read until a peer's queue drains, or a local listener's output.
-  std::unordered_map<peer::Peer*, std::vector<local::SessionId>> pausedOnPeer_;
+  // Sessions not read until a peer's flow queue drains (by wait key), or a
+  // local listener's output.
+  std::unordered_map<const void*, std::vector<local::SessionId>> pausedOnPeer_;
   std::unordered_map<local::SessionId, std::vector<local::SessionId>> pausedOnSession_;
+  HeldMessages held_;
+  mutable bool linksHeldBack_ = false;  // canHold() said no: wake the peers when it says yes
+  std::unique_ptr<loop::Timer> heldTimer_;
   RouterCounters counters_;
 };
 

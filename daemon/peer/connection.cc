@@ -17,10 +17,33 @@ constexpr uint32_t kSignalEvery = 16;
 constexpr uint64_t kSendTag = 1ULL << 32;
 constexpr uint64_t kRecvTag = 2ULL << 32;
 constexpr uint64_t kBeaconTag = 3ULL << 32;
+constexpr uint64_t kTagMask = ~0xffffffffULL;
 constexpr auto kFlushWait = std::chrono::seconds(2);
 
 std::string errnoText(int e) {
   return std::error_code(e, std::generic_category()).message();
+}
+
+bool edgeAllowed(ConnState from, ConnState to) {
+  switch (from) {
+    case ConnState::kIdle:
+      return to == ConnState::kResolvingAddress || to == ConnState::kAccepting ||
+             to == ConnState::kDisconnecting;
+    case ConnState::kResolvingAddress:
+      return to == ConnState::kResolvingRoute || to == ConnState::kDisconnecting;
+    case ConnState::kResolvingRoute:
+      return to == ConnState::kConnecting || to == ConnState::kDisconnecting;
+    case ConnState::kConnecting:
+    case ConnState::kAccepting:
+      return to == ConnState::kEstablished || to == ConnState::kDisconnecting;
+    case ConnState::kEstablished:
+      return to == ConnState::kDisconnecting;
+    case ConnState::kDisconnecting:
+      return to == ConnState::kClosed;
+    case ConnState::kClosed:
+      return false;
+  }
+  return false;
 }
 
 }  // namespace
@@ -47,65 +70,40 @@ const char* toString(ConnState s) {
   return "?";
 }
 
-Connection::Connection(loop::EventLoop& loop, ConnectionOwner& owner, const ConnParams& params,
-                       DeviceFor devices, std::string name)
+Connection::Connection(loop::EventLoop& loop, const ConnParams& params, DeviceFor devices,
+                       std::string name, loop::ServiceQueue::Waker wake)
     : loop_(loop),
-      owner_(owner),
       params_(params),
       devices_(std::move(devices)),
       name_(std::move(name)),
+      wake_(wake),
       connectTimer_(std::make_unique<loop::Timer>(
           loop,
           [this] {
             fail("connection not established within " +
                  std::to_string(params_.connectTimeout.count()) + " ms");
           })),
-      closeTimer_(std::make_unique<loop::Timer>(
-          loop,
-          [this] {
-            spdlog::warn("peer {}: flushed work requests did not all return; closing anyway",
-                         name_);
-            postedSends_ = postedRecvs_ = 0;
-            disconnected_ = true;
-            maybeFinishClose();
-          })),
-      flushLater_(std::make_unique<loop::Deferred>(loop, [this] { flush(); })) {
+      closeTimer_(std::make_unique<loop::Timer>(loop, [this] {
+        spdlog::warn("peer {}: flushed work requests did not all return; closing anyway", name_);
+        postedSends_ = postedRecvs_ = 0;
+        disconnected_ = true;
+        maybeFinishClose();
+      })) {
   lastSent_ = lastReceived_ = std::chrono::steady_clock::now();
 }
 
 Connection::~Connection() {
-  if (qpCreated_) {
+  if (qp_) {
     device_->detach(id_->qp->qp_num);
-    rdma_destroy_qp(id_);
+    qp_.reset();
   }
-  if (id_ != nullptr) rdma_destroy_id(id_);
+  // The QP is gone, so no work request refers to the buffers any more: they
+  // serve the next connection on this device.
+  if (buffers_) device_->returnBuffers(std::move(buffers_));
 }
 
-namespace {
-bool edgeAllowed(ConnState from, ConnState to) {
-  switch (from) {
-    case ConnState::kIdle:
-      return to == ConnState::kResolvingAddress || to == ConnState::kAccepting ||
-             to == ConnState::kDisconnecting;
-    case ConnState::kResolvingAddress:
-      return to == ConnState::kResolvingRoute || to == ConnState::kDisconnecting;
-    case ConnState::kResolvingRoute:
-      return to == ConnState::kConnecting || to == ConnState::kDisconnecting;
-    case ConnState::kConnecting:
-    case ConnState::kAccepting:
-      return to == ConnState::kEstablished || to == ConnState::kDisconnecting;
-    case ConnState::kEstablished:
-      return to == ConnState::kDisconnecting;
-    case ConnState::kDisconnecting:
-      return to == ConnState::kClosed;
-    case ConnState::kClosed:
-      return false;
-  }
-  return false;
-}
-}  // namespace
-
-// The one place a connection changes state: every edge is logged and checked.
+// The one place a connection changes state: every edge is logged and checked,
+// and the owner is marked for its service step.
 void Connection::setState(ConnState s) {
   if (s == state_) return;
   if (!edgeAllowed(state_, s)) {
@@ -113,57 +111,49 @@ void Connection::setState(ConnState s) {
                      toString(s));
     std::abort();
   }
-  spdlog::info("peer {}: {} -> {}", name_, toString(state_), toString(s));
+  spdlog::debug("peer {}: {} -> {}", name_, toString(state_), toString(s));
   state_ = s;
+  wake_();
 }
 
-bool Connection::startActive(rdma_event_channel* channel, const sockaddr* src,
+void Connection::startActive(rdma_event_channel* channel, const sockaddr* src,
                              const sockaddr* dst) {
   active_ = true;
-  if (rdma_create_id(channel, &id_, static_cast<rdma::CmHandler*>(this), RDMA_PS_TCP) != 0) {
-    fail("rdma_create_id: " + errnoText(errno));
-    return false;
-  }
+  rdma_cm_id* raw = nullptr;
+  if (rdma_create_id(channel, &raw, static_cast<rdma::CmHandler*>(this), RDMA_PS_TCP) != 0)
+    return fail("rdma_create_id: " + errnoText(errno));
+  id_.reset(raw);
   connectTimer_->arm(params_.connectTimeout);
   setState(ConnState::kResolvingAddress);
-  if (rdma_resolve_addr(id_, const_cast<sockaddr*>(src), const_cast<sockaddr*>(dst), 2000) != 0) {
+  if (rdma_resolve_addr(id_.get(), const_cast<sockaddr*>(src), const_cast<sockaddr*>(dst), 2000) !=
+      0)
     fail("rdma_resolve_addr: " + errnoText(errno));
-    return false;
-  }
-  return true;
 }
 
-bool Connection::accept(rdma_cm_id* id, const Hello& remote) {
-  id_ = id;
+void Connection::accept(rdma_cm_id* id, const Hello& remote) {
+  id_.reset(id);
   id_->context = static_cast<rdma::CmHandler*>(this);
   remote_ = remote;
   connectTimer_->arm(params_.connectTimeout);
   setState(ConnState::kAccepting);
-  if (!createQp(id_)) return false;
+  if (!createQp(id_.get())) return;
   rdma_conn_param p{};
   p.private_data = &params_.hello;
   p.private_data_len = sizeof(Hello);
   p.responder_resources = 0;
   p.initiator_depth = 0;
   p.rnr_retry_count = 7;
-  if (rdma_accept(id_, &p) != 0) {
-    fail("rdma_accept: " + errnoText(errno));
-    return false;
-  }
-  return true;
+  if (rdma_accept(id_.get(), &p) != 0) fail("rdma_accept: " + errnoText(errno));
 }
 
 bool Connection::createQp(rdma_cm_id* id) {
+  device_ = devices_(id->verbs);
+  if (device_ == nullptr) {
+    fail("no RDMA device resources");
+    return false;
+  }
   try {
-    device_ = devices_(id->verbs);
-    if (device_ == nullptr) {
-      fail("no RDMA device resources");
-      return false;
-    }
-    recvPool_ = std::make_unique<rdma::BufferPool>(device_->pd(), params_.bufferSize,
-                                                   params_.recvBuffers, IBV_ACCESS_LOCAL_WRITE);
-    sendPool_ = std::make_unique<rdma::BufferPool>(device_->pd(), params_.bufferSize,
-                                                   params_.sendBuffers, 0);
+    buffers_ = device_->takeBuffers(params_.buffers, kRecvTag);
   } catch (const std::exception& e) {
     fail(std::string("buffers: ") + e.what());
     return false;
@@ -172,8 +162,8 @@ bool Connection::createQp(rdma_cm_id* id) {
   a.send_cq = device_->cq();
   a.recv_cq = device_->cq();
   a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = params_.sendBuffers + 1;  // + the teardown beacon
-  a.cap.max_recv_wr = params_.recvBuffers;
+  a.cap.max_send_wr = params_.buffers.sendCount + 1;  // + the teardown beacon
+  a.cap.max_recv_wr = params_.buffers.recvCount;
   a.cap.max_send_sge = 1;
   a.cap.max_recv_sge = 1;
   a.sq_sig_all = 0;
@@ -181,62 +171,36 @@ bool Connection::createQp(rdma_cm_id* id) {
     fail("rdma_create_qp: " + errnoText(errno));
     return false;
   }
-  qpCreated_ = true;
+  qp_.reset(id);
   device_->attach(id->qp->qp_num, this);
+  // Use what the device granted (it may round up, never below what was asked).
+  sendCount_ = std::min(params_.buffers.sendCount, a.cap.max_send_wr - 1);
+  recvCount_ = std::min(params_.buffers.recvCount, a.cap.max_recv_wr);
+  params_.hello.bufferCount = recvCount_;
   // Receive buffers are in place before the connection is requested or accepted.
-  return postReceives(0, params_.recvBuffers);
+  for (uint32_t i = 0; i < recvCount_; i++)
+    repost_.push_back(i);
+  return postReceives();
 }
 
-bool Connection::postReceives(uint32_t first, uint32_t n) {
-  std::vector<ibv_recv_wr> wrs(n);
-  std::vector<ibv_sge> sges(n);
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t idx = first + i;
-    sges[i] = {recvPool_->addr(idx), static_cast<uint32_t>(params_.bufferSize), recvPool_->lkey()};
-    wrs[i].wr_id = kRecvTag | idx;
-    wrs[i].sg_list = &sges[i];
-    wrs[i].num_sge = 1;
-    wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
-  }
+// Posts the receive buffers in repost_ as one list of their pre-built work requests.
+bool Connection::postReceives() {
+  if (repost_.empty()) return true;
+  for (size_t i = 0; i < repost_.size(); i++)
+    buffers_->recvWr(repost_[i])->next =
+        i + 1 < repost_.size() ? buffers_->recvWr(repost_[i + 1]) : nullptr;
   ibv_recv_wr* bad = nullptr;
-  if (int rc = ibv_post_recv(id_->qp, wrs.data(), &bad); rc != 0) {
+  if (int rc = ibv_post_recv(id_->qp, buffers_->recvWr(repost_[0]), &bad); rc != 0) {
     fail("ibv_post_recv: " + errnoText(rc));
     return false;
   }
+  auto n = static_cast<uint32_t>(repost_.size());
   postedRecvs_ += n;
   counters_.recvsPosted += n;
   counters_.postRecvCalls++;
-  return true;
-}
-
-void Connection::repostPending() {
-  if (repost_.empty() || state_ != ConnState::kEstablished) return;
-  ibv_recv_wr wrs[64];
-  ibv_sge sges[64];
-  size_t done = 0;
-  while (done < repost_.size()) {
-    size_t n = std::min<size_t>(64, repost_.size() - done);
-    for (size_t i = 0; i < n; i++) {
-      uint32_t idx = repost_[done + i];
-      sges[i] = {recvPool_->addr(idx), static_cast<uint32_t>(params_.bufferSize),
-                 recvPool_->lkey()};
-      wrs[i].wr_id = kRecvTag | idx;
-      wrs[i].sg_list = &sges[i];
-      wrs[i].num_sge = 1;
-      wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
-    }
-    ibv_recv_wr* bad = nullptr;
-    if (int rc = ibv_post_recv(id_->qp, wrs, &bad); rc != 0) {
-      fail("ibv_post_recv: " + errnoText(rc));
-      return;
-    }
-    postedRecvs_ += n;
-    counters_.recvsPosted += n;
-    counters_.postRecvCalls++;
-    owedCredits_ += static_cast<uint32_t>(n);
-    done += n;
-  }
+  if (state_ == ConnState::kEstablished) owedCredits_ += n;
   repost_.clear();
+  return true;
 }
 
 void Connection::onCmEvent(const rdma::CmEvent& e) {
@@ -244,17 +208,17 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
   switch (e.type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
       setState(ConnState::kResolvingRoute);
-      if (rdma_resolve_route(id_, 2000) != 0) fail("rdma_resolve_route: " + errnoText(errno));
+      if (rdma_resolve_route(id_.get(), 2000) != 0) fail("rdma_resolve_route: " + errnoText(errno));
       return;
     case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-      if (!createQp(id_)) return;
+      if (!createQp(id_.get())) return;
       rdma_conn_param p{};
       p.private_data = &params_.hello;
       p.private_data_len = sizeof(Hello);
       p.retry_count = 7;
       p.rnr_retry_count = 7;
       setState(ConnState::kConnecting);
-      if (rdma_connect(id_, &p) != 0) fail("rdma_connect: " + errnoText(errno));
+      if (rdma_connect(id_.get(), &p) != 0) fail("rdma_connect: " + errnoText(errno));
       return;
     }
     case RDMA_CM_EVENT_ESTABLISHED: {
@@ -265,24 +229,22 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
           return;
         }
       }
-      credits_ = remote_->bufferCount;
-      batchCapacity_ = std::min<size_t>(params_.bufferSize, remote_->bufferSize);
+      credits_ += remote_->bufferCount;  // plus any returned by batches already here
+      batchCapacity_ = std::min<size_t>(params_.buffers.bufferSize, remote_->bufferSize);
       if (batchCapacity_ < sizeof(BatchHeader) + 256) {
         fail("peer's receive buffers are too small");
         return;
       }
       connectTimer_->cancel();
-      setState(ConnState::kEstablished);
       lastSent_ = lastReceived_ = std::chrono::steady_clock::now();
-      owner_.onEstablished(*this);
+      setState(ConnState::kEstablished);
       return;
     }
     case RDMA_CM_EVENT_REJECTED: {
       auto h = decodeHello(e.privateData.data(), e.privateData.size());
-      RejectReason reason = h ? h->reason : RejectReason::kNone;
-      owner_.onRejected(*this, reason);
+      rejected_ = h ? h->reason : RejectReason::kNone;
       disconnected_ = true;
-      fail(h ? std::string("rejected by peer: ") + toString(reason)
+      fail(h ? std::string("rejected by peer: ") + toString(h->reason)
              : "rejected (status " + std::to_string(e.status) + ", nobody listening?)");
       maybeFinishClose();  // if it was already closing, this was the last thing it waited for
       return;
@@ -300,17 +262,28 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
       disconnected_ = true;
       if (state_ != ConnState::kDisconnecting) {
         closeReason_ = "peer disconnected";
-        rdma_disconnect(id_);  // our QP to error (flush) and the reply to the peer
+        rdma_disconnect(id_.get());  // our QP to error (flush) and the reply to the peer
         setState(ConnState::kDisconnecting);
         postBeacon();
         closeTimer_->arm(kFlushWait);
-        owner_.onClosed(*this, closeReason_);
       }
       maybeFinishClose();
       return;
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      // The id must be destroyed: nothing more will complete on this device.
+      if (device_ != nullptr) device_->markFailed();
+      abandon("RDMA device removed");
+      return;
+    case RDMA_CM_EVENT_ADDR_CHANGE:
+      close("local address changed");
+      return;
     default:
-      return;  // TIMEWAIT_EXIT, ADDR_CHANGE, ...: nothing to do
+      return;  // TIMEWAIT_EXIT, ...: nothing to do
   }
+}
+
+void Connection::onQpEvent(ibv_event_type type) {
+  fail(std::string("queue pair event: ") + ibv_event_type_str(type));
 }
 
 void Connection::fail(const std::string& why) {
@@ -318,14 +291,14 @@ void Connection::fail(const std::string& why) {
 }
 
 void Connection::close(const std::string& why) {
-  if (state_ == ConnState::kDisconnecting || state_ == ConnState::kClosed) return;
+  if (down()) return;
   closeReason_ = why;
   bool wasUp = state_ == ConnState::kEstablished;
   connectTimer_->cancel();
-  if (qpCreated_) {
+  if (qp_) {
     bool connected = state_ == ConnState::kEstablished || state_ == ConnState::kAccepting ||
                      state_ == ConnState::kConnecting;
-    if (!connected || disconnected_ || rdma_disconnect(id_) != 0) {
+    if (!connected || disconnected_ || rdma_disconnect(id_.get()) != 0) {
       // Never connected (or the CM refuses): flush the QP by hand.
       ibv_qp_attr a{};
       a.qp_state = IBV_QPS_ERR;
@@ -339,15 +312,25 @@ void Connection::close(const std::string& why) {
   postBeacon();
   closeTimer_->arm(kFlushWait);
   if (wasUp) spdlog::info("peer {}: closing connection: {}", name_, why);
-  owner_.onClosed(*this, why);
   maybeFinishClose();
+}
+
+void Connection::abandon(const std::string& why) {
+  if (state_ == ConnState::kClosed) return;
+  if (!down()) closeReason_ = why;
+  connectTimer_->cancel();
+  closeTimer_->cancel();
+  postedSends_ = postedRecvs_ = 0;
+  disconnected_ = true;
+  setState(ConnState::kDisconnecting);
+  setState(ConnState::kClosed);
 }
 
 // After the QP went to error: a signaled request posted behind every other
 // one. Its (flushed) completion means all earlier sends are done, including
 // unsignaled ones that completed without a completion entry.
 void Connection::postBeacon() {
-  if (!qpCreated_ || beaconPosted_) return;
+  if (!qp_ || beaconPosted_) return;
   ibv_send_wr w{};
   w.wr_id = kBeaconTag;
   w.opcode = IBV_WR_SEND;
@@ -361,23 +344,22 @@ void Connection::maybeFinishClose() {
   if (postedSends_ != 0 || postedRecvs_ != 0) return;
   closeTimer_->cancel();
   setState(ConnState::kClosed);
-  owner_.onReapable(*this);
 }
 
 void Connection::onCompletion(const ibv_wc& wc) {
-  if (wc.wr_id == kBeaconTag) {
+  uint64_t tag = wc.wr_id & kTagMask;
+  if (tag == kBeaconTag) {
     postedSends_ = 0;
     maybeFinishClose();
     return;
   }
   auto idx = static_cast<uint32_t>(wc.wr_id & 0xffffffff);
-  bool isSend = (wc.wr_id & ~0xffffffffULL) == kSendTag;
+  bool isSend = tag == kSendTag;
   if (wc.status != IBV_WC_SUCCESS) {
-    if (isSend) {
+    if (isSend)
       onSendDone(idx);
-    } else {
+    else
       postedRecvs_--;
-    }
     // A flushed request only says that the QP went to error; the cause comes
     // with its own event (a CM event, or the first failed request).
     if (wc.status != IBV_WC_WR_FLUSH_ERR)
@@ -387,18 +369,29 @@ void Connection::onCompletion(const ibv_wc& wc) {
     maybeFinishClose();
     return;
   }
+  // Seed 004: a successful completion is checked for what it is and how much it carries.
   if (isSend) {
+    if (wc.opcode != IBV_WC_SEND || idx >= sendCount_) {
+      fail("send completion with an unexpected opcode or work request id");
+      return;
+    }
     onSendDone(idx);
-    owner_.onWritable(*this);
-  } else {
+    wake_();
+  } else if (tag == kRecvTag) {
     postedRecvs_--;
+    if (wc.opcode != IBV_WC_RECV || idx >= recvCount_ || wc.byte_len > params_.buffers.bufferSize) {
+      fail("receive completion with an unexpected opcode, id or length");
+      return;
+    }
     onRecvDone(idx, wc.byte_len);
+  } else {
+    fail("completion with an unknown work request id");
   }
 }
 
 void Connection::onSendDone(uint32_t index) {
   // A completion frees its buffer and every unsignaled one posted before it.
-  uint32_t n = params_.sendBuffers;
+  uint32_t n = sendCount_;
   uint32_t freed = (index + n - sendTail_) % n + 1;
   if (freed > postedSends_) freed = postedSends_;
   sendTail_ = (sendTail_ + freed) % n;
@@ -407,70 +400,49 @@ void Connection::onSendDone(uint32_t index) {
 }
 
 void Connection::onRecvDone(uint32_t index, uint32_t bytes) {
+  if (down()) {
+    repost_.push_back(index);  // arrived as it closes: nobody reads it
+    return;
+  }
+  // On the passive side the first batches may complete before ESTABLISHED
+  // is read from the event channel: they wait in received_ like any other.
   lastReceived_ = std::chrono::steady_clock::now();
   counters_.batchesReceived++;
-  received_.push_back({index, bytes, 0, false});
-  processReceived();
-}
-
-void Connection::processReceived() {
-  uint32_t creditsBefore = credits_;
-  while (!paused_ && !received_.empty() && state_ == ConnState::kEstablished) {
-    Received& r = received_.front();
-    BatchReader reader({recvPool_->at(r.index), r.bytes});
-    if (!reader.open()) {
-      fail("malformed batch from peer");
-      return;
-    }
-    if (!r.creditsTaken) {
-      credits_ += reader.credits();
-      r.creditsTaken = true;
-    }
-    Record rec;
-    uint16_t i = 0;
-    int rc;
-    while ((rc = reader.next(rec)) == 1) {
-      if (i++ < r.nextRecord) continue;
-      if (!owner_.onRecord(*this, rec)) {
-        r.nextRecord = static_cast<uint16_t>(i - 1);
-        paused_ = true;
-        break;
-      }
-    }
-    if (paused_) break;
-    if (rc < 0) {
-      fail("malformed record from peer");
-      return;
-    }
-    repost_.push_back(r.index);
-    received_.pop_front();
+  BatchReader reader({buffers_->recv().at(index), bytes});
+  if (!reader.open()) {
+    fail("malformed batch from peer");
+    return;
   }
-  if (!repost_.empty()) flushLater_->schedule();
-  if (credits_ > creditsBefore) owner_.onWritable(*this);
+  credits_ += reader.credits();  // the peer's buffers: usable at once
+  received_.push_back({index, bytes});
+  wake_();
 }
 
-void Connection::resumeReceive() {
-  if (!paused_) return;
-  paused_ = false;
-  processReceived();
+std::span<const std::byte> Connection::frontBatch() const {
+  const Received& r = received_.front();
+  return {buffers_->recv().at(r.index), r.bytes};
+}
+
+void Connection::consumeBatch() {
+  repost_.push_back(received_.front().index);
+  received_.pop_front();
 }
 
 bool Connection::openBatch(bool dataRecord) {
   if (state_ != ConnState::kEstablished) return false;
   if (open_) return !dataRecord || !openOnReserve_;
-  bool bufferFree = sendUsed_ < params_.sendBuffers;
-  uint32_t need = dataRecord ? 2 : 1;  // one credit stays for credit returns
+  bool bufferFree = sendUsed_ < sendCount_;
+  uint32_t need = dataRecord ? 2 : 1;  // one credit stays for batches without messages
   if (!bufferFree || credits_ < need) {
     if (dataRecord) counters_.creditStalls++;
     return false;
   }
   credits_--;
   openOnReserve_ = credits_ == 0;
-  uint32_t idx = (sendHead_ + static_cast<uint32_t>(sealed_.size())) % params_.sendBuffers;
+  uint32_t idx = (sendHead_ + static_cast<uint32_t>(sealed_.size())) % sendCount_;
   sendUsed_++;
-  writer_.reset(sendPool_->at(idx), batchCapacity_);
+  writer_.reset(buffers_->send().at(idx), batchCapacity_);
   open_ = true;
-  flushLater_->schedule();
   return true;
 }
 
@@ -481,7 +453,7 @@ size_t Connection::messageRoom() {
 
 void Connection::sealBatch() {
   if (!open_) return;
-  uint32_t idx = (sendHead_ + static_cast<uint32_t>(sealed_.size())) % params_.sendBuffers;
+  uint32_t idx = (sendHead_ + static_cast<uint32_t>(sealed_.size())) % sendCount_;
   auto bytes = static_cast<uint32_t>(writer_.finish(owedCredits_));
   owedCredits_ = 0;
   sealed_.emplace_back(idx, bytes);
@@ -489,17 +461,12 @@ void Connection::sealBatch() {
 }
 
 bool Connection::wantsCreditReturn() const {
-  return owedCredits_ >= std::max<uint32_t>(1, params_.recvBuffers / 4);
+  return owedCredits_ >= std::max<uint32_t>(1, recvCount_ / 4);
 }
 
-void Connection::requestFlush() {
-  flushLater_->schedule();
-}
-
-void Connection::flush() {
+void Connection::post() {
   if (state_ != ConnState::kEstablished) return;
-  owner_.beforeFlush(*this);
-  repostPending();
+  if (!postReceives()) return;
   if (!open_ && sealed_.empty() && wantsCreditReturn()) openBatch(false);  // a credit-only batch
   sealBatch();
   if (sealed_.empty()) return;
@@ -507,25 +474,28 @@ void Connection::flush() {
   std::vector<ibv_sge>& sges = sgeScratch_;
   wrs.resize(sealed_.size());
   sges.resize(sealed_.size());
-  uint32_t signalEvery = std::min(kSignalEvery, std::max<uint32_t>(1, params_.sendBuffers / 2));
+  uint32_t signalEvery = std::min(kSignalEvery, std::max<uint32_t>(1, sendCount_ / 2));
   for (size_t i = 0; i < sealed_.size(); i++) {
     auto [idx, bytes] = sealed_[i];
-    sges[i] = {sendPool_->addr(idx), bytes, sendPool_->lkey()};
+    sges[i] = {buffers_->send().addr(idx), bytes, buffers_->send().lkey()};
     ibv_send_wr& w = wrs[i];
     w = ibv_send_wr{};
     w.wr_id = kSendTag | idx;
     w.sg_list = &sges[i];
     w.num_sge = 1;
     w.opcode = IBV_WR_SEND;
+    bool last = i + 1 == sealed_.size();
     // Selective signaling: every signalEvery-th send, and the last of a
     // burst when free buffers run low, so that completions free them in time.
-    bool low = params_.sendBuffers - sendUsed_ < signalEvery;
-    if (++unsignaled_ >= signalEvery || (low && i + 1 == sealed_.size())) {
+    bool low = sendCount_ - sendUsed_ < signalEvery;
+    if (++unsignaled_ >= signalEvery || (low && last)) {
       w.send_flags = IBV_SEND_SIGNALED;
       unsignaled_ = 0;
       counters_.sendsSignaled++;
     }
-    w.next = i + 1 < sealed_.size() ? &wrs[i + 1] : nullptr;
+    // Only the last send of a train is solicited (docs/architecture.md).
+    if (last) w.send_flags |= IBV_SEND_SOLICITED;
+    w.next = last ? nullptr : &wrs[i + 1];
   }
   ibv_send_wr* bad = nullptr;
   int rc = ibv_post_send(id_->qp, wrs.data(), &bad);
@@ -537,7 +507,7 @@ void Connection::flush() {
   auto n = static_cast<uint32_t>(sealed_.size());
   postedSends_ += n;
   counters_.sendsPosted += n;
-  sendHead_ = (sendHead_ + n) % params_.sendBuffers;
+  sendHead_ = (sendHead_ + n) % sendCount_;
   sealed_.clear();
   lastSent_ = std::chrono::steady_clock::now();
 }

@@ -1,38 +1,47 @@
-// One RDMA connection to a peer daemon: its rdma_cm id, RC queue pair,
-// registered buffer pools, credit accounting and state machine.
+// One RDMA connection to a peer daemon: its rdma_cm id and RC queue pair
+// (owned by RAII handles), its registered buffers, credit accounting and
+// state machine.
 //
 // Active side:  idle → resolving-address → resolving-route → connecting → established
 // Passive side: idle → accepting → established
 // Both:         established → disconnecting → closed
 //
+// Calls go one way. The loop feeds a connection its CM events and
+// completions; the connection updates its state and marks its owner's key
+// on the service queue (loop/service_queue.h) — it never calls up. The
+// owner (Peer) reads what the connection exposes in its service step: the
+// state, the received batches ready to read, the room to send, and posts.
+//
 // Receive buffers are posted before rdma_connect / rdma_accept. Every send
 // fills one of the peer's receive buffers with a batch (protocol.h), so a
 // send needs a credit; credits come back in batch headers. One credit is
-// kept for batches that only return credits or confirm deliveries, so credit
-// updates never deadlock and the peer never sees RNR. Sends are signaled
-// every kSignalEvery batches; a signaled completion frees every send buffer
-// posted before it.
+// kept for batches without messages (confirmations, credit returns,
+// heartbeats), so liveness and credit returns never wait for consumers and
+// the peer never sees RNR. Sends are selectively signaled; a signaled
+// completion frees every send buffer posted before it.
 //
 // Teardown follows the seeds: rdma_disconnect (the QP goes to error and
 // flushes), wait for DISCONNECTED and for every posted work request to come
-// back, then the owner reaps the connection on a later loop turn: QP, id,
-// memory regions, in that order.
+// back (bounded), then the state is closed and the owner destroys the
+// connection on a later loop turn: QP, buffers back to the device, id.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "daemon/loop/events.h"
+#include "daemon/loop/service_queue.h"
 #include "daemon/peer/protocol.h"
 #include "daemon/rdma/buffer_pool.h"
 #include "daemon/rdma/cm_events.h"
 #include "daemon/rdma/device.h"
+#include "daemon/ring.h"
 
 namespace rdmamsg::peer {
 
@@ -49,9 +58,7 @@ enum class ConnState {
 const char* toString(ConnState s);
 
 struct ConnParams {
-  size_t bufferSize = 64 * 1024;
-  uint32_t recvBuffers = 64;
-  uint32_t sendBuffers = 64;
+  rdma::BufferGeometry buffers{64 * 1024, 64, 64};
   std::chrono::milliseconds connectTimeout{5000};
   Hello hello;  // what this daemon says about itself
 };
@@ -66,96 +73,96 @@ struct ConnCounters {
   uint64_t creditStalls = 0;  // times data waited for credits
 };
 
-class Connection;
-
-// What a connection tells the peer that owns it.
-class ConnectionOwner {
- public:
-  virtual ~ConnectionOwner() = default;
-  virtual void onEstablished(Connection& c) = 0;
-  // A record arrived. Return false to stop consuming (backpressure); the
-  // same record is offered again after Connection::resumeReceive().
-  virtual bool onRecord(Connection& c, const Record& r) = 0;
-  // Credits or send buffers became available.
-  virtual void onWritable(Connection& c) = 0;
-  // The connection is about to post its batches (once per loop turn that
-  // requested a flush): the last chance to add records to them.
-  virtual void beforeFlush(Connection& c) = 0;
-  // The connection is going down and carries nothing more (called once).
-  virtual void onClosed(Connection& c, const std::string& why) = 0;
-  // Teardown is complete: destroy the connection on a later loop turn.
-  virtual void onReapable(Connection& c) = 0;
-  // The peer rejected the connection (it is closed next).
-  virtual void onRejected(Connection& c, RejectReason reason) = 0;
-};
-
 class Connection : public rdma::CmHandler, public rdma::CompletionSink {
  public:
   using DeviceFor = std::function<rdma::Device*(ibv_context*)>;
 
-  // Active: resolves `dst` and connects. Passive: adopt an id from a
-  // CONNECT_REQUEST; call accept() next.
-  Connection(loop::EventLoop& loop, ConnectionOwner& owner, const ConnParams& params,
-             DeviceFor devices, std::string name);
+  Connection(loop::EventLoop& loop, const ConnParams& params, DeviceFor devices, std::string name,
+             loop::ServiceQueue::Waker wake);
   ~Connection() override;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
 
-  bool startActive(rdma_event_channel* channel, const sockaddr* src, const sockaddr* dst);
-  bool accept(rdma_cm_id* id, const Hello& remote);
+  // Active: resolves `dst` and connects. A failure that happens at once
+  // leaves the connection disconnecting or closed, like any other failure.
+  void startActive(rdma_event_channel* channel, const sockaddr* src, const sockaddr* dst);
+  // Passive: adopts an id from a CONNECT_REQUEST and accepts it.
+  void accept(rdma_cm_id* id, const Hello& remote);
+  // Orderly teardown (idempotent).
+  void close(const std::string& why);
+  // The device is gone: no flushed completions will come; closed at once.
+  void abandon(const std::string& why);
 
-  void close(const std::string& why);  // idempotent
+  // Loop inputs.
   void onCmEvent(const rdma::CmEvent& e) override;
   void onCompletion(const ibv_wc& wc) override;
+  void onQpEvent(ibv_event_type type) override;
 
+  // --- state
   ConnState state() const { return state_; }
+  bool established() const { return state_ == ConnState::kEstablished; }
+  bool down() const { return state_ == ConnState::kDisconnecting || state_ == ConnState::kClosed; }
+  bool reapable() const { return state_ == ConnState::kClosed; }
   bool active() const { return active_; }
   const std::string& name() const { return name_; }
   const std::optional<Hello>& remote() const { return remote_; }
+  const std::string& closeReason() const { return closeReason_; }
+  // Why the peer refused the connection, if it did (kNone: nobody listened).
+  std::optional<RejectReason> rejectReason() const { return rejected_; }
+  rdma::Device* device() const { return device_; }
   const ConnCounters& counters() const { return counters_; }
   uint32_t credits() const { return credits_; }
+  std::chrono::steady_clock::time_point lastSent() const { return lastSent_; }
+  std::chrono::steady_clock::time_point lastReceived() const { return lastReceived_; }
 
-  // --- sending: fill the open batch, then flush() once per loop turn.
-  // Bytes a message record may use in a batch now (0: cannot add now).
+  // --- receiving: batches in arrival order, headers already checked.
+  bool hasBatch() const { return !received_.empty(); }
+  size_t pendingBatches() const { return received_.size(); }
+  std::span<const std::byte> frontBatch() const;
+  // The front batch is read: its buffer is reposted at the next post().
+  void consumeBatch();
+
+  // --- sending: fill the open batch, then post() once per service step.
+  // Bytes a message record may use now (0: no buffer or credit for data).
   size_t messageRoom();
   // Opens a batch if needed; false when no send buffer or credit is available.
   bool openBatch(bool dataRecord);
   BatchWriter& batch() { return writer_; }
   bool hasOpenBatch() const { return open_; }
-  void sealBatch();     // the open batch is full: queue it for posting
-  void requestFlush();  // flush() at the end of this loop turn
-  void flush();         // post every sealed batch and the open one
-  bool wantsCreditReturn() const;
-  std::chrono::steady_clock::time_point lastSent() const { return lastSent_; }
-  std::chrono::steady_clock::time_point lastReceived() const { return lastReceived_; }
-
-  void resumeReceive();
+  void sealBatch();  // the open batch is full: queue it for posting
+  // Reposts consumed receive buffers, adds a credit-only batch when enough
+  // credits are owed, and posts every sealed batch and the open one.
+  void post();
 
  private:
   void setState(ConnState s);
   bool createQp(rdma_cm_id* id);
-  bool postReceives(uint32_t first, uint32_t n);
-  void repostPending();
-  void processReceived();
+  bool postReceives();
   void onSendDone(uint32_t index);
   void onRecvDone(uint32_t index, uint32_t bytes);
   void maybeFinishClose();
   void postBeacon();
   void fail(const std::string& why);
+  bool wantsCreditReturn() const;
 
   loop::EventLoop& loop_;
-  ConnectionOwner& owner_;
   ConnParams params_;
   DeviceFor devices_;
   std::string name_;
+  loop::ServiceQueue::Waker wake_;
   bool active_ = false;
   ConnState state_ = ConnState::kIdle;
   std::optional<Hello> remote_;
+  std::optional<RejectReason> rejected_;
   std::string closeReason_;
 
-  rdma_cm_id* id_ = nullptr;
+  // Declared parents first: the QP goes before the buffers and the id.
+  rdma::CmIdPtr id_;
   rdma::Device* device_ = nullptr;
-  std::unique_ptr<rdma::BufferPool> recvPool_, sendPool_;
-  bool qpCreated_ = false;
-  bool disconnected_ = false;  // DISCONNECTED seen (or never connected)
+  std::unique_ptr<rdma::BufferSet> buffers_;
+  rdma::CmQpPtr qp_;                        // holds id_.get(); destroys its QP
+  uint32_t sendCount_ = 0, recvCount_ = 0;  // what the device granted
+  bool disconnected_ = false;               // DISCONNECTED seen (or never connected)
   bool beaconPosted_ = false;
   uint32_t postedSends_ = 0, postedRecvs_ = 0;
 
@@ -173,19 +180,14 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   uint32_t owedCredits_ = 0;                           // our reposted buffers not yet reported
   size_t batchCapacity_ = 0;
 
-  // Receive: completed buffers not yet consumed (backpressure), in order.
   struct Received {
     uint32_t index, bytes;
-    uint16_t nextRecord;
-    bool creditsTaken;
   };
-  std::deque<Received> received_;
-  bool paused_ = false;
-  std::vector<uint32_t> repost_;
+  Ring<Received> received_;       // completed, not yet read
+  std::vector<uint32_t> repost_;  // read, not yet reposted
 
   std::chrono::steady_clock::time_point lastSent_, lastReceived_;
   std::unique_ptr<loop::Timer> connectTimer_, closeTimer_;
-  std::unique_ptr<loop::Deferred> flushLater_;
   ConnCounters counters_;
 };
 

@@ -9,15 +9,22 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "daemon/rdma/limits.h"
+
 namespace rdmamsg::peer {
 
 namespace {
 constexpr int kListenBacklog = 128;
 constexpr auto kShutdownWait = std::chrono::seconds(3);
+constexpr auto kRelistenEvery = std::chrono::milliseconds(500);
 
 std::string addrText(const sockaddr* a) {
   auto addr = config::Address::fromSockaddr(*a);
   return addr ? addr->toString() : "?";
+}
+
+std::string errnoText() {
+  return std::error_code(errno, std::generic_category()).message();
 }
 }  // namespace
 
@@ -27,48 +34,92 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
       config_(cfg),
       events_(events),
       incarnation_(incarnation),
-      reaper_(std::make_unique<loop::Deferred>(loop, [this] {
-        for (Connection* c : reapable_) {
-          std::erase_if(conns_, [c](const auto& p) { return p.get() == c; });
-        }
-        reapable_.clear();
-        checkShutdownDone();
-      })) {
-  for (const auto& p : cfg.peers)
-    peers_.push_back(std::make_unique<Peer>(loop, *this, cfg, p, events));
+      queue_(loop, [this](uint32_t key) { service(key); }),
+      relistenTimer_(std::make_unique<loop::Timer>(loop, [this] { relisten(); })) {
+  for (const auto& p : cfg.peers) {
+    auto key = static_cast<uint32_t>(peers_.size());
+    peers_.push_back(std::make_unique<Peer>(loop, *this, cfg, p, events, queue_.waker(key)));
+    index_[peers_.back().get()] = key;
+  }
+  conns_.resize(peers_.size());
 }
 
 Mesh::~Mesh() {
-  conns_.clear();  // QPs and ids before the devices and the event channel
+  conns_.clear();  // QPs and ids before the listener, the devices and the event channel
   peers_.clear();
-  if (listenId_ != nullptr) rdma_destroy_id(listenId_);
+  listenId_.reset();
+  devices_.clear();
 }
 
 void Mesh::start() {
   pump_ = std::make_unique<rdma::CmEventPump>(loop_);
-  if (rdma_create_id(pump_->channel(), &listenId_, static_cast<rdma::CmHandler*>(this),
-                     RDMA_PS_TCP) != 0)
-    throw std::system_error(errno, std::generic_category(), "rdma_create_id");
-  sockaddr_storage addr{};
-  config_.listen.toSockaddr(addr);
-  if (rdma_bind_addr(listenId_, reinterpret_cast<sockaddr*>(&addr)) != 0)
-    throw std::runtime_error("cannot bind rdma_cm to " + config_.listen.toString() + ": " +
-                             std::error_code(errno, std::generic_category()).message());
-  if (rdma_listen(listenId_, kListenBacklog) != 0)
-    throw std::runtime_error("cannot listen on " + config_.listen.toString() + ": " +
-                             std::error_code(errno, std::generic_category()).message());
-  if (listenId_->verbs != nullptr) deviceFor(listenId_->verbs);
+  listen();
   spdlog::info("listening for peers on {} (rdma_cm)", config_.listen.toString());
   for (auto& p : peers_)
     p->start();
 }
 
+void Mesh::listen() {
+  rdma_cm_id* raw = nullptr;
+  if (rdma_create_id(pump_->channel(), &raw, static_cast<rdma::CmHandler*>(this), RDMA_PS_TCP) != 0)
+    throw std::system_error(errno, std::generic_category(), "rdma_create_id");
+  rdma::CmIdPtr id(raw);
+  sockaddr_storage addr{};
+  config_.listen.toSockaddr(addr);
+  if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0)
+    throw std::runtime_error("cannot bind rdma_cm to " + config_.listen.toString() + ": " +
+                             errnoText());
+  if (rdma_listen(id.get(), kListenBacklog) != 0)
+    throw std::runtime_error("cannot listen on " + config_.listen.toString() + ": " + errnoText());
+  listenId_ = std::move(id);
+  if (listenId_->verbs != nullptr) {
+    rdma::Device* d = deviceFor(listenId_->verbs);
+    if (d == nullptr) throw std::runtime_error("cannot open the RDMA device of the listener");
+    checkLimits(*d);
+  } else if (!checkedLimits_) {
+    // A wildcard address binds no device: check against the first one.
+    std::string error;
+    if (auto info = rdma::probeDevice(config_.listen, error)) {
+      auto problems = rdma::checkLimits(config_, info->attr, info->name);
+      if (!problems.empty()) throw LimitError(problems.front());
+      checkedLimits_ = true;
+    }
+  }
+}
+
+// After a device was removed: listen again as soon as a device answers.
+void Mesh::relisten() {
+  if (listenId_ || shutdownDone_) return;
+  try {
+    listen();
+    spdlog::info("RDMA device available again: listening for peers on {}",
+                 config_.listen.toString());
+    for (auto& p : peers_)
+      p->redialSoon();
+  } catch (const LimitError& e) {
+    listenId_.reset();
+    spdlog::error("the RDMA device that came back cannot hold the configuration: {}", e.what());
+    relistenTimer_->arm(kRelistenEvery * 10);
+  } catch (const std::exception& e) {
+    spdlog::debug("not listening yet: {}", e.what());
+    relistenTimer_->arm(kRelistenEvery);
+  }
+}
+
+void Mesh::checkLimits(rdma::Device& device) {
+  if (checkedLimits_) return;
+  auto problems = rdma::checkLimits(config_, device.attr(), device.name());
+  if (!problems.empty()) throw LimitError(problems.front());
+  checkedLimits_ = true;
+}
+
 void Mesh::shutdown(std::function<void()> done) {
   shutdownDone_ = std::move(done);
+  relistenTimer_->cancel();
   for (auto& p : peers_)
     p->shutdown();
   shutdownTimer_ = std::make_unique<loop::Timer>(loop_, [this] {
-    spdlog::warn("{} connection(s) did not finish their teardown in time", conns_.size());
+    spdlog::warn("{} connection(s) did not finish their teardown in time", connectionCount());
     if (auto d = std::move(shutdownDone_)) d();
   });
   shutdownTimer_->arm(kShutdownWait);
@@ -76,11 +127,18 @@ void Mesh::shutdown(std::function<void()> done) {
 }
 
 void Mesh::checkShutdownDone() {
-  if (!shutdownDone_ || !conns_.empty()) return;
+  if (!shutdownDone_ || connectionCount() != 0) return;
   shutdownTimer_->cancel();
   auto d = std::move(shutdownDone_);
   shutdownDone_ = nullptr;
   d();
+}
+
+size_t Mesh::connectionCount() const {
+  size_t n = 0;
+  for (const auto& v : conns_)
+    n += v.size();
+  return n;
 }
 
 Peer* Mesh::peer(std::string_view name) {
@@ -101,29 +159,42 @@ uint64_t Mesh::droppedCompletions() const {
   return n;
 }
 
-void Mesh::resumeReceiving() {
-  for (auto& p : peers_)
-    p->resumeReceiving();
+std::vector<DeviceStats> Mesh::deviceStats() const {
+  std::vector<DeviceStats> out;
+  for (const auto& [ctx, d] : devices_)
+    out.push_back({d->name(), d->failed(), d->cqEntries(), d->counters()});
+  return out;
+}
+
+void Mesh::wakeAll() {
+  for (uint32_t i = 0; i < peers_.size(); i++)
+    queue_.mark(i);
 }
 
 rdma::Device* Mesh::deviceFor(ibv_context* ctx) {
   auto it = devices_.find(ctx);
-  if (it != devices_.end()) return it->second.get();
+  if (it != devices_.end()) return it->second->failed() ? nullptr : it->second.get();
   // One CQ for every QP on the device, sized for all of them (each peer may
   // briefly have two connections while a duplicate is resolved).
-  size_t perConn = size_t{config_.bufferCount} * 2 + 2;  // sends, receives, beacon
-  int cqe = static_cast<int>(std::min<size_t>(perConn * (2 * peers_.size() + 2), 1 << 20));
-  auto d = std::make_unique<rdma::Device>(loop_, ctx, cqe);
-  rdma::Device* raw = d.get();
-  devices_.emplace(ctx, std::move(d));
-  return raw;
+  uint64_t cqe = rdma::needsOf(config_).cqe;
+  try {
+    auto d = std::make_unique<rdma::Device>(
+        loop_, ctx, static_cast<int>(std::min<uint64_t>(cqe, 1u << 30)), this);
+    rdma::Device* raw = d.get();
+    spdlog::info("RDMA device {}: max_qp_wr {}, max_cqe {}, max_sge {}; CQ of {} entries",
+                 raw->name(), raw->attr().max_qp_wr, raw->attr().max_cqe, raw->attr().max_sge,
+                 raw->cqEntries());
+    devices_.emplace(ctx, std::move(d));
+    return raw;
+  } catch (const std::exception& e) {
+    spdlog::error("RDMA device: {}", e.what());
+    return nullptr;
+  }
 }
 
 ConnParams Mesh::paramsFor(const Peer& peer) const {
   ConnParams p;
-  p.bufferSize = config_.bufferSize;
-  p.recvBuffers = config_.bufferCount;
-  p.sendBuffers = config_.bufferCount;
+  p.buffers = {config_.bufferSize, config_.bufferCount, config_.bufferCount};
   p.connectTimeout = config_.connectTimeout;
   p.hello.nodeId = nodeId(config_.node);
   p.hello.targetId = peer.id();
@@ -131,38 +202,137 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   p.hello.bufferSize = static_cast<uint32_t>(config_.bufferSize);
   p.hello.bufferCount = config_.bufferCount;
   p.hello.maxMessage = config_.maxMessageSize;
+  p.hello.flowWindow = static_cast<uint32_t>(config_.flowWindow);
   return p;
 }
 
-Connection* Mesh::dial(Peer& peer) {
+Connection& Mesh::newConnection(uint32_t index) {
+  Peer& peer = *peers_[index];
   auto c = std::make_unique<Connection>(
-      loop_, peer, paramsFor(peer), [this](ibv_context* ctx) { return deviceFor(ctx); },
-      peer.name());
-  Connection* raw = c.get();
-  conns_.push_back(std::move(c));
+      loop_, paramsFor(peer),
+      [this](ibv_context* ctx) { return ctx != nullptr ? deviceFor(ctx) : nullptr; }, peer.name(),
+      queue_.waker(index));
+  conns_[index].push_back(std::move(c));
+  return *conns_[index].back();
+}
+
+Connection* Mesh::dial(Peer& peer) {
+  Connection& c = newConnection(index_.at(&peer));
   sockaddr_storage src{}, dst{};
   config_.listen.toSockaddr(src);
   reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;  // same offset for IPv6
   peer.address().toSockaddr(dst);
   spdlog::debug("peer {}: dialing {}", peer.name(), peer.address().toString());
-  raw->startActive(pump_->channel(), reinterpret_cast<sockaddr*>(&src),
-                   reinterpret_cast<sockaddr*>(&dst));
-  // A failure to start closes the connection at once; the peer then retries.
-  return raw->state() == ConnState::kDisconnecting || raw->state() == ConnState::kClosed ? nullptr
-                                                                                         : raw;
+  c.startActive(pump_->channel(), reinterpret_cast<sockaddr*>(&src),
+                reinterpret_cast<sockaddr*>(&dst));
+  return &c;
 }
 
-void Mesh::reap(Connection* c) {
-  reapable_.push_back(c);
-  reaper_->schedule();
-}
+// ------------------------------------------------------------ service step
 
-void Mesh::onCmEvent(const rdma::CmEvent& e) {
-  if (e.type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-    onConnectRequest(e);
+void Mesh::service(uint32_t key) {
+  if (key >= peers_.size()) {
+    serviceDevices();
     return;
   }
-  spdlog::warn("rdma_cm listener: unexpected event {}", rdma_event_str(e.type));
+  Peer& p = *peers_[key];
+  p.service();
+  auto& conns = conns_[key];
+  std::erase_if(conns, [&](const auto& c) { return c->reapable() && !p.owns(c.get()); });
+  if (shutdownDone_) checkShutdownDone();
+  if (std::any_of(devices_.begin(), devices_.end(),
+                  [](const auto& d) { return d.second->failed(); }))
+    queue_.mark(static_cast<uint32_t>(peers_.size()));
+}
+
+// A failed device: its connections go (abandoned: nothing more completes),
+// then the listener if it was on it, then its resources once no connection
+// refers to them; the mesh listens again when a device answers.
+void Mesh::serviceDevices() {
+  for (auto it = devices_.begin(); it != devices_.end();) {
+    rdma::Device& d = *it->second;
+    if (!d.failed()) {
+      ++it;
+      continue;
+    }
+    closeConnectionsOn(d, "RDMA device " + d.name() + " failed or was removed", true);
+    if (listenId_ && listenId_->verbs == d.context()) {
+      listenId_.reset();
+      relistenTimer_->arm(kRelistenEvery);
+    }
+    bool inUse = false;
+    for (const auto& v : conns_)
+      for (const auto& c : v)
+        inUse = inUse || c->device() == &d;
+    if (inUse) {
+      ++it;
+      continue;
+    }
+    spdlog::warn("RDMA device {}: released after failure; waiting for it to come back", d.name());
+    it = devices_.erase(it);
+  }
+}
+
+void Mesh::closeConnectionsOn(rdma::Device& device, const std::string& why, bool abandon) {
+  for (uint32_t i = 0; i < conns_.size(); i++)
+    for (auto& c : conns_[i])
+      if (c->device() == &device && !c->reapable()) {
+        if (abandon)
+          c->abandon(why);
+        else
+          c->close(why);
+        queue_.mark(i);
+      }
+}
+
+void Mesh::onDeviceEvent(rdma::Device& device, ibv_event_type type) {
+  switch (type) {
+    case IBV_EVENT_DEVICE_FATAL:
+    case IBV_EVENT_CQ_ERR:
+      spdlog::error("RDMA device {}: {}: tearing down its connections", device.name(),
+                    ibv_event_type_str(type));
+      queue_.mark(static_cast<uint32_t>(peers_.size()));
+      return;
+    case IBV_EVENT_PORT_ERR:
+      spdlog::warn("RDMA device {}: port down: closing its connections", device.name());
+      closeConnectionsOn(device, "RDMA port down", false);
+      return;
+    case IBV_EVENT_PORT_ACTIVE:
+      spdlog::info("RDMA device {}: port active: dialing peers", device.name());
+      for (auto& p : peers_)
+        p->redialSoon();
+      return;
+    default:
+      spdlog::info("RDMA device {}: {}", device.name(), ibv_event_type_str(type));
+      return;
+  }
+}
+
+// ------------------------------------------------------------ listener events
+
+void Mesh::onCmEvent(const rdma::CmEvent& e) {
+  switch (e.type) {
+    case RDMA_CM_EVENT_CONNECT_REQUEST:
+      onConnectRequest(e);
+      return;
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      spdlog::error("RDMA device of the listener on {} removed", config_.listen.toString());
+      // The id must be destroyed (rdma_get_cm_event(3)); its event was acked.
+      if (listenId_ && listenId_->verbs != nullptr) {
+        auto it = devices_.find(listenId_->verbs);
+        if (it != devices_.end()) it->second->markFailed();
+      }
+      listenId_.reset();
+      relistenTimer_->arm(kRelistenEvery);
+      queue_.mark(static_cast<uint32_t>(peers_.size()));
+      return;
+    case RDMA_CM_EVENT_ADDR_CHANGE:
+      spdlog::warn("rdma_cm listener on {}: address changed", config_.listen.toString());
+      return;
+    default:
+      spdlog::warn("rdma_cm listener: unexpected event {}", rdma_event_str(e.type));
+      return;
+  }
 }
 
 void Mesh::reject(rdma_cm_id* id, RejectReason reason, const std::string& who) {
@@ -182,7 +352,10 @@ void Mesh::onConnectRequest(const rdma::CmEvent& e) {
   std::string from = addrText(rdma_get_peer_addr(e.id));
   auto hello = decodeHello(e.privateData.data(), e.privateData.size());
   if (!hello) return reject(e.id, RejectReason::kBadHandshake, from);
-  if (hello->version != kProtocolVersion) return reject(e.id, RejectReason::kVersion, from);
+  if (hello->version != kProtocolVersion)
+    return reject(e.id, RejectReason::kVersion,
+                  from + " (it speaks protocol version " + std::to_string(hello->version) +
+                      ", this daemon " + std::to_string(kProtocolVersion) + ")");
   if (hello->targetId != nodeId(config_.node))
     return reject(e.id, RejectReason::kWrongTarget, from);
   Peer* peer = nullptr;
@@ -192,13 +365,9 @@ void Mesh::onConnectRequest(const rdma::CmEvent& e) {
   if (shutdownDone_) return reject(e.id, RejectReason::kShuttingDown, peer->name());
   RejectReason r = peer->admit(*hello, config_.node < peer->name());
   if (r != RejectReason::kNone) return reject(e.id, r, peer->name());
-  auto c = std::make_unique<Connection>(
-      loop_, *peer, paramsFor(*peer), [this](ibv_context* ctx) { return deviceFor(ctx); },
-      peer->name());
-  Connection* raw = c.get();
-  conns_.push_back(std::move(c));
-  peer->adopt(raw);
-  raw->accept(e.id, *hello);
+  Connection& c = newConnection(index_.at(peer));
+  peer->adopt(&c);
+  c.accept(e.id, *hello);
 }
 
 }  // namespace rdmamsg::peer

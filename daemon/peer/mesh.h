@@ -1,5 +1,5 @@
-// The mesh: this daemon's rdma_cm listener, its device resources, every
-// configured peer and every connection.
+// The mesh: this daemon's rdma_cm listener, its RDMA devices, every
+// configured peer and every connection, and the per-turn service step.
 //
 // Incoming CONNECT_REQUESTs are checked (handshake magic and version, meant
 // for this node, from a configured peer) and then put to the peer's
@@ -8,18 +8,32 @@
 // survives — and a peer that restarted (new incarnation) replaces its stale
 // connection. Rejections carry the reason in the REJ's private data.
 //
-// Connections are owned here and destroyed on a later loop turn once their
-// teardown is complete, never inside their own callbacks.
+// The service step (loop/service_queue.h) runs once per loop turn for every
+// peer something happened to: the peer observes its connection, reads and
+// writes (Peer::service), then the mesh destroys the peer's connections
+// whose teardown is complete — never inside their own callbacks.
+//
+// Devices: limits are checked against the configuration at start (a
+// configuration that cannot fit is refused, LimitError). A removed or
+// failed device (RDMA_CM_EVENT_DEVICE_REMOVAL, IBV_EVENT_DEVICE_FATAL,
+// IBV_EVENT_CQ_ERR) has its connections torn down (their messages failed
+// back to senders), its listener destroyed and its resources released; the
+// mesh then listens again as soon as a device answers, and the peers dial.
+// A port that goes down (IBV_EVENT_PORT_ERR) closes the device's
+// connections; when it is active again the peers dial at once.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "config/config.h"
 #include "daemon/loop/events.h"
+#include "daemon/loop/service_queue.h"
 #include "daemon/peer/connection.h"
 #include "daemon/peer/peer.h"
 #include "daemon/rdma/cm_events.h"
@@ -27,13 +41,27 @@
 
 namespace rdmamsg::peer {
 
-class Mesh : public rdma::CmHandler {
+// The configuration does not fit the device (the message names the key,
+// its value and the limit): an operator's error, exit 78.
+struct LimitError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct DeviceStats {
+  std::string name;
+  bool failed = false;
+  int cqEntries = 0;
+  rdma::DeviceCounters counters;
+};
+
+class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
  public:
   Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events, uint64_t incarnation);
   ~Mesh() override;
 
-  // Binds and listens on config.listen, then starts dialing. Throws
-  // std::runtime_error with a clear message when it cannot.
+  // Binds and listens on config.listen, checks the device's limits, then
+  // starts dialing. Throws LimitError or std::runtime_error (with a clear
+  // message) when it cannot.
   void start();
   // Closes every connection; `done` runs once they are all torn down (or
   // after a bounded wait).
@@ -42,19 +70,29 @@ class Mesh : public rdma::CmHandler {
   Peer* peer(std::string_view name);
   const std::vector<std::unique_ptr<Peer>>& peers() const { return peers_; }
   uint64_t incarnation() const { return incarnation_; }
-  size_t connectionCount() const { return conns_.size(); }
+  size_t connectionCount() const;
   uint64_t droppedCompletions() const;
-  void resumeReceiving();
+  std::vector<DeviceStats> deviceStats() const;
+  bool listening() const { return listenId_ != nullptr; }
+  // Marks every peer for the service step (e.g. the router has room again).
+  void wakeAll();
 
-  // For peers.
+  // For peers: a new active connection (possibly already down, if it failed at once).
   Connection* dial(Peer& peer);
-  void reap(Connection* c);
 
   void onCmEvent(const rdma::CmEvent& e) override;
+  void onDeviceEvent(rdma::Device& device, ibv_event_type type) override;
 
  private:
   ConnParams paramsFor(const Peer& peer) const;
   rdma::Device* deviceFor(ibv_context* ctx);
+  Connection& newConnection(uint32_t index);
+  void listen();  // throws std::runtime_error
+  void relisten();
+  void checkLimits(rdma::Device& device);
+  void service(uint32_t key);
+  void serviceDevices();
+  void closeConnectionsOn(rdma::Device& device, const std::string& why, bool abandon);
   void onConnectRequest(const rdma::CmEvent& e);
   void reject(rdma_cm_id* id, RejectReason reason, const std::string& who);
   void checkShutdownDone();
@@ -66,12 +104,15 @@ class Mesh : public rdma::CmHandler {
   // Declared parents first: destroyed children first.
   std::unique_ptr<rdma::CmEventPump> pump_;
   std::map<ibv_context*, std::unique_ptr<rdma::Device>> devices_;
-  rdma_cm_id* listenId_ = nullptr;
+  rdma::CmIdPtr listenId_;
+  loop::ServiceQueue queue_;                  // keys: peer index; kMeshKey: devices
   std::vector<std::unique_ptr<Peer>> peers_;  // fixed for the daemon's life
-  Peer* lastPeer_ = nullptr;                  // peer()'s last answer
-  std::vector<std::unique_ptr<Connection>> conns_;
-  std::vector<Connection*> reapable_;
-  std::unique_ptr<loop::Deferred> reaper_;
+  std::unordered_map<const Peer*, uint32_t> index_;
+  Peer* lastPeer_ = nullptr;  // peer()'s last answer
+  // Connections of each peer (by index): the current one, and old ones still closing.
+  std::vector<std::vector<std::unique_ptr<Connection>>> conns_;
+  bool checkedLimits_ = false;
+  std::unique_ptr<loop::Timer> relistenTimer_;
   std::function<void()> shutdownDone_;
   std::unique_ptr<loop::Timer> shutdownTimer_;
 };

@@ -4,55 +4,80 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstring>
-#include <ctime>
+#include <cstdlib>
 
 #include "daemon/peer/mesh.h"
 
 namespace rdmamsg::peer {
 
 namespace {
-constexpr size_t kMinFragment = 4096;
 using Clock = std::chrono::steady_clock;
 
-// Message deadlines are seconds away: the coarse monotonic clock (a few ms
-// of resolution, no system call) is precise enough and cheap per message.
-Clock::time_point coarseNow() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+bool edgeAllowed(PeerState from, PeerState to) {
+  switch (from) {
+    case PeerState::kIdle:
+      return to == PeerState::kConnecting || to == PeerState::kStopped;
+    case PeerState::kConnecting:  // connecting → connecting: a new connection replaces the attempt
+      return to == PeerState::kConnecting || to == PeerState::kEstablished ||
+             to == PeerState::kBackoff || to == PeerState::kStopping;
+    case PeerState::kEstablished:
+      return to == PeerState::kConnecting || to == PeerState::kBackoff ||
+             to == PeerState::kStopping;
+    case PeerState::kBackoff:
+      return to == PeerState::kConnecting || to == PeerState::kStopped;
+    case PeerState::kStopping:
+      return to == PeerState::kStopped;
+    case PeerState::kStopped:
+      return false;
+  }
+  return false;
 }
 }  // namespace
 
+const char* toString(PeerState s) {
+  switch (s) {
+    case PeerState::kIdle:
+      return "idle";
+    case PeerState::kConnecting:
+      return "connecting";
+    case PeerState::kEstablished:
+      return "established";
+    case PeerState::kBackoff:
+      return "disconnected";
+    case PeerState::kStopping:
+      return "stopping";
+    case PeerState::kStopped:
+      return "stopped";
+  }
+  return "?";
+}
+
 Peer::Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config::Peer peer,
-           PeerEvents& events)
+           PeerEvents& events, loop::ServiceQueue::Waker wake)
     : loop_(loop),
       mesh_(mesh),
       config_(cfg),
       cfg_(std::move(peer)),
       events_(events),
+      wake_(wake),
       id_(nodeId(cfg_.name)),
       dialTimer_(std::make_unique<loop::Timer>(loop, [this] { dial(); })),
       tickTimer_(std::make_unique<loop::Timer>(loop, [this] { onTick(); })),
-      rng_(std::random_device{}()) {}
+      rng_(std::random_device{}()),
+      out_(cfg, cfg_.name, events) {}
 
 Peer::~Peer() = default;
 
-bool Peer::established() const {
-  return conn_ != nullptr && conn_->state() == ConnState::kEstablished;
-}
-
-std::string Peer::state() const {
-  if (conn_ == nullptr) return stopping_ ? "stopped" : "disconnected";
-  switch (conn_->state()) {
-    case ConnState::kEstablished:
-      return "established";
-    case ConnState::kDisconnecting:
-    case ConnState::kClosed:
-      return "disconnecting";
-    default:
-      return "connecting";
+// The one place a peer changes state: every edge is checked.
+void Peer::setState(PeerState s) {
+  if (s == state_ && s != PeerState::kConnecting) return;
+  if (!edgeAllowed(state_, s)) {
+    spdlog::critical("peer {}: invalid peer state change {} -> {}", name(), toString(state_),
+                     toString(s));
+    std::abort();
   }
+  if (s != state_) spdlog::debug("peer {}: {} -> {}", name(), toString(state_), toString(s));
+  state_ = s;
 }
 
 uint64_t Peer::remoteIncarnation() const {
@@ -65,19 +90,35 @@ void Peer::start() {
 }
 
 void Peer::shutdown() {
-  stopping_ = true;
   dialTimer_->cancel();
-  if (conn_ != nullptr) conn_->close("daemon stopping");
+  if (state_ == PeerState::kStopping || state_ == PeerState::kStopped) return;
+  if (conn_ == nullptr) {
+    setState(PeerState::kStopped);
+    return;
+  }
+  setState(PeerState::kStopping);
+  conn_->close("daemon stopping");
+  wake_();
+}
+
+void Peer::redialSoon() {
+  if (state_ != PeerState::kBackoff) return;
+  attempts_ = 0;
+  dialTimer_->arm(std::chrono::milliseconds(0));
 }
 
 void Peer::dial() {
-  if (stopping_ || conn_ != nullptr) return;
+  if (state_ != PeerState::kIdle && state_ != PeerState::kBackoff) return;
   attempts_++;
+  counters_.dials++;
+  setState(PeerState::kConnecting);
+  // A dial that fails at once is already down here; the service step sees
+  // it like any other failure and schedules the next one.
   conn_ = mesh_.dial(*this);
+  wake_();
 }
 
 void Peer::scheduleDial() {
-  if (stopping_ || conn_ != nullptr) return;
   // Exponential backoff with full jitter between half and all of the step.
   auto base = config_.reconnectBackoffMin.count();
   auto cap = config_.reconnectBackoffMax.count();
@@ -89,9 +130,10 @@ void Peer::scheduleDial() {
   dialTimer_->arm(std::chrono::milliseconds(jitter(rng_)));
 }
 
-RejectReason Peer::admit(const Hello& hello, bool selfIsLower) {
-  if (stopping_) return RejectReason::kShuttingDown;
-  if (conn_ == nullptr) return RejectReason::kNone;
+RejectReason Peer::admit(const Hello& hello, bool selfIsLower) const {
+  if (state_ == PeerState::kStopping || state_ == PeerState::kStopped)
+    return RejectReason::kShuttingDown;
+  if (conn_ == nullptr || conn_->down()) return RejectReason::kNone;
   if (conn_->state() == ConnState::kEstablished || conn_->state() == ConnState::kAccepting) {
     // A new incarnation means the peer restarted: the old connection is stale.
     if (conn_->remote() && conn_->remote()->incarnation != hello.incarnation)
@@ -104,371 +146,276 @@ RejectReason Peer::admit(const Hello& hello, bool selfIsLower) {
 
 void Peer::adopt(Connection* c) {
   if (conn_ != nullptr && conn_ != c) {
-    Connection* old = conn_;
-    bool wasUp = old->state() == ConnState::kEstablished;
-    conn_ = nullptr;
-    up_ = false;
-    failAll(Status(Errc::peer_unreachable, "connection to " + name() + " replaced"));
-    old->close(wasUp ? "replaced by a new connection from a restarted peer"
-                     : "simultaneous dial: keeping the peer's connection");
+    conn_->close(connUp_ ? "replaced by a new connection from a restarted peer"
+                         : "simultaneous dial: keeping the peer's connection");
+    onDown();
   }
-  conn_ = c;
   dialTimer_->cancel();
+  conn_ = c;
+  setState(PeerState::kConnecting);
+  wake_();
 }
 
-void Peer::onEstablished(Connection& c) {
-  if (&c != conn_) {
-    c.close("superseded");
+// ------------------------------------------------------------ service step
+
+void Peer::service() {
+  observe();
+  if (state_ != PeerState::kEstablished) return;
+  receive();
+  if (state_ != PeerState::kEstablished) return;
+  if (writeConfirms()) out_.pump(*conn_);
+  conn_->post();
+}
+
+void Peer::observe() {
+  if (conn_ == nullptr) return;
+  if (conn_->down()) {
+    onDown();
     return;
   }
+  if (conn_->established() && state_ == PeerState::kConnecting) onUp();
+}
+
+void Peer::onUp() {
+  const Hello& remote = *conn_->remote();
   attempts_ = 0;
-  up_ = true;
-  nextSeq_ = 1;
+  epoch_++;
   expectedSeq_ = 1;
+  reasm_ = Reassembly{};
+  confirms_.clear();
+  holdingBack_ = false;
+  out_.reset(remote.flowWindow, remote.maxMessage);
   counters_.connects++;
+  connUp_ = true;
   lastError_.clear();
+  setState(PeerState::kEstablished);
   spdlog::info("peer {}: established ({} side, incarnation {:x})", name(),
-               c.active() ? "active" : "passive", c.remote()->incarnation);
-  pump();
+               conn_->active() ? "active" : "passive", remote.incarnation);
 }
 
-void Peer::onRejected(Connection& c, RejectReason reason) {
-  if (reason == RejectReason::kDuplicate)
-    spdlog::debug("peer {}: dial rejected, the peer keeps its own connection", name());
-  else if (reason == RejectReason::kNone)
-    spdlog::debug("peer {}: nobody listens at {} yet", name(), address().toString());
-  else if (&c == conn_)
-    spdlog::warn("peer {}: connection rejected: {}", name(), toString(reason));
-}
-
-void Peer::onClosed(Connection& c, const std::string& why) {
-  if (&c != conn_) return;
-  conn_ = nullptr;
-  lastError_ = why;
-  if (up_ && stopping_)
+// The current connection is down (or replaced): everything on it is failed
+// back, what the router holds from it is dropped, and the next dial is due.
+void Peer::onDown() {
+  std::string why = conn_->closeReason();
+  bool wasUp = connUp_;
+  connUp_ = false;
+  if (wasUp && state_ == PeerState::kStopping)
     spdlog::info("peer {}: connection closed: {}", name(), why);
-  else if (up_)
+  else if (wasUp)
     spdlog::warn("peer {}: connection lost: {}", name(), why);
+  else if (auto r = conn_->rejectReason();
+           r && *r != RejectReason::kNone && *r != RejectReason::kDuplicate)
+    spdlog::warn("peer {}: connection rejected: {}", name(), toString(*r));
   else
     spdlog::debug("peer {}: connection attempt failed: {}", name(), why);
-  up_ = false;
-  failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + why));
+  lastError_ = why;
+  conn_ = nullptr;
+  out_.failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + why));
+  confirms_.clear();
+  reasm_ = Reassembly{};
+  if (wasUp) events_.connectionLost(*this);
+  if (state_ == PeerState::kStopping) {
+    setState(PeerState::kStopped);
+    return;
+  }
+  setState(PeerState::kBackoff);
   scheduleDial();
 }
 
-void Peer::onReapable(Connection& c) {
-  mesh_.reap(&c);
-}
-
-void Peer::failAll(const Status& why) {
-  inflight_.forEach([&](InFlight& m) {
-    counters_.failed++;
-    events_.outcome(m.session, m.msgId, why);
-  });
-  inflight_.clear();
-  queue_.clear();
-  queuedBytes_ = 0;
-  confirms_.clear();
-  reasmActive_ = reasmComplete_ = reasmDiscard_ = false;
-  reasm_.clear();
-  receivePaused_ = false;
-  if (overLimit_) {
-    overLimit_ = false;
-    events_.queueDrained(*this);
-  }
-}
+// ------------------------------------------------------------ sending
 
 Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
                   std::string_view dstService, std::span<const std::byte> payload,
-                  bool& overLimit) {
-  overLimit = false;
-  if (!established())
-    return Status(Errc::peer_unreachable, "peer " + name() + " is not connected (" + state() +
+                  const void*& waitKey) {
+  waitKey = nullptr;
+  if (state_ != PeerState::kEstablished || conn_->down())
+    return Status(Errc::peer_unreachable, "peer " + name() + " is not connected (" +
+                                              toString(state_) +
                                               (lastError_.empty() ? "" : ": " + lastError_) + ")");
-  uint64_t limit = conn_->remote()->maxMessage;
-  if (limit != 0 && payload.size() > limit)
-    return Status(Errc::too_large, "message of " + std::to_string(payload.size()) +
-                                       " bytes is over the max_message_size of " + name() + " (" +
-                                       std::to_string(limit) + " bytes)");
-  uint64_t seq = nextSeq_++;
-  InFlight f{seq, session, msgId, coarseNow() + config_.messageTimeout, 0, {}};
-  f.serviceLen = static_cast<uint8_t>(std::min(dstService.size(), sizeof f.service));
-  std::memcpy(f.service, dstService.data(), f.serviceLen);
-  inflight_.push_back(f);
-  counters_.messagesSent++;
-  counters_.bytesSent += payload.size();
-  size_t offset = 0;
-  bool started = false;
-  if (queue_.empty() && writeConfirms() &&
-      writeMessage(seq, srcService, dstService, payload, offset, started))
-    return Status();
-  auto rest = payload.subspan(offset);
-  Queued q{seq,
-           0,
-           static_cast<uint32_t>(rest.size()),
-           static_cast<uint8_t>(srcService.size()),
-           static_cast<uint8_t>(dstService.size()),
-           started,
-           0};
-  queue_.append(&q, sizeof q);
-  queue_.append(srcService);
-  queue_.append(dstService);
-  queue_.append(rest);
-  queuedBytes_ = queue_.size();
-  if (queuedBytes_ > config_.sendQueueLimit) overLimit_ = overLimit = true;
-  return Status();
-}
-
-bool Peer::writeConfirms() {
-  while (!confirms_.empty() && conn_ != nullptr) {
-    if (!conn_->openBatch(false)) return false;
-    if (conn_->batch().room() < kConfirmRecordSize) {
-      conn_->sealBatch();
-      continue;
-    }
-    const ConfirmRange& r = confirms_.front();
-    conn_->batch().addConfirm(r.first, r.last, r.errc);
-    confirms_.erase(confirms_.begin());
+  Status st = out_.send(*conn_, session, msgId, srcService, dstService, payload, waitKey);
+  if (st.ok()) {
+    counters_.messagesSent++;
+    counters_.bytesSent += payload.size();
+    wake_();
   }
-  return confirms_.empty();
+  return st;
 }
 
-bool Peer::writeMessage(uint64_t seq, std::string_view src, std::string_view dst,
-                        std::span<const std::byte> payload, size_t& offset, bool& started) {
-  Connection& c = *conn_;
-  for (;;) {
-    size_t room = c.messageRoom();
-    if (room == 0) return false;
-    size_t rest = payload.size() - offset;
-    uint8_t first = started ? 0 : kFirstFragment;
-    size_t whole = BatchWriter::messageSize(src.size(), dst.size(), rest, false);
-    if (whole <= room) {
-      c.batch().addMessage(seq, first | kLastFragment, src, dst, 0, payload.subspan(offset));
-      offset = payload.size();
-      started = true;
-      c.requestFlush();
-      return true;
-    }
-    bool withTotal = !started;
-    size_t fixed = BatchWriter::messageSize(src.size(), dst.size(), 0, withTotal);
-    if (room < fixed + kMinFragment && !c.batch().empty()) {
-      c.sealBatch();
-      continue;
-    }
-    if (room <= fixed + 8) {
-      c.sealBatch();
-      continue;
-    }
-    size_t chunk = std::min(rest, (room - fixed) & ~size_t{7});
-    c.batch().addMessage(seq, first, src, dst, payload.size(), payload.subspan(offset, chunk));
-    offset += chunk;
-    started = true;
-    c.sealBatch();
-  }
+void Peer::confirmLater(uint64_t epoch, uint64_t seq, Errc errc) {
+  if (epoch != epoch_ || state_ != PeerState::kEstablished) return;
+  confirm(seq, errc);
+  wake_();
 }
 
-void Peer::pump() {
-  if (!established()) return;
-  if (!writeConfirms()) return;
-  while (!queue_.empty()) {
-    Queued q;
-    std::memcpy(&q, queue_.data(), sizeof q);
-    const auto* p = reinterpret_cast<const char*>(queue_.data()) + sizeof q;
-    std::string_view src(p, q.srcLen), dst(p + q.srcLen, q.dstLen);
-    std::span<const std::byte> payload(queue_.data() + sizeof q + q.srcLen + q.dstLen, q.length);
-    size_t offset = q.offset;
-    bool done = writeMessage(q.seq, src, dst, payload, offset, q.started);
-    if (!done) {
-      q.offset = offset;
-      queue_.overwrite(0, &q, sizeof q);
-      break;
-    }
-    queue_.consume(sizeof q + q.srcLen + q.dstLen + q.length);
-  }
-  queuedBytes_ = queue_.size();
-  if (overLimit_ && queuedBytes_ <= config_.sendQueueLimit / 2) {
-    overLimit_ = false;
-    events_.queueDrained(*this);
-  }
-  if (conn_ != nullptr) conn_->requestFlush();
-}
-
-void Peer::onWritable(Connection& c) {
-  if (&c == conn_) pump();
-}
-
-// Confirmations are collected into ranges and written when the connection
-// flushes (beforeFlush): one record for every message of a loop turn.
+// Outcomes are collected into ranges and written in the service step: one
+// record for a run of messages with one outcome.
 void Peer::confirm(uint64_t seq, Errc errc) {
   auto code = static_cast<uint16_t>(errc);
   if (!confirms_.empty() && confirms_.back().last + 1 == seq && confirms_.back().errc == code)
     confirms_.back().last = seq;
   else
     confirms_.push_back({seq, seq, code});
-  if (conn_ != nullptr) conn_->requestFlush();
 }
 
-void Peer::beforeFlush(Connection& c) {
-  if (&c == conn_) writeConfirms();
+bool Peer::writeConfirms() {
+  size_t done = 0;
+  while (done < confirms_.size()) {
+    if (!conn_->openBatch(false)) break;
+    if (conn_->batch().room() < kConfirmRecordSize) {
+      conn_->sealBatch();
+      continue;
+    }
+    const ConfirmRange& r = confirms_[done++];
+    conn_->batch().addConfirm(r.first, r.last, r.errc);
+  }
+  confirms_.erase(confirms_.begin(), confirms_.begin() + static_cast<std::ptrdiff_t>(done));
+  return confirms_.empty();
 }
 
-void Peer::settle(uint64_t first, uint64_t last, Errc errc) {
-  while (!inflight_.empty() && inflight_.front().seq <= last) {
-    if (inflight_.front().seq < first) {  // timed out earlier: its sender already knows
-      inflight_.pop_front();
-      continue;
+// ------------------------------------------------------------ receiving
+
+void Peer::receive() {
+  holdingBack_ = false;
+  while (conn_->hasBatch()) {
+    if (!events_.canHold()) {
+      holdingBack_ = true;  // woken again when the router has room
+      return;
     }
-    if (errc == Errc::ok) {
-      // A run of one client's messages with consecutive ids settles at once.
-      const uint64_t session = inflight_.front().session, msgId = inflight_.front().msgId;
-      uint64_t n = 0;
-      while (!inflight_.empty() && inflight_.front().seq <= last &&
-             inflight_.front().session == session && inflight_.front().msgId == msgId + n) {
-        inflight_.pop_front();
-        ++n;
-      }
-      counters_.confirmed += n;
-      events_.delivered(session, msgId, n);
-      continue;
+    BatchReader reader(conn_->frontBatch());
+    reader.open();  // checked on arrival
+    Record rec;
+    int rc;
+    while ((rc = reader.next(rec)) == 1)
+      if (!onRecord(rec)) return;
+    if (rc < 0) {
+      conn_->close("malformed record from peer");
+      return;
     }
-    InFlight m = inflight_.front();
-    inflight_.pop_front();
-    counters_.confirmed++;
-    std::string service(m.service, m.serviceLen);
-    Status st;
-    if (errc == Errc::unknown_service)
-      st = Status(errc, "no listener for service " + service + " on " + name());
-    else if (errc == Errc::too_large)
-      st = Status(errc, "message to " + service + " is over the max_message_size of " + name());
-    else
-      st = Status(errc, "delivery to " + service + " on " + name() + " failed");
-    events_.outcome(m.session, m.msgId, st);
+    conn_->consumeBatch();
   }
 }
 
-bool Peer::onRecord(Connection& c, const Record& r) {
-  if (&c != conn_) return true;
+bool Peer::onRecord(const Record& r) {
   switch (r.type) {
     case RecordType::kHeartbeat:
       return true;
     case RecordType::kConfirm:
-      settle(r.seq, r.confirm.lastSeq, static_cast<Errc>(r.confirm.errc));
+      if (!out_.settle(r.seq, r.confirm.lastSeq, static_cast<Errc>(r.confirm.errc))) {
+        conn_->close("confirmation for a message not in flight");
+        return false;
+      }
       return true;
     case RecordType::kMessage:
-      return handleMessage(c, r);
+      return handleMessage(r);
   }
   return true;
 }
 
-bool Peer::handleMessage(Connection& c, const Record& r) {
+bool Peer::handleMessage(const Record& r) {
   bool first = r.flags & kFirstFragment, last = r.flags & kLastFragment;
   std::span<const std::byte> payload = r.payload;
   if (first) {
-    if (r.seq != expectedSeq_ || reasmActive_) {
-      c.close("message out of sequence from peer");
+    if (r.seq != expectedSeq_ || reasm_.active) {
+      conn_->close("message out of sequence from peer");
       return false;
     }
     uint64_t total = last ? r.payload.size() : r.totalLength;
     if (!last && r.payload.size() > r.totalLength) {
-      c.close("fragment longer than its announced message");
+      conn_->close("fragment longer than its announced message");
       return false;
     }
     if (total > config_.maxMessageSize) {
       // Over our limit: nothing is kept, the sender is told, the connection stays.
+      expectedSeq_ = r.seq + 1;
       if (last) {
-        expectedSeq_ = r.seq + 1;
         confirm(r.seq, Errc::too_large);
         return true;
       }
-      reasmActive_ = reasmDiscard_ = true;
-      reasmSeq_ = r.seq;
+      reasm_.active = reasm_.discard = true;
+      reasm_.seq = r.seq;
       return true;
     }
     if (!last) {
-      reasmActive_ = true;
-      reasmComplete_ = reasmDiscard_ = false;
-      reasmSeq_ = r.seq;
-      reasmTotal_ = r.totalLength;
-      reasmSrc_.assign(r.srcService);
-      reasmDst_.assign(r.dstService);
-      reasm_.assign(r.payload.begin(), r.payload.end());
+      reasm_.active = true;
+      reasm_.complete = reasm_.discard = false;
+      reasm_.seq = r.seq;
+      reasm_.total = r.totalLength;
+      reasm_.src.assign(r.srcService);
+      reasm_.dst.assign(r.dstService);
+      reasm_.bytes.assign(r.payload.begin(), r.payload.end());
+      expectedSeq_ = r.seq + 1;
       return true;
     }
+    expectedSeq_ = r.seq + 1;
   } else {
-    if (!reasmActive_ || r.seq != reasmSeq_) {
-      c.close("fragment out of sequence from peer");
+    if (!reasm_.active || r.seq != reasm_.seq) {
+      conn_->close("fragment out of sequence from peer");
       return false;
     }
-    if (reasmDiscard_) {
+    if (reasm_.discard) {
       if (last) {
-        reasmActive_ = reasmDiscard_ = false;
-        expectedSeq_ = r.seq + 1;
+        reasm_.active = reasm_.discard = false;
         confirm(r.seq, Errc::too_large);
       }
       return true;
     }
-    if (!reasmComplete_) {
-      if (reasm_.size() + r.payload.size() > reasmTotal_) {
-        c.close("fragments exceed the announced message length");
-        return false;
-      }
-      reasm_.insert(reasm_.end(), r.payload.begin(), r.payload.end());
-      if (!last) return true;
-      if (reasm_.size() != reasmTotal_) {
-        c.close("fragments do not add up to the announced message length");
-        return false;
-      }
-      reasmComplete_ = true;
+    if (reasm_.bytes.size() + r.payload.size() > reasm_.total) {
+      conn_->close("fragments exceed the announced message length");
+      return false;
     }
-    payload = reasm_;
+    reasm_.bytes.insert(reasm_.bytes.end(), r.payload.begin(), r.payload.end());
+    if (!last) return true;
+    if (reasm_.bytes.size() != reasm_.total) {
+      conn_->close("fragments do not add up to the announced message length");
+      return false;
+    }
+    payload = reasm_.bytes;
   }
-  std::string_view src = first ? r.srcService : std::string_view(reasmSrc_);
-  std::string_view dst = first ? r.dstService : std::string_view(reasmDst_);
-  Delivery d = events_.deliverIncoming(*this, src, dst, payload);
-  if (d == Delivery::kCongested) {
-    receivePaused_ = true;
-    return false;
-  }
+  std::string_view src = first ? r.srcService : std::string_view(reasm_.src);
+  std::string_view dst = first ? r.dstService : std::string_view(reasm_.dst);
+  uint64_t seq = first ? r.seq : reasm_.seq;
+  Delivery d = events_.deliverIncoming(*this, epoch_, seq, src, dst, payload);
   counters_.messagesReceived++;
   counters_.bytesReceived += payload.size();
-  uint64_t seq = first ? r.seq : reasmSeq_;
-  expectedSeq_ = seq + 1;
-  reasmActive_ = reasmComplete_ = false;
-  if (!first) reasm_.clear();
-  confirm(seq, d == Delivery::kDelivered ? Errc::ok : Errc::unknown_service);
+  reasm_.active = false;
+  if (!first) reasm_.bytes.clear();
+  switch (d) {
+    case Delivery::kDelivered:
+      confirm(seq, Errc::ok);
+      return true;
+    case Delivery::kUnknownService:
+      confirm(seq, Errc::unknown_service);
+      return true;
+    case Delivery::kHeld:
+      counters_.held++;
+      return true;
+    case Delivery::kWindowExceeded:
+      conn_->close("peer sent more than the flow window of service " + std::string(dst));
+      return false;
+  }
   return true;
 }
 
-void Peer::resumeReceiving() {
-  if (!receivePaused_ || conn_ == nullptr) return;
-  receivePaused_ = false;
-  conn_->resumeReceive();
-}
+// ------------------------------------------------------------ timers
 
 void Peer::onTick() {
   auto now = Clock::now();
-  if (established()) {
-    if (now - conn_->lastReceived() > config_.heartbeatTimeout) {
+  if (state_ == PeerState::kEstablished && !conn_->down()) {
+    // A peer we hold back (batches left on the link) cannot answer: its
+    // silence is ours, not a sign that it is gone.
+    bool holding = holdingBack_ && conn_->hasBatch();
+    if (!holding && now - conn_->lastReceived() > config_.heartbeatTimeout) {
       conn_->close("no traffic from peer for " + std::to_string(config_.heartbeatTimeout.count()) +
                    " ms");
     } else if (now - conn_->lastSent() >= config_.heartbeatInterval) {
       if (conn_->openBatch(false) && conn_->batch().room() >= sizeof(RecordHeader)) {
         conn_->batch().addHeartbeat();
         counters_.heartbeatsSent++;
-        conn_->requestFlush();
       }
     }
+    wake_();
   }
-  auto coarse = coarseNow();
-  while (!inflight_.empty() && inflight_.front().deadline < coarse) {
-    InFlight m = inflight_.front();
-    inflight_.pop_front();
-    counters_.failed++;
-    events_.outcome(
-        m.session, m.msgId,
-        Status(Errc::timeout, "no delivery confirmation from " + name() + " within " +
-                                  std::to_string(config_.messageTimeout.count()) + " ms"));
-  }
+  out_.expire(now);
   tickTimer_->arm(std::min(config_.heartbeatInterval, std::chrono::milliseconds(1000)) / 2);
 }
 

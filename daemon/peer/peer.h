@@ -1,182 +1,169 @@
-// A configured peer daemon: its current connection, the messages on their
-// way to it, and what it sends us.
+// A configured peer daemon: its state, its current connection, what this
+// node sends to it (Outbound) and what it sends us.
 //
-// Outbound: a message from a local client gets the next sequence number of
-// the connection and is written straight into the connection's open batch
-// when credits allow (no copy, no allocation); otherwise it waits in a
-// bounded queue (send_queue_limit bytes) — over the limit the router stops
-// reading the sending client. Every sent message stays "in flight" until the
-// peer confirms its delivery (or failure); if the connection is lost or the
-// message times out, its sender is told. Nothing is dropped silently.
+// State (one checked transition point, setState):
 //
-// Inbound: messages (reassembled from fragments) go to the router in order;
-// their outcomes go back to the peer as confirmations, batched.
+//   idle → connecting → established → backoff → connecting → …
+//               └──────────→ backoff ──┘
+//   any → stopping → stopped
 //
-// Liveness: heartbeats when idle; a peer silent for heartbeat_timeout is
-// disconnected. Dialing uses exponential backoff with jitter; both ends dial
-// and the mesh keeps exactly one connection per pair (mesh.h).
+// Every failure of a connection — one that fails at once (no route, no
+// device), is refused, times out or is lost — is seen the same way: the
+// service step finds the connection down, and the peer goes to backoff and
+// schedules the next dial (exponential backoff with jitter). Both ends dial;
+// the mesh keeps exactly one connection per pair (mesh.h).
+//
+// Calls go one way. The loop runs the peer's timers and its service step
+// (Mesh runs it for every peer marked on the service queue); the connection
+// only marks it. service() reads the connection's state and received
+// batches, hands messages to the router (PeerEvents) and writes what is
+// queued. The router calls send() and confirmLater(), which only queue work
+// and mark the peer: they never call back into the router.
+//
+// Inbound: the peer always takes batches off the link. A message for a
+// listener that does not keep up is held by the router (per flow, within
+// the flow window) and confirmed when the listener takes it, so the link's
+// credits keep flowing and liveness never depends on consumers. Only when
+// the router's receive_memory_limit is reached does the peer leave batches
+// on the link; it then does not count the peer's silence against it.
+//
+// Liveness: a heartbeat when nothing was sent for heartbeat_interval (a
+// batch without messages: it always has its reserved credit); a peer silent
+// for heartbeat_timeout is disconnected.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "common/byte_buffer.h"
 #include "common/status.h"
 #include "config/config.h"
 #include "daemon/loop/events.h"
+#include "daemon/loop/service_queue.h"
 #include "daemon/peer/connection.h"
-#include "daemon/ring.h"
+#include "daemon/peer/events.h"
+#include "daemon/peer/outbound.h"
 
 namespace rdmamsg::peer {
 
 class Mesh;
-class Peer;
 
-enum class Delivery { kDelivered, kUnknownService, kCongested };
-
-// The router's side of a peer.
-class PeerEvents {
- public:
-  virtual ~PeerEvents() = default;
-  // A message for a local service. kCongested: offer it again later
-  // (Mesh::resumeReceiving), the connection stops consuming meanwhile.
-  virtual Delivery deliverIncoming(Peer& from, std::string_view srcService,
-                                   std::string_view dstService,
-                                   std::span<const std::byte> payload) = 0;
-  // The outcome of a message a local client sent.
-  virtual void outcome(uint64_t session, uint64_t msgId, const Status& status) = 0;
-  // Messages msgId .. msgId + count - 1 of one client were delivered (a
-  // stream's confirmations settle many at once).
-  virtual void delivered(uint64_t session, uint64_t msgId, uint64_t count) = 0;
-  // The peer's outbound queue went back under its limit.
-  virtual void queueDrained(Peer& peer) = 0;
-};
+enum class PeerState { kIdle, kConnecting, kEstablished, kBackoff, kStopping, kStopped };
+const char* toString(PeerState s);
 
 struct PeerCounters {
   uint64_t messagesSent = 0;
   uint64_t messagesReceived = 0;
   uint64_t bytesSent = 0;
   uint64_t bytesReceived = 0;
-  uint64_t confirmed = 0;
-  uint64_t failed = 0;
   uint64_t connects = 0;
+  uint64_t dials = 0;
   uint64_t heartbeatsSent = 0;
+  uint64_t held = 0;  // messages held for a congested listener
 };
 
-class Peer : public ConnectionOwner {
+class Peer {
  public:
   Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config::Peer peer,
-       PeerEvents& events);
-  ~Peer() override;
+       PeerEvents& events, loop::ServiceQueue::Waker wake);
+  ~Peer();
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
 
   const std::string& name() const { return cfg_.name; }
   const config::Address& address() const { return cfg_.address; }
   uint64_t id() const { return id_; }
-  bool established() const;
-  std::string state() const;
+  PeerState state() const { return state_; }
+  bool established() const { return state_ == PeerState::kEstablished; }
   const std::string& lastError() const { return lastError_; }
   const PeerCounters& counters() const { return counters_; }
   const Connection* connection() const { return conn_; }
-  size_t queuedBytes() const { return queuedBytes_; }
-  size_t inFlight() const { return inflight_.size(); }
+  uint64_t epoch() const { return epoch_; }
+  size_t queuedBytes() const { return out_.queuedBytes(); }
+  size_t inFlight() const { return out_.inFlight(); }
+  std::vector<OutFlowStats> flowStats() const { return out_.flowStats(); }
+  uint64_t confirmedCount() const { return out_.confirmed(); }
+  uint64_t failedCount() const { return out_.failed(); }
   uint64_t remoteIncarnation() const;
 
   void start();     // begin dialing
   void shutdown();  // stop dialing, close the connection
+  // Dial now (e.g. the device is back), whatever the backoff says.
+  void redialSoon();
 
-  // Sends a message. Errors: peer_unreachable. `overLimit` tells the caller
-  // to stop reading the client until queueDrained().
+  // Sends a message. Errors: peer_unreachable, too_large. A non-null
+  // `waitKey` tells the caller to stop reading the client until
+  // PeerEvents::queueDrained(waitKey).
   Status send(uint64_t session, uint64_t msgId, std::string_view srcService,
-              std::string_view dstService, std::span<const std::byte> payload, bool& overLimit);
+              std::string_view dstService, std::span<const std::byte> payload,
+              const void*& waitKey);
+  // The outcome of a message the router held: confirmed to the peer if
+  // connection `epoch` is still the current one.
+  void confirmLater(uint64_t epoch, uint64_t seq, Errc errc);
 
   // The mesh's tie-break for a CONNECT_REQUEST from this peer; kNone: accept.
-  RejectReason admit(const Hello& hello, bool selfIsLower);
+  RejectReason admit(const Hello& hello, bool selfIsLower) const;
   void adopt(Connection* c);  // the accepted connection becomes current
-  void resumeReceiving();
+  // The connection was closed by the mesh (device gone): forget it.
+  bool owns(const Connection* c) const { return conn_ == c; }
 
-  // ConnectionOwner
-  void onEstablished(Connection& c) override;
-  bool onRecord(Connection& c, const Record& r) override;
-  void onWritable(Connection& c) override;
-  void beforeFlush(Connection& c) override;
-  void onClosed(Connection& c, const std::string& why) override;
-  void onReapable(Connection& c) override;
-  void onRejected(Connection& c, RejectReason reason) override;
+  // The service step: observe the connection, read, write.
+  void service();
 
  private:
-  // A queued message in queue_: this header, then the two service names and
-  // the payload (the part not yet written).
-  struct Queued {
-    uint64_t seq;
-    uint64_t offset;  // payload bytes already written into batches
-    uint32_t length;  // payload bytes stored
-    uint8_t srcLen, dstLen;
-    bool started;  // its first fragment is out
-    uint8_t reserved;
-  };
-  struct InFlight {
-    uint64_t seq;
-    uint64_t session;
-    uint64_t msgId;
-    std::chrono::steady_clock::time_point deadline;
-    uint8_t serviceLen;
-    char service[63];  // the destination service, to name it in errors
+  struct Reassembly {
+    bool active = false;
+    bool complete = false;
+    bool discard = false;  // over our max_message_size: answered too_large
+    uint64_t seq = 0, total = 0;
+    std::string src, dst;
+    std::vector<std::byte> bytes;
   };
   struct ConfirmRange {
     uint64_t first, last;
     uint16_t errc;
   };
 
+  void setState(PeerState s);
   void dial();
   void scheduleDial();
-  void onTick();
-  void pump();
-  bool writeConfirms();
-  // Writes (the rest of) a message; true when all of it is in batches.
-  bool writeMessage(uint64_t seq, std::string_view src, std::string_view dst,
-                    std::span<const std::byte> payload, size_t& offset, bool& started);
+  void observe();
+  void onUp();
+  void onDown();
+  void receive();
+  bool onRecord(const Record& r);
+  bool handleMessage(const Record& r);
   void confirm(uint64_t seq, Errc errc);
-  void failAll(const Status& why);
-  bool handleMessage(Connection& c, const Record& r);
-  void settle(uint64_t first, uint64_t last, Errc errc);
+  bool writeConfirms();
+  void onTick();
 
   loop::EventLoop& loop_;
   Mesh& mesh_;
   const config::Config& config_;
   config::Peer cfg_;
   PeerEvents& events_;
+  loop::ServiceQueue::Waker wake_;
   uint64_t id_;
-  bool stopping_ = false;
+  PeerState state_ = PeerState::kIdle;
 
   Connection* conn_ = nullptr;  // current connection (owned by the mesh)
-  bool up_ = false;             // conn_ reached established
+  uint64_t epoch_ = 0;          // counts established connections
+  bool connUp_ = false;         // conn_ reached established
   std::string lastError_ = "not connected yet";
   int attempts_ = 0;
   std::unique_ptr<loop::Timer> dialTimer_, tickTimer_;
   std::mt19937_64 rng_;
 
-  // Outbound
-  uint64_t nextSeq_ = 1;
-  ByteBuffer queue_;  // Queued records, in order; no allocation per message
-  size_t queuedBytes_ = 0;
-  bool overLimit_ = false;
-  Ring<InFlight> inflight_;
-  std::vector<ConfirmRange> confirms_;
-
-  // Inbound
+  Outbound out_;
   uint64_t expectedSeq_ = 1;
-  std::vector<std::byte> reasm_;
-  uint64_t reasmSeq_ = 0, reasmTotal_ = 0;
-  bool reasmActive_ = false, reasmComplete_ = false;
-  bool reasmDiscard_ = false;  // over our max_message_size: answered too_large
-  std::string reasmSrc_, reasmDst_;
-  bool receivePaused_ = false;
+  Reassembly reasm_;
+  std::vector<ConfirmRange> confirms_;
+  bool holdingBack_ = false;  // batches left on the link (receive_memory_limit)
 
   PeerCounters counters_;
 };

@@ -1,6 +1,7 @@
 // Encoding and bounds-checked decoding of the peer protocol (protocol.h).
 #include "daemon/peer/protocol.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace rdmamsg::peer {
@@ -35,10 +36,12 @@ uint64_t nodeId(std::string_view name) {
 }
 
 std::optional<Hello> decodeHello(const void* data, size_t len) {
-  if (data == nullptr || len < kHelloSize) return std::nullopt;
-  Hello h;
-  std::memcpy(&h, data, kHelloSize);
+  constexpr size_t kPrefix = 8;  // magic, version, reason, reserved: the same in every version
+  if (data == nullptr || len < kPrefix) return std::nullopt;
+  Hello h{};
+  std::memcpy(&h, data, std::min(len, kHelloSize));
   if (h.magic != kHelloMagic) return std::nullopt;
+  if (h.version == kProtocolVersion && len < kHelloSize) return std::nullopt;
   return h;
 }
 

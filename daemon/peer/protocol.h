@@ -7,6 +7,12 @@
 // Data: every RDMA send fills exactly one of the receiver's buffers with a
 // Batch: a BatchHeader, then records, each 8-byte aligned. Records carry
 // messages (whole or fragments), delivery confirmations and heartbeats.
+//
+// Two levels of flow control: link credits (one per receive buffer) and
+// per-flow windows. A message costs its flow windowCost() bytes from when
+// it is sent until its CONFIRM arrives; the receiver confirms a message
+// when it hands it to a listener (or fails it), so the window returns as
+// the listener consumes.
 // docs/protocol.md describes every field.
 #pragma once
 
@@ -19,7 +25,9 @@
 namespace rdmamsg::peer {
 
 inline constexpr uint32_t kHelloMagic = 0x47534d52;  // "RMSG"
-inline constexpr uint8_t kProtocolVersion = 1;
+// Version 2: per-flow windows (a flow is a source node and a destination
+// service). Version 1 peers are rejected with RejectReason::kVersion.
+inline constexpr uint8_t kProtocolVersion = 2;
 
 enum class RejectReason : uint8_t {
   kNone = 0,
@@ -43,15 +51,20 @@ struct Hello {
   uint32_t bufferSize = 0;   // the sender's receive buffer size, bytes
   uint32_t bufferCount = 0;  // receive buffers the sender posts
   uint64_t maxMessage = 0;   // the sender's max_message_size, bytes
+  uint32_t flowWindow = 0;   // bytes the sender holds for each flow towards it
+  uint32_t reserved2 = 0;
 };
-inline constexpr size_t kHelloSize = 48;
+inline constexpr size_t kHelloSize = 56;
 static_assert(sizeof(Hello) == kHelloSize);
 static_assert(kHelloSize <= 56, "must fit a REQ's private data");
 
 // 64-bit FNV-1a of a node name: node names do not fit in a REQ.
 uint64_t nodeId(std::string_view name);
 
-// Decodes private data; nullopt when it is not a Hello (wrong size or magic).
+// Decodes private data; nullopt when it is not a Hello (too short for the
+// magic and version, or wrong magic). A Hello of another version decodes
+// with its version set, so that it can be rejected with that reason; its
+// other fields are not meaningful.
 std::optional<Hello> decodeHello(const void* data, size_t len);
 
 // ------------------------------------------------------------------ data
@@ -158,6 +171,11 @@ class BatchWriter {
   size_t offset_ = 0;
   uint16_t records_ = 0;
 };
+
+// What a message costs its flow's window: what the receiver must hold for it.
+inline constexpr uint64_t windowCost(size_t srcLen, size_t dstLen, size_t payload) {
+  return payload + srcLen + dstLen + 32;
+}
 
 inline constexpr size_t kConfirmRecordSize = sizeof(RecordHeader) + sizeof(ConfirmBody);
 

@@ -1,13 +1,14 @@
-// The shared completion queue of a device and its drain recipe (device.h).
+// A device's shared completion queue, buffers and async events (device.h).
 #include "daemon/rdma/device.h"
 
 #include <event2/event.h>
 #include <spdlog/spdlog.h>
 
-#include "daemon/loop/counters.h"
-
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
+
+#include "daemon/loop/counters.h"
 
 namespace rdmamsg::rdma {
 
@@ -17,13 +18,19 @@ namespace {
 }
 }  // namespace
 
-Device::Device(loop::EventLoop& loop, ibv_context* context, int cqEntries) : context_(context) {
+Device::Device(loop::EventLoop& loop, ibv_context* context, int cqEntries, DeviceListener* listener)
+    : context_(context), listener_(listener) {
+  if (int rc = ibv_query_device(context, &attr_); rc != 0) {
+    errno = rc;
+    fail("ibv_query_device");
+  }
   pd_.reset(ibv_alloc_pd(context));
   if (!pd_) fail("ibv_alloc_pd");
   channel_.reset(ibv_create_comp_channel(context));
   if (!channel_) fail("ibv_create_comp_channel");
   if (!setNonBlocking(channel_->fd)) fail("completion channel O_NONBLOCK");
-  cq_.reset(ibv_create_cq(context, cqEntries, this, channel_.get(), 0));
+  int entries = std::max(1, std::min(cqEntries, attr_.max_cqe));
+  cq_.reset(ibv_create_cq(context, entries, this, channel_.get(), 0));
   if (!cq_) fail("ibv_create_cq");
   if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
     errno = rc;
@@ -31,11 +38,44 @@ Device::Device(loop::EventLoop& loop, ibv_context* context, int cqEntries) : con
   }
   io_ = std::make_unique<loop::IoEvent>(loop, channel_->fd, EV_READ | EV_PERSIST | EV_ET,
                                         [this](short) { onWakeup(); });
+  if (setNonBlocking(context->async_fd))
+    asyncIo_ = std::make_unique<loop::IoEvent>(
+        loop, context->async_fd, EV_READ | EV_PERSIST | EV_ET, [this](short) { onAsyncEvents(); });
+  else
+    spdlog::warn(
+        "RDMA device {}: async events fd cannot be made nonblocking; device events "
+        "are not watched",
+        name());
 }
 
 Device::~Device() {
   io_.reset();
+  asyncIo_.reset();
   // Every event gotten was acked in onWakeup, so destroying the CQ cannot block.
+}
+
+std::string Device::name() const {
+  const char* n = context_->device != nullptr ? ibv_get_device_name(context_->device) : nullptr;
+  return n != nullptr ? n : "?";
+}
+
+std::unique_ptr<BufferSet> Device::takeBuffers(const BufferGeometry& g, uint64_t recvTag) {
+  auto it =
+      std::find_if(spare_.begin(), spare_.end(), [&](const auto& s) { return s->geometry() == g; });
+  if (it != spare_.end()) {
+    auto set = std::move(*it);
+    spare_.erase(it);
+    counters_.bufferSetsReused++;
+    return set;
+  }
+  auto set = std::make_unique<BufferSet>(pd_.get(), g, recvTag);
+  counters_.bufferSetsCreated++;
+  counters_.registeredBytes += set->registeredBytes();
+  return set;
+}
+
+void Device::returnBuffers(std::unique_ptr<BufferSet> set) {
+  if (set) spare_.push_back(std::move(set));
 }
 
 void Device::onWakeup() {
@@ -60,7 +100,10 @@ void Device::onWakeup() {
     int n = ibv_poll_cq(cq_.get(), 32, wcs);
     counters_.polls++;
     if (n < 0) {
-      spdlog::critical("ibv_poll_cq failed ({}): completion queue unusable", n);
+      spdlog::critical("RDMA device {}: ibv_poll_cq failed ({}): completion queue unusable", name(),
+                       n);
+      failed_ = true;
+      if (listener_ != nullptr) listener_->onDeviceEvent(*this, IBV_EVENT_CQ_ERR);
       return;
     }
     for (int i = 0; i < n; i++) {
@@ -73,6 +116,41 @@ void Device::onWakeup() {
       it->second->onCompletion(wcs[i]);
     }
     if (n == 0) return;
+  }
+}
+
+void Device::onAsyncEvents() {
+  for (;;) {
+    ibv_async_event ev;
+    if (ibv_get_async_event(context_, &ev) != 0) return;  // EAGAIN: drained
+    counters_.asyncEvents++;
+    ibv_event_type type = ev.event_type;
+    switch (type) {
+      case IBV_EVENT_QP_FATAL:
+      case IBV_EVENT_QP_REQ_ERR:
+      case IBV_EVENT_QP_ACCESS_ERR:
+      case IBV_EVENT_PATH_MIG_ERR: {
+        uint32_t qpNum = ev.element.qp->qp_num;
+        ibv_ack_async_event(&ev);
+        spdlog::warn("RDMA device {}: {} on QP {}", name(), ibv_event_type_str(type), qpNum);
+        if (auto it = sinks_.find(qpNum); it != sinks_.end()) it->second->onQpEvent(type);
+        break;
+      }
+      case IBV_EVENT_DEVICE_FATAL:
+      case IBV_EVENT_CQ_ERR:
+      case IBV_EVENT_PORT_ERR:
+      case IBV_EVENT_PORT_ACTIVE:
+      case IBV_EVENT_LID_CHANGE:
+      case IBV_EVENT_GID_CHANGE:
+        ibv_ack_async_event(&ev);
+        if (type == IBV_EVENT_DEVICE_FATAL || type == IBV_EVENT_CQ_ERR) failed_ = true;
+        if (listener_ != nullptr) listener_->onDeviceEvent(*this, type);
+        break;
+      default:
+        ibv_ack_async_event(&ev);
+        spdlog::debug("RDMA device {}: async event {}", name(), ibv_event_type_str(type));
+        break;
+    }
   }
 }
 

@@ -27,11 +27,22 @@ struct MrDeleter {
   void operator()(ibv_mr* m) const { ibv_dereg_mr(m); }
 };
 
+// An rdma_cm id, and the QP created on it with rdma_create_qp (destroyed
+// with rdma_destroy_qp; the id outlives it). Declare the id first.
+struct CmIdDeleter {
+  void operator()(rdma_cm_id* id) const { rdma_destroy_id(id); }
+};
+struct CmQpDeleter {
+  void operator()(rdma_cm_id* id) const { rdma_destroy_qp(id); }
+};
+
 using EventChannelPtr = std::unique_ptr<rdma_event_channel, EventChannelDeleter>;
 using PdPtr = std::unique_ptr<ibv_pd, PdDeleter>;
 using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>;
 using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;
 using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
+using CmIdPtr = std::unique_ptr<rdma_cm_id, CmIdDeleter>;
+using CmQpPtr = std::unique_ptr<rdma_cm_id, CmQpDeleter>;  // holds the id whose QP it owns
 
 // Makes an rdma-core fd nonblocking (channels are blocking by default).
 bool setNonBlocking(int fd);

@@ -114,5 +114,33 @@ TEST(Config, DaemonRefusesToStartOnASocketPathInUse) {
   EXPECT_TRUE(statusOf(c.socket("alpha")).has_value());
 }
 
+// A configuration the RDMA device cannot hold is refused up front, naming
+// the key, its value and the device limit — not accepted and then failing
+// every dial.
+TEST(Config, CheckConfigRefusesWhatTheDeviceCannotHold) {
+  TempDir dir;
+  std::string path = dir.file("big.yaml");
+  writeFile(path, goodConfig(dir, 7471) + "buffer_size: 4KiB\nbuffer_count: 16384\n");
+  CliResult r = runDaemon(dir, {"--check-config", path});
+  EXPECT_EQ(r.code, 78) << r.out << r.err;
+  std::string all = r.out + r.err;
+  EXPECT_NE(all.find("buffer_count"), std::string::npos) << all;
+  EXPECT_NE(all.find("16384"), std::string::npos) << all;
+  EXPECT_NE(all.find("max_qp_wr"), std::string::npos) << all;
+}
+
+TEST(Config, DaemonRefusesToStartWithWhatTheDeviceCannotHold) {
+  TempDir dir;
+  uint16_t port = pickPort({"127.0.0.1"});
+  ASSERT_NE(port, 0);
+  std::string path = dir.file("big.yaml");
+  writeFile(path, goodConfig(dir, port) + "buffer_size: 4KiB\nbuffer_count: 16384\n");
+  CliResult r = runDaemon(dir, {"-c", path});
+  EXPECT_EQ(r.code, 78) << r.out << r.err;
+  std::string all = r.out + r.err;
+  EXPECT_NE(all.find("buffer_count"), std::string::npos) << all;
+  EXPECT_NE(all.find("max_qp_wr"), std::string::npos) << all;
+}
+
 }  // namespace
 }  // namespace rdmamsg::itest

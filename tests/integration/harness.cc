@@ -187,7 +187,10 @@ void DaemonProcess::printLog() const {
 
 bool DaemonProcess::launch() {
   Process::Options o;
-  o.argv = {softrdmaRun(), daemonBinary(), "-c", config_, "--node", name_};
+  o.argv = wrapper_;
+  for (const auto& a :
+       {softrdmaRun(), daemonBinary(), std::string("-c"), config_, std::string("--node"), name_})
+    o.argv.push_back(a);
   o.argv.insert(o.argv.end(), extraArgs_.begin(), extraArgs_.end());
   o.stdoutPath = logPath_;
   o.append = true;

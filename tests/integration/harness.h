@@ -118,6 +118,8 @@ class DaemonProcess {
   void kill9() { process_.kill9(); }
   void signal(int sig) { process_.signal(sig); }
   bool restart(std::chrono::milliseconds timeout = 10s);
+  // Runs the daemon under `wrapper` (e.g. {"ip", "netns", "exec", NAME}).
+  void setWrapper(std::vector<std::string> wrapper) { wrapper_ = std::move(wrapper); }
   // Waits until the log contains `text`.
   bool waitLog(const std::string& text, std::chrono::milliseconds timeout = 10s) const;
   void printLog() const;
@@ -125,6 +127,7 @@ class DaemonProcess {
  private:
   std::string name_, config_, socket_, logPath_;
   std::vector<std::string> extraArgs_;
+  std::vector<std::string> wrapper_;
   Process process_;
 };
 

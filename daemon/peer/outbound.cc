@@ -1,0 +1,398 @@
+// The sending side of a peer (outbound.h).
+#include "daemon/peer/outbound.h"
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+
+namespace rdmamsg::peer {
+
+namespace {
+
+constexpr size_t kMinFragment = 4096;
+constexpr size_t kTurnBytes = 256 * 1024;  // what one flow writes before the next has its turn
+constexpr size_t kTotalFactor = 8;         // all flows together: 8 × send_queue_limit
+
+using Clock = std::chrono::steady_clock;
+
+// Message deadlines are seconds away: the coarse monotonic clock (a few ms
+// of resolution, no system call) is precise enough and cheap per message.
+Clock::time_point coarseNow() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+}
+
+}  // namespace
+
+// A queued message in Flow::queue: this header, the sender's service name,
+// then the payload (the part not yet written).
+struct Outbound::Queued {
+  uint64_t session;
+  uint64_t msgId;
+  Clock::time_point deadline;
+  uint64_t offset;  // payload bytes already written into batches
+  uint32_t length;  // payload bytes stored
+  uint32_t cost;    // window cost of the whole message
+  uint8_t srcLen;
+  bool started;  // its first fragment is out (it has a seq: the newest)
+};
+
+struct Outbound::Flow {
+  std::string service;
+  uint64_t unconfirmed = 0;
+  ByteBuffer queue;
+  size_t queuedBytes = 0;
+  size_t queuedMessages = 0;
+  bool paused = false;
+  bool ready = false;
+
+  Queued front() const {
+    Queued q;
+    std::memcpy(&q, queue.data(), sizeof q);
+    return q;
+  }
+};
+
+Outbound::Outbound(const config::Config& config, const std::string& peerName, PeerEvents& events)
+    : config_(config), peerName_(peerName), events_(events) {}
+
+Outbound::~Outbound() = default;
+
+void Outbound::reset(uint64_t remoteWindow, uint64_t remoteMaxMessage) {
+  remoteWindow_ = remoteWindow;
+  remoteMaxMessage_ = remoteMaxMessage;
+  nextSeq_ = baseSeq_ = 1;
+}
+
+Outbound::Flow& Outbound::flowFor(std::string_view service) {
+  if (lastFlow_ != nullptr && lastFlow_->service == service) return *lastFlow_;
+  auto it = flows_.find(std::string(service));
+  if (it == flows_.end()) {
+    auto f = std::make_unique<Flow>();
+    f->service = std::string(service);
+    it = flows_.emplace(f->service, std::move(f)).first;
+  }
+  lastFlow_ = it->second.get();
+  return *lastFlow_;
+}
+
+bool Outbound::canStart(const Flow& f, uint64_t cost) const {
+  return f.unconfirmed == 0 || f.unconfirmed + cost <= remoteWindow_;
+}
+
+void Outbound::makeReady(Flow& f) {
+  if (f.ready || f.queuedMessages == 0) return;
+  f.ready = true;
+  ready_.push_back(&f);
+}
+
+Status Outbound::send(Connection& conn, uint64_t session, uint64_t msgId, std::string_view src,
+                      std::string_view dst, std::span<const std::byte> payload,
+                      const void*& waitKey) {
+  waitKey = nullptr;
+  if (remoteMaxMessage_ != 0 && payload.size() > remoteMaxMessage_)
+    return Status(Errc::too_large, "message of " + std::to_string(payload.size()) +
+                                       " bytes is over the max_message_size of " + peerName_ +
+                                       " (" + std::to_string(remoteMaxMessage_) + " bytes)");
+  Flow& f = flowFor(dst);
+  auto cost = static_cast<uint32_t>(
+      std::min<uint64_t>(windowCost(src.size(), dst.size(), payload.size()), UINT32_MAX));
+  auto deadline = coarseNow() + config_.messageTimeout;
+  uint64_t offset = 0;
+  bool started = false;
+  // The fast path: nothing before it, window and link room now.
+  if (current_ == nullptr && f.queuedMessages == 0 && canStart(f, cost) && conn.messageRoom() > 0) {
+    uint64_t seq = nextSeq_++;
+    inflight_.push_back({session, msgId, &f, cost, false, false, deadline});
+    unsettled_++;
+    f.unconfirmed += cost;
+    if (write(conn, seq, src, dst, payload, offset, started)) return Status();
+    current_ = &f;
+  }
+  enqueue(f, session, msgId, deadline, src, payload.subspan(offset), 0, started, cost);
+  if (!started) makeReady(f);
+  if (f.queuedBytes > config_.sendQueueLimit) {
+    f.paused = true;
+    waitKey = &f;
+  } else if (totalQueued_ > kTotalFactor * config_.sendQueueLimit) {
+    totalPaused_ = true;
+    waitKey = this;
+  }
+  return Status();
+}
+
+void Outbound::enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_point deadline,
+                       std::string_view src, std::span<const std::byte> rest, uint64_t offset,
+                       bool started, uint32_t cost) {
+  Queued q{session,
+           msgId,
+           deadline,
+           offset,
+           static_cast<uint32_t>(rest.size()),
+           cost,
+           static_cast<uint8_t>(src.size()),
+           started};
+  f.queue.append(&q, sizeof q);
+  f.queue.append(src);
+  f.queue.append(rest);
+  size_t bytes = sizeof q + src.size() + rest.size();
+  f.queuedBytes += bytes;
+  f.queuedMessages++;
+  totalQueued_ += bytes;
+}
+
+void Outbound::popFront(Flow& f) {
+  Queued q = f.front();
+  size_t bytes = sizeof q + q.srcLen + q.length;
+  f.queue.consume(bytes);
+  f.queuedBytes -= bytes;
+  f.queuedMessages--;
+  totalQueued_ -= bytes;
+  if (f.paused && f.queuedBytes <= config_.sendQueueLimit / 2) {
+    f.paused = false;
+    events_.queueDrained(&f);
+  }
+  if (totalPaused_ && totalQueued_ <= kTotalFactor * config_.sendQueueLimit / 2) {
+    totalPaused_ = false;
+    events_.queueDrained(this);
+  }
+}
+
+bool Outbound::write(Connection& conn, uint64_t seq, std::string_view src, std::string_view dst,
+                     std::span<const std::byte> payload, uint64_t& offset, bool& started) {
+  for (;;) {
+    size_t room = conn.messageRoom();
+    if (room == 0) return false;
+    size_t rest = payload.size() - offset;
+    uint8_t first = started ? 0 : kFirstFragment;
+    size_t whole = BatchWriter::messageSize(src.size(), dst.size(), rest, false);
+    if (whole <= room) {
+      conn.batch().addMessage(seq, first | kLastFragment, src, dst, 0, payload.subspan(offset));
+      offset = payload.size();
+      started = true;
+      return true;
+    }
+    bool withTotal = !started;
+    size_t fixed = BatchWriter::messageSize(src.size(), dst.size(), 0, withTotal);
+    if ((room < fixed + kMinFragment && !conn.batch().empty()) || room <= fixed + 8) {
+      conn.sealBatch();
+      continue;
+    }
+    size_t chunk = std::min(rest, (room - fixed) & ~size_t{7});
+    conn.batch().addMessage(seq, first, src, dst, payload.size(), payload.subspan(offset, chunk));
+    offset += chunk;
+    started = true;
+    conn.sealBatch();
+  }
+}
+
+// Writes (the rest of) the started front message of `f`; true when done.
+bool Outbound::continueFront(Connection& conn, Flow& f) {
+  Queued q = f.front();
+  const auto* p = reinterpret_cast<const char*>(f.queue.data()) + sizeof q;
+  std::string_view src(p, q.srcLen);
+  std::span<const std::byte> payload(f.queue.data() + sizeof q + q.srcLen, q.length);
+  uint64_t offset = q.offset;
+  bool started = q.started;
+  // A started message has the newest seq: nothing else started after it.
+  bool done = write(conn, nextSeq_ - 1, src, f.service, payload, offset, started);
+  if (!done) {
+    q.offset = offset;
+    q.started = started;
+    f.queue.overwrite(0, &q, sizeof q);
+    return false;
+  }
+  popFront(f);
+  return true;
+}
+
+bool Outbound::startFront(Connection& conn, Flow& f) {
+  Queued q = f.front();
+  nextSeq_++;
+  inflight_.push_back({q.session, q.msgId, &f, q.cost, false, false, q.deadline});
+  unsettled_++;
+  f.unconfirmed += q.cost;
+  if (continueFront(conn, f)) return true;
+  current_ = &f;
+  return false;
+}
+
+void Outbound::pump(Connection& conn) {
+  if (current_ != nullptr) {
+    if (!continueFront(conn, *current_)) return;
+    makeReady(*current_);
+    current_ = nullptr;
+  }
+  // Round robin: each ready flow writes up to kTurnBytes, then the next.
+  size_t turns = ready_.size();
+  while (!ready_.empty() && turns-- > 0) {
+    if (readyNext_ >= ready_.size()) readyNext_ = 0;
+    Flow& f = *ready_[readyNext_];
+    size_t written = 0;
+    bool linkFull = false;
+    while (f.queuedMessages > 0 && written < kTurnBytes) {
+      Queued q = f.front();
+      if (!canStart(f, q.cost)) break;
+      written += q.length + 1;
+      if (!startFront(conn, f)) {
+        linkFull = true;
+        break;
+      }
+    }
+    if (f.queuedMessages == 0 || !canStart(f, f.front().cost)) {
+      f.ready = false;  // made ready again by settle() or send()
+      ready_.erase(ready_.begin() + static_cast<std::ptrdiff_t>(readyNext_));
+    } else {
+      readyNext_++;
+    }
+    if (linkFull || conn.messageRoom() == 0) break;
+  }
+}
+
+void Outbound::report(InFlight& m, Errc errc) {
+  if (m.reported) return;
+  m.reported = true;
+  if (errc == Errc::ok) {
+    if (runCount_ > 0 && m.session == runSession_ && m.msgId == runFirst_ + runCount_) {
+      runCount_++;
+      return;
+    }
+    if (runCount_ > 0) events_.delivered(runSession_, runFirst_, runCount_);
+    runSession_ = m.session;
+    runFirst_ = m.msgId;
+    runCount_ = 1;
+    return;
+  }
+  if (runCount_ > 0) {
+    events_.delivered(runSession_, runFirst_, runCount_);
+    runCount_ = 0;
+  }
+  const std::string& service = m.flow->service;
+  Status st;
+  if (errc == Errc::unknown_service)
+    st = Status(errc, "no listener for service " + service + " on " + peerName_);
+  else if (errc == Errc::too_large)
+    st = Status(errc, "message to " + service + " is over the max_message_size of " + peerName_);
+  else if (errc == Errc::timeout)
+    st = Status(errc, timeoutText(service));
+  else
+    st = Status(errc, "delivery to " + service + " on " + peerName_ + " failed");
+  events_.outcome(m.session, m.msgId, st);
+}
+
+std::string Outbound::timeoutText(const std::string& service) const {
+  return "no delivery confirmation from " + peerName_ + " for service " + service + " within " +
+         std::to_string(config_.messageTimeout.count()) + " ms";
+}
+
+bool Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
+  if (first < baseSeq_ || last >= baseSeq_ + inflight_.size() || first > last) return false;
+  for (uint64_t seq = first; seq <= last; seq++) {
+    InFlight& m = inflight_[seq - baseSeq_];
+    if (m.done) return false;  // confirmed twice
+    m.done = true;
+    unsettled_--;
+    confirmed_++;
+    m.flow->unconfirmed -= m.cost;
+    makeReady(*m.flow);
+    report(m, errc);
+  }
+  if (runCount_ > 0) {
+    events_.delivered(runSession_, runFirst_, runCount_);
+    runCount_ = 0;
+  }
+  while (!inflight_.empty() && inflight_.front().done) {
+    inflight_.pop_front();
+    baseSeq_++;
+  }
+  return true;
+}
+
+void Outbound::expire(Clock::time_point) {
+  auto now = coarseNow();
+  // Unconfirmed: told now; the window stays taken until the peer confirms.
+  for (size_t i = 0; i < inflight_.size(); i++) {
+    InFlight& m = inflight_[i];
+    if (!m.done && !m.reported && m.deadline < now) {
+      failed_++;
+      report(m, Errc::timeout);
+    }
+  }
+  // Queued and not started: in order of deadline within each flow.
+  for (auto& [name, fp] : flows_) {
+    Flow& f = *fp;
+    while (f.queuedMessages > 0 && current_ != &f) {  // current_'s front is on the wire
+      Queued q = f.front();
+      if (q.deadline >= now) break;
+      popFront(f);
+      failed_++;
+      events_.outcome(q.session, q.msgId, Status(Errc::timeout, timeoutText(f.service)));
+    }
+  }
+  std::erase_if(ready_, [](Flow* f) {
+    if (f->queuedMessages > 0) return false;
+    f->ready = false;
+    return true;
+  });
+  collectIdleFlows();
+}
+
+void Outbound::collectIdleFlows() {
+  if (flows_.size() < 64) return;
+  std::erase_if(flows_, [this](const auto& kv) {
+    const Flow& f = *kv.second;
+    bool idle =
+        f.unconfirmed == 0 && f.queuedMessages == 0 && !f.ready && !f.paused && current_ != &f;
+    if (idle && lastFlow_ == &f) lastFlow_ = nullptr;
+    return idle;
+  });
+}
+
+void Outbound::failAll(const Status& why) {
+  for (size_t i = 0; i < inflight_.size(); i++) {
+    InFlight& m = inflight_[i];
+    if (!m.reported) {
+      m.reported = true;
+      failed_++;
+      events_.outcome(m.session, m.msgId, why);
+    }
+  }
+  inflight_.clear();
+  unsettled_ = 0;
+  std::vector<const void*> paused;
+  if (totalPaused_) paused.push_back(this);
+  totalPaused_ = false;
+  for (auto& [name, fp] : flows_) {
+    Flow& f = *fp;
+    if (f.paused) paused.push_back(&f);
+    f.paused = false;
+    bool onWire = current_ == &f;  // its front has an in-flight entry, reported above
+    while (f.queuedMessages > 0) {
+      Queued q = f.front();
+      popFront(f);
+      if (!onWire) {
+        failed_++;
+        events_.outcome(q.session, q.msgId, why);
+      }
+      onWire = false;
+    }
+  }
+  ready_.clear();
+  current_ = nullptr;
+  for (const void* key : paused)
+    events_.queueDrained(key);
+  flows_.clear();
+  lastFlow_ = nullptr;
+}
+
+std::vector<OutFlowStats> Outbound::flowStats() const {
+  std::vector<OutFlowStats> out;
+  for (const auto& [name, f] : flows_)
+    out.push_back({name, f->unconfirmed, f->queuedBytes, f->queuedMessages, f->paused});
+  std::sort(out.begin(), out.end(),
+            [](const OutFlowStats& a, const OutFlowStats& b) { return a.service < b.service; });
+  return out;
+}
+
+}  // namespace rdmamsg::peer

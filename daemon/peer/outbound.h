@@ -1,0 +1,138 @@
+// The sending side of a peer: this node's flows to it, their windows and
+// queues, and every message in flight until the peer confirms it.
+//
+// A flow is this node's traffic to one service of the peer. Each flow has a
+// window (the peer's flow_window, from its Hello): a message costs
+// windowCost() bytes from when it is sent until its CONFIRM arrives, and a
+// flow starts a message only while its unconfirmed bytes leave room (or
+// when it has none, so any message can go). The peer confirms a message
+// when its listener takes it, so a listener that does not read stalls only
+// its own flow: its messages wait in the flow's queue here, the other flows
+// keep the link.
+//
+// Messages are written straight into the connection's open batch when they
+// can be (no copy, no allocation); otherwise they wait in their flow's
+// queue, written in turn by pump(). A message once started is finished
+// before any other starts (the peer reassembles one message at a time).
+// Sequence numbers are given as messages go on the wire.
+//
+// Backpressure: a flow with more than send_queue_limit queued, or a peer
+// with more than 8 × that over all its flows, pauses the clients that fill
+// it (send() returns a wait key) until it drains to half.
+//
+// Every accepted message gets exactly one outcome: delivered (confirmed),
+// an error confirmed by the peer, timeout (message_timeout passed), or
+// peer_unreachable (the connection was lost first).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/byte_buffer.h"
+#include "common/status.h"
+#include "config/config.h"
+#include "daemon/peer/connection.h"
+#include "daemon/peer/events.h"
+#include "daemon/ring.h"
+
+namespace rdmamsg::peer {
+
+struct OutFlowStats {
+  std::string service;
+  uint64_t unconfirmed = 0;  // window bytes sent and not confirmed
+  size_t queuedBytes = 0;
+  size_t queuedMessages = 0;
+  bool paused = false;
+};
+
+class Outbound {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Outbound(const config::Config& config, const std::string& peerName, PeerEvents& events);
+  ~Outbound();
+  Outbound(const Outbound&) = delete;
+  Outbound& operator=(const Outbound&) = delete;
+
+  // A new connection: sequence numbers start at 1, with the peer's limits.
+  void reset(uint64_t remoteWindow, uint64_t remoteMaxMessage);
+
+  // Accepts a message for `conn` (established). Errors: too_large. Sets
+  // `waitKey` when the client should not be read until queueDrained(key).
+  Status send(Connection& conn, uint64_t session, uint64_t msgId, std::string_view src,
+              std::string_view dst, std::span<const std::byte> payload, const void*& waitKey);
+
+  // Writes what the windows and the link allow. Service step only.
+  void pump(Connection& conn);
+  // The peer confirmed [first, last] with `errc`. False: it named a message
+  // that is not in flight (a protocol error).
+  bool settle(uint64_t first, uint64_t last, Errc errc);
+  // Fails what has passed message_timeout (queued or unconfirmed).
+  void expire(Clock::time_point now);
+  // The connection is gone: everything fails with `why`.
+  void failAll(const Status& why);
+
+  size_t queuedBytes() const { return totalQueued_; }
+  size_t inFlight() const { return unsettled_; }
+  uint64_t confirmed() const { return confirmed_; }  // outcomes the peer confirmed
+  uint64_t failed() const { return failed_; }        // timed out or lost with the connection
+  std::vector<OutFlowStats> flowStats() const;
+
+ private:
+  struct Flow;
+  struct Queued;
+  struct InFlight {
+    uint64_t session = 0, msgId = 0;
+    Flow* flow = nullptr;
+    uint32_t cost = 0;
+    bool done = false;      // confirmed (window returned)
+    bool reported = false;  // its sender has its outcome
+    Clock::time_point deadline;
+  };
+
+  Flow& flowFor(std::string_view service);
+  bool canStart(const Flow& f, uint64_t cost) const;
+  void makeReady(Flow& f);
+  // Starts the front message of `f` (gives it a seq) and writes what fits.
+  bool startFront(Connection& conn, Flow& f);
+  bool continueFront(Connection& conn, Flow& f);
+  // Writes (the rest of) a message; true when all of it is in batches.
+  bool write(Connection& conn, uint64_t seq, std::string_view src, std::string_view dst,
+             std::span<const std::byte> payload, uint64_t& offset, bool& started);
+  void enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_point deadline,
+               std::string_view src, std::span<const std::byte> rest, uint64_t offset, bool started,
+               uint32_t cost);
+  void popFront(Flow& f);
+  void report(InFlight& m, Errc errc);
+  void collectIdleFlows();
+  std::string timeoutText(const std::string& service) const;
+
+  const config::Config& config_;
+  const std::string& peerName_;
+  PeerEvents& events_;
+  uint64_t remoteWindow_ = 0, remoteMaxMessage_ = 0;
+
+  std::unordered_map<std::string, std::unique_ptr<Flow>> flows_;
+  Flow* lastFlow_ = nullptr;  // flowFor()'s memory: a stream names one service
+  std::vector<Flow*> ready_;  // flows with queued messages and window, in turn
+  size_t readyNext_ = 0;
+  Flow* current_ = nullptr;  // its front message is started: finished first
+  size_t totalQueued_ = 0;
+  bool totalPaused_ = false;
+
+  uint64_t nextSeq_ = 1;
+  uint64_t baseSeq_ = 1;  // seq of inflight_.front()
+  Ring<InFlight> inflight_;
+  size_t unsettled_ = 0;
+  uint64_t confirmed_ = 0, failed_ = 0;
+  // Runs of one client's confirmed ids, settled with one call.
+  uint64_t runSession_ = 0, runFirst_ = 0, runCount_ = 0;
+};
+
+}  // namespace rdmamsg::peer

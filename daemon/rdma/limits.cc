@@ -1,0 +1,103 @@
+// Device limits against the configuration (limits.h).
+#include "daemon/rdma/limits.h"
+
+#include <cerrno>
+#include <system_error>
+
+namespace rdmamsg::rdma {
+
+Needs needsOf(const config::Config& c) {
+  Needs n;
+  n.sendWr = c.bufferCount + 1;
+  n.recvWr = c.bufferCount;
+  n.sge = 1;
+  uint64_t perQp = uint64_t{n.sendWr} + n.recvWr;
+  n.cqe = perQp * (2 * uint64_t{c.peers.size()} + 2);
+  n.messageBytes = c.bufferSize;
+  return n;
+}
+
+std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_attr& a,
+                                     const std::string& device) {
+  std::vector<std::string> problems;
+  Needs n = needsOf(c);
+  auto on = " on RDMA device " + device;
+  if (a.max_qp_wr > 0 && n.sendWr > static_cast<uint32_t>(a.max_qp_wr))
+    problems.push_back(
+        "buffer_count: " + std::to_string(c.bufferCount) + " needs " + std::to_string(n.sendWr) +
+        " send work requests per queue pair (one per buffer and one for teardown), "
+        "over the max_qp_wr of " +
+        std::to_string(a.max_qp_wr) + on + "; use at most " + std::to_string(a.max_qp_wr - 1));
+  if (a.max_sge > 0 && n.sge > static_cast<uint32_t>(a.max_sge))
+    problems.push_back("the device allows " + std::to_string(a.max_sge) +
+                       " scatter/gather entries (max_sge)" + on + "; rdmamsgd needs 1");
+  if (a.max_cqe > 0 && n.cqe > static_cast<uint64_t>(a.max_cqe))
+    problems.push_back("buffer_count: " + std::to_string(c.bufferCount) + " with " +
+                       std::to_string(c.peers.size()) + " peers needs a completion queue of " +
+                       std::to_string(n.cqe) + " entries, over the max_cqe of " +
+                       std::to_string(a.max_cqe) + on);
+  return problems;
+}
+
+namespace {
+
+struct ChannelCloser {
+  void operator()(rdma_event_channel* c) const { rdma_destroy_event_channel(c); }
+};
+
+std::optional<DeviceInfo> firstDevice(std::string& error) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr || n == 0) {
+    if (list != nullptr) ibv_free_device_list(list);
+    error = "no RDMA device found";
+    return std::nullopt;
+  }
+  DeviceInfo info;
+  info.name = ibv_get_device_name(list[0]);
+  ibv_context* ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  if (ctx == nullptr) {
+    error = "cannot open RDMA device " + info.name + ": " +
+            std::error_code(errno, std::generic_category()).message();
+    return std::nullopt;
+  }
+  int rc = ibv_query_device(ctx, &info.attr);
+  ibv_close_device(ctx);
+  if (rc != 0) {
+    error = "ibv_query_device on " + info.name + ": " +
+            std::error_code(rc, std::generic_category()).message();
+    return std::nullopt;
+  }
+  return info;
+}
+
+}  // namespace
+
+std::optional<DeviceInfo> probeDevice(const config::Address& listen, std::string& error) {
+  std::unique_ptr<rdma_event_channel, ChannelCloser> channel(rdma_create_event_channel());
+  if (!channel) return firstDevice(error);
+  rdma_cm_id* raw = nullptr;
+  if (rdma_create_id(channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return firstDevice(error);
+  CmIdPtr id(raw);
+  sockaddr_storage addr{};
+  listen.toSockaddr(addr);
+  reinterpret_cast<sockaddr_in*>(&addr)->sin_port = 0;  // same offset for IPv6: a running
+                                                        // daemon may hold the port
+  if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0) {
+    error = "cannot bind rdma_cm to " + listen.toString() + ": " +
+            std::error_code(errno, std::generic_category()).message();
+    return std::nullopt;
+  }
+  if (id->verbs == nullptr) return firstDevice(error);  // wildcard address
+  DeviceInfo info;
+  info.name = id->verbs->device != nullptr ? ibv_get_device_name(id->verbs->device) : "?";
+  if (int rc = ibv_query_device(id->verbs, &info.attr); rc != 0) {
+    error = "ibv_query_device on " + info.name + ": " +
+            std::error_code(rc, std::generic_category()).message();
+    return std::nullopt;
+  }
+  return info;
+}
+
+}  // namespace rdmamsg::rdma
