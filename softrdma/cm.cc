@@ -71,11 +71,15 @@ void setAddrs(CmId* id, const sockaddr* src, const sockaddr* dst) {
   a.addr.ibaddr.pkey = htons(0xffff);
 }
 
-void bindToDevice(CmId* id) {
+bool bindToDevice(CmId* id) {
   Fabric& f = Fabric::get();
-  id->id.verbs = f.cmContext()->ctx();
+  Context* c = f.cmContext();
+  Pd* pd = f.cmPd();
+  if (c == nullptr || pd == nullptr || pd->pd.context != c->ctx()) return false;  // no device
+  id->id.verbs = c->ctx();
   id->id.port_num = 1;
-  id->id.pd = &f.cmPd()->pd;
+  id->id.pd = &pd->pd;
+  return true;
 }
 
 CmMessage makeMessage(uint32_t qpn, const rdma_conn_param* p) {
@@ -162,6 +166,8 @@ const char* toString(CmState s) {
       return "dreq-rcvd";
     case CmState::Disconnected:
       return "disconnected";
+    case CmState::DeviceRemoval:
+      return "device-removal";
     case CmState::Destroying:
       return "destroying";
   }
@@ -176,7 +182,8 @@ void setCmState(CmId* id, CmState s) {
 void queueEvent(const std::shared_ptr<CmId>& subject, rdma_cm_event_type type, int status,
                 const void* pdata, size_t pdata_len, size_t pdata_size,
                 const std::shared_ptr<CmId>& owner, bool rep) {
-  if (subject->destroyed) return;
+  // After DEVICE_REMOVAL the kernel destroys its side of the id: nothing more.
+  if (subject->destroyed || subject->state == CmState::DeviceRemoval) return;
   auto* e = new CmEvent();
   e->subject = subject;
   e->owner = owner ? owner : subject;
@@ -215,6 +222,7 @@ int initQpAttr(rdma_cm_id* id, ibv_qp_attr* a, int* mask);
 int cmModifyQp(CmId* id, ibv_qp_state to) {
   auto qp = qpRef(id->id.qp);
   if (!qp) return EINVAL;
+  if (contextDead(qp->qp.context)) return EIO;  // as ibv_modify_qp on a removed device
   ibv_qp_attr a{};
   a.qp_state = to;
   int mask = 0;
@@ -322,6 +330,14 @@ void listenerStart(CmId* id) {
 
 void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   auto listener = c->listener_id.lock();
+  // No device, or no link, to receive the REQ: it goes unanswered, which the
+  // active side reports as UNREACHABLE (-ETIMEDOUT) when the connection drops.
+  auto drop = [&](const char* why) {
+    debugLog("connection request dropped: %s", why);
+    closeConn(c);
+  };
+  if (listener && listener->state == CmState::DeviceRemoval) return drop("listener removed");
+  if (!portActive()) return drop("the port is down");
   if (!listener || listener->destroyed || listener->state != CmState::Listen ||
       m.private_data_len > kConnectPrivateData) {
     CmMessage rej = makeMessage(0, nullptr);
@@ -336,6 +352,7 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
     return;
   }
   auto id = std::make_shared<CmId>();
+  if (!bindToDevice(id.get())) return drop("the device is absent");
   id->self = id;
   id->sync = listener->sync;
   if (listener->sync) {
@@ -349,7 +366,6 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   id->id.ps = listener->id.ps;
   id->id.qp_type = IBV_QPT_RC;
   id->listen_parent = listener.get();
-  bindToDevice(id.get());
   sockaddr_storage local{}, peer{};
   socklen_t ll = sizeof local, pl = sizeof peer;
   getsockname(c->fd, reinterpret_cast<sockaddr*>(&local), &ll);
@@ -471,6 +487,24 @@ void onConnConnected(const std::shared_ptr<Conn>& c, int err) {
   else
     queueEvent(id, RDMA_CM_EVENT_UNREACHABLE, -err);
   Fabric::get().remove(c);
+}
+
+void removeCmDevice() {
+  Fabric& f = Fabric::get();
+  std::lock_guard lk(f.cm_mu);
+  f.cmContext();  // retires librdmacm's context of the removed device
+  pendingBinds().clear();
+  // Ids bound to the removed device get DEVICE_REMOVAL, and the kernel
+  // forgets them (ucma_close_id): no further events, calls fail with ENXIO.
+  // Ids without a device (idle, or bound to a wildcard address) are not
+  // concerned: a wildcard listener listens on the device when it returns.
+  for (auto& [rid, id] : idTable()) {
+    if (id->destroyed || id->state == CmState::DeviceRemoval || !contextDead(rid->verbs)) continue;
+    queueEvent(id, RDMA_CM_EVENT_DEVICE_REMOVAL, 0);
+    setCmState(id.get(), CmState::DeviceRemoval);
+    id->timer_gen++;
+    id->deferred.clear();  // their connections are severed with the rest
+  }
 }
 
 void onConnLost(const std::shared_ptr<Conn>& c, const char* why) {

@@ -45,6 +45,29 @@ static std::shared_ptr<CmId> liveId(rdma_cm_id* id) {
   return p && !p->destroyed ? p : nullptr;
 }
 
+// Calls on an id after its DEVICE_REMOVAL: the kernel has closed its side
+// of the id (ucma_close_id), so every command fails with ENXIO.
+static bool removed(const std::shared_ptr<CmId>& id) {
+  return id && id->state == CmState::DeviceRemoval;
+}
+
+// librdmacm closes the context of a removed device once no id uses it
+// (cm_mu held).
+static void releaseRetiredContexts() {
+  Fabric& f = Fabric::get();
+  auto retired = f.takeRetired();
+  std::vector<Fabric::Retired> keep;
+  for (auto& r : retired) {
+    bool used = false;
+    for (auto& [rid, id] : idTable())
+      if (rid->verbs == r.ctx->ctx()) used = true;
+    if (!used && r.pd != nullptr && ibv_dealloc_pd(&r.pd->pd) == 0) r.pd = nullptr;
+    if (used || r.pd != nullptr || ibv_close_device(r.ctx->ctx()) != 0)
+      keep.push_back(r);  // still in use by the program: tried again later
+  }
+  f.keepRetired(keep);
+}
+
 static bool validAddr(const sockaddr* a) {
   return a != nullptr && (a->sa_family == AF_INET || a->sa_family == AF_INET6);
 }
@@ -157,6 +180,9 @@ SOFTRDMA_API int rdma_destroy_id(rdma_cm_id* rid) {
   for (CmEvent* e : id->channel->queue) {
     if (e->owner == id && e->subject != id && !e->dead) {
       e->dead = true;
+      for (CmEvent* q : e->subject->queued)
+        q->dead = true;  // e.g. its DEVICE_REMOVAL
+      e->subject->queued.clear();
       e->subject->destroyed = true;
       closeConn(e->subject->conn);
       idTable().erase(&e->subject->id);
@@ -177,13 +203,18 @@ SOFTRDMA_API int rdma_destroy_id(rdma_cm_id* rid) {
   }
   if (id->owns_channel) freeChannel(id->channel);
   idTable().erase(rid);
+  releaseRetiredContexts();
   return 0;
 }
 
 SOFTRDMA_API int rdma_bind_addr(rdma_cm_id* rid, sockaddr* addr) {
   std::lock_guard lk(Fabric::get().cm_mu);
   auto id = liveId(rid);
+  if (removed(id)) return setErr(ENXIO);
   if (!id || !validAddr(addr) || id->state != CmState::Idle) return setErr(EINVAL);
+  // A specific address needs the device that holds it (the kernel's
+  // cma_acquire_dev_by_src_ip); a wildcard bind needs no device.
+  if (!isWildcard(addr) && Fabric::get().cmContext() == nullptr) return setErr(ENODEV);
   if (bindSocket(id.get(), addr) != 0) return -1;
   if (!isWildcard(addr)) bindToDevice(id.get());
   setCmState(id.get(), CmState::AddrBound);
@@ -193,6 +224,7 @@ SOFTRDMA_API int rdma_bind_addr(rdma_cm_id* rid, sockaddr* addr) {
 SOFTRDMA_API int rdma_listen(rdma_cm_id* rid, int backlog) {
   std::lock_guard lk(Fabric::get().cm_mu);
   auto id = liveId(rid);
+  if (removed(id)) return setErr(ENXIO);
   if (!id || id->state != CmState::AddrBound || !id->listener) return setErr(EINVAL);
   if (listen(id->listener->fd, SOMAXCONN) != 0) return -1;
   id->backlog = backlog > 0 && backlog < 1024 ? backlog : 1024;
@@ -205,10 +237,12 @@ SOFTRDMA_API int rdma_resolve_addr(rdma_cm_id* rid, sockaddr* src, sockaddr* dst
   {
     std::lock_guard lk(Fabric::get().cm_mu);
     auto id = liveId(rid);
+    if (removed(id)) return setErr(ENXIO);
     if (!id || !validAddr(dst) || (src != nullptr && !validAddr(src)) ||
         (id->state != CmState::Idle && id->state != CmState::AddrBound))
       return setErr(EINVAL);
     if (src != nullptr && id->state == CmState::Idle) {
+      if (!isWildcard(src) && Fabric::get().cmContext() == nullptr) return setErr(ENODEV);
       if (bindSocket(id.get(), src) != 0) return -1;
       setCmState(id.get(), CmState::AddrBound);
     }
@@ -239,14 +273,25 @@ SOFTRDMA_API int rdma_resolve_addr(rdma_cm_id* rid, sockaddr* src, sockaddr* dst
     if (err == 0 && isWildcard(dst)) err = EADDRNOTAVAIL;
     if (err != 0) return setErr(err);  // no route: the kernel fails the call itself
     setCmState(id.get(), CmState::AddrQuery);
-    {
+    // The route exists, but no device holds the source address (the device
+    // was removed: cma_acquire_dev_by_src_ip fails with ENODEV), or no
+    // neighbour answers on a port without link (ARP times out): ADDR_ERROR,
+    // and the id is back to bound (the kernel's addr_handler).
+    int addr_err = 0;
+    if (!portActive() && Fabric::get().cmContext() != nullptr)
+      addr_err = ETIMEDOUT;
+    else if (!bindToDevice(id.get()))
+      addr_err = ENODEV;
+    if (addr_err != 0) {
+      setCmState(id.get(), CmState::AddrBound);
+      queueEvent(id, RDMA_CM_EVENT_ADDR_ERROR, -addr_err);
+    } else {
       const sockaddr* s = reinterpret_cast<sockaddr*>(&local);
       if (id->listener) s = &id->id.route.addr.src_addr;
       sockaddr_storage src_now{};
       memcpy(&src_now, s, addrLen(s));
       if (!id->listener) reinterpret_cast<sockaddr_in*>(&src_now)->sin_port = 0;
       setAddrs(id.get(), reinterpret_cast<sockaddr*>(&src_now), dst);
-      bindToDevice(id.get());
       setCmState(id.get(), CmState::AddrResolved);
       queueEvent(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
     }
@@ -259,6 +304,7 @@ SOFTRDMA_API int rdma_resolve_route(rdma_cm_id* rid, int) {
   {
     std::lock_guard lk(Fabric::get().cm_mu);
     auto id = liveId(rid);
+    if (removed(id)) return setErr(ENXIO);
     if (!id || id->state != CmState::AddrResolved) return setErr(EINVAL);
     ibv_sa_path_rec& p = id->path;
     memset(&p, 0, sizeof p);
@@ -286,7 +332,8 @@ SOFTRDMA_API int rdma_create_qp(rdma_cm_id* rid, ibv_pd* pd, ibv_qp_init_attr* a
     id = liveId(rid);
   }
   if (!id || rid->verbs == nullptr || rid->qp != nullptr) return setErr(EINVAL);
-  if (pd == nullptr) pd = rid->pd != nullptr ? rid->pd : &Fabric::get().cmPd()->pd;
+  if (pd == nullptr) pd = rid->pd;
+  if (pd == nullptr) return setErr(EINVAL);
   if (pd->context != rid->verbs) return setErr(EINVAL);
   ibv_qp_init_attr a = *attr;
   bool own_cqs = false;
@@ -385,6 +432,7 @@ SOFTRDMA_API int rdma_connect(rdma_cm_id* rid, rdma_conn_param* param) {
   {
     std::lock_guard lk(f.cm_mu);
     auto id = liveId(rid);
+    if (removed(id)) return setErr(ENXIO);
     if (!id || id->state != CmState::RouteResolved) return setErr(EINVAL);
     if (!validConnParam(param, kConnectPrivateData)) return setErr(EINVAL);
     if (rid->qp == nullptr && param == nullptr) return setErr(EINVAL);
@@ -416,9 +464,14 @@ SOFTRDMA_API int rdma_connect(rdma_cm_id* rid, rdma_conn_param* param) {
     sendCm(*c, FrameType::Req, &m);  // queued until the TCP connection is up
     attachQp(id.get());
     setCmState(id.get(), CmState::Connect);
-    int rc = connect(s, dst, addrLen(dst));
-    int err = rc == 0 || errno == EINPROGRESS ? 0 : errno;
-    f.add(c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+    int err;
+    if (portActive()) {
+      int rc = connect(s, dst, addrLen(dst));
+      err = rc == 0 || errno == EINPROGRESS ? 0 : errno;
+      f.add(c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+    } else {
+      err = ETIMEDOUT;  // the REQ cannot leave a port without link: no answer
+    }
     if (err != 0) {
       std::weak_ptr<Conn> w = c;
       f.post([w, err] {
@@ -440,6 +493,7 @@ SOFTRDMA_API int rdma_accept(rdma_cm_id* rid, rdma_conn_param* param) {
   {
     std::lock_guard lk(Fabric::get().cm_mu);
     auto id = liveId(rid);
+    if (removed(id)) return setErr(ENXIO);
     if (!id || id->state != CmState::ReqRcvd) return setErr(EINVAL);
     if (!validConnParam(param, kAcceptPrivateData)) return setErr(EINVAL);
     if (rid->qp == nullptr && param == nullptr) return setErr(EINVAL);
@@ -466,6 +520,7 @@ SOFTRDMA_API int rdma_accept(rdma_cm_id* rid, rdma_conn_param* param) {
 static int reject(rdma_cm_id* rid, const void* pdata, uint8_t len, int reason) {
   std::lock_guard lk(Fabric::get().cm_mu);
   auto id = liveId(rid);
+  if (removed(id)) return setErr(ENXIO);
   if (!id || id->state != CmState::ReqRcvd || len > kRejectPrivateData ||
       (len > 0 && pdata == nullptr))
     return setErr(EINVAL);
@@ -490,6 +545,7 @@ SOFTRDMA_API int rdma_reject_ece(rdma_cm_id* id, const void* pdata, uint8_t len)
 SOFTRDMA_API int rdma_establish(rdma_cm_id* rid) {
   std::lock_guard lk(Fabric::get().cm_mu);
   auto id = liveId(rid);
+  if (removed(id)) return setErr(ENXIO);
   if (!id || id->state != CmState::RepRcvd || rid->qp != nullptr) return setErr(EINVAL);
   sendCm(*id->conn, FrameType::Rtu, nullptr);
   setCmState(id.get(), CmState::Established);
@@ -499,6 +555,9 @@ SOFTRDMA_API int rdma_establish(rdma_cm_id* rid) {
 SOFTRDMA_API int rdma_disconnect(rdma_cm_id* rid) {
   std::lock_guard lk(Fabric::get().cm_mu);
   auto id = liveId(rid);
+  // librdmacm first moves the QP to ERR, which fails with EIO on a removed
+  // device; without a QP the kernel refuses the closed id.
+  if (removed(id)) return setErr(rid->qp != nullptr ? EIO : ENXIO);
   if (!id || !id->conn) return setErr(EINVAL);
   qpToError(id.get());  // flushes every outstanding work request
   switch (id->state) {

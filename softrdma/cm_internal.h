@@ -20,7 +20,7 @@ CmChannel* newChannel(bool sync);  // no lock needed
 void setNoDelay(int fd);
 socklen_t addrLen(const sockaddr* a);
 void setAddrs(CmId* id, const sockaddr* src, const sockaddr* dst);
-void bindToDevice(CmId* id);
+bool bindToDevice(CmId* id);  // false while the device is absent
 CmMessage makeMessage(uint32_t qpn, const rdma_conn_param* p);
 void sendCm(Conn& c, FrameType t, const CmMessage* m);
 void scheduleTimewait(const std::shared_ptr<CmId>& id);

@@ -248,8 +248,9 @@ SOFTRDMA_API __be16 rdma_get_dst_port(rdma_cm_id* id) {
 SOFTRDMA_API ibv_context** rdma_get_devices(int* num) {
   auto** list = static_cast<ibv_context**>(calloc(2, sizeof(ibv_context*)));
   if (list == nullptr) return nullptr;
-  list[0] = Fabric::get().cmContext()->ctx();
-  if (num != nullptr) *num = 1;
+  Context* c = Fabric::get().cmContext();  // none while the device is absent
+  list[0] = c != nullptr ? c->ctx() : nullptr;
+  if (num != nullptr) *num = c != nullptr ? 1 : 0;
   return list;
 }
 

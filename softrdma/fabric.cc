@@ -92,6 +92,7 @@ Fabric::Fabric() {
   thread_ = std::thread([this] { run(); });
   thread_id_ = thread_.get_id();
   thread_.detach();
+  startControl(*this);
 }
 
 void Fabric::add(const std::shared_ptr<Endpoint>& ep, uint32_t events) {
@@ -103,6 +104,11 @@ void Fabric::add(const std::shared_ptr<Endpoint>& ep, uint32_t events) {
   ev.events = events;
   ev.data.ptr = ep.get();
   epoll_ctl(epfd_, EPOLL_CTL_ADD, ep->fd, &ev);
+}
+
+std::vector<std::shared_ptr<Endpoint>> Fabric::endpoints() {
+  std::lock_guard lk(mu_);
+  return live_;
 }
 
 void Fabric::modify(Endpoint* ep, uint32_t events) {

@@ -9,7 +9,8 @@
 // the C pointer stays valid until the last reference goes.
 //
 // Lock order (outer to inner): Fabric::cm_mu → Qp::mu → Srq::mu → Cq::mu;
-// Conn::tx_mu and the channel/timer locks are leaves.
+// Conn::tx_mu and the channel/timer locks are leaves. Fabric::cm_mu → the
+// Fabric's own lock (cmContext) → the device lock (open contexts).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -64,8 +65,43 @@ struct Context {
   ibv_context* ctx() { return &vctx.context; }
   int async_wfd = -1;
   std::atomic<int> users{0};  // PDs, CQs, channels
+  // The device was removed under this context (a disassociated uverbs
+  // file): calls that create or modify resources fail with EIO, destroys
+  // succeed.
+  std::atomic<bool> dead{false};
 };
 Context* toContext(ibv_context* c);
+// Whether `c` (or the context of a PD, CQ, QP...) lost its device.
+inline bool contextDead(ibv_context* c);
+
+// Kinds of asynchronous event records (the object an event names).
+enum AsyncKind : uint32_t {
+  kAsyncCq = 0,
+  kAsyncQp = 1,
+  kAsyncSrq = 2,
+  kAsyncPort = 3,
+  kAsyncDevice = 4
+};
+void raiseAsync(ibv_context* ctx, ibv_event_type type, uint32_t kind, uint64_t handle);
+
+// ------------------------------------------------------------ the device
+//
+// One device, present unless removed through the control channel
+// (control.cc). Each time it comes back it is a new ibv_device (a new
+// generation); contexts opened on an earlier one stay dead.
+
+// The current device, or nullptr while it is absent.
+ibv_device* currentDevice();
+bool portActive();
+// Marks the device absent and every open context dead, raising
+// IBV_EVENT_DEVICE_FATAL on each (the last event a context reports).
+void detachDevice();
+// A new generation of the device appears, its port ACTIVE.
+void attachDevice();
+// Sets the port state: 1 if it changed, 0 if not, -1 while the device is absent.
+int setPortState(bool active);
+// Raises `type` on every open context that has not lost its device.
+void raiseOnContexts(ibv_event_type type, uint32_t kind);
 
 struct Pd {
   ibv_pd pd;
@@ -186,6 +222,13 @@ struct Qp {
 };
 std::shared_ptr<Qp> qpRef(ibv_qp* q);
 std::shared_ptr<Qp> findQpByNum(uint32_t qpn);
+// Every QP not destroyed (taken after detachDevice: none is created later
+// on a dead context).
+std::vector<std::shared_ptr<Qp>> allQps();
+
+inline bool contextDead(ibv_context* c) {
+  return c != nullptr && toContext(c)->dead.load();
+}
 
 // ------------------------------------------------------------- progress
 
@@ -208,8 +251,19 @@ class Fabric {
   void schedule(Clock::time_point when, std::function<void()> fn);
   void post(std::function<void()> fn) { schedule(Clock::time_point{}, std::move(fn)); }
 
-  Context* cmContext();  // librdmacm's per-device context, opened once
-  Pd* cmPd();            // and its default PD
+  // librdmacm's per-device context, opened on first use, and its default
+  // PD; nullptr while the device is absent. A context whose device was
+  // removed is retired (closed once no id uses it) and a new one opened.
+  Context* cmContext();
+  Pd* cmPd();
+  struct Retired {
+    Context* ctx;
+    Pd* pd;
+  };
+  std::vector<Retired> takeRetired();
+  void keepRetired(const std::vector<Retired>& r);
+  // Every endpoint the progress thread polls.
+  std::vector<std::shared_ptr<Endpoint>> endpoints();
 
   std::mutex cm_mu;  // every rdma_cm state change
   std::condition_variable cm_cv;
@@ -225,6 +279,7 @@ class Fabric {
   void run();
   void wake();
   bool onProgressThread() const { return std::this_thread::get_id() == thread_id_; }
+  Context* cmContextLocked();
   int epfd_ = -1;
   int wakefd_ = -1;
   std::mutex mu_;
@@ -234,7 +289,12 @@ class Fabric {
   std::thread::id thread_id_;
   Context* cm_ctx_ = nullptr;
   Pd* cm_pd_ = nullptr;
+  std::vector<Retired> retired_;
 };
+
+// Starts the control channel if SOFTRDMA_CONTROL names a path (control.cc);
+// called once, by the Fabric's constructor.
+void startControl(Fabric& f);
 
 // ---------------------------------------------------------- transport
 
@@ -351,6 +411,10 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   void flushAcks(const std::shared_ptr<Qp>& q);
   void flushAcksLocked(Qp* q);  // q->mu held
   void onPeerGone(const char* why, bool garbage = false);
+  // The local device or port went away: the TCP connection is shut down
+  // (the peer sees a dead peer) and this side reports the loss the same way
+  // (progress thread).
+  void sever(const char* why);
 };
 
 // -------------------------------------------------------------- rdma_cm
@@ -378,6 +442,7 @@ enum class CmState {
   DisconnectSent,  // DREQ sent, waiting for DREP
   DreqRcvd,        // DREQ received, application not yet disconnected
   Disconnected,
+  DeviceRemoval,  // DEVICE_REMOVAL reported: no further events, calls fail
   Destroying,
 };
 const char* toString(CmState s);
@@ -435,6 +500,8 @@ void onConnLost(const std::shared_ptr<Conn>& c, const char* why);
 void onConnConnected(const std::shared_ptr<Conn>& c, int err);
 void onAcceptedConn(CmId* listener, const std::shared_ptr<Conn>& c);
 int cmModifyQp(CmId* id, ibv_qp_state to);
+// The device was removed: DEVICE_REMOVAL for every id bound to it (takes cm_mu).
+void removeCmDevice();
 
 // QPs connected without rdma_cm, by ibv_modify_qp with the peer's GID and
 // QP number (manual_qp.cc).

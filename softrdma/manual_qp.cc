@@ -103,7 +103,7 @@ void failTransport(const std::shared_ptr<Qp>& qp, const char* why) {
 void dial(std::weak_ptr<Qp> wqp, std::shared_ptr<Conn> c, in_addr src, in_addr dst,
           Clock::time_point deadline) {
   auto qp = wqp.lock();
-  if (!qp || qp->destroyed) return;
+  if (!qp || qp->destroyed || contextDead(qp->qp.context)) return;
   uint32_t dest = qp->attr.dest_qp_num;
   FILE* f = fopen(registryFile(dest).c_str(), "r");
   unsigned port = 0;
@@ -208,7 +208,8 @@ void manualAttach(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   uint32_t dest = 0;
   if (m.private_data_len == 4) memcpy(&dest, m.private_data, 4);
   auto qp = findQpByNum(dest);
-  if (!c->manual || !qp || qp->destroyed || qp->attr.dest_qp_num != m.qpn) {
+  if (!c->manual || !qp || qp->destroyed || contextDead(qp->qp.context) ||
+      qp->attr.dest_qp_num != m.qpn) {
     c->fail("Attach names no waiting QP");
     return;
   }

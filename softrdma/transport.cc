@@ -25,8 +25,6 @@
 
 namespace softrdma {
 
-void raiseAsync(ibv_context* ctx, ibv_event_type type, uint32_t kind, uint64_t handle);
-
 namespace {
 
 constexpr size_t kRxBuffer = 256 * 1024;
@@ -540,7 +538,7 @@ bool Conn::handleRequest(Qp& q) {
     got = q.srq->rq.pop(wqe, sg);
     if (got && q.srq->limit > 0 && q.srq->rq.count < q.srq->limit) {
       q.srq->limit = 0;  // one-shot, like the hardware's armed limit
-      raiseAsync(q.qp.context, IBV_EVENT_SRQ_LIMIT_REACHED, 2, q.srq->srq.handle);
+      raiseAsync(q.qp.context, IBV_EVENT_SRQ_LIMIT_REACHED, kAsyncSrq, q.srq->srq.handle);
     }
   } else {
     got = q.rq.pop(wqe, sg);
@@ -752,6 +750,11 @@ void Conn::fail(const char* why) {
   onPeerGone(why, true);
 }
 
+void Conn::sever(const char* why) {
+  if (fd >= 0) shutdown(fd, SHUT_RDWR);  // the peer sees the connection end now
+  onPeerGone(why);
+}
+
 void Conn::onPeerGone(const char* why, bool garbage) {
   if (eof) return;
   eof = true;
@@ -772,7 +775,7 @@ void Conn::onPeerGone(const char* why, bool garbage) {
       // retries are exhausted at once. Garbage on the wire is fatal too.
       if (garbage && q->qp.state != IBV_QPS_ERR && q->qp.state != IBV_QPS_RESET) {
         q->flushAll(IBV_WC_WR_FLUSH_ERR);
-        raiseAsync(q->qp.context, IBV_EVENT_QP_FATAL, 1, q->qp.qp_num);
+        raiseAsync(q->qp.context, IBV_EVENT_QP_FATAL, kAsyncQp, q->qp.qp_num);
       } else if (!q->sq.empty() && q->qp.state != IBV_QPS_ERR) {
         q->flushAll(IBV_WC_RETRY_EXC_ERR);
       }

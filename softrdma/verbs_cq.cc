@@ -26,8 +26,6 @@ Cq* findCq(uint32_t id) {
   return cqs().find(id >> 8, id);
 }
 
-void raiseAsync(ibv_context* ctx, ibv_event_type type, uint32_t kind, uint64_t handle);
-
 void Cq::push(const ibv_wc& wc, bool solicited) {
   bool notify = false;
   {
@@ -36,7 +34,7 @@ void Cq::push(const ibv_wc& wc, bool solicited) {
     if (count == ring.size()) {
       // CQ overrun: the CQ is unusable from now on (ibv_poll_cq.3).
       overrun = true;
-      raiseAsync(cq.context, IBV_EVENT_CQ_ERR, 0, id);
+      raiseAsync(cq.context, IBV_EVENT_CQ_ERR, kAsyncCq, id);
       return;
     }
     ring[(head + count) % ring.size()] = wc;
@@ -97,6 +95,10 @@ SOFTRDMA_API ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
     errno = EINVAL;
     return nullptr;
   }
+  if (contextDead(ctx)) {
+    errno = EIO;
+    return nullptr;
+  }
   int fd = eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC);
   if (fd < 0) return nullptr;
   auto* ch = new CompChannel();
@@ -122,6 +124,10 @@ SOFTRDMA_API ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context,
   if (ctx == nullptr || cqe < 1 || cqe > kMaxCqe || comp_vector < 0 ||
       comp_vector >= ctx->num_comp_vectors) {
     errno = EINVAL;
+    return nullptr;
+  }
+  if (contextDead(ctx)) {
+    errno = EIO;
     return nullptr;
   }
   auto* cq = new Cq();
@@ -150,6 +156,7 @@ SOFTRDMA_API ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context,
 
 SOFTRDMA_API int ibv_resize_cq(ibv_cq* c, int cqe) {
   if (c == nullptr || cqe < 1 || cqe > kMaxCqe) return EINVAL;
+  if (contextDead(c->context)) return EIO;
   auto* cq = reinterpret_cast<Cq*>(c);
   std::lock_guard lk(cq->mu);
   if (static_cast<size_t>(cqe) < cq->count) return EINVAL;

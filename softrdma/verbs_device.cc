@@ -25,18 +25,30 @@ namespace softrdma {
 
 namespace {
 
-ibv_device* theDevice() {
-  static ibv_device* dev = [] {
-    auto* d = static_cast<ibv_device*>(calloc(1, sizeof(ibv_device)));
-    d->node_type = IBV_NODE_CA;
-    d->transport_type = IBV_TRANSPORT_IB;
-    snprintf(d->name, sizeof d->name, "softrdma0");
-    snprintf(d->dev_name, sizeof d->dev_name, "uverbs0");
-    snprintf(d->dev_path, sizeof d->dev_path, "/sys/class/infiniband_verbs/uverbs0");
-    snprintf(d->ibdev_path, sizeof d->ibdev_path, "/sys/class/infiniband/softrdma0");
-    return d;
-  }();
-  return dev;
+ibv_device* newDevice() {
+  auto* d = static_cast<ibv_device*>(calloc(1, sizeof(ibv_device)));
+  d->node_type = IBV_NODE_CA;
+  d->transport_type = IBV_TRANSPORT_IB;
+  snprintf(d->name, sizeof d->name, "softrdma0");
+  snprintf(d->dev_name, sizeof d->dev_name, "uverbs0");
+  snprintf(d->dev_path, sizeof d->dev_path, "/sys/class/infiniband_verbs/uverbs0");
+  snprintf(d->ibdev_path, sizeof d->ibdev_path, "/sys/class/infiniband/softrdma0");
+  return d;
+}
+
+// The device and the contexts open on it. Devices of earlier generations
+// are kept (never freed): the contexts opened on them point at them.
+struct DeviceState {
+  std::mutex mu;
+  ibv_device* dev = newDevice();  // nullptr while absent
+  std::vector<ibv_device*> old;
+  std::vector<Context*> contexts;
+  std::atomic<bool> port_active{true};
+};
+
+DeviceState& device() {
+  static auto* d = new DeviceState();
+  return *d;
 }
 
 constexpr uint64_t kNodeGuid = 0x02005e00536f6674ULL;  // "...Soft"
@@ -69,19 +81,21 @@ std::vector<in6_addr> gidTable() {
 
 namespace {
 
-int queryPortImpl(ibv_context*, uint8_t port, ibv_port_attr* a, size_t len) {
+int queryPortImpl(ibv_context* ctx, uint8_t port, ibv_port_attr* a, size_t len) {
   if (a == nullptr || port != 1) return EINVAL;
+  if (contextDead(ctx)) return EIO;
+  bool active = portActive();
   ibv_port_attr p{};
-  p.state = IBV_PORT_ACTIVE;
+  p.state = active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   p.max_mtu = IBV_MTU_4096;
   p.active_mtu = IBV_MTU_4096;
   p.gid_tbl_len = static_cast<int>(gidTable().size());
   p.port_cap_flags = IBV_PORT_CM_SUP;
   p.max_msg_sz = kMaxFramePayload;
   p.pkey_tbl_len = 1;
-  p.active_width = 2;   // 4x
-  p.active_speed = 32;  // 25 Gb/s per lane (EDR)
-  p.phys_state = 5;     // LinkUp
+  p.active_width = 2;             // 4x
+  p.active_speed = 32;            // 25 Gb/s per lane (EDR)
+  p.phys_state = active ? 5 : 2;  // LinkUp, or Polling (no carrier)
   p.link_layer = IBV_LINK_LAYER_ETHERNET;
   memcpy(a, &p, len < sizeof p ? len : sizeof p);
   return 0;
@@ -92,11 +106,54 @@ int queryPortImpl(ibv_context*, uint8_t port, ibv_port_attr* a, size_t len) {
 // skipped rather than dereferenced.
 struct AsyncRecord {
   uint32_t type;
-  uint32_t kind;  // 0 cq, 1 qp, 2 srq, 3 port/device
+  uint32_t kind;  // AsyncKind
   uint64_t handle;
 };
 
 }  // namespace
+
+ibv_device* currentDevice() {
+  DeviceState& d = device();
+  std::lock_guard lk(d.mu);
+  return d.dev;
+}
+
+bool portActive() {
+  return device().port_active.load();
+}
+
+void detachDevice() {
+  DeviceState& d = device();
+  std::lock_guard lk(d.mu);
+  if (d.dev != nullptr) d.old.push_back(d.dev);
+  d.dev = nullptr;
+  for (Context* c : d.contexts) {
+    if (c->dead.exchange(true)) continue;  // lost an earlier generation
+    raiseAsync(c->ctx(), IBV_EVENT_DEVICE_FATAL, kAsyncDevice, 0);
+  }
+}
+
+void attachDevice() {
+  DeviceState& d = device();
+  std::lock_guard lk(d.mu);
+  if (d.dev != nullptr) return;
+  d.dev = newDevice();
+  d.port_active = true;
+}
+
+int setPortState(bool active) {
+  DeviceState& d = device();
+  std::lock_guard lk(d.mu);
+  if (d.dev == nullptr) return -1;
+  return d.port_active.exchange(active) != active ? 1 : 0;
+}
+
+void raiseOnContexts(ibv_event_type type, uint32_t kind) {
+  DeviceState& d = device();
+  std::lock_guard lk(d.mu);
+  for (Context* c : d.contexts)
+    raiseAsync(c->ctx(), type, kind, 0);
+}
 
 Context* toContext(ibv_context* c) {
   return reinterpret_cast<Context*>(reinterpret_cast<uint8_t*>(c) -
@@ -119,19 +176,49 @@ bool Mr::covers(uint64_t addr, uint64_t len) const {
 
 Context* Fabric::cmContext() {
   std::lock_guard lk(mu_);
+  return cmContextLocked();
+}
+
+Context* Fabric::cmContextLocked() {
+  if (cm_ctx_ != nullptr && cm_ctx_->dead) {
+    retired_.push_back({cm_ctx_, cm_pd_});
+    cm_ctx_ = nullptr;
+    cm_pd_ = nullptr;
+  }
   if (cm_ctx_ == nullptr) {
-    cm_ctx_ = toContext(ibv_open_device(theDevice()));
-    cm_pd_ = reinterpret_cast<Pd*>(ibv_alloc_pd(cm_ctx_->ctx()));
+    ibv_context* c = ibv_open_device(currentDevice());
+    if (c == nullptr) return nullptr;  // no device
+    ibv_pd* pd = ibv_alloc_pd(c);
+    if (pd == nullptr) {  // removed meanwhile
+      ibv_close_device(c);
+      return nullptr;
+    }
+    cm_ctx_ = toContext(c);
+    cm_pd_ = reinterpret_cast<Pd*>(pd);
   }
   return cm_ctx_;
 }
 
 Pd* Fabric::cmPd() {
-  cmContext();
-  return cm_pd_;
+  std::lock_guard lk(mu_);
+  return cmContextLocked() != nullptr ? cm_pd_ : nullptr;
+}
+
+std::vector<Fabric::Retired> Fabric::takeRetired() {
+  std::lock_guard lk(mu_);
+  std::vector<Retired> r;
+  r.swap(retired_);
+  return r;
+}
+
+void Fabric::keepRetired(const std::vector<Retired>& r) {
+  std::lock_guard lk(mu_);
+  retired_.insert(retired_.end(), r.begin(), r.end());
 }
 
 void raiseAsync(ibv_context* ctx, ibv_event_type type, uint32_t kind, uint64_t handle) {
+  // After DEVICE_FATAL a disassociated context reports nothing more.
+  if (contextDead(ctx) && type != IBV_EVENT_DEVICE_FATAL) return;
   AsyncRecord r{static_cast<uint32_t>(type), kind, handle};
   ssize_t n = write(toContext(ctx)->async_wfd, &r, sizeof r);
   (void)n;
@@ -150,13 +237,14 @@ Srq* findSrq(uint32_t id);
 using namespace softrdma;
 
 SOFTRDMA_API ibv_device** ibv_get_device_list(int* num) {
+  Fabric::get();  // start the progress thread (and the control channel)
   auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
   if (list == nullptr) {
     errno = ENOMEM;
     return nullptr;
   }
-  list[0] = theDevice();
-  if (num != nullptr) *num = 1;
+  list[0] = currentDevice();  // nullptr while the device is absent: an empty list
+  if (num != nullptr) *num = list[0] != nullptr ? 1 : 0;
   return list;
 }
 
@@ -173,11 +261,11 @@ SOFTRDMA_API __be64 ibv_get_device_guid(ibv_device*) {
 }
 
 SOFTRDMA_API int ibv_get_device_index(ibv_device* dev) {
-  return dev == theDevice() ? 0 : -1;
+  return dev != nullptr && dev == currentDevice() ? 0 : -1;
 }
 
 SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
-  if (dev != theDevice()) {
+  if (dev == nullptr || dev != currentDevice()) {
     errno = ENODEV;
     return nullptr;
   }
@@ -205,13 +293,31 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   ctx->async_fd = p[0];
   c->async_wfd = p[1];
   Fabric::get();  // start the progress thread
-  return ctx;
+  DeviceState& d = device();
+  {
+    std::lock_guard lk(d.mu);
+    if (d.dev == dev) {
+      d.contexts.push_back(c);
+      return ctx;
+    }
+  }
+  close(p[0]);  // removed meanwhile
+  close(p[1]);
+  pthread_mutex_destroy(&ctx->mutex);
+  delete c;
+  errno = ENODEV;
+  return nullptr;
 }
 
 SOFTRDMA_API int ibv_close_device(ibv_context* ctx) {
   if (ctx == nullptr) return setErr(EINVAL);
   Context* c = toContext(ctx);
   if (c->users.load() != 0) return setErr(EBUSY);
+  {
+    DeviceState& d = device();
+    std::lock_guard lk(d.mu);
+    std::erase(d.contexts, c);
+  }
   close(ctx->async_fd);
   close(c->async_wfd);
   pthread_mutex_destroy(&ctx->mutex);
@@ -221,6 +327,7 @@ SOFTRDMA_API int ibv_close_device(ibv_context* ctx) {
 
 SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   if (ctx == nullptr || a == nullptr) return EINVAL;
+  if (contextDead(ctx)) return EIO;
   memset(a, 0, sizeof *a);
   snprintf(a->fw_ver, sizeof a->fw_ver, "softrdma %s", "0.1");
   a->node_guid = htobe64(kNodeGuid);
@@ -257,7 +364,7 @@ SOFTRDMA_API int ibv_query_port(ibv_context* ctx, uint8_t port, _compat_ibv_port
 }
 
 SOFTRDMA_API int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
-  if (ctx == nullptr || gid == nullptr || port != 1) return -1;
+  if (ctx == nullptr || gid == nullptr || port != 1 || contextDead(ctx)) return -1;
   auto t = gidTable();
   if (index < 0 || static_cast<size_t>(index) >= t.size()) return -1;
   memcpy(gid->raw, &t[index], 16);
@@ -267,6 +374,7 @@ SOFTRDMA_API int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gi
 SOFTRDMA_API int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t index,
                                    ibv_gid_entry* entry, uint32_t, size_t) {
   if (ctx == nullptr || entry == nullptr || port != 1) return EINVAL;
+  if (contextDead(ctx)) return EIO;
   auto t = gidTable();
   if (index >= t.size()) return ENODATA;
   memset(entry, 0, sizeof *entry);
@@ -281,6 +389,7 @@ SOFTRDMA_API int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t ind
 SOFTRDMA_API ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entries,
                                           size_t max_entries, uint32_t, size_t) {
   if (ctx == nullptr || entries == nullptr) return -EINVAL;
+  if (contextDead(ctx)) return -EIO;
   auto t = gidTable();
   size_t n = t.size() < max_entries ? t.size() : max_entries;
   for (size_t i = 0; i < n; i++)
@@ -303,6 +412,10 @@ SOFTRDMA_API ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
     errno = EINVAL;
     return nullptr;
   }
+  if (contextDead(ctx)) {
+    errno = EIO;
+    return nullptr;
+  }
   static std::atomic<uint32_t> handles{1};
   auto* p = new Pd();
   p->pd.context = ctx;
@@ -323,6 +436,10 @@ SOFTRDMA_API int ibv_dealloc_pd(ibv_pd* pd) {
 static ibv_mr* regMr(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned access) {
   if (pd == nullptr || (addr == nullptr && len != 0)) {
     errno = EINVAL;
+    return nullptr;
+  }
+  if (contextDead(pd->context)) {
+    errno = EIO;
     return nullptr;
   }
   // Remote write or atomic access requires local write (ibv_reg_mr.3).
@@ -390,20 +507,22 @@ SOFTRDMA_API int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
     ssize_t n = read(ctx->async_fd, &r, sizeof r);
     if (n != static_cast<ssize_t>(sizeof r)) return -1;
     event->event_type = static_cast<ibv_event_type>(r.type);
-    if (r.kind == 0) {
+    if (r.kind == kAsyncCq) {
       Cq* cq = findCq(static_cast<uint32_t>(r.handle));
       if (cq == nullptr) continue;
       event->element.cq = &cq->cq;
-    } else if (r.kind == 1) {
+    } else if (r.kind == kAsyncQp) {
       auto qp = findQpByNum(static_cast<uint32_t>(r.handle));
       if (!qp) continue;
       event->element.qp = &qp->qp;
-    } else if (r.kind == 2) {
+    } else if (r.kind == kAsyncSrq) {
       Srq* s = findSrq(static_cast<uint32_t>(r.handle));
       if (s == nullptr) continue;
       event->element.srq = &s->srq;
     } else {
-      event->element.port_num = 1;
+      // libibverbs copies the kernel's element into port_num for port and
+      // device events: the port for PORT_*, 0 for DEVICE_FATAL.
+      event->element.port_num = r.kind == kAsyncPort ? 1 : 0;
     }
     return 0;
   }

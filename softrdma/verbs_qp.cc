@@ -17,7 +17,6 @@
 
 namespace softrdma {
 
-void raiseAsync(ibv_context* ctx, ibv_event_type type, uint32_t kind, uint64_t handle);
 void bindPendingConn(const std::shared_ptr<Qp>& qp);
 
 namespace {
@@ -98,6 +97,15 @@ std::shared_ptr<Qp> findQpByNum(uint32_t qpn) {
   std::lock_guard lk(qps_mu);
   auto it = qpTable().find(qpn);
   return it != qpTable().end() ? it->second : nullptr;
+}
+
+std::vector<std::shared_ptr<Qp>> allQps() {
+  std::lock_guard lk(qps_mu);
+  std::vector<std::shared_ptr<Qp>> v;
+  v.reserve(qpTable().size());
+  for (auto& [n, q] : qpTable())
+    v.push_back(q);
+  return v;
 }
 
 Srq* findSrq(uint32_t id) {
@@ -202,7 +210,7 @@ void Qp::flushAll(ibv_wc_status first_status) {
   sq_halted = false;
   if (conn) conn->abortData();
   if (srq != nullptr) {
-    raiseAsync(qp.context, IBV_EVENT_QP_LAST_WQE_REACHED, 1, qp.qp_num);
+    raiseAsync(qp.context, IBV_EVENT_QP_LAST_WQE_REACHED, kAsyncQp, qp.qp_num);
     return;
   }
   RecvWqe r;
@@ -440,6 +448,10 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
+  if (contextDead(pd->context)) {
+    errno = EIO;
+    return nullptr;
+  }
   ibv_qp_cap& c = a->cap;
   if (c.max_send_wr > kMaxQpWr || c.max_recv_wr > kMaxQpWr || c.max_send_sge > kMaxSge ||
       c.max_recv_sge > kMaxSge || c.max_inline_data > kMaxInline) {
@@ -471,19 +483,26 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qp->sq_sges.resize(static_cast<size_t>(qp->cap.max_send_wr) * qp->cap.max_send_sge);
   if (qp->srq == nullptr) qp->rq.init(c.max_recv_wr, c.max_recv_sge);
   qp->setState(IBV_QPS_RESET);
+  {
+    // Checked again where removal looks for QPs (allQps): a QP is either
+    // flushed by the removal or never created.
+    std::lock_guard lk(qps_mu);
+    if (contextDead(pd->context)) {
+      errno = EIO;
+      return nullptr;
+    }
+    qpTable()[qp->qp.qp_num] = qp;
+  }
   qp->scq->qps++;
   qp->rcq->qps++;
   if (qp->srq != nullptr) qp->srq->qps++;
   qp->pd->users++;
-  {
-    std::lock_guard lk(qps_mu);
-    qpTable()[qp->qp.qp_num] = qp;
-  }
   return &qp->qp;
 }
 
 SOFTRDMA_API int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
   if (q == nullptr || a == nullptr) return EINVAL;
+  if (contextDead(q->context)) return EIO;
   auto qp = qpRef(q);
   if (!qp) return EINVAL;
   int rc;
@@ -504,6 +523,7 @@ SOFTRDMA_API int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
 
 SOFTRDMA_API int ibv_query_qp(ibv_qp* q, ibv_qp_attr* a, int, ibv_qp_init_attr* init) {
   if (q == nullptr || a == nullptr) return EINVAL;
+  if (contextDead(q->context)) return EIO;
   auto* qp = reinterpret_cast<Qp*>(q);
   std::lock_guard lk(qp->mu);
   *a = qp->attr;
@@ -556,6 +576,10 @@ SOFTRDMA_API ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
     errno = EINVAL;
     return nullptr;
   }
+  if (contextDead(pd->context)) {
+    errno = EIO;
+    return nullptr;
+  }
   auto* s = new Srq();
   s->srq.context = pd->context;
   s->srq.srq_context = a->srq_context;
@@ -570,6 +594,7 @@ SOFTRDMA_API ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
 
 SOFTRDMA_API int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* a, int mask) {
   if (srq == nullptr || a == nullptr) return EINVAL;
+  if (contextDead(srq->context)) return EIO;
   auto* s = reinterpret_cast<Srq*>(srq);
   std::lock_guard lk(s->mu);
   if (mask & IBV_SRQ_MAX_WR) {
@@ -597,6 +622,7 @@ SOFTRDMA_API int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* a, int mask) {
 
 SOFTRDMA_API int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* a) {
   if (srq == nullptr || a == nullptr) return EINVAL;
+  if (contextDead(srq->context)) return EIO;
   auto* s = reinterpret_cast<Srq*>(srq);
   std::lock_guard lk(s->mu);
   a->max_wr = s->rq.max_wr;

@@ -177,6 +177,7 @@ class PeerProcess {
   ~PeerProcess();
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   // Next line the child wrote to stdout (without '\n'), or nullopt after `timeout`/EOF.
   std::optional<std::string> readLine(Millis timeout = kDeadline);
   void writeLine(const std::string& line);
