@@ -3,8 +3,6 @@
 
 #include <cstring>
 
-#include "daemon/peer/peer.h"
-
 namespace rdmamsg {
 
 HeldMessages::Header HeldMessages::Flow::front() const {
@@ -65,7 +63,7 @@ bool HeldMessages::hold(peer::Peer& from, uint64_t epoch, uint64_t seq, std::str
 
 void HeldMessages::confirmFront(Flow& f, Errc errc) {
   Header h = f.front();
-  f.from->confirmLater(f.epoch, h.seq, errc);
+  confirm_(*f.from, f.epoch, h.seq, errc);
   f.pop(bytes_, messages_);
 }
 

@@ -41,8 +41,11 @@ class HeldMessages {
   // Hands one message to its listener; false when the listener is congested.
   using Deliver = std::function<bool(peer::Peer& from, std::string_view srcService,
                                      std::span<const std::byte> payload)>;
+  // Tells the peer the outcome of a held message (Peer::confirmLater).
+  using Confirm = std::function<void(peer::Peer& from, uint64_t epoch, uint64_t seq, Errc errc)>;
 
-  explicit HeldMessages(uint64_t flowWindow) : flowWindow_(flowWindow) {}
+  HeldMessages(uint64_t flowWindow, Confirm confirm)
+      : flowWindow_(flowWindow), confirm_(std::move(confirm)) {}
 
   bool empty() const { return flows_.empty(); }
   // Whether messages of the flow (from, service) wait already.
@@ -88,6 +91,7 @@ class HeldMessages {
   void compact();  // removes empty flows
 
   uint64_t flowWindow_;
+  Confirm confirm_;
   std::unordered_map<std::string, std::vector<std::unique_ptr<Flow>>> flows_;  // by service
   uint64_t bytes_ = 0, messages_ = 0;
 };

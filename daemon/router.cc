@@ -33,7 +33,8 @@ constexpr auto kHeldTick = std::chrono::milliseconds(250);
 Router::Router(loop::EventLoop& loop, const config::Config& cfg)
     : config_(cfg),
       started_(std::chrono::steady_clock::now()),
-      held_(cfg.flowWindow),
+      held_(cfg.flowWindow, [](peer::Peer& from, uint64_t epoch, uint64_t seq,
+                               Errc errc) { from.confirmLater(epoch, seq, errc); }),
       heldTimer_(std::make_unique<loop::Timer>(loop, [this] { onHeldTick(); })) {}
 
 void Router::attach(local::LocalServer* server, peer::Mesh* mesh) {

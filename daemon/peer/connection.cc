@@ -102,6 +102,16 @@ Connection::~Connection() {
   if (buffers_) device_->returnBuffers(std::move(buffers_));
 }
 
+void Connection::releaseVerbs(const std::string& why) {
+  abandon(why);
+  if (qp_) {
+    device_->detach(id_->qp->qp_num);
+    qp_.reset();
+  }
+  buffers_.reset();
+  device_ = nullptr;
+}
+
 // The one place a connection changes state: every edge is logged and checked,
 // and the owner is marked for its service step.
 void Connection::setState(ConnState s) {
@@ -296,10 +306,13 @@ void Connection::close(const std::string& why) {
   bool wasUp = state_ == ConnState::kEstablished;
   connectTimer_->cancel();
   if (qp_) {
-    bool connected = state_ == ConnState::kEstablished || state_ == ConnState::kAccepting ||
-                     state_ == ConnState::kConnecting;
-    if (!connected || disconnected_ || rdma_disconnect(id_.get()) != 0) {
-      // Never connected (or the CM refuses): flush the QP by hand.
+    // Established: disconnect and wait for DISCONNECTED (the seeds' order).
+    // Not established: tell the peer (best effort) and flush the QP by hand,
+    // with no DISCONNECTED to wait for.
+    bool established = state_ == ConnState::kEstablished;
+    bool requested = state_ == ConnState::kAccepting || state_ == ConnState::kConnecting;
+    if (requested && !disconnected_) rdma_disconnect(id_.get());
+    if (!established || disconnected_ || rdma_disconnect(id_.get()) != 0) {
       ibv_qp_attr a{};
       a.qp_state = IBV_QPS_ERR;
       ibv_modify_qp(id_->qp, &a, IBV_QP_STATE);
@@ -418,14 +431,14 @@ void Connection::onRecvDone(uint32_t index, uint32_t bytes) {
   wake_();
 }
 
-std::span<const std::byte> Connection::frontBatch() const {
-  const Received& r = received_.front();
+std::span<const std::byte> Connection::batchAt(size_t i) const {
+  const Received& r = received_[i];
   return {buffers_->recv().at(r.index), r.bytes};
 }
 
-void Connection::consumeBatch() {
-  repost_.push_back(received_.front().index);
-  received_.pop_front();
+void Connection::consumeBatch(size_t i) {
+  repost_.push_back(received_[i].index);
+  received_.erase(received_.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
 bool Connection::openBatch(bool dataRecord) {

@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -92,6 +93,9 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   void close(const std::string& why);
   // The device is gone: no flushed completions will come; closed at once.
   void abandon(const std::string& why);
+  // The device is about to be destroyed: the QP and buffers go now (before
+  // the device's resources), the id stays until the connection is destroyed.
+  void releaseVerbs(const std::string& why);
 
   // Loop inputs.
   void onCmEvent(const rdma::CmEvent& e) override;
@@ -118,9 +122,11 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   // --- receiving: batches in arrival order, headers already checked.
   bool hasBatch() const { return !received_.empty(); }
   size_t pendingBatches() const { return received_.size(); }
-  std::span<const std::byte> frontBatch() const;
-  // The front batch is read: its buffer is reposted at the next post().
-  void consumeBatch();
+  std::span<const std::byte> batchAt(size_t i) const;
+  std::span<const std::byte> frontBatch() const { return batchAt(0); }
+  // Batch i is read (normally the front; a batch without messages may be
+  // read out of order): its buffer is reposted at the next post().
+  void consumeBatch(size_t i = 0);
 
   // --- sending: fill the open batch, then post() once per service step.
   // Bytes a message record may use now (0: no buffer or credit for data).
@@ -183,8 +189,8 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   struct Received {
     uint32_t index, bytes;
   };
-  Ring<Received> received_;       // completed, not yet read
-  std::vector<uint32_t> repost_;  // read, not yet reposted
+  std::deque<Received> received_;  // completed, not yet read
+  std::vector<uint32_t> repost_;   // read, not yet reposted
 
   std::chrono::steady_clock::time_point lastSent_, lastReceived_;
   std::unique_ptr<loop::Timer> connectTimer_, closeTimer_;

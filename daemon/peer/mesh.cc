@@ -238,16 +238,23 @@ void Mesh::service(uint32_t key) {
   Peer& p = *peers_[key];
   p.service();
   auto& conns = conns_[key];
-  std::erase_if(conns, [&](const auto& c) { return c->reapable() && !p.owns(c.get()); });
+  // A connection on a failed device waits until serviceDevices() has released
+  // its verbs objects: the device's resources go before its last id.
+  std::erase_if(conns, [&](const auto& c) {
+    return c->reapable() && !p.owns(c.get()) && (c->device() == nullptr || !c->device()->failed());
+  });
   if (shutdownDone_) checkShutdownDone();
   if (std::any_of(devices_.begin(), devices_.end(),
                   [](const auto& d) { return d.second->failed(); }))
     queue_.mark(static_cast<uint32_t>(peers_.size()));
 }
 
-// A failed device: its connections go (abandoned: nothing more completes),
-// then the listener if it was on it, then its resources once no connection
-// refers to them; the mesh listens again when a device answers.
+// A failed device, in the order its context allows: the connections'
+// QPs and buffers (nothing more completes: they are abandoned, their
+// messages failed back by their peers), then the device's CQ, channel,
+// memory regions and PD, then the ids — the listener's here, the
+// connections' when they are reaped. The mesh listens again when a device
+// answers, and the peers dial.
 void Mesh::serviceDevices() {
   for (auto it = devices_.begin(); it != devices_.end();) {
     rdma::Device& d = *it->second;
@@ -255,32 +262,28 @@ void Mesh::serviceDevices() {
       ++it;
       continue;
     }
-    closeConnectionsOn(d, "RDMA device " + d.name() + " failed or was removed", true);
-    if (listenId_ && listenId_->verbs == d.context()) {
+    std::string why = "RDMA device " + d.name() + " failed or was removed";
+    for (uint32_t i = 0; i < conns_.size(); i++)
+      for (auto& c : conns_[i])
+        if (c->device() == &d) {
+          c->releaseVerbs(why);
+          queue_.mark(i);
+        }
+    bool listenerOnIt = listenId_ && listenId_->verbs == d.context();
+    spdlog::warn("{}: its resources are released; waiting for a device to listen again", why);
+    it = devices_.erase(it);
+    if (listenerOnIt) {
       listenId_.reset();
       relistenTimer_->arm(kRelistenEvery);
     }
-    bool inUse = false;
-    for (const auto& v : conns_)
-      for (const auto& c : v)
-        inUse = inUse || c->device() == &d;
-    if (inUse) {
-      ++it;
-      continue;
-    }
-    spdlog::warn("RDMA device {}: released after failure; waiting for it to come back", d.name());
-    it = devices_.erase(it);
   }
 }
 
-void Mesh::closeConnectionsOn(rdma::Device& device, const std::string& why, bool abandon) {
+void Mesh::closeConnectionsOn(rdma::Device& device, const std::string& why) {
   for (uint32_t i = 0; i < conns_.size(); i++)
     for (auto& c : conns_[i])
-      if (c->device() == &device && !c->reapable()) {
-        if (abandon)
-          c->abandon(why);
-        else
-          c->close(why);
+      if (c->device() == &device && !c->down()) {
+        c->close(why);
         queue_.mark(i);
       }
 }
@@ -295,7 +298,7 @@ void Mesh::onDeviceEvent(rdma::Device& device, ibv_event_type type) {
       return;
     case IBV_EVENT_PORT_ERR:
       spdlog::warn("RDMA device {}: port down: closing its connections", device.name());
-      closeConnectionsOn(device, "RDMA port down", false);
+      closeConnectionsOn(device, "RDMA port down");
       return;
     case IBV_EVENT_PORT_ACTIVE:
       spdlog::info("RDMA device {}: port active: dialing peers", device.name());
@@ -317,14 +320,18 @@ void Mesh::onCmEvent(const rdma::CmEvent& e) {
       return;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
       spdlog::error("RDMA device of the listener on {} removed", config_.listen.toString());
-      // The id must be destroyed (rdma_get_cm_event(3)); its event was acked.
+      // The id must be destroyed (rdma_get_cm_event(3)): serviceDevices()
+      // does it after the device's resources, which need its context.
       if (listenId_ && listenId_->verbs != nullptr) {
         auto it = devices_.find(listenId_->verbs);
-        if (it != devices_.end()) it->second->markFailed();
+        if (it != devices_.end()) {
+          it->second->markFailed();
+          queue_.mark(static_cast<uint32_t>(peers_.size()));
+          return;
+        }
       }
       listenId_.reset();
       relistenTimer_->arm(kRelistenEvery);
-      queue_.mark(static_cast<uint32_t>(peers_.size()));
       return;
     case RDMA_CM_EVENT_ADDR_CHANGE:
       spdlog::warn("rdma_cm listener on {}: address changed", config_.listen.toString());

@@ -92,7 +92,7 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   void checkLimits(rdma::Device& device);
   void service(uint32_t key);
   void serviceDevices();
-  void closeConnectionsOn(rdma::Device& device, const std::string& why, bool abandon);
+  void closeConnectionsOn(rdma::Device& device, const std::string& why);
   void onConnectRequest(const rdma::CmEvent& e);
   void reject(rdma_cm_id* id, RejectReason reason, const std::string& who);
   void checkShutdownDone();

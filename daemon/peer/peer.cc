@@ -275,24 +275,51 @@ bool Peer::writeConfirms() {
 // ------------------------------------------------------------ receiving
 
 void Peer::receive() {
+  if (holdingBack_) heard_ = Clock::now();  // the batches we held count as heard now
   holdingBack_ = false;
   while (conn_->hasBatch()) {
     if (!events_.canHold()) {
       holdingBack_ = true;  // woken again when the router has room
+      receiveControl();
       return;
     }
-    BatchReader reader(conn_->frontBatch());
-    reader.open();  // checked on arrival
-    Record rec;
-    int rc;
-    while ((rc = reader.next(rec)) == 1)
-      if (!onRecord(rec)) return;
-    if (rc < 0) {
-      conn_->close("malformed record from peer");
-      return;
-    }
-    conn_->consumeBatch();
+    if (!readBatch(0)) return;
   }
+}
+
+// Holding messages back, the peer still reads batches without messages:
+// the peer's last credit only ever carries one (heartbeats, confirmations,
+// credit returns), so liveness and credits keep flowing both ways.
+void Peer::receiveControl() {
+  for (size_t i = 0; i < conn_->pendingBatches();) {
+    BatchReader reader(conn_->batchAt(i));
+    reader.open();
+    Record rec;
+    bool messages = false;
+    while (!messages && reader.next(rec) == 1)
+      messages = rec.type == RecordType::kMessage;
+    if (messages) {
+      i++;
+      continue;
+    }
+    if (!readBatch(i)) return;
+  }
+}
+
+// Reads every record of batch i; false when the connection was closed.
+bool Peer::readBatch(size_t i) {
+  BatchReader reader(conn_->batchAt(i));
+  reader.open();  // checked on arrival
+  Record rec;
+  int rc;
+  while ((rc = reader.next(rec)) == 1)
+    if (!onRecord(rec)) return false;
+  if (rc < 0) {
+    conn_->close("malformed record from peer");
+    return false;
+  }
+  conn_->consumeBatch(i);
+  return true;
 }
 
 bool Peer::onRecord(const Record& r) {
@@ -404,7 +431,9 @@ void Peer::onTick() {
     // A peer we hold back (batches left on the link) cannot answer: its
     // silence is ours, not a sign that it is gone.
     bool holding = holdingBack_ && conn_->hasBatch();
-    if (!holding && now - conn_->lastReceived() > config_.heartbeatTimeout) {
+    if (holding) heard_ = now;  // its silence is ours while we hold it back
+    auto lastHeard = std::max(conn_->lastReceived(), heard_);
+    if (!holding && now - lastHeard > config_.heartbeatTimeout) {
       conn_->close("no traffic from peer for " + std::to_string(config_.heartbeatTimeout.count()) +
                    " ms");
     } else if (now - conn_->lastSent() >= config_.heartbeatInterval) {

@@ -136,6 +136,8 @@ class Peer {
   void onUp();
   void onDown();
   void receive();
+  void receiveControl();
+  bool readBatch(size_t i);
   bool onRecord(const Record& r);
   bool handleMessage(const Record& r);
   void confirm(uint64_t seq, Errc errc);
@@ -163,7 +165,8 @@ class Peer {
   uint64_t expectedSeq_ = 1;
   Reassembly reasm_;
   std::vector<ConfirmRange> confirms_;
-  bool holdingBack_ = false;  // batches left on the link (receive_memory_limit)
+  bool holdingBack_ = false;                     // batches left on the link (receive_memory_limit)
+  std::chrono::steady_clock::time_point heard_;  // liveness while and after holding back
 
   PeerCounters counters_;
 };

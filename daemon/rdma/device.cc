@@ -54,6 +54,12 @@ Device::~Device() {
   // Every event gotten was acked in onWakeup, so destroying the CQ cannot block.
 }
 
+void Device::markFailed() {
+  failed_ = true;
+  if (io_) io_->disable();
+  if (asyncIo_) asyncIo_->disable();
+}
+
 std::string Device::name() const {
   const char* n = context_->device != nullptr ? ibv_get_device_name(context_->device) : nullptr;
   return n != nullptr ? n : "?";
@@ -102,7 +108,7 @@ void Device::onWakeup() {
     if (n < 0) {
       spdlog::critical("RDMA device {}: ibv_poll_cq failed ({}): completion queue unusable", name(),
                        n);
-      failed_ = true;
+      markFailed();
       if (listener_ != nullptr) listener_->onDeviceEvent(*this, IBV_EVENT_CQ_ERR);
       return;
     }
@@ -143,8 +149,9 @@ void Device::onAsyncEvents() {
       case IBV_EVENT_LID_CHANGE:
       case IBV_EVENT_GID_CHANGE:
         ibv_ack_async_event(&ev);
-        if (type == IBV_EVENT_DEVICE_FATAL || type == IBV_EVENT_CQ_ERR) failed_ = true;
+        if (type == IBV_EVENT_DEVICE_FATAL || type == IBV_EVENT_CQ_ERR) markFailed();
         if (listener_ != nullptr) listener_->onDeviceEvent(*this, type);
+        if (failed_) return;
         break;
       default:
         ibv_ack_async_event(&ev);

@@ -75,7 +75,9 @@ class Device {
   int cqEntries() const { return cq_->cqe; }  // what the device granted
   const DeviceCounters& counters() const { return counters_; }
   bool failed() const { return failed_; }
-  void markFailed() { failed_ = true; }
+  // The device is gone or unusable: stop watching its fds (they close with
+  // its context) and create nothing more on it.
+  void markFailed();
 
   void attach(uint32_t qpNum, CompletionSink* sink) { sinks_[qpNum] = sink; }
   void detach(uint32_t qpNum) { sinks_.erase(qpNum); }

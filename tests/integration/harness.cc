@@ -30,6 +30,10 @@ std::string daemonBinary() {
 std::string cliBinary() {
   return RDMAMSG_ITEST_CLI;
 }
+std::string softrdmaCtl() {
+  return RDMAMSG_ITEST_SOFTRDMA_CTL;
+}
+
 std::string softrdmaRun() {
   return RDMAMSG_ITEST_SOFTRDMA_RUN;
 }
@@ -361,9 +365,12 @@ bool Cluster::start(std::chrono::milliseconds timeout) {
     writeConfigs();
     for (const auto& n : names_)
       std::filesystem::remove(dir_.file(n + ".log"));
-    for (const auto& n : names_)
+    for (const auto& n : names_) {
       daemons_[n] =
           std::make_unique<DaemonProcess>(n, configPath(n), socket(n), dir_.file(n + ".log"));
+      if (auto w = options_.nodeWrapper.find(n); w != options_.nodeWrapper.end())
+        daemons_[n]->setWrapper(w->second);
+    }
     bool ok = true;
     for (const auto& n : names_)
       ok = ok && daemons_[n]->start(timeout);

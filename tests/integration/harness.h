@@ -27,6 +27,7 @@ using Json = nlohmann::json;
 std::string daemonBinary();
 std::string cliBinary();
 std::string softrdmaRun();
+std::string softrdmaCtl();  // sends a command to a program's SOFTRDMA_CONTROL socket
 
 // A private temporary directory, removed with everything in it.
 class TempDir {
@@ -152,8 +153,9 @@ struct MeshOptions {
   std::string messageTimeout = "10s";
   std::string maxMessageSize;  // empty: the default
   std::string logLevel = "info";
-  std::string extra;                             // more YAML lines, added verbatim
-  std::map<std::string, std::string> nodeExtra;  // more YAML lines for one node
+  std::string extra;                                            // more YAML lines, added verbatim
+  std::map<std::string, std::string> nodeExtra;                 // more YAML lines for one node
+  std::map<std::string, std::vector<std::string>> nodeWrapper;  // DaemonProcess::setWrapper
 };
 
 // A mesh of daemons named by `names`, the i-th on 127.0.0.(i+1), all on one

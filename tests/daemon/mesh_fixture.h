@@ -1,0 +1,143 @@
+// Test support for the peer layer: daemons' meshes in one process, on one
+// real event loop, over softrdma (the test programs link libsoftrdma), each
+// with a recording PeerEvents in place of the router. Tests step the loop
+// until a condition holds, with a deadline.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "daemon/loop/event_loop.h"
+#include "daemon/peer/events.h"
+#include "daemon/peer/mesh.h"
+
+namespace rdmamsg::peer::test {
+
+using namespace std::chrono_literals;
+
+// What the router would have seen.
+class RecordingEvents : public PeerEvents {
+ public:
+  struct Incoming {
+    Peer* from;
+    uint64_t epoch, seq;
+    std::string src, dst, payload;
+  };
+  std::map<std::string, Delivery> verdict;  // by destination service; default kDelivered
+  std::vector<Incoming> incoming;
+  std::map<uint64_t, uint64_t> deliveredCount;  // by session
+  std::vector<std::pair<uint64_t, Status>> failures;
+  std::vector<const void*> drained;
+  int lost = 0;
+  bool room = true;
+
+  size_t incomingFor(const std::string& service) const {
+    size_t n = 0;
+    for (const auto& m : incoming)
+      n += m.dst == service ? 1 : 0;
+    return n;
+  }
+
+  Delivery deliverIncoming(Peer& from, uint64_t epoch, uint64_t seq, std::string_view src,
+                           std::string_view dst, std::span<const std::byte> payload) override {
+    auto it = verdict.find(std::string(dst));
+    Delivery d = it == verdict.end() ? Delivery::kDelivered : it->second;
+    if (d == Delivery::kDelivered || d == Delivery::kHeld)
+      incoming.push_back(
+          {&from, epoch, seq, std::string(src), std::string(dst),
+           std::string(reinterpret_cast<const char*>(payload.data()), payload.size())});
+    return d;
+  }
+  bool canHold() const override { return room; }
+  void connectionLost(Peer&) override { lost++; }
+  void outcome(uint64_t, uint64_t msgId, const Status& status) override {
+    failures.emplace_back(msgId, status);
+  }
+  void delivered(uint64_t session, uint64_t, uint64_t count) override {
+    deliveredCount[session] += count;
+  }
+  void queueDrained(const void* key) override { drained.push_back(key); }
+};
+
+// A TCP port free on 127.0.0.1 and 127.0.0.2 (softrdma maps rdma_cm ports to TCP).
+inline uint16_t freePort() {
+  for (int attempt = 0; attempt < 50; attempt++) {
+    uint16_t port = static_cast<uint16_t>(20000 + (getpid() * 7 + attempt * 131) % 12000);
+    bool ok = true;
+    for (const char* ip : {"127.0.0.1", "127.0.0.2", "127.0.0.3"}) {
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(port);
+      inet_pton(AF_INET, ip, &a.sin_addr);
+      ok = ok && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+      close(fd);
+    }
+    if (ok) return port;
+  }
+  return 0;
+}
+
+inline config::Address addressOf(const std::string& ip, uint16_t port) {
+  return *config::parseAddress(ip + ":" + std::to_string(port)).value;
+}
+
+// A configuration for node `self` among `nodes` (name → ip), fast timers.
+inline config::Config meshConfig(const std::string& self,
+                                 const std::vector<std::pair<std::string, std::string>>& nodes,
+                                 uint16_t port) {
+  config::Config c;
+  c.node = self;
+  for (const auto& [name, ip] : nodes) {
+    if (name == self)
+      c.listen = addressOf(ip, port);
+    else
+      c.peers.push_back({name, addressOf(ip, port)});
+  }
+  c.bufferSize = 16 * 1024;
+  c.bufferCount = 8;
+  c.heartbeatInterval = 100ms;
+  c.heartbeatTimeout = 400ms;
+  c.reconnectBackoffMin = 20ms;
+  c.reconnectBackoffMax = 200ms;
+  c.connectTimeout = 2s;
+  c.messageTimeout = 10s;
+  return c;
+}
+
+// One daemon's mesh and what its router would have seen.
+struct Node {
+  config::Config config;
+  RecordingEvents events;
+  std::unique_ptr<Mesh> mesh;
+  Node(loop::EventLoop& loop, config::Config c) : config(std::move(c)) {
+    mesh = std::make_unique<Mesh>(loop, config, events, 0x1000 + config.node.size());
+  }
+  Peer& peer(const std::string& name) { return *mesh->peer(name); }
+};
+
+// Steps the loop until `cond` holds; false at the deadline.
+template <typename Cond>
+bool stepUntil(loop::EventLoop& loop, Cond&& cond, std::chrono::milliseconds timeout = 10s) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() >= deadline) return cond();
+    loop.runOnce(5ms);
+  }
+  return true;
+}
+
+inline std::span<const std::byte> bytesOf(const std::string& s) {
+  return std::as_bytes(std::span(s));
+}
+
+}  // namespace rdmamsg::peer::test

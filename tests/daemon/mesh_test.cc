@@ -1,0 +1,260 @@
+// Unit tests of the peer layer — Connection, Peer, Mesh — stepping the real
+// event loop over softrdma, with a recording PeerEvents in place of the router.
+#include <gtest/gtest.h>
+
+#include "mesh_fixture.h"
+
+namespace rdmamsg::peer::test {
+namespace {
+
+class MeshPair : public ::testing::Test {
+ protected:
+  loop::EventLoop loop;
+  uint16_t port = freePort();
+  std::vector<std::pair<std::string, std::string>> nodes{{"alpha", "127.0.0.1"},
+                                                         {"beta", "127.0.0.2"}};
+  std::unique_ptr<Node> alpha, beta;
+
+  void start(const std::function<void(config::Config&)>& tune = {}) {
+    ASSERT_NE(port, 0);
+    auto a = meshConfig("alpha", nodes, port), b = meshConfig("beta", nodes, port);
+    if (tune) {
+      tune(a);
+      tune(b);
+    }
+    alpha = std::make_unique<Node>(loop, a);
+    beta = std::make_unique<Node>(loop, b);
+    alpha->mesh->start();
+    beta->mesh->start();
+    ASSERT_TRUE(stepUntil(loop, [&] {
+      return alpha->peer("beta").established() && beta->peer("alpha").established() &&
+             alpha->mesh->connectionCount() == 1 && beta->mesh->connectionCount() == 1;
+    })) << "mesh did not form with one connection per pair";
+  }
+
+  void TearDown() override {
+    bool done = alpha == nullptr;
+    if (alpha) alpha->mesh->shutdown([&] { done = true; });
+    bool doneB = beta == nullptr;
+    if (beta) beta->mesh->shutdown([&] { doneB = true; });
+    stepUntil(
+        loop, [&] { return done && doneB; }, 5s);
+  }
+
+  // Sends `n` messages of `size` bytes on session 1 from alpha to beta/`service`.
+  std::vector<const void*> send(const std::string& service, int n, size_t size, uint64_t& nextId) {
+    std::vector<const void*> keys;
+    std::string payload(size, 'p');
+    for (int i = 0; i < n; i++) {
+      const void* key = nullptr;
+      Status st = alpha->peer("beta").send(1, nextId++, "src", service, bytesOf(payload), key);
+      EXPECT_TRUE(st.ok()) << st.toString();
+      if (key != nullptr) keys.push_back(key);
+    }
+    return keys;
+  }
+};
+
+TEST_F(MeshPair, OneConnectionPerPairCarriesMessagesInOrderAndConfirmsThem) {
+  start();
+  EXPECT_EQ(alpha->peer("beta").counters().connects, 1u);
+  uint64_t id = 1;
+  EXPECT_TRUE(send("svc", 100, 100, id).empty());
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.deliveredCount[1] == 100; }));
+  ASSERT_EQ(beta->events.incoming.size(), 100u);
+  for (uint64_t i = 0; i < 100; i++) {
+    EXPECT_EQ(beta->events.incoming[i].seq, i + 1) << "out of order";
+    EXPECT_EQ(beta->events.incoming[i].src, "src");
+    EXPECT_EQ(beta->events.incoming[i].payload.size(), 100u);
+  }
+  EXPECT_TRUE(alpha->events.failures.empty());
+  EXPECT_EQ(alpha->peer("beta").inFlight(), 0u);
+}
+
+TEST_F(MeshPair, LargeMessagesAreFragmentedAndReassembled) {
+  start();
+  uint64_t id = 1;
+  send("svc", 3, 100 * 1024, id);  // buffers are 16 KiB
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.deliveredCount[1] == 3; }));
+  ASSERT_EQ(beta->events.incoming.size(), 3u);
+  EXPECT_EQ(beta->events.incoming[2].payload, std::string(100 * 1024, 'p'));
+}
+
+// A flow whose listener does not read stalls alone: its window fills, its
+// queue pauses its senders, the other flow and the link go on, heartbeats
+// keep the peer alive; when the held messages are confirmed, it resumes.
+TEST_F(MeshPair, AHeldFlowStallsAloneAndResumesWhenConfirmed) {
+  start([](config::Config& c) {
+    c.flowWindow = 32 * 1024;
+    c.sendQueueLimit = 16 * 1024;
+  });
+  beta->events.verdict["stuck"] = Delivery::kHeld;
+  uint64_t id = 1;
+  auto keys = send("stuck", 100, 1024, id);  // 100 KiB: over window + queue limit
+  EXPECT_FALSE(keys.empty()) << "the stalled flow never paused its sender";
+  // The window bounds what beta holds: 32 KiB at most (plus one message).
+  ASSERT_TRUE(stepUntil(loop, [&] { return beta->events.incomingFor("stuck") >= 20; }));
+  auto lastConnects = alpha->peer("beta").counters().connects;
+  // Several heartbeat timeouts pass with the flow stalled.
+  auto until = std::chrono::steady_clock::now() + 1200ms;
+  stepUntil(
+      loop, [&] { return std::chrono::steady_clock::now() >= until; }, 2s);
+  EXPECT_LE(beta->events.incomingFor("stuck"), 32u) << "more than the window was sent";
+  EXPECT_TRUE(alpha->peer("beta").established());
+  EXPECT_EQ(alpha->peer("beta").counters().connects, lastConnects) << "the link was dropped";
+  EXPECT_TRUE(alpha->events.failures.empty());
+
+  // Another flow between the same daemons is not held up.
+  uint64_t liveId = 1000;
+  for (int i = 0; i < 50; i++) {
+    const void* key = nullptr;
+    ASSERT_TRUE(alpha->peer("beta").send(2, liveId++, "src", "live", bytesOf("hello"), key).ok());
+  }
+  ASSERT_TRUE(stepUntil(
+      loop, [&] { return alpha->events.deliveredCount[2] == 50; }, 5s))
+      << "the live flow waited behind the stalled one";
+
+  // The listener reads: beta confirms what it held, the flow resumes.
+  size_t confirmed = 0;
+  ASSERT_TRUE(stepUntil(
+      loop,
+      [&] {
+        while (confirmed < beta->events.incoming.size()) {
+          const auto& m = beta->events.incoming[confirmed++];
+          if (m.dst == "stuck") m.from->confirmLater(m.epoch, m.seq, Errc::ok);
+        }
+        return alpha->events.deliveredCount[1] == 100;
+      },
+      10s))
+      << "delivered " << alpha->events.deliveredCount[1] << " of 100";
+  EXPECT_TRUE(alpha->events.failures.empty());
+  for (const void* k : keys)
+    EXPECT_NE(std::find(alpha->events.drained.begin(), alpha->events.drained.end(), k),
+              alpha->events.drained.end())
+        << "a paused sender was never resumed";
+}
+
+TEST_F(MeshPair, AStalledFlowTimesOutAloneNamingTheService) {
+  start([](config::Config& c) {
+    c.flowWindow = 8 * 1024;
+    c.messageTimeout = 300ms;
+  });
+  beta->events.verdict["stuck"] = Delivery::kHeld;
+  uint64_t id = 1;
+  send("stuck", 40, 1024, id);
+  ASSERT_TRUE(stepUntil(
+      loop, [&] { return alpha->events.failures.size() == 40; }, 5s))
+      << alpha->events.failures.size() << " of 40 failed";
+  for (const auto& [msgId, st] : alpha->events.failures) {
+    EXPECT_EQ(st.code(), Errc::timeout);
+    EXPECT_NE(st.message().find("stuck"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("beta"), std::string::npos) << st.message();
+  }
+  EXPECT_TRUE(alpha->peer("beta").established()) << "a timeout took the link down";
+  EXPECT_EQ(alpha->peer("beta").counters().connects, 1u);
+}
+
+TEST_F(MeshPair, ALostConnectionFailsEverythingInFlightAndRedials) {
+  start();
+  beta->events.verdict["stuck"] = Delivery::kHeld;
+  uint64_t id = 1;
+  send("stuck", 5, 100, id);
+  ASSERT_TRUE(stepUntil(loop, [&] { return beta->events.incomingFor("stuck") == 5; }));
+  beta.reset();  // the peer daemon is gone at once
+  ASSERT_TRUE(stepUntil(
+      loop, [&] { return alpha->events.failures.size() == 5; }, 5s));
+  for (const auto& [msgId, st] : alpha->events.failures)
+    EXPECT_EQ(st.code(), Errc::peer_unreachable) << st.toString();
+  EXPECT_EQ(alpha->events.lost, 1);
+  auto dials = alpha->peer("beta").counters().dials;
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->peer("beta").counters().dials >= dials + 2; }))
+      << "no re-dial after the loss";
+}
+
+TEST_F(MeshPair, AReceiverOutOfMemoryHoldsThePeerBackWithoutDeclaringItDead) {
+  start();
+  beta->events.room = false;  // receive_memory_limit reached
+  uint64_t id = 1;
+  send("svc", 200, 1024, id);
+  auto until = std::chrono::steady_clock::now() + 1200ms;  // three heartbeat timeouts
+  stepUntil(
+      loop, [&] { return std::chrono::steady_clock::now() >= until; }, 2s);
+  EXPECT_TRUE(beta->peer("alpha").established()) << "the held-back peer was declared dead";
+  EXPECT_EQ(beta->peer("alpha").counters().connects, 1u);
+  beta->events.room = true;
+  beta->mesh->wakeAll();
+  ASSERT_TRUE(stepUntil(
+      loop, [&] { return alpha->events.deliveredCount[1] == 200; }, 10s))
+      << "delivered " << alpha->events.deliveredCount[1] << ", in flight "
+      << alpha->peer("beta").inFlight() << ", queued " << alpha->peer("beta").queuedBytes()
+      << ", alpha credits " << alpha->peer("beta").connection()->credits() << ", beta credits "
+      << beta->peer("alpha").connection()->credits() << ", beta pending batches "
+      << beta->peer("alpha").connection()->pendingBatches() << ", beta incoming "
+      << beta->events.incoming.size() << ", failures " << alpha->events.failures.size()
+      << " first: "
+      << (alpha->events.failures.empty() ? std::string()
+                                         : alpha->events.failures[0].second.toString());
+}
+
+TEST(Peer, RedialsAfterEveryFailedAttempt) {
+  loop::EventLoop loop;
+  uint16_t port = freePort();
+  ASSERT_NE(port, 0);
+  // gamma's address has nobody listening: every dial is refused.
+  Node alpha(loop, meshConfig("alpha", {{"alpha", "127.0.0.1"}, {"gamma", "127.0.0.3"}}, port));
+  alpha.mesh->start();
+  Peer& gamma = alpha.peer("gamma");
+  ASSERT_TRUE(stepUntil(
+      loop, [&] { return gamma.counters().dials >= 4; }, 10s))
+      << "dials: " << gamma.counters().dials;
+  EXPECT_FALSE(gamma.established());
+  EXPECT_FALSE(gamma.lastError().empty());
+  const void* key = nullptr;
+  Status st = gamma.send(1, 1, "s", "svc", bytesOf("x"), key);
+  EXPECT_EQ(st.code(), Errc::peer_unreachable);
+  EXPECT_NE(st.message().find("gamma"), std::string::npos);
+  bool done = false;
+  alpha.mesh->shutdown([&] { done = true; });
+  EXPECT_TRUE(stepUntil(
+      loop, [&] { return done; }, 5s));
+  EXPECT_EQ(gamma.state(), PeerState::kStopped);
+}
+
+// A connection reports what happens to it through its state and marks its
+// owner's key; it never calls up.
+TEST(Connection, AFailedDialIsSeenThroughItsStateAndItsMark) {
+  loop::EventLoop loop;
+  uint16_t port = freePort();
+  ASSERT_NE(port, 0);
+  std::vector<uint32_t> serviced;
+  loop::ServiceQueue queue(loop, [&](uint32_t key) { serviced.push_back(key); });
+  rdma::CmEventPump pump(loop);
+  std::unique_ptr<rdma::Device> device;
+  ConnParams params;
+  params.buffers = {4096, 4, 4};
+  Connection c(
+      loop, params,
+      [&](ibv_context* ctx) {
+        if (!device) device = std::make_unique<rdma::Device>(loop, ctx, 64, nullptr);
+        return device.get();
+      },
+      "gamma", queue.waker(7));
+  auto src = addressOf("127.0.0.1", port), dst = addressOf("127.0.0.3", port);
+  sockaddr_storage s{}, d{};
+  src.toSockaddr(s);
+  reinterpret_cast<sockaddr_in*>(&s)->sin_port = 0;  // any source port
+  dst.toSockaddr(d);
+  c.startActive(pump.channel(), reinterpret_cast<sockaddr*>(&s), reinterpret_cast<sockaddr*>(&d));
+  ASSERT_TRUE(stepUntil(
+      loop, [&] { return c.reapable(); }, 5s))
+      << toString(c.state());
+  EXPECT_TRUE(c.down());
+  EXPECT_FALSE(c.closeReason().empty());
+  ASSERT_FALSE(serviced.empty());
+  EXPECT_TRUE(std::all_of(serviced.begin(), serviced.end(), [](uint32_t k) { return k == 7; }));
+  EXPECT_EQ(c.messageRoom(), 0u);
+  EXPECT_FALSE(c.hasBatch());
+}
+
+}  // namespace
+}  // namespace rdmamsg::peer::test
