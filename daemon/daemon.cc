@@ -40,7 +40,7 @@ local::LocalServerConfig localConfig(const config::Config& c) {
 }  // namespace
 
 Daemon::Daemon(config::Config cfg)
-    : config_(std::move(cfg)), incarnation_(newIncarnation()), router_(loop_, config_) {
+    : config_(std::move(cfg)), incarnation_(newIncarnation()), router_(config_) {
   signal(SIGPIPE, SIG_IGN);
   mesh_ = std::make_unique<peer::Mesh>(loop_, config_, router_, incarnation_);
   server_ = std::make_unique<local::LocalServer>(loop_, localConfig(config_), router_);

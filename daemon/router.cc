@@ -26,20 +26,14 @@ uint64_t residentBytes() {
 }
 }  // namespace
 
-namespace {
-constexpr auto kHeldTick = std::chrono::milliseconds(250);
-}
-
-Router::Router(loop::EventLoop& loop, const config::Config& cfg)
-    : config_(cfg),
-      started_(std::chrono::steady_clock::now()),
-      held_(cfg.flowWindow, [](peer::Peer& from, uint64_t epoch, uint64_t seq,
-                               Errc errc) { from.confirmLater(epoch, seq, errc); }),
-      heldTimer_(std::make_unique<loop::Timer>(loop, [this] { onHeldTick(); })) {}
+Router::Router(const config::Config& cfg)
+    : config_(cfg), started_(std::chrono::steady_clock::now()) {}
 
 void Router::attach(local::LocalServer* server, peer::Mesh* mesh) {
   server_ = server;
   mesh_ = mesh;
+  server_->setConsumedCallback(
+      [this](const local::Receipt& r, size_t bytes, Errc errc) { onConsumed(r, bytes, errc); });
 }
 
 Status Router::onRegister(local::SessionId session, std::string_view service) {
@@ -79,7 +73,6 @@ void Router::onSessionClosed(local::SessionId session) {
     lastService_.clear();
     for (const auto& s : it->second) {
       services_.erase(s);
-      held_.fail(s, Errc::unknown_service);  // held for it: answered, the listener is gone
       spdlog::info("client {}: service {} gone", session, s);
     }
     sessionServices_.erase(it);
@@ -91,7 +84,6 @@ void Router::onSessionClosed(local::SessionId session) {
   if (auto waiting = pausedOnSession_.extract(session); !waiting.empty())
     for (auto s : waiting.mapped())
       server_->resumeReading(s);
-  afterHeldShrank();
 }
 
 void Router::fail(local::SessionId session, uint64_t msgId, Status why) {
@@ -162,39 +154,6 @@ void Router::onSessionDrained(local::SessionId session) {
   if (auto waiting = pausedOnSession_.extract(session); !waiting.empty())
     for (auto s : waiting.mapped())
       server_->resumeReading(s);
-  drainHeld(session);
-}
-
-// The listener `session` reads again: what is held for its services goes to
-// it, flow by flow in turn, as long as it keeps up.
-void Router::drainHeld(local::SessionId session) {
-  if (held_.empty()) return;
-  auto it = sessionServices_.find(session);
-  if (it == sessionServices_.end()) return;
-  for (const auto& service : it->second)
-    held_.drain(service,
-                [&](peer::Peer& from, std::string_view src, std::span<const std::byte> payload) {
-                  if (server_->outputCongested(session)) return false;
-                  server_->deliver(session, from.name(), src, service, payload);
-                  counters_.remoteDeliveries++;
-                  return true;
-                });
-  afterHeldShrank();
-}
-
-// Peers that left batches on their links for lack of memory can go on.
-void Router::afterHeldShrank() {
-  if (linksHeldBack_ && canHold()) {
-    linksHeldBack_ = false;
-    mesh_->wakeAll();
-  }
-}
-
-void Router::onHeldTick() {
-  if (held_.empty()) return;
-  held_.expire(std::chrono::steady_clock::now(), config_.messageTimeout);
-  afterHeldShrank();
-  if (!held_.empty()) heldTimer_->arm(kHeldTick);
 }
 
 peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_t seq,
@@ -205,26 +164,35 @@ peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_
     counters_.unknownService++;
     return peer::Delivery::kUnknownService;
   }
-  // A flow with messages held waits behind them; a congested listener's
-  // messages are held. Either way the link goes on.
-  if (held_.waiting(from, dstService) || server_->outputCongested(*listener)) {
-    uint64_t cost = peer::windowCost(srcService.size(), dstService.size(), payload.size());
-    if (!held_.hold(from, epoch, seq, srcService, dstService, payload, cost))
-      return peer::Delivery::kWindowExceeded;
-    counters_.heldMessages++;
-    if (!heldTimer_->armed()) heldTimer_->arm(kHeldTick);
-    return peer::Delivery::kHeld;
+  // A listener that keeps up has it now: confirmed at once. One that does
+  // not (over its high-water mark) still gets it queued at once — the flow's
+  // window bounds what one peer can have waiting there — but the
+  // confirmation, which returns the window, waits until it has taken it.
+  if (!server_->outputCongested(*listener)) {
+    server_->deliver(*listener, from.name(), srcService, dstService, payload);
+    counters_.remoteDeliveries++;
+    return peer::Delivery::kDelivered;
   }
-  server_->deliver(*listener, from.name(), srcService, dstService, payload);
+  local::Receipt receipt{&from, epoch, seq};
+  if (!server_->deliver(*listener, from.name(), srcService, dstService, payload, &receipt))
+    return peer::Delivery::kUnknownService;
   counters_.remoteDeliveries++;
-  return peer::Delivery::kDelivered;
+  return peer::Delivery::kAccepted;
 }
 
-bool Router::canHold() const {
-  if (held_.bytes() < config_.receiveMemoryLimit) return true;
+void Router::onConsumed(const local::Receipt& r, size_t bytes, Errc errc) {
+  static_cast<peer::Peer*>(r.owner)->confirmLater(r.epoch, r.seq, errc, bytes);
+  if (linksHeldBack_ && canHold()) {
+    linksHeldBack_ = false;
+    mesh_->wakeAll();  // peers that left batches on their links can go on
+  }
+}
+
+bool Router::canHold() {
+  if (server_->trackedBytes() < config_.receiveMemoryLimit) return true;
   if (!linksHeldBack_) {
     linksHeldBack_ = true;
-    const_cast<RouterCounters&>(counters_).receiveMemoryFull++;
+    counters_.receiveMemoryFull++;
     spdlog::warn(
         "receive_memory_limit ({} bytes) reached: peers' messages wait on the links "
         "until listeners read",
@@ -233,9 +201,9 @@ bool Router::canHold() const {
   return false;
 }
 
-void Router::connectionLost(peer::Peer& from) {
-  held_.drop(from);
-  afterHeldShrank();
+void Router::connectionLost(peer::Peer&) {
+  // Deliveries already queued for listeners stay; their confirmations are
+  // dropped by the peer (another epoch).
 }
 
 std::string Router::onStatus(local::SessionId) {
@@ -271,7 +239,6 @@ std::string Router::statusJson() const {
     e["connects"] = c.connects;
     e["heartbeats_sent"] = c.heartbeatsSent;
     e["dials"] = c.dials;
-    e["held"] = c.held;
     e["confirmed"] = p->confirmedCount();
     e["failed"] = p->failedCount();
     json flows = json::array();
@@ -310,13 +277,10 @@ std::string Router::statusJson() const {
                    {"unknown_node", counters_.unknownNode},
                    {"unknown_service", counters_.unknownService},
                    {"backpressure_pauses", counters_.backpressurePauses},
-                   {"held_messages", counters_.heldMessages},
                    {"receive_memory_full", counters_.receiveMemoryFull},
                    {"dropped_completions", mesh_->droppedCompletions()}};
-  j["held"] = {{"bytes", held_.bytes()},
-               {"messages", held_.messages()},
-               {"flows", held_.flows()},
-               {"limit_bytes", config_.receiveMemoryLimit}};
+  j["unconsumed"] = {{"bytes", server_->trackedBytes()},
+                     {"limit_bytes", config_.receiveMemoryLimit}};
   json devices = json::array();
   for (const auto& d : mesh_->deviceStats())
     devices.push_back({{"name", d.name},

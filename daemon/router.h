@@ -9,9 +9,12 @@
 // Backpressure, per flow: a client whose flow to a peer has a full queue
 // (its window is used up: the listener over there does not keep up), or
 // whose local destination cannot keep up, is no longer read until that
-// drains. Messages from a peer for a congested local listener are held here
-// (HeldMessages, within the flow's window) and confirmed when the listener
-// takes them; other services and the link are not held up.
+// drains. A message from a peer goes to its listener's queue at once; while
+// the listener keeps up it is confirmed at once, and once the listener is
+// over its high-water mark it is confirmed when the listener has taken it
+// (a receipt), which returns its bytes to the flow's window. So a listener
+// that does not read holds at most its flows' windows (and its high-water
+// mark), and other services and the link are not held up.
 //
 // Calls go one way: peers call the router from their service step; the
 // router calls peers only to queue work (send, confirmLater, wakeAll), so
@@ -26,7 +29,6 @@
 #include <vector>
 
 #include "config/config.h"
-#include "daemon/held.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/local/local_server.h"
 #include "daemon/peer/mesh.h"
@@ -42,14 +44,12 @@ struct RouterCounters {
   uint64_t unknownNode = 0;
   uint64_t unknownService = 0;
   uint64_t backpressurePauses = 0;
-  uint64_t heldMessages = 0;       // from peers, held for a congested listener
-  uint64_t heldTimeouts = 0;       // held longer than message_timeout
-  uint64_t receiveMemoryFull = 0;  // times receive_memory_limit stopped a link
+  uint64_t receiveMemoryFull = 0;  // times receive_memory_limit stopped the links
 };
 
 class Router : public local::LocalHandler, public peer::PeerEvents {
  public:
-  Router(loop::EventLoop& loop, const config::Config& cfg);
+  explicit Router(const config::Config& cfg);
   void attach(local::LocalServer* server, peer::Mesh* mesh);
 
   // LocalHandler
@@ -63,7 +63,7 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   peer::Delivery deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_t seq,
                                  std::string_view srcService, std::string_view dstService,
                                  std::span<const std::byte> payload) override;
-  bool canHold() const override;
+  bool canHold() override;
   void connectionLost(peer::Peer& from) override;
   void outcome(uint64_t session, uint64_t msgId, const Status& status) override;
   void delivered(uint64_t session, uint64_t msgId, uint64_t count) override;
@@ -74,7 +74,6 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
 
   std::string statusJson() const;
   const RouterCounters& counters() const { return counters_; }
-  const HeldMessages& held() const { return held_; }
   size_t serviceCount() const { return services_.size(); }
 
  private:
@@ -82,9 +81,8 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   // The session holding `service`, or nullptr. Remembers the last answer:
   // a stream names the same service message after message.
   const local::SessionId* findService(std::string_view service);
-  void drainHeld(local::SessionId session);
-  void afterHeldShrank();
-  void onHeldTick();
+  // A delivery from a peer was taken by its listener (or lost with it).
+  void onConsumed(const local::Receipt& r, size_t bytes, Errc errc);
 
   const config::Config& config_;
   local::LocalServer* server_ = nullptr;
@@ -98,9 +96,7 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   // local listener's output.
   std::unordered_map<const void*, std::vector<local::SessionId>> pausedOnPeer_;
   std::unordered_map<local::SessionId, std::vector<local::SessionId>> pausedOnSession_;
-  HeldMessages held_;
-  mutable bool linksHeldBack_ = false;  // canHold() said no: wake the peers when it says yes
-  std::unique_ptr<loop::Timer> heldTimer_;
+  bool linksHeldBack_ = false;  // canHold() said no: wake the peers when it says yes
   RouterCounters counters_;
 };
 

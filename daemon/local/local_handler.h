@@ -20,6 +20,14 @@ namespace rdmamsg::local {
 // Identifies one client connection for the daemon's lifetime (never reused).
 using SessionId = uint64_t;
 
+// Who wants to know when a delivered message has been consumed (written to
+// the listener's socket): opaque to the local server, handed back as given.
+struct Receipt {
+  void* owner = nullptr;
+  uint64_t epoch = 0;
+  uint64_t seq = 0;
+};
+
 // The connecting process, read with SO_PEERCRED at accept time.
 struct PeerCred {
   pid_t pid = 0;

@@ -217,10 +217,17 @@ void LocalServer::protocolError(Session& s, const char* reason) {
 // --- router API ----------------------------------------------------------------------
 
 bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_view srcService,
-                          std::string_view toService, std::span<const std::byte> payload) {
+                          std::string_view toService, std::span<const std::byte> payload,
+                          const Receipt* receipt) {
   Session* s = find(id);
   if (s == nullptr) return false;
+  const size_t before = s->outputBuffer().size();
   proto::encodeDeliver(s->outputBuffer(), srcNode, srcService, toService, payload);
+  if (receipt != nullptr) {
+    const size_t bytes = s->outputBuffer().size() - before;
+    s->track(*receipt, bytes);
+    trackedBytes_ += bytes;
+  }
   markDirty(*s);
   return true;
 }
@@ -303,6 +310,11 @@ void LocalServer::beginClose(Session& s, const Status& reason, std::string_view 
   s.setState(Session::State::closing);
   s.stopEvents();
   s.flush();  // best effort: the client may see why; never waits
+  settleReceipts(s);
+  s.unconsumed([this](const Receipt& r, size_t bytes) {
+    trackedBytes_ -= bytes;
+    if (consumed_) consumed_(r, bytes, Errc::unknown_service);
+  });
   auto it = sessions_.find(s.id());
   lastFound_ = nullptr;
   graveyard_.push_back(std::move(it->second));
@@ -355,7 +367,15 @@ void LocalServer::flushDirty() {
   flushing_.clear();
 }
 
+void LocalServer::settleReceipts(Session& s) {
+  s.consumed([this](const Receipt& r, size_t bytes) {
+    trackedBytes_ -= bytes;
+    if (consumed_) consumed_(r, bytes, Errc::ok);
+  });
+}
+
 void LocalServer::afterFlush(Session& s) {
+  settleReceipts(s);
   if (s.outputBytes() >= config_.outputLowWatermark) return;
   if (s.pausedBy(Session::kPausedByOutput)) s.resume(Session::kPausedByOutput);
   if (s.congested) {

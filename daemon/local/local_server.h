@@ -66,9 +66,12 @@ class LocalServer {
 
   // --- answers to the router's requests -----------------------------------
   // Queues a DELIVER of a message for `toService` (a service the session
-  // registered). The payload is copied.
+  // registered). The payload is copied. With a receipt, the consumed
+  // callback gets it back once the socket has taken the whole frame (ok), or
+  // when the session closes before that (unknown_service).
   bool deliver(SessionId id, std::string_view srcNode, std::string_view srcService,
-               std::string_view toService, std::span<const std::byte> payload);
+               std::string_view toService, std::span<const std::byte> payload,
+               const Receipt* receipt = nullptr);
   // Confirms msgId delivered to a listener. Acks are batched: all acks queued
   // in one loop turn go out in one ACK frame.
   bool ack(SessionId id, uint64_t msgId, uint64_t count = 1);  // ids msgId .. msgId + count - 1
@@ -81,6 +84,11 @@ class LocalServer {
   size_t outputBytes(SessionId id) const;  // 0 for unknown sessions
   bool outputCongested(SessionId id) const;
   void setDrainedCallback(DrainedCallback cb) { drained_ = std::move(cb); }
+  // A tracked delivery of `bytes` was consumed (ok) or lost with its session.
+  using ConsumedCallback = std::function<void(const Receipt&, size_t bytes, Errc)>;
+  void setConsumedCallback(ConsumedCallback cb) { consumed_ = std::move(cb); }
+  // Bytes of delivered frames with receipts not yet consumed, all sessions.
+  size_t trackedBytes() const { return trackedBytes_; }
 
   // --- sessions --------------------------------------------------------------
   // Sends ERROR(reason) if not ok, flushes what the socket takes, closes.
@@ -112,6 +120,7 @@ class LocalServer {
   // Deferred work.
   void flushDirty();
   void afterFlush(Session& s);
+  void settleReceipts(Session& s);  // hands back the receipts of consumed frames
   void reap();
 
   loop::EventLoop& loop_;
@@ -127,6 +136,8 @@ class LocalServer {
   std::vector<SessionId> flushing_;                  // dirty_ being flushed (reused storage)
   std::vector<std::unique_ptr<Session>> graveyard_;  // closed, freed by reaper_
   DrainedCallback drained_;
+  ConsumedCallback consumed_;
+  size_t trackedBytes_ = 0;
   // Declared last: destroyed first, so no callback runs on a half-destroyed server.
   loop::Timer acceptRetry_;
   loop::Deferred flush_;

@@ -160,6 +160,10 @@ void Session::encodePendingAcks() {
   pendingAcks_.clear();
 }
 
+void Session::track(const Receipt& r, size_t frameBytes) {
+  tracked_.push_back({written_ + out_.size(), r, frameBytes});
+}
+
 Session::FlushResult Session::flush() {
   encodePendingAcks();
   while (!out_.empty()) {
@@ -171,6 +175,7 @@ Session::FlushResult Session::flush() {
     loop::syscalls().socketWrites++;
     if (n >= 0) {
       out_.consume(static_cast<size_t>(n));
+      written_ += static_cast<uint64_t>(n);
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (state_ != State::closing) writeEvent_.enable();
       return FlushResult::blocked;

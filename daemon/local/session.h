@@ -17,6 +17,7 @@
 #include "common/unique_fd.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/loop/events.h"
+#include "daemon/ring.h"
 
 namespace rdmamsg::local {
 
@@ -65,6 +66,25 @@ class Session {
   void encodePendingAcks();
   size_t outputBytes() const { return out_.size() + pendingAcks_.size() * proto::kAckRangeSize; }
   FlushResult flush();  // writes until drained or EAGAIN
+
+  // Receipts: the frame just appended is tracked; consumed() hands back the
+  // receipts of every tracked frame the socket has taken completely.
+  void track(const Receipt& r, size_t frameBytes);
+  template <typename F>
+  void consumed(F&& f) {
+    while (!tracked_.empty() && tracked_.front().end <= written_) {
+      f(tracked_.front().receipt, tracked_.front().bytes);
+      tracked_.pop_front();
+    }
+  }
+  // Every tracked frame not consumed (the session is closing).
+  template <typename F>
+  void unconsumed(F&& f) {
+    while (!tracked_.empty()) {
+      f(tracked_.front().receipt, tracked_.front().bytes);
+      tracked_.pop_front();
+    }
+  }
   bool hasPendingAcks() const { return !pendingAcks_.empty(); }
   int lastErrno() const { return lastErrno_; }
 
@@ -92,6 +112,13 @@ class Session {
   int lastErrno_ = 0;
   ByteBuffer in_;
   ByteBuffer out_;
+  uint64_t written_ = 0;  // bytes of output ever written to the socket
+  struct Tracked {
+    uint64_t end;  // written_ at which the frame is completely written
+    Receipt receipt;
+    size_t bytes;
+  };
+  Ring<Tracked> tracked_;
   std::vector<proto::AckRange> pendingAcks_;
   std::vector<std::string> services_;
   loop::IoEvent readEvent_;   // EV_READ|EV_PERSIST|EV_ET, always registered

@@ -14,25 +14,25 @@ namespace rdmamsg::peer {
 class Peer;
 
 enum class Delivery {
-  kDelivered,       // handed to the listener: confirm now
+  kDelivered,       // the listener has it: confirm now
   kUnknownService,  // no listener: confirm with unknown_service now
-  kHeld,            // the listener is congested: the router holds it and confirms later
-  kWindowExceeded,  // the peer sent more than the flow's window: a protocol error
+  kAccepted,        // queued for the listener: the router confirms it (confirmLater)
+                    // once the listener has taken it
 };
 
 class PeerEvents {
  public:
   virtual ~PeerEvents() = default;
   // A message for a local service, from connection `epoch` of `from`. For
-  // kHeld the router copies it and later calls from.confirmLater(epoch, seq, …).
+  // kAccepted the router later calls from.confirmLater(epoch, seq, …).
   virtual Delivery deliverIncoming(Peer& from, uint64_t epoch, uint64_t seq,
                                    std::string_view srcService, std::string_view dstService,
                                    std::span<const std::byte> payload) = 0;
-  // Whether the router can hold more messages (receive_memory_limit). When
-  // it cannot, the peer stops taking batches off the link until it is woken.
-  virtual bool canHold() const = 0;
-  // The connection of `from` is gone: what the router holds from it is dropped
-  // (its senders were told the connection was lost).
+  // Whether the router can take more messages (receive_memory_limit: bytes
+  // accepted and not yet taken by listeners). When it cannot, the peer stops
+  // taking batches with messages off the link until it is woken.
+  virtual bool canHold() = 0;
+  // The connection of `from` is gone (its senders were told).
   virtual void connectionLost(Peer& from) = 0;
   // The outcome of a message a local client sent.
   virtual void outcome(uint64_t session, uint64_t msgId, const Status& status) = 0;

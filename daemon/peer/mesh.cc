@@ -35,6 +35,14 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
       events_(events),
       incarnation_(incarnation),
       queue_(loop, [this](uint32_t key) { service(key); }),
+      postStep_(std::make_unique<loop::Deferred>(loop,
+                                                 [this] {
+                                                   for (uint32_t key : toPost_) {
+                                                     posting_[key] = 0;
+                                                     peers_[key]->post();
+                                                   }
+                                                   toPost_.clear();
+                                                 })),
       relistenTimer_(std::make_unique<loop::Timer>(loop, [this] { relisten(); })) {
   for (const auto& p : cfg.peers) {
     auto key = static_cast<uint32_t>(peers_.size());
@@ -42,6 +50,7 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
     index_[peers_.back().get()] = key;
   }
   conns_.resize(peers_.size());
+  posting_.resize(peers_.size());
 }
 
 Mesh::~Mesh() {
@@ -237,6 +246,11 @@ void Mesh::service(uint32_t key) {
   }
   Peer& p = *peers_[key];
   p.service();
+  if (!posting_[key]) {
+    posting_[key] = 1;
+    toPost_.push_back(key);
+    postStep_->schedule();
+  }
   auto& conns = conns_[key];
   // A connection on a failed device waits until serviceDevices() has released
   // its verbs objects: the device's resources go before its last id.

@@ -112,6 +112,12 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // Connections of each peer (by index): the current one, and old ones still closing.
   std::vector<std::vector<std::unique_ptr<Connection>>> conns_;
   bool checkedLimits_ = false;
+  // Peers serviced this turn, posted by postStep_ after the turn's other
+  // deferred output (what the local server writes to listeners goes first:
+  // a post hands off to the device, and the listener is on the critical path).
+  std::vector<uint32_t> toPost_;
+  std::vector<uint8_t> posting_;
+  std::unique_ptr<loop::Deferred> postStep_;
   std::unique_ptr<loop::Timer> relistenTimer_;
   std::function<void()> shutdownDone_;
   std::unique_ptr<loop::Timer> shutdownTimer_;

@@ -63,6 +63,11 @@ Peer::Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config:
       id_(nodeId(cfg_.name)),
       dialTimer_(std::make_unique<loop::Timer>(loop, [this] { dial(); })),
       tickTimer_(std::make_unique<loop::Timer>(loop, [this] { onTick(); })),
+      confirmTimer_(std::make_unique<loop::Timer>(loop,
+                                                  [this] {
+                                                    confirmsDue_ = true;
+                                                    wake_();
+                                                  })),
       rng_(std::random_device{}()),
       out_(cfg, cfg_.name, events) {}
 
@@ -164,7 +169,10 @@ void Peer::service() {
   receive();
   if (state_ != PeerState::kEstablished) return;
   if (writeConfirms()) out_.pump(*conn_);
-  conn_->post();
+}
+
+void Peer::post() {
+  if (state_ == PeerState::kEstablished && !conn_->down()) conn_->post();
 }
 
 void Peer::observe() {
@@ -183,6 +191,8 @@ void Peer::onUp() {
   expectedSeq_ = 1;
   reasm_ = Reassembly{};
   confirms_.clear();
+  confirmsDue_ = false;
+  lazyConfirmBytes_ = 0;
   holdingBack_ = false;
   out_.reset(remote.flowWindow, remote.maxMessage);
   counters_.connects++;
@@ -212,6 +222,8 @@ void Peer::onDown() {
   conn_ = nullptr;
   out_.failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + why));
   confirms_.clear();
+  confirmsDue_ = false;
+  lazyConfirmBytes_ = 0;
   reasm_ = Reassembly{};
   if (wasUp) events_.connectionLost(*this);
   if (state_ == PeerState::kStopping) {
@@ -241,15 +253,21 @@ Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
   return st;
 }
 
-void Peer::confirmLater(uint64_t epoch, uint64_t seq, Errc errc) {
+void Peer::confirmLater(uint64_t epoch, uint64_t seq, Errc errc, size_t consumedBytes) {
   if (epoch != epoch_ || state_ != PeerState::kEstablished) return;
-  confirm(seq, errc);
-  wake_();
+  confirm(seq, errc, false);
+  lazyConfirmBytes_ += consumedBytes;
+  if (consumedBytes == 0 || lazyConfirmBytes_ >= config_.flowWindow / 4) {
+    confirmsDue_ = true;
+    return wake_();
+  }
+  if (!confirmTimer_->armed()) confirmTimer_->arm(std::chrono::milliseconds(1));
 }
 
 // Outcomes are collected into ranges and written in the service step: one
 // record for a run of messages with one outcome.
-void Peer::confirm(uint64_t seq, Errc errc) {
+void Peer::confirm(uint64_t seq, Errc errc, bool due) {
+  confirmsDue_ = confirmsDue_ || due;
   auto code = static_cast<uint16_t>(errc);
   if (!confirms_.empty() && confirms_.back().last + 1 == seq && confirms_.back().errc == code)
     confirms_.back().last = seq;
@@ -257,7 +275,14 @@ void Peer::confirm(uint64_t seq, Errc errc) {
     confirms_.push_back({seq, seq, code});
 }
 
+// Writes the collected confirmations when they are due (or ride along in a
+// batch that goes anyway); true when none is left to write.
 bool Peer::writeConfirms() {
+  if (confirms_.empty()) return true;
+  if (!confirmsDue_ && !conn_->hasOpenBatch()) return true;  // may wait for company
+  confirmsDue_ = false;
+  lazyConfirmBytes_ = 0;
+  confirmTimer_->cancel();
   size_t done = 0;
   while (done < confirms_.size()) {
     if (!conn_->openBatch(false)) break;
@@ -413,12 +438,8 @@ bool Peer::handleMessage(const Record& r) {
     case Delivery::kUnknownService:
       confirm(seq, Errc::unknown_service);
       return true;
-    case Delivery::kHeld:
-      counters_.held++;
+    case Delivery::kAccepted:
       return true;
-    case Delivery::kWindowExceeded:
-      conn_->close("peer sent more than the flow window of service " + std::string(dst));
-      return false;
   }
   return true;
 }

@@ -20,12 +20,13 @@
 // queued. The router calls send() and confirmLater(), which only queue work
 // and mark the peer: they never call back into the router.
 //
-// Inbound: the peer always takes batches off the link. A message for a
-// listener that does not keep up is held by the router (per flow, within
-// the flow window) and confirmed when the listener takes it, so the link's
-// credits keep flowing and liveness never depends on consumers. Only when
-// the router's receive_memory_limit is reached does the peer leave batches
-// on the link; it then does not count the peer's silence against it.
+// Inbound: the peer always takes batches off the link. A message goes to
+// its listener's queue at once and is confirmed when the listener has taken
+// it, so the flow's window (not the link) holds back a listener that does
+// not keep up: the link's credits keep flowing and liveness never depends
+// on consumers. Only when the router's receive_memory_limit is reached does
+// the peer leave batches with messages on the link; it then does not count
+// the peer's silence against it.
 //
 // Liveness: a heartbeat when nothing was sent for heartbeat_interval (a
 // batch without messages: it always has its reserved credit); a peer silent
@@ -64,7 +65,6 @@ struct PeerCounters {
   uint64_t connects = 0;
   uint64_t dials = 0;
   uint64_t heartbeatsSent = 0;
-  uint64_t held = 0;  // messages held for a congested listener
 };
 
 class Peer {
@@ -102,9 +102,12 @@ class Peer {
   Status send(uint64_t session, uint64_t msgId, std::string_view srcService,
               std::string_view dstService, std::span<const std::byte> payload,
               const void*& waitKey);
-  // The outcome of a message the router held: confirmed to the peer if
-  // connection `epoch` is still the current one.
-  void confirmLater(uint64_t epoch, uint64_t seq, Errc errc);
+  // The outcome of a message the router accepted: confirmed to the peer if
+  // connection `epoch` is still the current one. With `consumedBytes` (the
+  // listener caught up on a backlog) the confirmation may wait a little to
+  // go with others: until a quarter of a window is due, 1 ms has passed, or
+  // something else is sent.
+  void confirmLater(uint64_t epoch, uint64_t seq, Errc errc, size_t consumedBytes = 0);
 
   // The mesh's tie-break for a CONNECT_REQUEST from this peer; kNone: accept.
   RejectReason admit(const Hello& hello, bool selfIsLower) const;
@@ -112,8 +115,11 @@ class Peer {
   // The connection was closed by the mesh (device gone): forget it.
   bool owns(const Connection* c) const { return conn_ == c; }
 
-  // The service step: observe the connection, read, write.
+  // The service step: observe the connection, read, write into batches.
   void service();
+  // Posts what service() wrote (the mesh calls it after the loop turn's
+  // other output, e.g. deliveries written to listeners, has gone out).
+  void post();
 
  private:
   struct Reassembly {
@@ -140,7 +146,7 @@ class Peer {
   bool readBatch(size_t i);
   bool onRecord(const Record& r);
   bool handleMessage(const Record& r);
-  void confirm(uint64_t seq, Errc errc);
+  void confirm(uint64_t seq, Errc errc, bool due = true);
   bool writeConfirms();
   void onTick();
 
@@ -158,7 +164,9 @@ class Peer {
   bool connUp_ = false;         // conn_ reached established
   std::string lastError_ = "not connected yet";
   int attempts_ = 0;
-  std::unique_ptr<loop::Timer> dialTimer_, tickTimer_;
+  std::unique_ptr<loop::Timer> dialTimer_, tickTimer_, confirmTimer_;
+  size_t lazyConfirmBytes_ = 0;  // consumed-backlog confirmations not yet due
+  bool confirmsDue_ = false;     // confirms_ must go out at the next service step
   std::mt19937_64 rng_;
 
   Outbound out_;

@@ -51,13 +51,13 @@ class RecordingEvents : public PeerEvents {
                            std::string_view dst, std::span<const std::byte> payload) override {
     auto it = verdict.find(std::string(dst));
     Delivery d = it == verdict.end() ? Delivery::kDelivered : it->second;
-    if (d == Delivery::kDelivered || d == Delivery::kHeld)
+    if (d == Delivery::kDelivered || d == Delivery::kAccepted)
       incoming.push_back(
           {&from, epoch, seq, std::string(src), std::string(dst),
            std::string(reinterpret_cast<const char*>(payload.data()), payload.size())});
     return d;
   }
-  bool canHold() const override { return room; }
+  bool canHold() override { return room; }
   void connectionLost(Peer&) override { lost++; }
   void outcome(uint64_t, uint64_t msgId, const Status& status) override {
     failures.emplace_back(msgId, status);

@@ -88,7 +88,7 @@ TEST_F(MeshPair, AHeldFlowStallsAloneAndResumesWhenConfirmed) {
     c.flowWindow = 32 * 1024;
     c.sendQueueLimit = 16 * 1024;
   });
-  beta->events.verdict["stuck"] = Delivery::kHeld;
+  beta->events.verdict["stuck"] = Delivery::kAccepted;
   uint64_t id = 1;
   auto keys = send("stuck", 100, 1024, id);  // 100 KiB: over window + queue limit
   EXPECT_FALSE(keys.empty()) << "the stalled flow never paused its sender";
@@ -139,7 +139,7 @@ TEST_F(MeshPair, AStalledFlowTimesOutAloneNamingTheService) {
     c.flowWindow = 8 * 1024;
     c.messageTimeout = 300ms;
   });
-  beta->events.verdict["stuck"] = Delivery::kHeld;
+  beta->events.verdict["stuck"] = Delivery::kAccepted;
   uint64_t id = 1;
   send("stuck", 40, 1024, id);
   ASSERT_TRUE(stepUntil(
@@ -156,7 +156,7 @@ TEST_F(MeshPair, AStalledFlowTimesOutAloneNamingTheService) {
 
 TEST_F(MeshPair, ALostConnectionFailsEverythingInFlightAndRedials) {
   start();
-  beta->events.verdict["stuck"] = Delivery::kHeld;
+  beta->events.verdict["stuck"] = Delivery::kAccepted;
   uint64_t id = 1;
   send("stuck", 5, 100, id);
   ASSERT_TRUE(stepUntil(loop, [&] { return beta->events.incomingFor("stuck") == 5; }));

@@ -6,20 +6,6 @@
 namespace rdmamsg::itest {
 namespace {
 
-// Starts `rdmamsg listen SERVICE --count N` on `socket` and waits until the
-// service is registered.
-bool startListener(Process& p, const Cluster& c, const std::string& node,
-                   const std::string& service, int count, const std::string& outPath) {
-  Process::Options o;
-  o.argv = {cliBinary(), "--socket", c.socket(node),       "listen",
-            service,     "--count",  std::to_string(count)};
-  o.stdoutPath = outPath;
-  o.stderrPath = outPath + ".err";
-  if (!p.start(o)) return false;
-  return waitForStatus(
-      c.socket(node), [&](const Json& s) { return hasService(s, service); }, 10s);
-}
-
 TEST(Cli, SendLinesFromStdinToAListenerOnAnotherNode) {
   Cluster c({"alpha", "beta"});
   ASSERT_TRUE(c.start());

@@ -34,19 +34,6 @@ size_t lineCount(const std::string& text) {
   return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
-// `rdmamsg listen SERVICE --count N` on `node`, started and registered.
-bool startListener(Process& p, Cluster& c, const std::string& node, const std::string& service,
-                   int count, const std::string& outPath) {
-  Process::Options o;
-  o.argv = {cliBinary(), "--socket", c.socket(node),       "listen",
-            service,     "--count",  std::to_string(count)};
-  o.stdoutPath = outPath;
-  o.stderrPath = outPath + ".err";
-  if (!p.start(o)) return false;
-  return waitForStatus(
-      c.socket(node), [&](const Json& s) { return hasService(s, service); }, 10s);
-}
-
 // `rdmamsg send NODE/SERVICE` reading `input` from a file, in the background.
 bool startSender(Process& p, Cluster& c, const std::string& node, const std::string& dest,
                  const std::string& input, const std::string& tag) {
@@ -79,79 +66,73 @@ void expectLinkStaysUp(Cluster& c, std::chrono::milliseconds window) {
   }
 }
 
+constexpr int kFlood = 20000;  // 20 MiB of 1 KiB lines: far more than buffers, windows, queues
+
+// Two daemons; on beta a listener of `service` stopped (SIGSTOP); on alpha a
+// sender streaming kFlood 1 KiB lines to it, already stalled at beta.
+struct StuckFlow {
+  Cluster c{{"alpha", "beta"}};
+  Process listener, sender;
+  std::string out;
+  bool start(const std::string& service) {
+    if (!c.start() || !c.waitFullMesh(10s)) return false;
+    out = c.dir().file(service + ".out");
+    if (!startListener(listener, c, "beta", service, kFlood, out)) return false;
+    listener.signal(SIGSTOP);
+    if (!startSender(sender, c, "alpha", "beta/" + service, numberedLines(kFlood, 1023), "flood"))
+      return false;
+    return test::waitFor(
+        [&] { return peerCounter(c.socket("alpha"), "beta", "messages_sent") >= 1000; }, 10s);
+  }
+  std::string senderErrors() { return readFile(c.dir().file("flood.err")); }
+  // Resumes the listener: the sender must finish with 0 and every line arrive in order.
+  void resumeAndExpectEverything() {
+    listener.signal(SIGCONT);
+    auto code = sender.wait(60s);
+    ASSERT_TRUE(code) << "the sender did not finish after the listener resumed";
+    EXPECT_EQ(*code, 0) << senderErrors();
+    auto lcode = listener.wait(30s);
+    ASSERT_TRUE(lcode) << "the listener did not get every line";
+    EXPECT_EQ(*lcode, 0);
+    std::string got = readFile(out);
+    EXPECT_EQ(lineCount(got), static_cast<size_t>(kFlood));
+    EXPECT_EQ(got, numberedLines(kFlood, 1023)) << "lines lost, duplicated or reordered";
+  }
+};
+
 // The first case: a listener stopped (SIGSTOP) while a sender streams
 // 1 KiB lines to it. Backpressure must not turn into a dead link or a failed
 // send; when the listener resumes, everything arrives.
 TEST(Flow, StuckListenerDoesNotTakeTheLinkDown) {
-  Cluster c({"alpha", "beta"});
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.waitFullMesh(10s));
-  constexpr int kLines = 20000;  // 20 MiB: far more than buffers, windows and queues hold
-  Process listener;
-  std::string out = c.dir().file("inbox.out");
-  ASSERT_TRUE(startListener(listener, c, "beta", "inbox", kLines, out));
-  listener.signal(SIGSTOP);
-
-  Process sender;
-  ASSERT_TRUE(startSender(sender, c, "alpha", "beta/inbox", numberedLines(kLines, 1023), "flood"));
-  // The stream reaches beta and stalls there.
-  ASSERT_TRUE(test::waitFor(
-      [&] { return peerCounter(c.socket("alpha"), "beta", "messages_sent") >= 1000; }, 10s));
+  StuckFlow s;
+  ASSERT_TRUE(s.start("inbox"));
   // heartbeat_timeout is 1 s: three of them pass with the listener stopped.
-  expectLinkStaysUp(c, 3s);
-  EXPECT_TRUE(sender.running()) << "the sender ended while its listener was stopped: "
-                                << readFile(c.dir().file("flood.err"));
-
-  listener.signal(SIGCONT);
-  auto code = sender.wait(60s);
-  ASSERT_TRUE(code) << "the sender did not finish after the listener resumed";
-  EXPECT_EQ(*code, 0) << readFile(c.dir().file("flood.err"));
-  auto lcode = listener.wait(30s);
-  ASSERT_TRUE(lcode) << "the listener did not get every line";
-  EXPECT_EQ(*lcode, 0);
-  std::string got = readFile(out);
-  EXPECT_EQ(lineCount(got), static_cast<size_t>(kLines));
-  EXPECT_EQ(got, numberedLines(kLines, 1023)) << "lines lost, duplicated or reordered";
-  EXPECT_EQ(c["beta"].log().find("no traffic from peer"), std::string::npos);
+  expectLinkStaysUp(s.c, 3s);
+  EXPECT_TRUE(s.sender.running()) << "the sender ended while its listener was stopped: "
+                                  << s.senderErrors();
+  s.resumeAndExpectEverything();
+  EXPECT_EQ(s.c["beta"].log().find("no traffic from peer"), std::string::npos);
 }
 
 // The second case: while one service's listener is stuck and a
 // producer floods it, another service between the same two daemons keeps
 // flowing, and the stuck flow completes without failure once it reads.
 TEST(Flow, StuckListenerDoesNotBlockAnotherService) {
-  Cluster c({"alpha", "beta"});
-  ASSERT_TRUE(c.start());
-  ASSERT_TRUE(c.waitFullMesh(10s));
-  constexpr int kFlood = 20000;
-  Process stuck;
-  std::string stuckOut = c.dir().file("stuck.out");
-  ASSERT_TRUE(startListener(stuck, c, "beta", "stuck", kFlood, stuckOut));
-  stuck.signal(SIGSTOP);
-  Process flood;
-  ASSERT_TRUE(startSender(flood, c, "alpha", "beta/stuck", numberedLines(kFlood, 1023), "flood"));
-  ASSERT_TRUE(test::waitFor(
-      [&] { return peerCounter(c.socket("alpha"), "beta", "messages_sent") >= 1000; }, 10s));
-
+  StuckFlow s;
+  ASSERT_TRUE(s.start("stuck"));
   // Another service, another producer on the same daemon: all 1000 arrive.
   Process live;
-  std::string liveOut = c.dir().file("live.out");
-  ASSERT_TRUE(startListener(live, c, "beta", "live", 1000, liveOut));
-  CliResult r = runCli(c.dir(), {"--socket", c.socket("alpha"), "send", "beta/live"},
+  std::string liveOut = s.c.dir().file("live.out");
+  ASSERT_TRUE(startListener(live, s.c, "beta", "live", 1000, liveOut));
+  CliResult r = runCli(s.c.dir(), {"--socket", s.c.socket("alpha"), "send", "beta/live"},
                        numberedLines(1000, 8), 20s);
   EXPECT_EQ(r.code, 0) << r.err;
   auto lcode = live.wait(10s);
   ASSERT_TRUE(lcode) << "live listener got " << lineCount(readFile(liveOut)) << " of 1000";
   EXPECT_EQ(readFile(liveOut), numberedLines(1000, 8));
-  expectLinkStaysUp(c, 500ms);
-  EXPECT_TRUE(flood.running()) << readFile(c.dir().file("flood.err"));
-
-  stuck.signal(SIGCONT);
-  auto fcode = flood.wait(60s);
-  ASSERT_TRUE(fcode) << "the stuck flow did not resume";
-  EXPECT_EQ(*fcode, 0) << readFile(c.dir().file("flood.err"));
-  auto scode = stuck.wait(30s);
-  ASSERT_TRUE(scode);
-  EXPECT_EQ(readFile(stuckOut), numberedLines(kFlood, 1023));
+  expectLinkStaysUp(s.c, 500ms);
+  EXPECT_TRUE(s.sender.running()) << s.senderErrors();
+  s.resumeAndExpectEverything();
 }
 
 }  // namespace

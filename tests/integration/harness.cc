@@ -391,6 +391,18 @@ DaemonProcess& Cluster::operator[](const std::string& name) {
   return *it->second;
 }
 
+bool startListener(Process& p, const Cluster& c, const std::string& node,
+                   const std::string& service, int count, const std::string& outPath) {
+  Process::Options o;
+  o.argv = {cliBinary(), "--socket", c.socket(node),       "listen",
+            service,     "--count",  std::to_string(count)};
+  o.stdoutPath = outPath;
+  o.stderrPath = outPath + ".err";
+  if (!p.start(o)) return false;
+  return waitForStatus(
+      c.socket(node), [&](const Json& s) { return hasService(s, service); }, 10s);
+}
+
 bool Cluster::waitFullMesh(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (const auto& n : names_) {

@@ -186,6 +186,11 @@ class Cluster {
   std::map<std::string, std::unique_ptr<DaemonProcess>> daemons_;
 };
 
+// Starts `rdmamsg listen SERVICE --count N` on `node` (stdout to `outPath`,
+// stderr next to it) and waits until the service is registered.
+bool startListener(Process& p, const Cluster& c, const std::string& node,
+                   const std::string& service, int count, const std::string& outPath);
+
 // A port in [20000, 32000) free for TCP on every address in `ips` right now.
 uint16_t pickPort(const std::vector<std::string>& ips);
 
