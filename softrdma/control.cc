@@ -41,16 +41,6 @@ char g_path[sizeof(sockaddr_un::sun_path)];
 pid_t g_owner = 0;
 uint64_t g_removal = 0;  // generation of the pending return (progress thread only)
 
-void warn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void warn(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "softrdma[%d]: %s\n", getpid(), buf);
-}
-
 void unlinkAtExit() {
   if (g_owner == getpid()) unlink(g_path);  // not a forked child's to remove
 }
@@ -163,28 +153,29 @@ void startControl(Fabric& f) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   if (path.size() >= sizeof a.sun_path) {
-    warn("SOFTRDMA_CONTROL: path too long, no control channel: %s", path.c_str());
+    warnLog("SOFTRDMA_CONTROL: path too long, no control channel: %s", path.c_str());
     return;
   }
   memcpy(a.sun_path, path.c_str(), path.size() + 1);
   struct stat st {};
   if (lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
-      warn("SOFTRDMA_CONTROL: %s exists and is not a socket, no control channel", path.c_str());
+      warnLog("SOFTRDMA_CONTROL: %s exists and is not a socket, no control channel", path.c_str());
       return;
     }
     int probe = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     bool live = probe >= 0 && connect(probe, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
     if (probe >= 0) close(probe);
     if (live) {
-      warn("SOFTRDMA_CONTROL: %s is in use by another process, no control channel", path.c_str());
+      warnLog("SOFTRDMA_CONTROL: %s is in use by another process, no control channel",
+              path.c_str());
       return;
     }
     unlink(path.c_str());  // stale: the process that bound it is gone
   }
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    warn("SOFTRDMA_CONTROL: cannot bind %s: %s", path.c_str(), strerror(errno));
+    warnLog("SOFTRDMA_CONTROL: cannot bind %s: %s", path.c_str(), strerror(errno));
     if (fd >= 0) close(fd);
     return;
   }

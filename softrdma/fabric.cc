@@ -33,14 +33,27 @@ static bool debugEnabled() {
   return on;
 }
 
+namespace {
+void logLine(const char* fmt, va_list ap) {
+  char buf[512];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  fprintf(stderr, "softrdma[%d]: %s\n", getpid(), buf);
+}
+}  // namespace
+
 void debugLog(const char* fmt, ...) {
   if (!debugEnabled()) return;
-  char buf[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  logLine(fmt, ap);
   va_end(ap);
-  fprintf(stderr, "softrdma[%d]: %s\n", getpid(), buf);
+}
+
+void warnLog(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  logLine(fmt, ap);
+  va_end(ap);
 }
 
 static int envInt(const char* name, int def) {

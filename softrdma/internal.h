@@ -51,6 +51,7 @@ constexpr size_t kRejectPrivateData = 148;  // IB CM REJ
 
 int setErr(int err);  // sets errno = err, returns -1
 void debugLog(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void warnLog(const char* fmt, ...) __attribute__((format(printf, 1, 2)));  // always printed
 
 struct Qp;
 struct Cq;

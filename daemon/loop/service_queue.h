@@ -23,7 +23,6 @@ class ServiceQueue {
   ServiceQueue& operator=(const ServiceQueue&) = delete;
 
   void mark(uint32_t key);
-  bool marked(uint32_t key) const { return key < isMarked_.size() && isMarked_[key]; }
 
   // What a marker holds: the queue and its key.
   class Waker {

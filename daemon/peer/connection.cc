@@ -72,8 +72,7 @@ const char* toString(ConnState s) {
 
 Connection::Connection(loop::EventLoop& loop, const ConnParams& params, DeviceFor devices,
                        std::string name, loop::ServiceQueue::Waker wake)
-    : loop_(loop),
-      params_(params),
+    : params_(params),
       devices_(std::move(devices)),
       name_(std::move(name)),
       wake_(wake),

@@ -151,7 +151,6 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   void fail(const std::string& why);
   bool wantsCreditReturn() const;
 
-  loop::EventLoop& loop_;
   ConnParams params_;
   DeviceFor devices_;
   std::string name_;

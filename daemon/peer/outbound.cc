@@ -309,7 +309,7 @@ bool Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
   return true;
 }
 
-void Outbound::expire(Clock::time_point) {
+void Outbound::expire() {
   auto now = coarseNow();
   // Unconfirmed: told now; the window stays taken until the peer confirms.
   for (size_t i = 0; i < inflight_.size(); i++) {

@@ -74,7 +74,7 @@ class Outbound {
   // that is not in flight (a protocol error).
   bool settle(uint64_t first, uint64_t last, Errc errc);
   // Fails what has passed message_timeout (queued or unconfirmed).
-  void expire(Clock::time_point now);
+  void expire();
   // The connection is gone: everything fails with `why`.
   void failAll(const Status& why);
 

@@ -54,8 +54,7 @@ const char* toString(PeerState s) {
 
 Peer::Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config::Peer peer,
            PeerEvents& events, loop::ServiceQueue::Waker wake)
-    : loop_(loop),
-      mesh_(mesh),
+    : mesh_(mesh),
       config_(cfg),
       cfg_(std::move(peer)),
       events_(events),
@@ -465,7 +464,7 @@ void Peer::onTick() {
     }
     wake_();
   }
-  out_.expire(now);
+  out_.expire();
   tickTimer_->arm(std::min(config_.heartbeatInterval, std::chrono::milliseconds(1000)) / 2);
 }
 

@@ -150,7 +150,6 @@ class Peer {
   bool writeConfirms();
   void onTick();
 
-  loop::EventLoop& loop_;
   Mesh& mesh_;
   const config::Config& config_;
   config::Peer cfg_;
