@@ -181,7 +181,7 @@ peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_
 }
 
 void Router::onConsumed(const local::Receipt& r, size_t bytes, Errc errc) {
-  static_cast<peer::Peer*>(r.owner)->confirmLater(r.epoch, r.seq, errc, bytes);
+  static_cast<peer::Peer*>(r.owner)->confirmLater(r.epoch, r.seq, r.count, errc, bytes);
   if (linksHeldBack_ && canHold()) {
     linksHeldBack_ = false;
     mesh_->wakeAll();  // peers that left batches on their links can go on

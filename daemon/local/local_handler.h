@@ -20,12 +20,15 @@ namespace rdmamsg::local {
 // Identifies one client connection for the daemon's lifetime (never reused).
 using SessionId = uint64_t;
 
-// Who wants to know when a delivered message has been consumed (written to
+// Who wants to know when delivered messages have been consumed (written to
 // the listener's socket): opaque to the local server, handed back as given.
+// One receipt covers `count` messages numbered seq .. seq + count - 1; the
+// session extends the last receipt when the next message continues it.
 struct Receipt {
   void* owner = nullptr;
   uint64_t epoch = 0;
   uint64_t seq = 0;
+  uint64_t count = 1;
 };
 
 // The connecting process, read with SO_PEERCRED at accept time.

@@ -161,7 +161,18 @@ void Session::encodePendingAcks() {
 }
 
 void Session::track(const Receipt& r, size_t frameBytes) {
-  tracked_.push_back({written_ + out_.size(), r, frameBytes});
+  const uint64_t end = written_ + out_.size();
+  if (!tracked_.empty()) {
+    Tracked& last = tracked_.back();
+    if (last.receipt.owner == r.owner && last.receipt.epoch == r.epoch &&
+        last.receipt.seq + last.receipt.count == r.seq && last.bytes < kReceiptSpan) {
+      last.end = end;
+      last.receipt.count += r.count;
+      last.bytes += frameBytes;
+      return;
+    }
+  }
+  tracked_.push_back({end, r, frameBytes});
 }
 
 Session::FlushResult Session::flush() {

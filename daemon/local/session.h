@@ -68,7 +68,10 @@ class Session {
   FlushResult flush();  // writes until drained or EAGAIN
 
   // Receipts: the frame just appended is tracked; consumed() hands back the
-  // receipts of every tracked frame the socket has taken completely.
+  // receipts of every tracked frame the socket has taken completely. A frame
+  // that continues the last receipt (same owner and epoch, next seq) extends
+  // it, up to kReceiptSpan bytes, so a backlog is handed back in runs.
+  static constexpr size_t kReceiptSpan = 64 * 1024;
   void track(const Receipt& r, size_t frameBytes);
   template <typename F>
   void consumed(F&& f) {

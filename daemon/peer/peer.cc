@@ -252,9 +252,10 @@ Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
   return st;
 }
 
-void Peer::confirmLater(uint64_t epoch, uint64_t seq, Errc errc, size_t consumedBytes) {
-  if (epoch != epoch_ || state_ != PeerState::kEstablished) return;
-  confirm(seq, errc, false);
+void Peer::confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
+                        size_t consumedBytes) {
+  if (epoch != epoch_ || state_ != PeerState::kEstablished || count == 0) return;
+  confirm(seq, errc, false, count);
   lazyConfirmBytes_ += consumedBytes;
   if (consumedBytes == 0 || lazyConfirmBytes_ >= config_.flowWindow / 4) {
     confirmsDue_ = true;
@@ -265,13 +266,14 @@ void Peer::confirmLater(uint64_t epoch, uint64_t seq, Errc errc, size_t consumed
 
 // Outcomes are collected into ranges and written in the service step: one
 // record for a run of messages with one outcome.
-void Peer::confirm(uint64_t seq, Errc errc, bool due) {
+void Peer::confirm(uint64_t seq, Errc errc, bool due, uint64_t count) {
   confirmsDue_ = confirmsDue_ || due;
   auto code = static_cast<uint16_t>(errc);
+  const uint64_t last = seq + count - 1;
   if (!confirms_.empty() && confirms_.back().last + 1 == seq && confirms_.back().errc == code)
-    confirms_.back().last = seq;
+    confirms_.back().last = last;
   else
-    confirms_.push_back({seq, seq, code});
+    confirms_.push_back({seq, last, code});
 }
 
 // Writes the collected confirmations when they are due (or ride along in a

@@ -102,12 +102,14 @@ class Peer {
   Status send(uint64_t session, uint64_t msgId, std::string_view srcService,
               std::string_view dstService, std::span<const std::byte> payload,
               const void*& waitKey);
-  // The outcome of a message the router accepted: confirmed to the peer if
-  // connection `epoch` is still the current one. With `consumedBytes` (the
+  // The outcome of messages seq .. seq + count - 1, which the router
+  // accepted: confirmed to the peer if connection `epoch` is still the
+  // current one. With `consumedBytes` (the
   // listener caught up on a backlog) the confirmation may wait a little to
   // go with others: until a quarter of a window is due, 1 ms has passed, or
   // something else is sent.
-  void confirmLater(uint64_t epoch, uint64_t seq, Errc errc, size_t consumedBytes = 0);
+  void confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
+                    size_t consumedBytes = 0);
 
   // The mesh's tie-break for a CONNECT_REQUEST from this peer; kNone: accept.
   RejectReason admit(const Hello& hello, bool selfIsLower) const;
@@ -146,7 +148,7 @@ class Peer {
   bool readBatch(size_t i);
   bool onRecord(const Record& r);
   bool handleMessage(const Record& r);
-  void confirm(uint64_t seq, Errc errc, bool due = true);
+  void confirm(uint64_t seq, Errc errc, bool due = true, uint64_t count = 1);
   bool writeConfirms();
   void onTick();
 

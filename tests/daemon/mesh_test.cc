@@ -121,7 +121,7 @@ TEST_F(MeshPair, AHeldFlowStallsAloneAndResumesWhenConfirmed) {
       [&] {
         while (confirmed < beta->events.incoming.size()) {
           const auto& m = beta->events.incoming[confirmed++];
-          if (m.dst == "stuck") m.from->confirmLater(m.epoch, m.seq, Errc::ok);
+          if (m.dst == "stuck") m.from->confirmLater(m.epoch, m.seq, 1, Errc::ok);
         }
         return alpha->events.deliveredCount[1] == 100;
       },

@@ -1,6 +1,7 @@
 // Flow control of the local server: pauseReading stops consuming a client's
 // requests until resumed; a listener that does not read becomes congested
 // and the drained callback fires once it catches up.
+#include "daemon/local/session.h"
 #include "local_fixture.h"
 
 namespace rdmamsg::test {
@@ -75,6 +76,64 @@ TEST_F(LocalBackpressureTest, SlowListenerBecomesCongestedThenDrains) {
   EXPECT_EQ(drained, std::vector<local::SessionId>{id});
   EXPECT_FALSE(server_->outputCongested(id));
   EXPECT_GT(got, 0u);
+}
+
+// Deliveries that continue one another (same owner and epoch, next seq) are
+// handed back as runs once the listener has taken them; every message is
+// covered exactly once, in order, and a gap or another owner starts a run.
+TEST_F(LocalBackpressureTest, ReceiptsComeBackInRunsCoveringEveryMessageOnce) {
+  auto listener = connect();
+  ASSERT_EQ(registerService(*listener, "slow").kind, FrameKind::registered);
+  const local::SessionId id = server_->sessionIds().front();
+  struct Back {
+    void* owner;
+    uint64_t seq, count;
+    size_t bytes;
+  };
+  std::vector<Back> back;
+  server_->setConsumedCallback([&](const local::Receipt& r, size_t bytes, Errc errc) {
+    EXPECT_EQ(errc, Errc::ok);
+    back.push_back({r.owner, r.seq, r.count, bytes});
+  });
+  int ownerA = 0, ownerB = 0;
+  const std::string payload(1000, 'r');
+  const auto body = std::as_bytes(std::span(payload.data(), payload.size()));
+  // Owner A: 1..600 then, after a gap, 700..899; owner B's 1..100 in between.
+  std::vector<std::pair<void*, uint64_t>> sent;
+  for (uint64_t s = 1; s <= 600; ++s)
+    sent.push_back({&ownerA, s});
+  for (uint64_t s = 1; s <= 100; ++s)
+    sent.push_back({&ownerB, s});
+  for (uint64_t s = 700; s < 900; ++s)
+    sent.push_back({&ownerA, s});
+  size_t trackedMax = 0;
+  for (auto [owner, seq] : sent) {
+    local::Receipt r{owner, 7, seq};
+    ASSERT_TRUE(server_->deliver(id, "nodeB", "src", "slow", body, &r));
+    trackedMax = std::max(trackedMax, server_->trackedBytes());
+  }
+  proto::Frame f;
+  size_t got = 0;
+  ASSERT_TRUE(stepUntil([&] {
+    while (listener->next(f))
+      ++got;
+    return got == sent.size() && server_->trackedBytes() == 0;
+  })) << got
+      << " of " << sent.size() << " read";
+  // Runs in delivery order; expanded, they are exactly the messages sent.
+  std::vector<std::pair<void*, uint64_t>> covered;
+  size_t bytes = 0;
+  for (const Back& b : back) {
+    for (uint64_t s = b.seq; s < b.seq + b.count; ++s)
+      covered.push_back({b.owner, s});
+    bytes += b.bytes;
+  }
+  EXPECT_EQ(covered, sent);
+  EXPECT_EQ(bytes, trackedMax);
+  EXPECT_LT(back.size(), sent.size() / 10) << "consecutive deliveries were not joined";
+  EXPECT_GE(back.size(), 3u) << "a gap or another owner must start a new run";
+  for (const Back& b : back)
+    EXPECT_LE(b.bytes, local::Session::kReceiptSpan + 2 * payload.size());
 }
 
 TEST_F(LocalBackpressureTest, RouterCallsForUnknownSessionsAreIgnored) {
