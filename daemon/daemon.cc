@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include <algorithm>
 #include <random>
 
 namespace rdmamsg {
@@ -54,6 +55,17 @@ Daemon::Daemon(config::Config cfg)
         "SIGHUP: configuration reload is not supported; restart the service to apply changes");
   });
   statusTimer_ = std::make_unique<loop::Timer>(loop_, [this] { updateStatus(); });
+  // systemd's watchdog (WatchdogSec= in the unit): WATCHDOG=1 at half the
+  // interval, from a timer of the loop, so that it is sent only while the
+  // loop turns. A wedged loop misses it and systemd restarts the service.
+  uint64_t usec = 0;
+  if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
+    watchdogInterval_ = std::chrono::microseconds(std::max<uint64_t>(usec / 2, 1));
+    watchdogTimer_ = std::make_unique<loop::Timer>(loop_, [this] {
+      sd_notify(0, "WATCHDOG=1");
+      watchdogTimer_->arm(watchdogInterval_);
+    });
+  }
 }
 
 Daemon::~Daemon() {
@@ -67,6 +79,11 @@ int Daemon::run() {
                config_.node, config_.peers.size(), server_->socketPath());
   sd_notify(0, "READY=1");
   updateStatus();
+  if (watchdogTimer_) {
+    spdlog::info("systemd watchdog: notifying every {} ms", watchdogInterval_.count() / 1000);
+    sd_notify(0, "WATCHDOG=1");
+    watchdogTimer_->arm(watchdogInterval_);
+  }
   loop_.run();
   spdlog::info("rdmamsgd stopped");
   return 0;

@@ -1,11 +1,13 @@
 // rdmamsgd: one thread, one libevent loop. The Daemon wires the pieces
 // together — the mesh of peer connections over RDMA, the local client
 // server, the router between them — and speaks to systemd: READY=1 once it
-// serves, STATUS= lines as peers come and go, STOPPING=1 on SIGTERM, then a
+// serves, STATUS= lines as peers come and go, WATCHDOG=1 while the loop
+// turns (under WatchdogSec=), STOPPING=1 on SIGTERM, then a
 // clean teardown (clients told, connections disconnected and flushed, RDMA
 // resources released) and exit 0.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,6 +44,8 @@ class Daemon {
   std::unique_ptr<local::LocalServer> server_;
   std::unique_ptr<loop::SignalEvent> sigterm_, sigint_, sighup_;
   std::unique_ptr<loop::Timer> statusTimer_;
+  std::unique_ptr<loop::Timer> watchdogTimer_;  // only under a systemd watchdog
+  std::chrono::microseconds watchdogInterval_{0};
   std::string lastStatus_;
   bool stopping_ = false;
 };

@@ -45,6 +45,7 @@ struct SendArgs {
   std::optional<std::string> message;
   size_t window = 4096;
   unsigned timeoutSeconds = 60;
+  bool progress = false;  // live count on stderr
 };
 
 // `rdmamsg bench` (docs/cli.md): throughput and latency, and the remote

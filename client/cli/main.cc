@@ -111,6 +111,8 @@ int main(int argc, char** argv) {
                    "Seconds to wait for each confirmation before giving up")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  send->add_flag("--progress", sendArgs.progress,
+                 "Show how many messages were sent and confirmed, as the stream goes");
 
   BenchArgs benchArgs;
   auto* bench = addBenchCommands(app, benchArgs);

@@ -2,8 +2,10 @@
 // messages and exits 0 only when every one was confirmed.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "client/cli/commands.h"
@@ -13,7 +15,10 @@
 namespace rdmamsg::cli {
 namespace {
 
-// Sends messages and collects their completions; remembers the first failure.
+// Sends messages and collects their completions; remembers the first
+// failure and which messages were confirmed, so that a failed stream says
+// where to resume. Ids are assigned 1, 2, 3… by a fresh client: the id of a
+// message is its line number.
 class Sender {
  public:
   Sender(Client& client, const SendArgs& args, std::string node, std::string service)
@@ -24,39 +29,99 @@ class Sender {
       if (!awaitOne()) return false;
     }
     Result<uint64_t> id = client_.send(node_, service_, text);
-    if (!id) return fail(id.status(), 0);
+    if (!id) return fail(id.status(), sent_ + 1);
     ++sent_;
+    if (args_.progress && (sent_ & 1023) == 0) progress(false);
     return true;
   }
 
-  bool finish() {
-    while (confirmed_ < sent_) {
-      if (!awaitOne()) return false;
+  // Waits for the completion of every message sent. After a message failed,
+  // the others still in flight are collected too (the daemon answers each),
+  // so that the report is complete; a lost daemon answers nothing more.
+  void finish() {
+    while (confirmed_ + failed_ < sent_ && connected_) {
+      if (!awaitOne() && !connected_) break;
     }
-    return true;
+    if (args_.progress) progress(true);
   }
 
   Exit result() const {
     if (failure_.ok()) return Exit::ok;
     std::fprintf(stderr, "rdmamsg: send to %s/%s failed%s: %s\n", node_.c_str(), service_.c_str(),
-                 failedAt_.c_str(), failure_.toString().c_str());
+                 failedId_ != 0 ? (" (message " + std::to_string(failedId_) + ")").c_str() : "",
+                 failure_.toString().c_str());
+    report();
     return exitFor(failure_);
   }
 
  private:
   bool awaitOne() {
     const Status st = client_.waitCompletion(c_, std::chrono::seconds(args_.timeoutSeconds));
-    if (!st.ok()) return fail(st, 0);
-    if (!c_.status.ok()) return fail(c_.status, c_.msgId);
+    if (!st.ok()) {
+      // No answer at all: the daemon is gone or silent; nothing more will come.
+      connected_ = false;
+      return fail(st, 0);
+    }
+    if (!c_.status.ok()) {
+      ++failed_;
+      return fail(c_.status, c_.msgId);
+    }
     ++confirmed_;
+    if (c_.msgId == prefix_ + 1) {
+      ++prefix_;
+      while (!confirmedAhead_.empty() && *confirmedAhead_.begin() == prefix_ + 1) {
+        confirmedAhead_.erase(confirmedAhead_.begin());
+        ++prefix_;
+      }
+    } else {
+      confirmedAhead_.insert(c_.msgId);
+    }
+    if (args_.progress && (confirmed_ & 1023) == 0) progress(false);
     return true;
   }
 
   bool fail(const Status& st, uint64_t msgId) {
-    failure_ = st;
-    // Ids are assigned 1, 2, 3… by a fresh client: the id is the line number.
-    if (msgId != 0) failedAt_ = " (message " + std::to_string(msgId) + ")";
+    if (failure_.ok()) {
+      failure_ = st;
+      failedId_ = msgId;
+    }
     return false;
+  }
+
+  // What is known after a failure: how many were confirmed, the first
+  // message not confirmed and whether it failed or its outcome is unknown.
+  void report() const {
+    const uint64_t firstOpen = prefix_ + 1;
+    std::string first;
+    if (firstOpen == failedId_)
+      first = "failed (" + std::string(toString(failure_.code())) + ")";
+    else if (firstOpen <= sent_)
+      first = "has no known outcome";
+    else
+      first = "was not sent";
+    std::fprintf(stderr,
+                 "rdmamsg: %llu of %llu messages sent were confirmed; messages 1-%llu all were; "
+                 "message %llu %s",
+                 static_cast<unsigned long long>(confirmed_),
+                 static_cast<unsigned long long>(sent_), static_cast<unsigned long long>(prefix_),
+                 static_cast<unsigned long long>(firstOpen), first.c_str());
+    if (!confirmedAhead_.empty())
+      std::fprintf(stderr,
+                   "; %zu later messages were confirmed too (resending from %llu repeats them)",
+                   confirmedAhead_.size(), static_cast<unsigned long long>(firstOpen));
+    std::fprintf(stderr, "\n");
+  }
+
+  // --progress: a live count on standard error, at most every 200 ms (and a
+  // last one at the end); on a terminal it rewrites one line.
+  void progress(bool last) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!last && now - lastProgress_ < std::chrono::milliseconds(200)) return;
+    lastProgress_ = now;
+    std::fprintf(stderr, "%ssent %llu, confirmed %llu, in flight %zu%s", tty_ ? "\r" : "",
+                 static_cast<unsigned long long>(sent_),
+                 static_cast<unsigned long long>(confirmed_), client_.inFlight(),
+                 tty_ && !last ? "" : "\n");
   }
 
   Client& client_;
@@ -65,9 +130,15 @@ class Sender {
   std::string service_;
   uint64_t sent_ = 0;
   uint64_t confirmed_ = 0;
+  uint64_t failed_ = 0;
+  uint64_t prefix_ = 0;                // messages 1..prefix_ are all confirmed
+  std::set<uint64_t> confirmedAhead_;  // confirmed ids above prefix_ + 1
+  bool connected_ = true;
   Completion c_;
   Status failure_;
-  std::string failedAt_;
+  uint64_t failedId_ = 0;  // the message that failed first, 0 if none in particular
+  const bool tty_ = ::isatty(STDERR_FILENO) == 1;
+  std::chrono::steady_clock::time_point lastProgress_{};
 };
 
 // One message per line of standard input (without its newline). False when
@@ -102,13 +173,17 @@ Exit runSend(const SendArgs& args) {
   }
   Sender sender(*client, args, node, service);
   int readError = 0;
-  const bool ok = args.message ? sender.send(*args.message) : sendStdinLines(sender, readError);
-  if (ok || readError != 0) sender.finish();  // what was read is still confirmed
+  if (args.message)
+    sender.send(*args.message);
+  else
+    sendStdinLines(sender, readError);  // stops at the first failure
+  sender.finish();                      // what was sent is still confirmed, or reported
+  const Exit e = sender.result();
   if (readError != 0) {
     std::fprintf(stderr, "rdmamsg: send: reading standard input: %s\n", std::strerror(readError));
-    return Exit::failure;
+    return e == Exit::ok ? Exit::failure : e;
   }
-  return sender.result();
+  return e;
 }
 
 }  // namespace rdmamsg::cli

@@ -1,7 +1,13 @@
 // Integration: the rdmamsg command-line tool end to end, across two daemons.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <fstream>
+#include <regex>
+
 #include "harness.h"
+#include "tests/support/wait.h"
 
 namespace rdmamsg::itest {
 namespace {
@@ -34,12 +40,86 @@ TEST(Cli, ManyLinesStreamThroughWithASmallWindow) {
   for (int i = 0; i < 2000; i++)
     input += "line " + std::to_string(i) + "\n";
   CliResult r = runCli(
-      c.dir(), {"--socket", c.socket("alpha"), "send", "beta/lines", "--window", "7"}, input);
+      c.dir(), {"--socket", c.socket("alpha"), "send", "beta/lines", "--window", "7", "--progress"},
+      input);
   EXPECT_EQ(r.code, 0) << r.err;
   auto code = listener.wait(10s);
   ASSERT_TRUE(code);
   EXPECT_EQ(*code, 0);
   EXPECT_EQ(readFile(out), input);
+  // --progress ends with the final count (standard error is not a terminal:
+  // one line per report).
+  EXPECT_NE(r.err.find("sent 2000, confirmed 2000, in flight 0\n"), std::string::npos) << r.err;
+}
+
+// When its daemon goes away mid-stream, `rdmamsg send` says how far the
+// stream is known to have got: every message up to the one it names was
+// confirmed (and has reached the listener), so the user resumes there.
+TEST(Cli, ADaemonLostMidStreamIsReportedWithWhereToResume) {
+  Cluster c({"alpha", "beta"});
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.waitFullMesh(10s));
+  Process listener;
+  std::string out = c.dir().file("listen.out");
+  ASSERT_TRUE(startListener(listener, c, "beta", "inbox", 1000000, out));
+  listener.signal(SIGSTOP);  // it reads nothing: the stream stalls on its window
+  const int lines = 300000;
+  {
+    std::ofstream in(c.dir().file("lines.txt"));
+    char line[96];
+    for (int i = 1; i <= lines; i++) {
+      std::snprintf(line, sizeof line, "line-%07d-%040d\n", i, 0);
+      in << line;
+    }
+  }
+  Process sender;
+  Process::Options o;
+  o.argv = {cliBinary(), "--socket", c.socket("alpha"), "send", "beta/inbox"};
+  o.stdinPath = c.dir().file("lines.txt");
+  o.stdoutPath = c.dir().file("send.out");
+  o.stderrPath = c.dir().file("send.err");
+  ASSERT_TRUE(sender.start(o));
+  // Beta holds deliveries the listener has not taken: the stream is stalled.
+  ASSERT_TRUE(waitForStatus(
+      c.socket("beta"),
+      [](const Json& s) { return s.value("unconsumed", Json::object()).value("bytes", 0) > 0; },
+      20s));
+  ASSERT_TRUE(sender.running()) << "the stream finished before its daemon was stopped";
+  c["alpha"].kill9();
+  auto code = sender.wait(20s);
+  ASSERT_TRUE(code) << "send did not exit after its daemon went away";
+  EXPECT_EQ(*code, 3);  // no_daemon
+  const std::string err = readFile(c.dir().file("send.err"));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      err, m,
+      std::regex("([0-9]+) of ([0-9]+) messages sent were confirmed; messages 1-([0-9]+) all "
+                 "were; message ([0-9]+) has no known outcome")))
+      << err;
+  const long confirmed = std::stol(m[1]), sent = std::stol(m[2]), prefix = std::stol(m[3]);
+  EXPECT_EQ(std::stol(m[4]), prefix + 1);
+  EXPECT_GT(prefix, 0);
+  EXPECT_GE(confirmed, prefix);
+  EXPECT_LT(prefix, sent);
+  EXPECT_LE(sent, lines);
+
+  // Every message reported confirmed reaches the listener, in order.
+  listener.signal(SIGCONT);
+  char last[96];
+  std::snprintf(last, sizeof last, "line-%07ld-", prefix);
+  EXPECT_TRUE(
+      rdmamsg::test::waitFor([&] { return readFile(out).find(last) != std::string::npos; }, 20s))
+      << "the listener never got message " << prefix;
+  listener.signal(SIGTERM);
+  listener.wait(5s);
+  const std::string got = readFile(out);
+  size_t pos = 0;
+  for (long i = 1; i <= prefix; i++) {
+    char want[96];
+    std::snprintf(want, sizeof want, "line-%07ld-%040d\n", i, 0);
+    ASSERT_EQ(got.compare(pos, std::strlen(want), want), 0) << "message " << i << " missing";
+    pos += std::strlen(want);
+  }
 }
 
 TEST(Cli, SingleMessageArgumentAndErrors) {
@@ -58,6 +138,8 @@ TEST(Cli, SingleMessageArgumentAndErrors) {
   EXPECT_EQ(r.code, 4) << r.err;
   r = runCli(c.dir(), {"--socket", c.socket("beta"), "send", "alpha/nobody", "hi"});
   EXPECT_EQ(r.code, 5) << r.err;
+  EXPECT_NE(r.err.find("0 of 1 messages sent were confirmed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("message 1 failed (unknown_service)"), std::string::npos) << r.err;
   r = runCli(c.dir(), {"--socket", c.dir().file("nothing.sock"), "send", "alpha/svc", "hi"});
   EXPECT_EQ(r.code, 3) << r.err;
   r = runCli(c.dir(), {"--socket", c.socket("beta"), "send", "no-slash", "hi"});
