@@ -61,10 +61,7 @@ Daemon::Daemon(config::Config cfg)
   uint64_t usec = 0;
   if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
     watchdogInterval_ = std::chrono::microseconds(std::max<uint64_t>(usec / 2, 1));
-    watchdogTimer_ = std::make_unique<loop::Timer>(loop_, [this] {
-      sd_notify(0, "WATCHDOG=1");
-      watchdogTimer_->arm(watchdogInterval_);
-    });
+    watchdogTimer_ = std::make_unique<loop::Timer>(loop_, [this] { petWatchdog(); });
   }
 }
 
@@ -81,12 +78,16 @@ int Daemon::run() {
   updateStatus();
   if (watchdogTimer_) {
     spdlog::info("systemd watchdog: notifying every {} ms", watchdogInterval_.count() / 1000);
-    sd_notify(0, "WATCHDOG=1");
-    watchdogTimer_->arm(watchdogInterval_);
+    petWatchdog();
   }
   loop_.run();
   spdlog::info("rdmamsgd stopped");
   return 0;
+}
+
+void Daemon::petWatchdog() {
+  sd_notify(0, "WATCHDOG=1");
+  watchdogTimer_->arm(watchdogInterval_);
 }
 
 void Daemon::updateStatus() {

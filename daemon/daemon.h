@@ -35,6 +35,7 @@ class Daemon {
  private:
   void stop(const char* why);
   void updateStatus();
+  void petWatchdog();  // WATCHDOG=1, and again in half the interval
 
   config::Config config_;
   uint64_t incarnation_;

@@ -39,9 +39,8 @@ class Sender {
   // the others still in flight are collected too (the daemon answers each),
   // so that the report is complete; a lost daemon answers nothing more.
   void finish() {
-    while (confirmed_ + failed_ < sent_ && connected_) {
-      if (!awaitOne() && !connected_) break;
-    }
+    while (confirmed_ + failed_ < sent_ && connected_)
+      awaitOne();
     if (args_.progress) progress(true);
   }
 

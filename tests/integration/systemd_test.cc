@@ -40,31 +40,36 @@ class NotifySocket {
   }
   // Reads datagrams until one contains `text`; false at the deadline.
   bool waitFor(const std::string& text, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (int i = 0; i < 10000; ++i) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      std::string d = next(left);
-      if (d.find(text) != std::string::npos) return true;
-    }
-    return false;
+    bool found = false;
+    readFor(timeout, [&](const std::string& d) {
+      found = d.find(text) != std::string::npos;
+      return found;
+    });
+    return found;
   }
   // Counts WATCHDOG=1 datagrams arriving within `window`.
   int watchdogsWithin(std::chrono::milliseconds window) {
-    const auto deadline = std::chrono::steady_clock::now() + window;
     int n = 0;
-    for (int i = 0; i < 10000; ++i) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      std::string d = next(left);
-      if (d.find("WATCHDOG=1") != std::string::npos) n++;
-    }
+    readFor(window, [&](const std::string& d) {
+      n += d.find("WATCHDOG=1") != std::string::npos ? 1 : 0;
+      return false;
+    });
     return n;
   }
 
  private:
+  // Hands each datagram arriving within `window` to `f` until it returns true.
+  template <typename F>
+  void readFor(std::chrono::milliseconds window, F&& f) {
+    const auto deadline = std::chrono::steady_clock::now() + window;
+    for (int i = 0; i < 10000; ++i) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return;
+      if (std::string d = next(left); !d.empty() && f(d)) return;
+    }
+  }
+
   std::string path_;
   int fd_ = -1;
   bool bound_ = false;
