@@ -4,6 +4,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -280,9 +281,19 @@ Result<Client> Client::connect(std::string_view socketPath, const ConnectOptions
   std::memcpy(addr.sun_path, impl->socketPath.c_str(), impl->socketPath.size() + 1);
   impl->fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!impl->fd) return errnoStatus(Errc::io_error, "socket", errno);
+  // A daemon that does not accept (its backlog full) would hold connect()
+  // for ever; the send timeout bounds it (unix(7)), then is cleared.
+  const auto ms = opts.timeout.count() > 0 ? opts.timeout.count() : 1;
+  timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000 * 1000)};
+  ::setsockopt(impl->fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   if (::connect(impl->fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (errno == EAGAIN)
+      return Status(Errc::timeout, "rdmamsgd at " + impl->socketPath +
+                                       " is not accepting connections (its backlog is full)");
     return errnoStatus(Errc::io_error, "cannot connect to rdmamsgd at " + impl->socketPath, errno);
   }
+  tv = {};
+  ::setsockopt(impl->fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   proto::encodeHello(impl->out, opts.clientName);
   Impl& im = *impl;
   Status st = im.waitFor([&im] { return im.welcomed; }, opts.timeout);

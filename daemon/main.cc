@@ -1,6 +1,5 @@
 // rdmamsgd's command line: load and check the configuration, set up
 // logging, run the daemon.
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -10,23 +9,11 @@
 #include "config/check_command.h"
 #include "config/loader.h"
 #include "daemon/daemon.h"
+#include "daemon/logging.h"
 #include "daemon/peer/mesh.h"
 #include "daemon/rdma/limits.h"
 
 namespace {
-
-// Under systemd (JOURNAL_STREAM set) the journal adds time and process; lines
-// carry only the syslog priority prefix it understands.
-void setupLogging(rdmamsg::config::LogLevel level) {
-  auto logger = spdlog::stderr_color_mt("rdmamsgd");
-  if (std::getenv("JOURNAL_STREAM") != nullptr)
-    logger->set_pattern("%^<%l>%$ %v");
-  else
-    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(std::string(rdmamsg::config::toString(level))));
-  spdlog::flush_on(spdlog::level::info);
-}
 
 // --check-config: the file itself, then what it asks of the RDMA device.
 int checkConfig(const std::string& path, const std::optional<std::string>& node) {
@@ -74,17 +61,20 @@ int main(int argc, char** argv) {
     return rdmamsg::config::kExitConfig;
   }
   rdmamsg::config::Config cfg = loaded.config();
-  setupLogging(cfg.logLevel);
+  rdmamsg::logging::setup(cfg.logLevel);
   if (!logLevel.empty()) spdlog::set_level(spdlog::level::from_str(logLevel));
   spdlog::info("configuration: {}", rdmamsg::config::describe(cfg));
+  int rc = 0;
   try {
     rdmamsg::Daemon daemon(std::move(cfg));
-    return daemon.run();
+    rc = daemon.run();
   } catch (const rdmamsg::peer::LimitError& e) {
     spdlog::critical("cannot start: the configuration does not fit the RDMA device: {}", e.what());
-    return rdmamsg::config::kExitConfig;
+    rc = rdmamsg::config::kExitConfig;
   } catch (const std::exception& e) {
     spdlog::critical("cannot start: {}", e.what());
-    return 1;
+    rc = 1;
   }
+  rdmamsg::logging::shutdown();  // what is queued is written before exit
+  return rc;
 }

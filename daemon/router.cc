@@ -1,6 +1,8 @@
 // The router (router.h).
 #include "daemon/router.h"
 
+#include "daemon/logging.h"
+
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -279,6 +281,7 @@ std::string Router::statusJson() const {
                    {"backpressure_pauses", counters_.backpressurePauses},
                    {"receive_memory_full", counters_.receiveMemoryFull},
                    {"dropped_completions", mesh_->droppedCompletions()}};
+  j["log"] = {{"dropped", logging::dropped()}, {"suppressed", logging::suppressed()}};
   j["unconsumed"] = {{"bytes", server_->trackedBytes()},
                      {"limit_bytes", config_.receiveMemoryLimit}};
   json devices = json::array();

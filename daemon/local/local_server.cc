@@ -64,7 +64,9 @@ void LocalServer::acceptAll() {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return;
     // Out of descriptors or memory: the backlog stays and no new edge will
     // come for it, so retry on a timer.
-    localLog().warn("accept on {} failed: {}; retrying", listener_.path(), std::strerror(errno));
+    if (acceptLog_.admit())
+      localLog().warn("accept on {} failed: {}; retrying{}", listener_.path(), std::strerror(errno),
+                      acceptLog_.suffix());
     acceptRetry_.arm(kAcceptRetry);
     return;
   }
@@ -73,14 +75,16 @@ void LocalServer::acceptAll() {
 void LocalServer::addSession(UniqueFd fd) {
   const PeerCred cred = readPeerCred(fd.get());
   if (config_.authorize && !config_.authorize(cred)) {
-    localLog().warn("refused connection from pid {} uid {} gid {}", cred.pid, cred.uid, cred.gid);
+    if (refuseLog_.admit())
+      localLog().warn("refused connection from pid {} uid {} gid {}{}", cred.pid, cred.uid,
+                      cred.gid, refuseLog_.suffix());
     return;
   }
   const SessionId id = nextId_++;
   const uint32_t maxBody = proto::maxBodyFor(config_.maxMessageSize);
   auto session = std::make_unique<Session>(*this, loop_, id, std::move(fd), cred, maxBody,
                                            (maxBody - 4) / proto::kAckRangeSize);
-  localLog().info("{}: connected (gid {})", session->name(), cred.gid);
+  localLog().debug("{}: connected (gid {})", session->name(), cred.gid);
   Session& s = *session;
   sessions_.emplace(id, std::move(session));
   // Edge-triggered: bytes may already be waiting; read them now.
@@ -133,7 +137,7 @@ void LocalServer::onHello(Session& s, const proto::Frame& f) {
   if (s.state() != Session::State::awaiting_hello) return protocolError(s, "HELLO sent twice");
   s.setState(Session::State::ready);
   s.knownToHandler = true;
-  localLog().info("{}: hello from '{}'", s.name(), f.text);
+  localLog().debug("{}: hello from '{}'", s.name(), f.text);
   proto::encodeWelcome(s.outputBuffer(), config_.maxMessageSize, config_.nodeName);
   markDirty(s);
 }
@@ -303,8 +307,8 @@ void LocalServer::closeAll(const Status& reason) {
 
 void LocalServer::beginClose(Session& s, const Status& reason, std::string_view logWhy) {
   if (s.state() == Session::State::closing) return;
-  localLog().info("{}: disconnecting: {}{}{}", s.name(), logWhy, s.lastErrno() ? ": " : "",
-                  s.lastErrno() ? std::strerror(s.lastErrno()) : "");
+  localLog().debug("{}: disconnecting: {}{}{}", s.name(), logWhy, s.lastErrno() ? ": " : "",
+                   s.lastErrno() ? std::strerror(s.lastErrno()) : "");
   s.encodePendingAcks();  // acks already earned go out before the closing error
   if (!reason.ok()) proto::encodeError(s.outputBuffer(), 0, reason.code(), 0, reason.message());
   s.setState(Session::State::closing);

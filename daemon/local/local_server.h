@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/local_protocol.h"
+#include "common/log_limit.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/local/unix_listener.h"
 #include "daemon/loop/event_loop.h"
@@ -140,6 +141,7 @@ class LocalServer {
   size_t trackedBytes_ = 0;
   // Declared last: destroyed first, so no callback runs on a half-destroyed server.
   loop::Timer acceptRetry_;
+  LogLimit acceptLog_, refuseLog_;  // repeated failures: bounded lines
   loop::Deferred flush_;
   loop::Deferred reaper_;
   loop::IoEvent acceptEvent_;

@@ -365,8 +365,8 @@ void Mesh::reject(rdma_cm_id* id, RejectReason reason, const std::string& who) {
   rdma_destroy_id(id);
   if (reason == RejectReason::kDuplicate)
     spdlog::debug("rejected connection from {}: {}", who, toString(reason));
-  else
-    spdlog::warn("rejected connection from {}: {}", who, toString(reason));
+  else if (rejectLog_.admit())
+    spdlog::warn("rejected connection from {}: {}{}", who, toString(reason), rejectLog_.suffix());
 }
 
 void Mesh::onConnectRequest(const rdma::CmEvent& e) {

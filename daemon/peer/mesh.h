@@ -98,6 +98,7 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   void checkShutdownDone();
 
   loop::EventLoop& loop_;
+  LogLimit rejectLog_;  // refused dialers (a misconfigured or hostile host): bounded lines
   const config::Config& config_;
   PeerEvents& events_;
   uint64_t incarnation_;

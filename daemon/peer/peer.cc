@@ -210,12 +210,15 @@ void Peer::onDown() {
   connUp_ = false;
   if (wasUp && state_ == PeerState::kStopping)
     spdlog::info("peer {}: connection closed: {}", name(), why);
+  else if (wasUp && lossLog_.admit())
+    spdlog::warn("peer {}: connection lost: {}{}", name(), why, lossLog_.suffix());
   else if (wasUp)
-    spdlog::warn("peer {}: connection lost: {}", name(), why);
+    spdlog::debug("peer {}: connection lost: {}", name(), why);
   else if (auto r = conn_->rejectReason();
-           r && *r != RejectReason::kNone && *r != RejectReason::kDuplicate)
-    spdlog::warn("peer {}: connection rejected: {}", name(), toString(*r));
-  else
+           r && *r != RejectReason::kNone && *r != RejectReason::kDuplicate) {
+    if (rejectLog_.admit())
+      spdlog::warn("peer {}: connection rejected: {}{}", name(), toString(*r), rejectLog_.suffix());
+  } else
     spdlog::debug("peer {}: connection attempt failed: {}", name(), why);
   lastError_ = why;
   conn_ = nullptr;

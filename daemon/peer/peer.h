@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log_limit.h"
 #include "common/status.h"
 #include "config/config.h"
 #include "daemon/loop/events.h"
@@ -164,6 +165,7 @@ class Peer {
   uint64_t epoch_ = 0;          // counts established connections
   bool connUp_ = false;         // conn_ reached established
   std::string lastError_ = "not connected yet";
+  LogLimit lossLog_, rejectLog_;  // a flapping link, a refusing peer: bounded lines
   int attempts_ = 0;
   std::unique_ptr<loop::Timer> dialTimer_, tickTimer_, confirmTimer_;
   size_t lazyConfirmBytes_ = 0;  // consumed-backlog confirmations not yet due

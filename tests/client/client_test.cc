@@ -6,9 +6,15 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cstring>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/unique_fd.h"
 #include "test_server.h"
 
 namespace rdmamsg {
@@ -27,6 +33,33 @@ TEST(ClientTest, ConnectFailsCleanlyWithoutDaemon) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), Errc::io_error);
   EXPECT_NE(c.status().message().find("nothing.sock"), std::string::npos);
+}
+
+// A daemon that has stopped accepting (its listen backlog full) makes
+// connect() fail with a timeout at the deadline instead of hanging.
+TEST(ClientTest, ConnectToADaemonThatDoesNotAcceptTimesOut) {
+  test::TempDir dir;
+  const std::string path = dir.file("stuck.sock");
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener.get(), 0), 0);
+  std::vector<UniqueFd> queued;  // fill the backlog; nothing accepts
+  for (int i = 0; i < 64; ++i) {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) break;
+    queued.push_back(std::move(fd));
+  }
+  ASSERT_LT(queued.size(), 64u) << "the backlog never filled";
+
+  ConnectOptions opts;
+  opts.timeout = 200ms;
+  auto c = Client::connect(path, opts);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::timeout) << c.status().toString();
+  EXPECT_NE(c.status().message().find("not accepting"), std::string::npos);
 }
 
 TEST(ClientTest, DefaultSocketPathHonoursTheEnvironment) {

@@ -1,0 +1,44 @@
+// The daemon's logging (logging.h).
+#include "daemon/logging.h"
+
+#include <spdlog/async.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+
+#include "common/log_limit.h"
+
+namespace rdmamsg::logging {
+
+void setup(config::LogLevel level) {
+  spdlog::init_thread_pool(kQueueLines, 1);
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto logger =
+      std::make_shared<spdlog::async_logger>("rdmamsgd", std::move(sink), spdlog::thread_pool(),
+                                             spdlog::async_overflow_policy::overrun_oldest);
+  if (std::getenv("JOURNAL_STREAM") != nullptr)
+    logger->set_pattern("%^<%l>%$ %v");
+  else
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(std::string(config::toString(level))));
+  // Flushing happens on the writer thread: lines reach the journal promptly
+  // without the loop ever waiting for it.
+  spdlog::flush_on(spdlog::level::info);
+}
+
+uint64_t dropped() {
+  auto pool = spdlog::thread_pool();
+  return pool ? pool->overrun_counter() : 0;
+}
+
+uint64_t suppressed() {
+  return logLinesSuppressed();
+}
+
+void shutdown() {
+  spdlog::shutdown();
+}
+
+}  // namespace rdmamsg::logging
