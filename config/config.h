@@ -87,7 +87,14 @@ struct Config {
   const Peer* findPeer(std::string_view name) const;
 };
 
-// One line for the startup log: every setting as key=value, in the file's key names.
+// Every setting as (key, value text), in the file's key names and order
+// ("credits" is derived from buffer_count).
+struct Setting {
+  std::string key, value;
+};
+std::vector<Setting> settings(const Config& config);
+
+// One line for the startup log: every setting as key=value, and the file.
 std::string describe(const Config& config);
 
 }  // namespace rdmamsg::config

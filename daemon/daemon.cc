@@ -5,8 +5,14 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <random>
+#include <variant>
+
+#include "config/loader.h"
+#include "config/reload.h"
 
 namespace rdmamsg {
 
@@ -40,8 +46,11 @@ local::LocalServerConfig localConfig(const config::Config& c) {
 
 }  // namespace
 
-Daemon::Daemon(config::Config cfg)
-    : config_(std::move(cfg)), incarnation_(newIncarnation()), router_(config_) {
+Daemon::Daemon(config::Config cfg, CommandLine cmdline)
+    : config_(std::move(cfg)),
+      cmdline_(std::move(cmdline)),
+      incarnation_(newIncarnation()),
+      router_(config_) {
   signal(SIGPIPE, SIG_IGN);
   mesh_ = std::make_unique<peer::Mesh>(loop_, config_, router_, incarnation_);
   server_ = std::make_unique<local::LocalServer>(loop_, localConfig(config_), router_);
@@ -50,10 +59,7 @@ Daemon::Daemon(config::Config cfg)
   mesh_->start();
   sigterm_ = std::make_unique<loop::SignalEvent>(loop_, SIGTERM, [this](int) { stop("SIGTERM"); });
   sigint_ = std::make_unique<loop::SignalEvent>(loop_, SIGINT, [this](int) { stop("SIGINT"); });
-  sighup_ = std::make_unique<loop::SignalEvent>(loop_, SIGHUP, [](int) {
-    spdlog::info(
-        "SIGHUP: configuration reload is not supported; restart the service to apply changes");
-  });
+  sighup_ = std::make_unique<loop::SignalEvent>(loop_, SIGHUP, [this](int) { reload(); });
   statusTimer_ = std::make_unique<loop::Timer>(loop_, [this] { updateStatus(); });
   // systemd's watchdog (WatchdogSec= in the unit): WATCHDOG=1 at half the
   // interval, from a timer of the loop, so that it is sent only while the
@@ -94,7 +100,7 @@ void Daemon::updateStatus() {
   size_t up = 0;
   for (const auto& p : mesh_->peers())
     up += p->established() ? 1 : 0;
-  std::string s = "STATUS=" + std::to_string(up) + "/" + std::to_string(mesh_->peers().size()) +
+  std::string s = "STATUS=" + std::to_string(up) + "/" + std::to_string(config_.peers.size()) +
                   " peers established, " + std::to_string(server_->sessionCount()) + " clients, " +
                   std::to_string(router_.serviceCount()) + " services";
   if (s != lastStatus_) {
@@ -102,6 +108,68 @@ void Daemon::updateStatus() {
     lastStatus_ = s;
   }
   if (!stopping_) statusTimer_->arm(std::chrono::seconds(1));
+}
+
+void Daemon::reload() {
+  if (stopping_) return;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
+             static_cast<unsigned long long>(now.tv_sec) * 1000000ull +
+                 static_cast<unsigned long long>(now.tv_nsec / 1000));
+  spdlog::info("SIGHUP: reloading the configuration from {}", config_.sourceFile);
+  auto refuse = [this](const std::vector<std::string>& problems) {
+    for (const auto& p : problems)
+      spdlog::error("reload: {}", p);
+    spdlog::error(
+        "reload refused ({} problem{}): the running configuration (generation {}) is unchanged",
+        problems.size(), problems.size() == 1 ? "" : "s", configState_.generation);
+    configState_.lastReload =
+        "refused: " + problems.front() +
+        (problems.size() > 1
+             ? " (and " + std::to_string(problems.size() - 1) + " more problems in the log)"
+             : "");
+    configState_.reloadsFailed++;
+    router_.setConfigState(configState_);
+    sd_notify(0, "READY=1");
+  };
+  auto loaded = config::loadConfig(config_.sourceFile, cmdline_.node);
+  if (!loaded.ok()) {
+    std::vector<std::string> problems;
+    for (const auto& p : loaded.problems())
+      problems.push_back(p.toString());
+    return refuse(problems);
+  }
+  auto planned = config::planReload(config_, loaded.config());
+  if (const auto* why = std::get_if<std::string>(&planned)) return refuse({*why});
+  auto& plan = std::get<config::ReloadPlan>(planned);
+  if (auto problems = mesh_->prepareReload(plan.next); !problems.empty()) return refuse(problems);
+
+  config_ = std::move(plan.next);
+  if (!cmdline_.logLevel)
+    spdlog::set_level(spdlog::level::from_str(std::string(config::toString(config_.logLevel))));
+  for (const auto& c : plan.changed)
+    spdlog::info("reload: {}", c);
+  for (const auto& c : plan.restartPending)
+    spdlog::warn("reload: {}: takes effect when rdmamsgd restarts", c);
+  for (const auto& n : plan.removed)
+    spdlog::info("reload: peer {} removed: closing its connection", n);
+  for (const auto& n : plan.added)
+    spdlog::info("reload: peer {} added at {}", n, config_.findPeer(n)->address.toString());
+  mesh_->applyPeers(plan.readdressed);
+  mesh_->wakeAll();  // limits may have risen: held-back work goes on
+  configState_.generation++;
+  configState_.lastReload = "applied";
+  configState_.restartPending = plan.restartPending;
+  router_.setConfigState(configState_);
+  spdlog::info(
+      "configuration generation {} applied: {} peer(s) added, {} removed, {} readdressed, {} "
+      "setting(s) changed, {} waiting for a restart",
+      configState_.generation, plan.added.size(), plan.removed.size(), plan.readdressed.size(),
+      plan.changed.size(), plan.restartPending.size());
+  lastStatus_.clear();
+  updateStatus();
+  sd_notify(0, "READY=1");
 }
 
 void Daemon::stop(const char* why) {

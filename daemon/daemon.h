@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "config/config.h"
@@ -21,11 +22,18 @@
 
 namespace rdmamsg {
 
+// What the command line adds to the configuration file; a reload reads
+// the file (cfg.sourceFile) again with the same overrides.
+struct CommandLine {
+  std::optional<std::string> node;      // --node
+  std::optional<std::string> logLevel;  // --log-level
+};
+
 class Daemon {
  public:
   // Throws std::runtime_error (with a message for the operator) when it
   // cannot start: socket path, rdma_cm address, RDMA resources.
-  explicit Daemon(config::Config cfg);
+  explicit Daemon(config::Config cfg, CommandLine cmdline = {});
   ~Daemon();
   // Runs until SIGTERM/SIGINT and a clean teardown; returns the exit code.
   int run();
@@ -34,10 +42,15 @@ class Daemon {
 
  private:
   void stop(const char* why);
+  // SIGHUP: read the file again and apply what changed (config/reload.h);
+  // a file with problems changes nothing.
+  void reload();
   void updateStatus();
   void petWatchdog();  // WATCHDOG=1, and again in half the interval
 
   config::Config config_;
+  CommandLine cmdline_;
+  Router::ConfigState configState_;
   uint64_t incarnation_;
   loop::EventLoop loop_;
   Router router_;

@@ -66,7 +66,9 @@ int main(int argc, char** argv) {
   spdlog::info("configuration: {}", rdmamsg::config::describe(cfg));
   int rc = 0;
   try {
-    rdmamsg::Daemon daemon(std::move(cfg));
+    rdmamsg::CommandLine cmdline{nodeOverride, std::nullopt};
+    if (!logLevel.empty()) cmdline.logLevel = logLevel;
+    rdmamsg::Daemon daemon(std::move(cfg), std::move(cmdline));
     rc = daemon.run();
   } catch (const rdmamsg::peer::LimitError& e) {
     spdlog::critical("cannot start: the configuration does not fit the RDMA device: {}", e.what());

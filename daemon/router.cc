@@ -224,8 +224,15 @@ std::string Router::statusJson() const {
   j["uptime_seconds"] =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
           .count();
+  j["config"] = {{"file", config_.sourceFile},
+                 {"generation", configState_.generation},
+                 {"log_level", config::toString(config_.logLevel)},
+                 {"last_reload", configState_.lastReload},
+                 {"reloads_failed", configState_.reloadsFailed},
+                 {"restart_pending", configState_.restartPending}};
   json peers = json::array();
   for (const auto& p : mesh_->peers()) {
+    if (p->removed()) continue;
     json e;
     e["name"] = p->name();
     e["address"] = p->address().toString();

@@ -73,6 +73,14 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   void onSessionDrained(local::SessionId session);
 
   std::string statusJson() const;
+  // The configuration's provenance, shown in status under "config".
+  struct ConfigState {
+    uint64_t generation = 1;  // 1 at start, +1 for every reload applied
+    std::string lastReload;   // "" (none yet), "applied", or why it was refused
+    uint64_t reloadsFailed = 0;
+    std::vector<std::string> restartPending;  // changes that wait for a restart
+  };
+  void setConfigState(ConfigState s) { configState_ = std::move(s); }
   const RouterCounters& counters() const { return counters_; }
   size_t serviceCount() const { return services_.size(); }
 
@@ -98,6 +106,7 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   std::unordered_map<local::SessionId, std::vector<local::SessionId>> pausedOnSession_;
   bool linksHeldBack_ = false;  // canHold() said no: wake the peers when it says yes
   RouterCounters counters_;
+  ConfigState configState_;
 };
 
 }  // namespace rdmamsg

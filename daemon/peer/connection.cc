@@ -214,6 +214,21 @@ bool Connection::postReceives() {
 
 void Connection::onCmEvent(const rdma::CmEvent& e) {
   if (state_ == ConnState::kClosed) return;
+  if (state_ == ConnState::kDisconnecting) {
+    switch (e.type) {
+      case RDMA_CM_EVENT_ESTABLISHED:
+        // Closed while the handshake was under way (a connect timeout, a
+        // reload): the peer completed it meanwhile. Tell it the connection
+        // is over; the QP is already flushed.
+        rdma_disconnect(id_.get());
+        return;
+      case RDMA_CM_EVENT_ADDR_RESOLVED:
+      case RDMA_CM_EVENT_ROUTE_RESOLVED:
+        return;  // a dial closed before it got this far: go no further
+      default:
+        break;
+    }
+  }
   switch (e.type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
       setState(ConnState::kResolvingRoute);

@@ -37,20 +37,59 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
       queue_(loop, [this](uint32_t key) { service(key); }),
       postStep_(std::make_unique<loop::Deferred>(loop,
                                                  [this] {
-                                                   for (uint32_t key : toPost_) {
-                                                     posting_[key] = 0;
-                                                     peers_[key]->post();
+                                                   for (uint32_t i : toPost_) {
+                                                     posting_[i] = 0;
+                                                     peers_[i]->post();
                                                    }
                                                    toPost_.clear();
                                                  })),
       relistenTimer_(std::make_unique<loop::Timer>(loop, [this] { relisten(); })) {
-  for (const auto& p : cfg.peers) {
-    auto key = static_cast<uint32_t>(peers_.size());
-    peers_.push_back(std::make_unique<Peer>(loop, *this, cfg, p, events, queue_.waker(key)));
-    index_[peers_.back().get()] = key;
+  for (const auto& p : cfg.peers)
+    addPeer(p);
+}
+
+void Mesh::addPeer(const config::Peer& p) {
+  auto i = static_cast<uint32_t>(peers_.size());
+  peers_.push_back(
+      std::make_unique<Peer>(loop_, *this, config_, p, events_, queue_.waker(keyOf(i))));
+  index_[peers_.back().get()] = i;
+  conns_.emplace_back();
+  posting_.push_back(0);
+}
+
+std::vector<std::string> Mesh::prepareReload(const config::Config& next) {
+  // Sized for the new peers and the old ones still closing (two QPs each).
+  size_t closing = 0;
+  for (const auto& p : peers_)
+    if (p->removed() ? p->state() != PeerState::kStopped : next.findPeer(p->name()) == nullptr)
+      closing++;
+  const size_t peers = next.peers.size() + closing;
+  std::vector<std::string> problems;
+  for (auto& [ctx, d] : devices_) {
+    if (d->failed()) continue;
+    auto p = rdma::checkLimits(next, d->attr(), d->name(), peers);
+    problems.insert(problems.end(), p.begin(), p.end());
   }
-  conns_.resize(peers_.size());
-  posting_.resize(peers_.size());
+  if (!problems.empty()) return problems;
+  for (auto& [ctx, d] : devices_)
+    if (!d->failed())
+      if (std::string why = d->growCq(rdma::needsOf(next, peers).cqe); !why.empty())
+        problems.push_back(why);
+  return problems;
+}
+
+void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
+  lastPeer_ = nullptr;
+  for (auto& p : peers_)
+    if (!p->removed() && config_.findPeer(p->name()) == nullptr)
+      p->retire(p->name() + " was removed from the configuration of " + config_.node);
+  for (const auto& c : config_.peers) {
+    if (peer(c.name) != nullptr) continue;
+    addPeer(c);
+    if (!shutdownDone_) peers_.back()->start();
+  }
+  for (const auto& name : readdressed)
+    if (Peer* p = peer(name)) p->readdress(config_.findPeer(name)->address);
 }
 
 Mesh::~Mesh() {
@@ -153,7 +192,7 @@ size_t Mesh::connectionCount() const {
 Peer* Mesh::peer(std::string_view name) {
   if (lastPeer_ != nullptr && lastPeer_->name() == name) return lastPeer_;
   for (auto& p : peers_) {
-    if (p->name() == name) {
+    if (p->name() == name && !p->removed()) {
       lastPeer_ = p.get();
       return lastPeer_;
     }
@@ -177,7 +216,7 @@ std::vector<DeviceStats> Mesh::deviceStats() const {
 
 void Mesh::wakeAll() {
   for (uint32_t i = 0; i < peers_.size(); i++)
-    queue_.mark(i);
+    queue_.mark(keyOf(i));
 }
 
 rdma::Device* Mesh::deviceFor(ibv_context* ctx) {
@@ -220,7 +259,7 @@ Connection& Mesh::newConnection(uint32_t index) {
   auto c = std::make_unique<Connection>(
       loop_, paramsFor(peer),
       [this](ibv_context* ctx) { return ctx != nullptr ? deviceFor(ctx) : nullptr; }, peer.name(),
-      queue_.waker(index));
+      queue_.waker(keyOf(index)));
   conns_[index].push_back(std::move(c));
   return *conns_[index].back();
 }
@@ -240,18 +279,19 @@ Connection* Mesh::dial(Peer& peer) {
 // ------------------------------------------------------------ service step
 
 void Mesh::service(uint32_t key) {
-  if (key >= peers_.size()) {
+  if (key == kDevicesKey) {
     serviceDevices();
     return;
   }
-  Peer& p = *peers_[key];
+  const uint32_t i = key - 1;
+  Peer& p = *peers_[i];
   p.service();
-  if (!posting_[key]) {
-    posting_[key] = 1;
-    toPost_.push_back(key);
+  if (!posting_[i]) {
+    posting_[i] = 1;
+    toPost_.push_back(i);
     postStep_->schedule();
   }
-  auto& conns = conns_[key];
+  auto& conns = conns_[i];
   // A connection on a failed device waits until serviceDevices() has released
   // its verbs objects: the device's resources go before its last id.
   std::erase_if(conns, [&](const auto& c) {
@@ -260,7 +300,7 @@ void Mesh::service(uint32_t key) {
   if (shutdownDone_) checkShutdownDone();
   if (std::any_of(devices_.begin(), devices_.end(),
                   [](const auto& d) { return d.second->failed(); }))
-    queue_.mark(static_cast<uint32_t>(peers_.size()));
+    queue_.mark(kDevicesKey);
 }
 
 // A failed device, in the order its context allows: the connections'
@@ -281,7 +321,7 @@ void Mesh::serviceDevices() {
       for (auto& c : conns_[i])
         if (c->device() == &d) {
           c->releaseVerbs(why);
-          queue_.mark(i);
+          queue_.mark(keyOf(i));
         }
     bool listenerOnIt = listenId_ && listenId_->verbs == d.context();
     spdlog::warn("{}: its resources are released; waiting for a device to listen again", why);
@@ -298,7 +338,7 @@ void Mesh::closeConnectionsOn(rdma::Device& device, const std::string& why) {
     for (auto& c : conns_[i])
       if (c->device() == &device && !c->down()) {
         c->close(why);
-        queue_.mark(i);
+        queue_.mark(keyOf(i));
       }
 }
 
@@ -308,7 +348,7 @@ void Mesh::onDeviceEvent(rdma::Device& device, ibv_event_type type) {
     case IBV_EVENT_CQ_ERR:
       spdlog::error("RDMA device {}: {}: tearing down its connections", device.name(),
                     ibv_event_type_str(type));
-      queue_.mark(static_cast<uint32_t>(peers_.size()));
+      queue_.mark(kDevicesKey);
       return;
     case IBV_EVENT_PORT_ERR:
       spdlog::warn("RDMA device {}: port down: closing its connections", device.name());
@@ -340,7 +380,7 @@ void Mesh::onCmEvent(const rdma::CmEvent& e) {
         auto it = devices_.find(listenId_->verbs);
         if (it != devices_.end()) {
           it->second->markFailed();
-          queue_.mark(static_cast<uint32_t>(peers_.size()));
+          queue_.mark(kDevicesKey);
           return;
         }
       }
@@ -381,7 +421,7 @@ void Mesh::onConnectRequest(const rdma::CmEvent& e) {
     return reject(e.id, RejectReason::kWrongTarget, from);
   Peer* peer = nullptr;
   for (auto& p : peers_)
-    if (p->id() == hello->nodeId) peer = p.get();
+    if (p->id() == hello->nodeId && !p->removed()) peer = p.get();
   if (peer == nullptr) return reject(e.id, RejectReason::kUnknownPeer, from);
   if (shutdownDone_) return reject(e.id, RejectReason::kShuttingDown, peer->name());
   RejectReason r = peer->admit(*hello, config_.node < peer->name());

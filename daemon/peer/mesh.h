@@ -67,7 +67,18 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // after a bounded wait).
   void shutdown(std::function<void()> done);
 
+  // Reload, in two steps. First: problems that keep `next` from fitting the
+  // RDMA devices (the CQs grow for added peers); empty when it fits, and
+  // the caller then makes `next` the configuration this mesh reads.
+  std::vector<std::string> prepareReload(const config::Config& next);
+  // Then: peers no longer configured are retired (their messages in flight
+  // failed), new ones created and dialed, readdressed ones redialed. Every
+  // other peer is left alone.
+  void applyPeers(const std::vector<std::string>& readdressed);
+
+  // The configured peer named `name` (never a removed one), or nullptr.
   Peer* peer(std::string_view name);
+  // Every peer object, removed ones included (Peer::removed()).
   const std::vector<std::unique_ptr<Peer>>& peers() const { return peers_; }
   uint64_t incarnation() const { return incarnation_; }
   size_t connectionCount() const;
@@ -84,6 +95,10 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   void onDeviceEvent(rdma::Device& device, ibv_event_type type) override;
 
  private:
+  // Service keys: the devices, then peer i at i + 1.
+  static constexpr uint32_t kDevicesKey = 0;
+  static uint32_t keyOf(uint32_t index) { return index + 1; }
+  void addPeer(const config::Peer& p);
   ConnParams paramsFor(const Peer& peer) const;
   rdma::Device* deviceFor(ibv_context* ctx);
   Connection& newConnection(uint32_t index);
@@ -106,8 +121,8 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   std::unique_ptr<rdma::CmEventPump> pump_;
   std::map<ibv_context*, std::unique_ptr<rdma::Device>> devices_;
   rdma::CmIdPtr listenId_;
-  loop::ServiceQueue queue_;                  // keys: peer index; kMeshKey: devices
-  std::vector<std::unique_ptr<Peer>> peers_;  // fixed for the daemon's life
+  loop::ServiceQueue queue_;                  // keys: kDevicesKey, keyOf(peer index)
+  std::vector<std::unique_ptr<Peer>> peers_;  // only grows: removed peers stay, retired
   std::unordered_map<const Peer*, uint32_t> index_;
   Peer* lastPeer_ = nullptr;  // peer()'s last answer
   // Connections of each peer (by index): the current one, and old ones still closing.

@@ -93,7 +93,7 @@ void Peer::start() {
   dial();
 }
 
-void Peer::shutdown() {
+void Peer::shutdown(const std::string& why) {
   dialTimer_->cancel();
   if (state_ == PeerState::kStopping || state_ == PeerState::kStopped) return;
   if (conn_ == nullptr) {
@@ -101,8 +101,26 @@ void Peer::shutdown() {
     return;
   }
   setState(PeerState::kStopping);
-  conn_->close("daemon stopping");
+  conn_->close(why);
   wake_();
+}
+
+void Peer::retire(const std::string& why) {
+  removed_ = true;
+  shutdown(why);
+}
+
+void Peer::readdress(const config::Address& address) {
+  spdlog::info("peer {}: address changed from {} to {}", name(), cfg_.address.toString(),
+               address.toString());
+  cfg_.address = address;
+  attempts_ = 0;
+  if (conn_ != nullptr) {
+    conn_->close("its address changed to " + address.toString() + " (configuration reloaded)");
+    wake_();  // the service step sees it down and dials again
+  } else {
+    redialSoon();
+  }
 }
 
 void Peer::redialSoon() {
@@ -470,6 +488,7 @@ void Peer::onTick() {
     wake_();
   }
   out_.expire();
+  if (state_ == PeerState::kStopped) return;  // nothing left to watch
   tickTimer_->arm(std::min(config_.heartbeatInterval, std::chrono::milliseconds(1000)) / 2);
 }
 

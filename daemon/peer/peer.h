@@ -92,8 +92,18 @@ class Peer {
   uint64_t failedCount() const { return out_.failed(); }
   uint64_t remoteIncarnation() const;
 
-  void start();     // begin dialing
-  void shutdown();  // stop dialing, close the connection
+  void start();  // begin dialing
+  // Stops dialing and closes the connection; its messages in flight fail
+  // with `why`.
+  void shutdown(const std::string& why = "daemon stopping");
+  // Removed from the configuration (a reload): shut down for good. The
+  // object stays (receipts of deliveries still name it) but is no longer
+  // found by name, dialed, or listed.
+  void retire(const std::string& why);
+  bool removed() const { return removed_; }
+  // A reload gave it another address: the connection (or the attempt) is
+  // closed, and it dials the new address at once.
+  void readdress(const config::Address& address);
   // Dial now (e.g. the device is back), whatever the backoff says.
   void redialSoon();
 
@@ -160,6 +170,7 @@ class Peer {
   loop::ServiceQueue::Waker wake_;
   uint64_t id_;
   PeerState state_ = PeerState::kIdle;
+  bool removed_ = false;
 
   Connection* conn_ = nullptr;  // current connection (owned by the mesh)
   uint64_t epoch_ = 0;          // counts established connections

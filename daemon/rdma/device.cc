@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <system_error>
 
 #include "daemon/loop/counters.h"
@@ -52,6 +53,19 @@ Device::~Device() {
   io_.reset();
   asyncIo_.reset();
   // Every event gotten was acked in onWakeup, so destroying the CQ cannot block.
+}
+
+std::string Device::growCq(uint64_t entries) {
+  if (entries <= static_cast<uint64_t>(cq_->cqe)) return "";
+  if (entries > static_cast<uint64_t>(attr_.max_cqe))
+    return "a completion queue of " + std::to_string(entries) + " entries is over the max_cqe of " +
+           std::to_string(attr_.max_cqe) + " on RDMA device " + name();
+  const int before = cq_->cqe;
+  if (int rc = ibv_resize_cq(cq_.get(), static_cast<int>(entries)); rc != 0)
+    return "ibv_resize_cq to " + std::to_string(entries) + " entries on RDMA device " + name() +
+           ": " + std::strerror(rc);
+  spdlog::info("RDMA device {}: CQ resized from {} to {} entries", name(), before, cq_->cqe);
+  return "";
 }
 
 void Device::markFailed() {

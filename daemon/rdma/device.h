@@ -74,6 +74,9 @@ class Device {
   ibv_cq* cq() const { return cq_.get(); }
   int cqEntries() const { return cq_->cqe; }  // what the device granted
   const DeviceCounters& counters() const { return counters_; }
+  // Makes the CQ hold at least `entries` (ibv_resize_cq), e.g. for peers
+  // added by a reload; "" when it does, else why not.
+  std::string growCq(uint64_t entries);
   bool failed() const { return failed_; }
   // The device is gone or unusable: stop watching its fds (they close with
   // its context) and create nothing more on it.

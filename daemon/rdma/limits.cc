@@ -6,21 +6,21 @@
 
 namespace rdmamsg::rdma {
 
-Needs needsOf(const config::Config& c) {
+Needs needsOf(const config::Config& c, std::optional<size_t> peers) {
   Needs n;
   n.sendWr = c.bufferCount + 1;
   n.recvWr = c.bufferCount;
   n.sge = 1;
   uint64_t perQp = uint64_t{n.sendWr} + n.recvWr;
-  n.cqe = perQp * (2 * uint64_t{c.peers.size()} + 2);
+  n.cqe = perQp * (2 * uint64_t{peers.value_or(c.peers.size())} + 2);
   n.messageBytes = c.bufferSize;
   return n;
 }
 
 std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_attr& a,
-                                     const std::string& device) {
+                                     const std::string& device, std::optional<size_t> peers) {
   std::vector<std::string> problems;
-  Needs n = needsOf(c);
+  Needs n = needsOf(c, peers);
   auto on = " on RDMA device " + device;
   if (a.max_qp_wr > 0 && n.sendWr > static_cast<uint32_t>(a.max_qp_wr))
     problems.push_back(
@@ -33,9 +33,9 @@ std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_a
                        " scatter/gather entries (max_sge)" + on + "; rdmamsgd needs 1");
   if (a.max_cqe > 0 && n.cqe > static_cast<uint64_t>(a.max_cqe))
     problems.push_back("buffer_count: " + std::to_string(c.bufferCount) + " with " +
-                       std::to_string(c.peers.size()) + " peers needs a completion queue of " +
-                       std::to_string(n.cqe) + " entries, over the max_cqe of " +
-                       std::to_string(a.max_cqe) + on);
+                       std::to_string(peers.value_or(c.peers.size())) +
+                       " peers needs a completion queue of " + std::to_string(n.cqe) +
+                       " entries, over the max_cqe of " + std::to_string(a.max_cqe) + on);
   return problems;
 }
 

@@ -22,11 +22,14 @@ struct Needs {
   uint64_t cqe;           // the shared CQ: every QP's sends and receives, two QPs per peer at most
   uint64_t messageBytes;  // largest single RDMA send (buffer_size)
 };
-Needs needsOf(const config::Config& config);
+// `peers`: the peers to size for, when not those of `config` (a reload
+// sizes for the new peers and those still closing).
+Needs needsOf(const config::Config& config, std::optional<size_t> peers = std::nullopt);
 
 // Problems, one sentence each ("buffer_count: 16384 needs ..."); empty when it fits.
 std::vector<std::string> checkLimits(const config::Config& config, const ibv_device_attr& attr,
-                                     const std::string& device);
+                                     const std::string& device,
+                                     std::optional<size_t> peers = std::nullopt);
 
 // The device that `config.listen` binds to (the first device for a wildcard
 // address), queried through rdma_cm. nullopt with `error` set when no

@@ -196,6 +196,33 @@ TEST_F(MeshPair, AReceiverOutOfMemoryHoldsThePeerBackWithoutDeclaringItDead) {
                                          : alpha->events.failures[0].second.toString());
 }
 
+// A connection closed while the handshake is under way (a reload changed
+// the peer's address, a connect timeout) may still see ESTABLISHED arrive:
+// it is ignored (the peer is told with a disconnect), and the peer dials again.
+TEST_F(MeshPair, AConnectionClosedDuringItsHandshakeIgnoresALateEstablished) {
+  // alpha looks for beta where it is not, so the one connection is beta's
+  // request, which alpha accepts.
+  auto a = meshConfig("alpha", {{"alpha", "127.0.0.1"}, {"beta", "127.0.0.9"}}, port);
+  auto b = meshConfig("beta", nodes, port);
+  alpha = std::make_unique<Node>(loop, a);
+  beta = std::make_unique<Node>(loop, b);
+  alpha->mesh->start();
+  beta->mesh->start();
+  Peer& p = alpha->peer("beta");
+  ASSERT_TRUE(stepUntil(loop, [&] {
+    return p.connection() != nullptr && p.connection()->state() == ConnState::kAccepting;
+  })) << "alpha never accepted beta's request";
+  p.readdress(addressOf("127.0.0.2", port));
+  EXPECT_TRUE(stepUntil(
+      loop,
+      [&] {
+        return alpha->peer("beta").established() && beta->peer("alpha").established() &&
+               alpha->mesh->connectionCount() == 1 && beta->mesh->connectionCount() == 1;
+      },
+      10s))
+      << "the pair did not settle on one connection";
+}
+
 TEST(Peer, RedialsAfterEveryFailedAttempt) {
   loop::EventLoop loop;
   uint16_t port = freePort();

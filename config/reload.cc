@@ -1,0 +1,55 @@
+// Planning a configuration reload (reload.h).
+#include "config/reload.h"
+
+#include <algorithm>
+
+namespace rdmamsg::config {
+
+namespace {
+
+bool isRestartKey(std::string_view key) {
+  return std::find(std::begin(kRestartKeys), std::end(kRestartKeys), key) != std::end(kRestartKeys);
+}
+
+}  // namespace
+
+std::variant<ReloadPlan, std::string> planReload(const Config& running, const Config& file) {
+  if (file.node != running.node)
+    return "node: the file names this node '" + file.node + "', but it runs as '" + running.node +
+           "'; a node cannot be renamed while it runs: restart it";
+  ReloadPlan plan;
+  plan.next = file;
+  plan.next.listen = running.listen;
+  plan.next.socket = running.socket;
+  plan.next.socketMode = running.socketMode;
+  plan.next.socketGroup = running.socketGroup;
+  plan.next.bufferSize = running.bufferSize;
+  plan.next.bufferCount = running.bufferCount;
+  plan.next.maxMessageSize = running.maxMessageSize;
+  plan.next.flowWindow = running.flowWindow;
+
+  const auto before = settings(running), inFile = settings(file), after = settings(plan.next);
+  for (size_t i = 0; i < before.size(); i++) {
+    const std::string& key = before[i].key;
+    if (key == "peers" || key == "credits") continue;  // peers: below; credits: derived
+    if (inFile[i].value == before[i].value) continue;
+    std::string change = key + ": " + before[i].value + " -> " + inFile[i].value;
+    if (isRestartKey(key))
+      plan.restartPending.push_back(std::move(change));
+    else if (after[i].value != before[i].value)
+      plan.changed.push_back(std::move(change));
+  }
+
+  for (const Peer& p : running.peers) {
+    const Peer* now = file.findPeer(p.name);
+    if (now == nullptr)
+      plan.removed.push_back(p.name);
+    else if (!(now->address == p.address))
+      plan.readdressed.push_back(p.name);
+  }
+  for (const Peer& p : file.peers)
+    if (running.findPeer(p.name) == nullptr) plan.added.push_back(p.name);
+  return plan;
+}
+
+}  // namespace rdmamsg::config
