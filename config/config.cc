@@ -40,6 +40,7 @@ std::vector<Setting> settings(const Config& config) {
       {"connect_timeout", formatDuration(config.connectTimeout)},
       {"message_timeout", formatDuration(config.messageTimeout)},
       {"log_level", std::string(toString(config.logLevel))},
+      {"metrics_listen", config.metricsListen ? config.metricsListen->toString() : "-"},
   };
 }
 

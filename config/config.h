@@ -73,6 +73,8 @@ struct Config {
   milliseconds messageTimeout{30000};       // accepted message: deliver or fail by then
 
   LogLevel logLevel = LogLevel::kInfo;
+  // HTTP listener serving GET /metrics (OpenMetrics); unset: none.
+  std::optional<Address> metricsListen;
 
   // Send credits a peer grants when it posts `receiveBuffers` buffers: one buffer is
   // reserved for credit updates, so credits never deadlock. A sender's credits towards a

@@ -117,6 +117,8 @@ void readTuning(const FieldMap& top, Config& config) {
   readDuration(top, "connect_timeout", config.connectTimeout);
   readDuration(top, "message_timeout", config.messageTimeout);
   if (auto level = top.parsed("log_level", parseLogLevel)) config.logLevel = *level;
+  if (!top.isNull("metrics_listen"))
+    config.metricsListen = top.parsed("metrics_listen", parseAddress);
 }
 
 // Reports `larger` not above `smaller` (or below it, when `allowEqual`). The problem is

@@ -13,7 +13,7 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 19> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 20> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
@@ -33,6 +33,7 @@ inline constexpr std::array<std::string_view, 19> kTopLevelKeys = {
     "connect_timeout",
     "message_timeout",
     "log_level",
+    "metrics_listen",
 };
 
 // Keys accepted in each entry of `peers`.

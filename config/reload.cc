@@ -27,6 +27,7 @@ std::variant<ReloadPlan, std::string> planReload(const Config& running, const Co
   plan.next.bufferCount = running.bufferCount;
   plan.next.maxMessageSize = running.maxMessageSize;
   plan.next.flowWindow = running.flowWindow;
+  plan.next.metricsListen = running.metricsListen;
 
   const auto before = settings(running), inFile = settings(file), after = settings(plan.next);
   for (size_t i = 0; i < before.size(); i++) {

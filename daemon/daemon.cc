@@ -57,6 +57,9 @@ Daemon::Daemon(config::Config cfg, CommandLine cmdline)
   router_.attach(server_.get(), mesh_.get());
   server_->setDrainedCallback([this](local::SessionId s) { router_.onSessionDrained(s); });
   mesh_->start();
+  if (config_.metricsListen)
+    metrics_ = std::make_unique<MetricsServer>(loop_, *config_.metricsListen,
+                                               [this] { return router_.statusJson(); });
   sigterm_ = std::make_unique<loop::SignalEvent>(loop_, SIGTERM, [this](int) { stop("SIGTERM"); });
   sigint_ = std::make_unique<loop::SignalEvent>(loop_, SIGINT, [this](int) { stop("SIGINT"); });
   sighup_ = std::make_unique<loop::SignalEvent>(loop_, SIGHUP, [this](int) { reload(); });
@@ -73,6 +76,7 @@ Daemon::Daemon(config::Config cfg, CommandLine cmdline)
 
 Daemon::~Daemon() {
   // Clients first, then the mesh (connections, devices, event channel).
+  metrics_.reset();
   server_.reset();
   mesh_.reset();
 }

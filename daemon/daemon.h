@@ -17,6 +17,7 @@
 #include "daemon/local/local_server.h"
 #include "daemon/loop/event_loop.h"
 #include "daemon/loop/events.h"
+#include "daemon/metrics_server.h"
 #include "daemon/peer/mesh.h"
 #include "daemon/router.h"
 
@@ -56,6 +57,7 @@ class Daemon {
   Router router_;
   std::unique_ptr<peer::Mesh> mesh_;
   std::unique_ptr<local::LocalServer> server_;
+  std::unique_ptr<MetricsServer> metrics_;  // only with metrics_listen
   std::unique_ptr<loop::SignalEvent> sigterm_, sigint_, sighup_;
   std::unique_ptr<loop::Timer> statusTimer_;
   std::unique_ptr<loop::Timer> watchdogTimer_;  // only under a systemd watchdog

@@ -216,6 +216,7 @@ std::string Router::statusJson() const {
   using nlohmann::json;
   json j;
   j["node"] = config_.node;
+  j["version"] = RDMAMSG_VERSION;
   j["listen"] = config_.listen.toString();
   j["socket"] = config_.socket;
   char inc[24];
@@ -249,6 +250,13 @@ std::string Router::statusJson() const {
     e["heartbeats_sent"] = c.heartbeatsSent;
     e["dials"] = c.dials;
     e["confirmed"] = p->confirmedCount();
+    const LatencyHistogram& h = p->deliveryLatency();
+    json buckets = json::array();
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < LatencyHistogram::kBounds.size(); i++)
+      buckets.push_back({LatencyHistogram::kBounds[i], cumulative += h.bucket(i)});
+    e["delivery_seconds"] = {
+        {"buckets", std::move(buckets)}, {"count", h.count()}, {"sum", h.sum()}};
     e["failed"] = p->failedCount();
     json flows = json::array();
     for (const auto& f : p->flowStats())

@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "client/cli/line_io.h"
+#include "common/openmetrics.h"
 #include "rdmamsg/client.h"
 
 namespace rdmamsg::cli {
@@ -119,7 +120,9 @@ Exit runStatus(const StatusArgs& args) {
   if (j.is_discarded()) {
     return report("status", Status(Errc::protocol_error, "daemon sent invalid JSON"));
   }
-  if (args.json) {
+  if (args.metrics) {
+    std::fputs(metrics::render(j).c_str(), stdout);
+  } else if (args.json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     printTable(j);

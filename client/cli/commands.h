@@ -33,6 +33,7 @@ std::string exitCodeHelp();
 struct StatusArgs {
   std::string socket;
   bool json = false;
+  bool metrics = false;  // rdmamsg metrics: OpenMetrics text
 };
 struct ListenArgs {
   std::string socket;

@@ -90,6 +90,12 @@ int main(int argc, char** argv) {
   auto* status = app.add_subcommand("status", "Show this node, its peers and local services");
   status->add_flag("--json", statusArgs.json, "Print the daemon's JSON status as is");
 
+  StatusArgs metricsArgs;
+  metricsArgs.metrics = true;
+  auto* metrics = app.add_subcommand(
+      "metrics",
+      "Print the daemon's counters in the OpenMetrics text format (as Prometheus reads)");
+
   ListenArgs listenArgs;
   auto* listen = app.add_subcommand(
       "listen", "Register SERVICE and print each message received, one per line");
@@ -123,8 +129,10 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);  // prints help or the error
     return rc == 0 ? 0 : static_cast<int>(Exit::usage);
   }
-  statusArgs.socket = listenArgs.socket = sendArgs.socket = benchArgs.socket = socket;
+  statusArgs.socket = metricsArgs.socket = listenArgs.socket = sendArgs.socket = benchArgs.socket =
+      socket;
   if (status->parsed()) return static_cast<int>(runStatus(statusArgs));
+  if (metrics->parsed()) return static_cast<int>(runStatus(metricsArgs));
   if (listen->parsed()) return static_cast<int>(runListen(listenArgs));
   if (bench->parsed()) return static_cast<int>(runBench(benchArgs));
   return static_cast<int>(runSend(sendArgs));

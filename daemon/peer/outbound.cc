@@ -104,7 +104,7 @@ Status Outbound::send(Connection& conn, uint64_t session, uint64_t msgId, std::s
   // The fast path: nothing before it, window and link room now.
   if (current_ == nullptr && f.queuedMessages == 0 && canStart(f, cost) && conn.messageRoom() > 0) {
     uint64_t seq = nextSeq_++;
-    inflight_.push_back({session, msgId, &f, cost, false, false, deadline});
+    inflight_.push_back({session, msgId, &f, cost, false, false, deadline, sampleTime(seq)});
     unsettled_++;
     f.unconfirmed += cost;
     if (write(conn, seq, src, dst, payload, offset, started)) return Status();
@@ -209,8 +209,8 @@ bool Outbound::continueFront(Connection& conn, Flow& f) {
 
 bool Outbound::startFront(Connection& conn, Flow& f) {
   Queued q = f.front();
-  nextSeq_++;
-  inflight_.push_back({q.session, q.msgId, &f, q.cost, false, false, q.deadline});
+  const uint64_t seq = nextSeq_++;
+  inflight_.push_back({q.session, q.msgId, &f, q.cost, false, false, q.deadline, sampleTime(seq)});
   unsettled_++;
   f.unconfirmed += q.cost;
   if (continueFront(conn, f)) return true;
@@ -288,9 +288,14 @@ std::string Outbound::timeoutText(const std::string& service) const {
 
 bool Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
   if (first < baseSeq_ || last >= baseSeq_ + inflight_.size() || first > last) return false;
+  Clock::time_point now{};
   for (uint64_t seq = first; seq <= last; seq++) {
     InFlight& m = inflight_[seq - baseSeq_];
     if (m.done) return false;  // confirmed twice
+    if (m.sentAt != Clock::time_point{} && errc == Errc::ok) {
+      if (now == Clock::time_point{}) now = Clock::now();
+      latency_.observe(now - m.sentAt);
+    }
     m.done = true;
     unsettled_--;
     confirmed_++;

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "common/byte_buffer.h"
+#include "common/latency_histogram.h"
 #include "common/status.h"
 #include "config/config.h"
 #include "daemon/peer/connection.h"
@@ -83,6 +84,9 @@ class Outbound {
   uint64_t confirmed() const { return confirmed_; }  // outcomes the peer confirmed
   uint64_t failed() const { return failed_; }        // timed out or lost with the connection
   std::vector<OutFlowStats> flowStats() const;
+  // From a message's first fragment on the link to its confirmation
+  // (delivered to the listener), for a sample of the messages confirmed.
+  const LatencyHistogram& deliveryLatency() const { return latency_; }
 
  private:
   struct Flow;
@@ -94,7 +98,13 @@ class Outbound {
     bool done = false;      // confirmed (window returned)
     bool reported = false;  // its sender has its outcome
     Clock::time_point deadline;
+    Clock::time_point sentAt{};  // set for 1 in kLatencySample messages
   };
+  // Messages whose time from the link to the peer's confirmation is measured.
+  static constexpr uint64_t kLatencySample = 16;
+  Clock::time_point sampleTime(uint64_t seq) const {
+    return seq % kLatencySample == 0 ? Clock::now() : Clock::time_point{};
+  }
 
   Flow& flowFor(std::string_view service);
   bool canStart(const Flow& f, uint64_t cost) const;
@@ -131,6 +141,7 @@ class Outbound {
   Ring<InFlight> inflight_;
   size_t unsettled_ = 0;
   uint64_t confirmed_ = 0, failed_ = 0;
+  LatencyHistogram latency_;
   // Runs of one client's confirmed ids, settled with one call.
   uint64_t runSession_ = 0, runFirst_ = 0, runCount_ = 0;
 };

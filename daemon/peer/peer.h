@@ -89,6 +89,7 @@ class Peer {
   size_t inFlight() const { return out_.inFlight(); }
   std::vector<OutFlowStats> flowStats() const { return out_.flowStats(); }
   uint64_t confirmedCount() const { return out_.confirmed(); }
+  const LatencyHistogram& deliveryLatency() const { return out_.deliveryLatency(); }
   uint64_t failedCount() const { return out_.failed(); }
   uint64_t remoteIncarnation() const;
 

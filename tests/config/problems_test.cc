@@ -47,7 +47,7 @@ TEST(ProblemsTest, UnknownKeySuggestsTheIntendedOneAndListsAllowed) {
             std::string::npos)
       << p.message;
   EXPECT_NE(p.message.find("(allowed: node, listen, socket, socket_mode"), std::string::npos);
-  EXPECT_NE(p.message.find("log_level)"), std::string::npos);
+  EXPECT_NE(p.message.find("log_level, metrics_listen)"), std::string::npos);
 
   const ConfigProblem far = onlyProblem(load(withKey("colour: blue")));
   EXPECT_EQ(far.message.find("did you mean"), std::string::npos);

@@ -1,0 +1,275 @@
+// OpenMetrics exposition of the status (openmetrics.h).
+#include "common/openmetrics.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <vector>
+
+namespace rdmamsg::metrics {
+
+namespace {
+
+using nlohmann::json;
+
+// Families in the order they are first declared, each with its samples, so
+// that a family's samples stay together as OpenMetrics requires.
+class Exposition {
+ public:
+  void family(const std::string& name, const char* type, const char* help) {
+    if (index_.count(name) != 0) return;
+    index_[name] = families_.size();
+    families_.push_back({name, type, help, {}});
+  }
+  // A sample of family `name`: name + suffix, labels ("k=\"v\",..."), value.
+  void sample(const std::string& name, const std::string& suffix, const std::string& labels,
+              const std::string& value) {
+    auto& f = families_[index_.at(name)];
+    f.samples.push_back(name + suffix + (labels.empty() ? "" : "{" + labels + "}") + " " + value);
+  }
+  std::string text() const {
+    std::string out;
+    for (const auto& f : families_) {
+      if (f.samples.empty()) continue;
+      out += "# TYPE " + f.name + " " + f.type + "\n# HELP " + f.name + " " + f.help + "\n";
+      for (const auto& s : f.samples)
+        out += s + "\n";
+    }
+    return out + "# EOF\n";
+  }
+
+ private:
+  struct Family {
+    std::string name, type, help;
+    std::vector<std::string> samples;
+  };
+  std::vector<Family> families_;
+  std::map<std::string, size_t> index_;
+};
+
+std::string escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"')
+      out += {'\\', c};
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+// Python's repr of a float, which OpenMetrics parsers take as canonical for
+// `le`: shortest round trip, and ".0" on whole numbers.
+std::string canonical(double v) {
+  char buf[32];
+  for (int digits = 1; digits <= 17; digits++) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string label(const char* key, const std::string& value) {
+  return std::string(key) + "=\"" + escape(value) + "\"";
+}
+
+std::string number(const json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "1" : "0";
+  if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v.get<double>());
+  return buf;
+}
+
+// A metric read from one field of a JSON object.
+struct Field {
+  const char* key;   // in the object
+  const char* name;  // family name (counters without _total)
+  const char* type;  // counter | gauge
+  const char* help;
+};
+
+void fields(Exposition& e, const json& obj, const std::vector<Field>& list,
+            const std::string& labels) {
+  for (const auto& f : list) {
+    e.family(f.name, f.type, f.help);
+    if (!obj.contains(f.key) || !(obj[f.key].is_number() || obj[f.key].is_boolean())) continue;
+    e.sample(f.name, std::string(f.type) == "counter" ? "_total" : "", labels, number(obj[f.key]));
+  }
+}
+
+const std::vector<Field> kDaemon = {
+    {"uptime_seconds", "rdmamsg_uptime_seconds", "gauge", "Seconds since rdmamsgd started."},
+    {"rss_bytes", "rdmamsg_resident_memory_bytes", "gauge", "Resident memory of rdmamsgd."},
+    {"heap_allocations", "rdmamsg_heap_allocations", "counter", "Heap allocations made."},
+    {"listening", "rdmamsg_listening", "gauge",
+     "1 while the rdma_cm listener is up (0: waiting for a device)."},
+};
+const std::vector<Field> kConfig = {
+    {"generation", "rdmamsg_config_generation", "gauge",
+     "Configuration generation: 1 at start, one more per reload applied."},
+    {"reloads_failed", "rdmamsg_config_reloads_failed", "counter",
+     "Reloads refused because the file had problems."},
+};
+const std::vector<Field> kCounters = {
+    {"messages_routed", "rdmamsg_messages_routed", "counter",
+     "Messages accepted from local clients."},
+    {"local_deliveries", "rdmamsg_local_deliveries", "counter",
+     "Messages from local clients handed to a listener on this node."},
+    {"remote_deliveries", "rdmamsg_remote_deliveries", "counter",
+     "Messages from peers handed to a listener on this node."},
+    {"failures", "rdmamsg_send_failures", "counter",
+     "Messages reported to their senders as failed, for any reason."},
+    {"backpressure_pauses", "rdmamsg_backpressure_pauses", "counter",
+     "Times a client's sends were paused by a full flow queue."},
+    {"receive_memory_full", "rdmamsg_receive_memory_full", "counter",
+     "Times receive_memory_limit held the links back."},
+    {"dropped_completions", "rdmamsg_dropped_completions", "counter",
+     "Work completions for connections already gone."},
+};
+const std::vector<Field> kLog = {
+    {"dropped", "rdmamsg_log_lines_dropped", "counter",
+     "Log lines dropped because the log writer fell behind."},
+    {"suppressed", "rdmamsg_log_lines_suppressed", "counter",
+     "Repeated warnings left out by rate limits."},
+};
+const std::vector<Field> kUnconsumed = {
+    {"bytes", "rdmamsg_unconsumed_bytes", "gauge",
+     "Bytes accepted for listeners that have not taken them yet."},
+    {"limit_bytes", "rdmamsg_receive_memory_limit_bytes", "gauge", "receive_memory_limit."},
+};
+const std::vector<Field> kPeer = {
+    {"queued_bytes", "rdmamsg_peer_queued_bytes", "gauge", "Bytes queued for the peer."},
+    {"in_flight", "rdmamsg_peer_in_flight_messages", "gauge",
+     "Messages sent to the peer and not confirmed."},
+    {"messages_sent", "rdmamsg_peer_messages_sent", "counter", "Messages sent to the peer."},
+    {"messages_received", "rdmamsg_peer_messages_received", "counter",
+     "Messages received from the peer."},
+    {"bytes_sent", "rdmamsg_peer_bytes_sent", "counter", "Payload bytes sent to the peer."},
+    {"bytes_received", "rdmamsg_peer_bytes_received", "counter",
+     "Payload bytes received from the peer."},
+    {"confirmed", "rdmamsg_peer_messages_confirmed", "counter",
+     "Messages whose outcome the peer confirmed."},
+    {"failed", "rdmamsg_peer_messages_failed", "counter",
+     "Messages that timed out or were lost with a connection."},
+    {"connects", "rdmamsg_peer_connects", "counter", "Connections established with the peer."},
+    {"dials", "rdmamsg_peer_dials", "counter", "Connection attempts made to the peer."},
+    {"heartbeats_sent", "rdmamsg_peer_heartbeats_sent", "counter", "Heartbeats sent to the peer."},
+};
+const std::vector<Field> kRdma = {
+    {"credits", "rdmamsg_peer_send_credits", "gauge", "Send credits of the current connection."},
+    {"send_wrs", "rdmamsg_peer_send_work_requests", "counter",
+     "Send work requests posted on the current connection."},
+    {"post_send_calls", "rdmamsg_peer_post_send_calls", "counter",
+     "ibv_post_send calls on the current connection."},
+    {"recv_wrs", "rdmamsg_peer_recv_work_requests", "counter",
+     "Receive work requests posted on the current connection."},
+    {"post_recv_calls", "rdmamsg_peer_post_recv_calls", "counter",
+     "ibv_post_recv calls on the current connection."},
+    {"batches_received", "rdmamsg_peer_batches_received", "counter",
+     "Batches received on the current connection."},
+    {"credit_stalls", "rdmamsg_peer_credit_stalls", "counter",
+     "Times sending waited for credits on the current connection."},
+};
+const std::vector<Field> kFlow = {
+    {"unconfirmed_bytes", "rdmamsg_flow_unconfirmed_bytes", "gauge",
+     "Window bytes of the flow sent and not confirmed."},
+    {"queued_bytes", "rdmamsg_flow_queued_bytes", "gauge", "Bytes queued in the flow."},
+    {"queued_messages", "rdmamsg_flow_queued_messages", "gauge", "Messages queued in the flow."},
+    {"paused", "rdmamsg_flow_paused", "gauge", "1 while the flow holds its senders back."},
+};
+const std::vector<Field> kDevice = {
+    {"failed", "rdmamsg_device_failed", "gauge", "1 when the RDMA device failed or was removed."},
+    {"cq_entries", "rdmamsg_device_cq_entries", "gauge", "Entries of the device's shared CQ."},
+    {"async_events", "rdmamsg_device_async_events", "counter", "Asynchronous device events."},
+    {"buffer_sets_created", "rdmamsg_device_buffer_sets_created", "counter",
+     "Buffer sets allocated and registered."},
+    {"buffer_sets_reused", "rdmamsg_device_buffer_sets_reused", "counter",
+     "Buffer sets reused by a new connection."},
+    {"registered_bytes", "rdmamsg_device_registered_bytes", "gauge",
+     "Memory registered with the device."},
+};
+
+const json kEmpty = json::object();
+const json& at(const json& obj, const char* key) {
+  return obj.contains(key) && obj[key].is_object() ? obj[key] : kEmpty;
+}
+
+}  // namespace
+
+std::string render(const json& s) {
+  Exposition e;
+  const std::string node = s.value("node", "");
+  e.family("rdmamsg_build", "info", "The daemon's node name, version and incarnation.");
+  e.sample("rdmamsg_build", "_info",
+           label("node", node) + "," + label("version", s.value("version", "")) + "," +
+               label("incarnation", s.value("incarnation", "")),
+           "1");
+  fields(e, s, kDaemon, "");
+  fields(e, at(s, "config"), kConfig, "");
+  fields(e, at(s, "counters"), kCounters, "");
+  const json& c = at(s, "counters");
+  e.family("rdmamsg_send_failures_by_cause", "counter",
+           "Messages failed because their destination does not exist.");
+  for (const char* cause : {"unknown_node", "unknown_service"})
+    if (c.contains(cause))
+      e.sample("rdmamsg_send_failures_by_cause", "_total", label("cause", cause), number(c[cause]));
+  fields(e, at(s, "log"), kLog, "");
+  fields(e, at(s, "unconsumed"), kUnconsumed, "");
+  if (s.contains("services") && s["services"].is_array()) {
+    e.family("rdmamsg_services", "gauge", "Services registered by local clients.");
+    e.sample("rdmamsg_services", "", "", std::to_string(s["services"].size()));
+  }
+  const json& loop = at(s, "loop");
+  e.family("rdmamsg_loop_wakeups", "counter", "Event loop iterations that handled events.");
+  if (loop.contains("wakeups"))
+    e.sample("rdmamsg_loop_wakeups", "_total", "", number(loop["wakeups"]));
+  e.family("rdmamsg_loop_syscalls", "counter", "System calls made by the event loop, by call.");
+  for (const char* call :
+       {"socket_reads", "socket_writes", "accepts", "cq_event_reads", "cm_event_reads"})
+    if (loop.contains(call))
+      e.sample("rdmamsg_loop_syscalls", "_total", label("call", call), number(loop[call]));
+
+  const json peers = s.contains("peers") && s["peers"].is_array() ? s["peers"] : json::array();
+  e.family("rdmamsg_peer_up", "gauge", "1 while the connection to the peer is established.");
+  for (const auto& p : peers) {
+    const std::string pl = label("peer", p.value("name", ""));
+    e.sample("rdmamsg_peer_up", "", pl, p.value("state", "") == "established" ? "1" : "0");
+  }
+  for (const auto& p : peers)
+    fields(e, p, kPeer, label("peer", p.value("name", "")));
+  for (const auto& p : peers)
+    fields(e, at(p, "rdma"), kRdma, label("peer", p.value("name", "")));
+  for (const auto& p : peers) {
+    if (!p.contains("flows") || !p["flows"].is_array()) continue;
+    for (const auto& f : p["flows"])
+      fields(e, f, kFlow,
+             label("peer", p.value("name", "")) + "," + label("service", f.value("service", "")));
+  }
+  e.family("rdmamsg_peer_delivery_seconds", "histogram",
+           "Time from a message's first fragment on the link to the peer's confirmation that "
+           "its listener has it (1 in 16 messages).");
+  for (const auto& p : peers) {
+    const json& h = at(p, "delivery_seconds");
+    if (!h.contains("buckets")) continue;
+    const std::string pl = label("peer", p.value("name", ""));
+    for (const auto& b : h["buckets"])
+      e.sample("rdmamsg_peer_delivery_seconds", "_bucket",
+               pl + "," + label("le", canonical(b[0].get<double>())), number(b[1]));
+    e.sample("rdmamsg_peer_delivery_seconds", "_bucket", pl + "," + label("le", "+Inf"),
+             number(h["count"]));
+    e.sample("rdmamsg_peer_delivery_seconds", "_count", pl, number(h["count"]));
+    e.sample("rdmamsg_peer_delivery_seconds", "_sum", pl, number(h["sum"]));
+  }
+  if (s.contains("devices") && s["devices"].is_array())
+    for (const auto& d : s["devices"])
+      fields(e, d, kDevice, label("device", d.value("name", "")));
+  return e.text();
+}
+
+}  // namespace rdmamsg::metrics

@@ -1,0 +1,110 @@
+// Integration: the daemon's metrics, as Prometheus reads them. A daemon with
+// metrics_listen serves GET /metrics; `rdmamsg metrics` prints the same
+// exposition. Both are parsed with prometheus_client's strict OpenMetrics
+// parser (tests/integration/parse_metrics.py, Debian's python3).
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace rdmamsg::itest {
+namespace {
+
+// The parser's view of an exposition: from `source` (a URL, or "-" for the
+// file `input`); nullopt (with the parser's complaint) when invalid.
+std::optional<Json> parse(const TempDir& dir, const std::string& source,
+                          const std::string& input = "/dev/null") {
+  Process p;
+  Process::Options o;
+  o.argv = {"/usr/bin/python3", RDMAMSG_ITEST_SOURCE_DIR "/parse_metrics.py", source};
+  o.stdinPath = input;
+  o.stdoutPath = dir.file("parsed.json");
+  o.stderrPath = dir.file("parsed.err");
+  if (!p.start(o) || p.wait(30s) != 0) {
+    ADD_FAILURE() << "the OpenMetrics parser refused it: " << readFile(dir.file("parsed.err"));
+    return std::nullopt;
+  }
+  Json j = Json::parse(readFile(dir.file("parsed.json")), nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+// The value of the sample `name` whose labels include `labels`; -1 if none.
+double sample(const Json& parsed, const std::string& name, const Json& labels = Json::object()) {
+  for (const auto& s : parsed["samples"]) {
+    if (s["name"] != name) continue;
+    bool match = true;
+    for (const auto& [k, v] : labels.items())
+      match = match && s["labels"].contains(k) && s["labels"][k] == v;
+    if (match) return s["value"].get<double>();
+  }
+  return -1;
+}
+
+TEST(Metrics, PrometheusReadsTheDaemonsCountersOverHttpAndFromTheCli) {
+  const uint16_t port = pickPort({"127.0.0.1"});
+  ASSERT_NE(port, 0);
+  MeshOptions o;
+  o.nodeExtra["alpha"] = "metrics_listen: 127.0.0.1:" + std::to_string(port) + "\n";
+  Cluster c({"alpha", "beta"}, o);
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.waitFullMesh());
+  ASSERT_TRUE(c["alpha"].waitLog("serving metrics on http://127.0.0.1:" + std::to_string(port)));
+
+  // Traffic, so that counters and the latency histogram have something.
+  Process listener;
+  ASSERT_TRUE(startListener(listener, c, "beta", "inbox", 200, c.dir().file("inbox.out")));
+  std::string lines;
+  for (int i = 0; i < 200; ++i)
+    lines += "message " + std::to_string(i) + "\n";
+  auto sent = runCli(c.dir(), {"--socket", c.socket("alpha"), "send", "beta/inbox"}, lines);
+  ASSERT_EQ(sent.code, 0) << sent.err;
+  EXPECT_EQ(listener.wait(10s), 0);
+
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/metrics";
+  auto http = parse(c.dir(), url);
+  ASSERT_TRUE(http);
+  const Json& m = *http;
+  EXPECT_EQ(m["content_type"], "application/openmetrics-text; version=1.0.0; charset=utf-8");
+  EXPECT_EQ(m["families"]["rdmamsg_peer_delivery_seconds"], "histogram");
+  EXPECT_EQ(m["families"]["rdmamsg_peer_messages_sent"], "counter");
+  EXPECT_EQ(sample(m, "rdmamsg_build_info", {{"node", "alpha"}}), 1);
+  EXPECT_EQ(sample(m, "rdmamsg_peer_up", {{"peer", "beta"}}), 1);
+  EXPECT_EQ(sample(m, "rdmamsg_peer_messages_sent_total", {{"peer", "beta"}}), 200);
+  EXPECT_EQ(sample(m, "rdmamsg_peer_messages_confirmed_total", {{"peer", "beta"}}), 200);
+  EXPECT_GT(sample(m, "rdmamsg_peer_delivery_seconds_count", {{"peer", "beta"}}), 0);
+  EXPECT_EQ(sample(m, "rdmamsg_peer_delivery_seconds_bucket", {{"peer", "beta"}, {"le", "+Inf"}}),
+            sample(m, "rdmamsg_peer_delivery_seconds_count", {{"peer", "beta"}}));
+  EXPECT_GE(sample(m, "rdmamsg_messages_routed_total"), 200);
+  EXPECT_GE(sample(m, "rdmamsg_log_lines_dropped_total"), 0);
+  EXPECT_EQ(sample(m, "rdmamsg_config_generation"), 1);
+  EXPECT_GT(sample(m, "rdmamsg_loop_syscalls_total", {{"call", "socket_reads"}}), 0);
+  EXPECT_GE(sample(m, "rdmamsg_device_registered_bytes", {{"device", "softrdma0"}}), 1);
+
+  // The CLI prints the same families (those with samples: beta sends
+  // nothing, so it has no flows), for a daemon without a listener too.
+  auto cli = runCli(c.dir(), {"--socket", c.socket("beta"), "metrics"});
+  ASSERT_EQ(cli.code, 0) << cli.err;
+  writeFile(c.dir().file("beta.metrics"), cli.out);
+  auto fromCli = parse(c.dir(), "-", c.dir().file("beta.metrics"));
+  ASSERT_TRUE(fromCli);
+  for (const auto& [name, type] : (*fromCli)["families"].items())
+    EXPECT_EQ(m["families"].value(name, ""), type) << name;
+  EXPECT_EQ(sample(*fromCli, "rdmamsg_build_info", {{"node", "beta"}}), 1);
+  EXPECT_EQ(sample(*fromCli, "rdmamsg_remote_deliveries_total"), 200);
+
+  // Anything but /metrics is answered 404, and the daemon keeps serving.
+  Process p;
+  Process::Options get;
+  get.argv = {"/usr/bin/python3", "-c",
+              "import sys, urllib.request, urllib.error\n"
+              "try:\n  urllib.request.urlopen(sys.argv[1], timeout=10)\n"
+              "except urllib.error.HTTPError as e:\n  sys.exit(0 if e.code == 404 else 1)\n"
+              "sys.exit(1)\n",
+              "http://127.0.0.1:" + std::to_string(port) + "/other"};
+  ASSERT_TRUE(p.start(get));
+  EXPECT_EQ(p.wait(30s), 0) << "a path other than /metrics was not answered 404";
+  EXPECT_TRUE(statusOf(c.socket("alpha")));
+}
+
+}  // namespace
+}  // namespace rdmamsg::itest
