@@ -85,6 +85,12 @@ struct Client::Impl {
   void handleError(const proto::Frame& f);
   void takeFront(Completion& c);
   void takeMessage(Message& m);
+  // Queues a SEND; with `mayWait`, waits for the socket when more than
+  // kWriteBlockLimit is unwritten (send()), else returns would_block first
+  // (trySend()).
+  Result<uint64_t> queueSend(std::string_view node, std::string_view service,
+                             std::span<const std::byte> payload, std::string_view fromService,
+                             bool mayWait);
   bool take(uint64_t msgId, Completion& c);
   template <typename Done>
   Status waitFor(Done done, std::chrono::milliseconds timeout);
@@ -354,34 +360,49 @@ Status Client::unregisterService(std::string_view service) {
   return impl_->writeSome();
 }
 
+Result<uint64_t> Client::trySend(std::string_view node, std::string_view service,
+                                 std::span<const std::byte> payload, std::string_view fromService) {
+  return impl_->queueSend(node, service, payload, fromService, false);
+}
+
 Result<uint64_t> Client::send(std::string_view node, std::string_view service,
                               std::span<const std::byte> payload, std::string_view fromService) {
-  Impl& im = *impl_;
-  if (!im.conn.ok()) return im.conn;
+  return impl_->queueSend(node, service, payload, fromService, true);
+}
+
+Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view service,
+                                         std::span<const std::byte> payload,
+                                         std::string_view fromService, bool mayWait) {
+  if (!conn.ok()) return conn;
   // A stream names the same destination every time: check it once.
-  if (node != im.checkedNode) {
+  if (node != checkedNode) {
     if (Status st = checkName("node", node); !st.ok()) return st;
-    im.checkedNode.assign(node);
+    checkedNode.assign(node);
   }
-  if (service != im.checkedService) {
+  if (service != checkedService) {
     if (Status st = checkName("service", service); !st.ok()) return st;
-    im.checkedService.assign(service);
+    checkedService.assign(service);
   }
   if (!fromService.empty()) {
     if (Status st = checkName("service", fromService); !st.ok()) return st;
   }
-  if (payload.size() > im.maxMessage) {
+  if (payload.size() > maxMessage) {
     return Status(Errc::too_large, "message of " + std::to_string(payload.size()) +
                                        " bytes exceeds the maximum of " +
-                                       std::to_string(im.maxMessage));
+                                       std::to_string(maxMessage));
   }
-  const uint64_t id = im.nextId++;
-  proto::encodeSend(im.out, id, node, service, fromService, payload);
-  ++im.inFlight;
-  if (im.out.size() >= kWriteThreshold) im.writeSome();
-  if (im.out.size() >= kWriteBlockLimit) {
-    Status st =
-        im.waitFor([&im] { return im.out.size() < kWriteThreshold; }, std::chrono::hours(24));
+  if (!mayWait && out.size() >= kWriteBlockLimit) {
+    if (Status st = writeSome(); !st.ok()) return st;
+    if (out.size() >= kWriteBlockLimit)
+      return Status(Errc::would_block,
+                    std::to_string(out.size()) + " bytes are waiting for rdmamsgd to read them");
+  }
+  const uint64_t id = nextId++;
+  proto::encodeSend(out, id, node, service, fromService, payload);
+  ++inFlight;
+  if (out.size() >= kWriteThreshold) writeSome();
+  if (mayWait && out.size() >= kWriteBlockLimit) {
+    Status st = waitFor([this] { return out.size() < kWriteThreshold; }, std::chrono::hours(24));
     if (!st.ok()) return st;
   }
   return id;

@@ -34,6 +34,8 @@ std::string_view toString(Errc code) {
       return "io_error";
     case Errc::not_connected:
       return "not_connected";
+    case Errc::would_block:
+      return "would_block";
   }
   return "invalid_errc";
 }

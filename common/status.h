@@ -34,9 +34,11 @@ enum class Errc : uint16_t {
   protocol_error = 10,    // malformed frame; the connection is closed
   io_error = 11,          // socket error (connect, read, write)
   not_connected = 12,     // operation on a closed client
+  would_block = 13,       // trySend: the socket is full; retry once fd() is writable
 };
 
-// Largest valid Errc value; decoders reject anything above it.
+// Largest Errc value the daemon sends; decoders reject anything above it
+// (would_block never crosses the socket: the client library makes it).
 inline constexpr uint16_t kMaxErrc = static_cast<uint16_t>(Errc::not_connected);
 
 // Stable lower-case name of a code, e.g. "unknown_service".

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "config/check_command.h"
@@ -11,9 +12,45 @@
 #include "daemon/daemon.h"
 #include "daemon/logging.h"
 #include "daemon/peer/mesh.h"
+#include "daemon/preflight.h"
 #include "daemon/rdma/limits.h"
 
 namespace {
+
+// --preflight: every check, one line each, then the verdict.
+int preflightCommand(const rdmamsg::config::Config& cfg) {
+  namespace pf = rdmamsg::preflight;
+  std::cout << "rdmamsgd preflight for node " << cfg.node << " (" << cfg.sourceFile << ")\n";
+  const auto checks = pf::run(cfg, /*bindListen=*/true);
+  size_t problems = 0;
+  for (const auto& c : checks) {
+    std::cout << "  " << pf::toString(c.outcome)
+              << std::string(9 - std::strlen(pf::toString(c.outcome)), ' ') << c.what << ": "
+              << c.detail << "\n";
+    problems += c.outcome == pf::Outcome::kConfigProblem || c.outcome == pf::Outcome::kHostProblem;
+  }
+  const int rc = pf::exitCode(checks);
+  if (rc == 0)
+    std::cout << "ready: rdmamsgd can start on this host\n";
+  else
+    std::cout << problems << " problem" << (problems == 1 ? "" : "s") << ": exit " << rc << "\n";
+  return rc;
+}
+
+// At start: each check logged; a problem stops the daemon with its fix.
+int preflightAtStart(const rdmamsg::config::Config& cfg) {
+  namespace pf = rdmamsg::preflight;
+  const auto checks = pf::run(cfg, /*bindListen=*/false);
+  for (const auto& c : checks) {
+    if (c.outcome == pf::Outcome::kOk)
+      spdlog::info("preflight: {}: {}", c.what, c.detail);
+    else if (c.outcome == pf::Outcome::kWarning)
+      spdlog::warn("preflight: {}: {}", c.what, c.detail);
+    else
+      spdlog::critical("cannot start: {}: {}", c.what, c.detail);
+  }
+  return pf::exitCode(checks);
+}
 
 // --check-config: the file itself, then what it asks of the RDMA device.
 int checkConfig(const std::string& path, const std::optional<std::string>& node) {
@@ -46,6 +83,11 @@ int main(int argc, char** argv) {
   app.add_option("--check-config", checkPath,
                  "validate FILE, print each problem with its line, exit 0 or 78");
   app.add_option("--log-level", logLevel, "override log_level: trace|debug|info|warn|error");
+  bool preflight = false;
+  app.add_flag("--preflight", preflight,
+               "check the host for the configuration (RDMA devices, rdma_cm, device limits, "
+               "locked memory, socket directory), print each finding with its fix, exit 0, 69 "
+               "(host) or 78 (configuration)");
   app.set_version_flag("--version", std::string("rdmamsgd ") + RDMAMSG_VERSION);
   CLI11_PARSE(app, argc, argv);
 
@@ -61,10 +103,15 @@ int main(int argc, char** argv) {
     return rdmamsg::config::kExitConfig;
   }
   rdmamsg::config::Config cfg = loaded.config();
+  if (preflight) return preflightCommand(cfg);
   rdmamsg::logging::setup(cfg.logLevel);
   if (!logLevel.empty()) spdlog::set_level(spdlog::level::from_str(logLevel));
   spdlog::info("configuration: {}", rdmamsg::config::describe(cfg));
-  int rc = 0;
+  int rc = preflightAtStart(cfg);
+  if (rc != 0) {
+    rdmamsg::logging::shutdown();
+    return rc;
+  }
   try {
     rdmamsg::CommandLine cmdline{nodeOverride, std::nullopt};
     if (!logLevel.empty()) cmdline.logLevel = logLevel;

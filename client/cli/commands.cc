@@ -94,6 +94,8 @@ Exit exitFor(const Status& status) {
     case Errc::shutting_down:
     case Errc::protocol_error:
       return Exit::rejected;
+    case Errc::would_block:  // the CLI sends with send(), which waits instead
+      return Exit::failure;
   }
   return Exit::failure;
 }

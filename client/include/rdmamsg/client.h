@@ -82,6 +82,13 @@ class Client {
                         std::span<const std::byte> payload, std::string_view fromService = {});
   Result<uint64_t> send(std::string_view node, std::string_view service, std::string_view text,
                         std::string_view fromService = {});
+  // The same, never waiting: when more than a few MiB are already unwritten
+  // (the daemon is not reading, e.g. it holds this client back), the
+  // message is not queued and would_block is returned; poll fd() for
+  // POLLOUT, call processIo(), and try again. For applications that drive
+  // the client from their own event loop.
+  Result<uint64_t> trySend(std::string_view node, std::string_view service,
+                           std::span<const std::byte> payload, std::string_view fromService = {});
   // Sends one message and waits for its completion.
   Status sendAndWait(std::string_view node, std::string_view service,
                      std::span<const std::byte> payload,

@@ -1,0 +1,206 @@
+// The C API (rdmamsg/rdmamsg.h) over rdmamsg::Client.
+#include "rdmamsg/rdmamsg.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "rdmamsg/client.h"
+
+using rdmamsg::Client;
+using rdmamsg::Errc;
+using rdmamsg::Status;
+
+struct rdmamsg_client {
+  explicit rdmamsg_client(Client c) : client(std::move(c)) {}
+  Client client;
+  std::string lastError;
+  rdmamsg::Message message;  // what rdmamsg_receive handed out
+  rdmamsg::Completion done;  // what the last completion handed out
+  std::string doneText;
+};
+
+namespace {
+
+thread_local std::string connectError;
+
+std::chrono::milliseconds ms(int timeout) {
+  return std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
+}
+
+rdmamsg_errc code(const Status& st) {
+  return static_cast<rdmamsg_errc>(st.code());
+}
+
+// Records a failure on `c` and returns its code.
+rdmamsg_errc result(rdmamsg_client* c, const Status& st) {
+  if (!st.ok()) c->lastError = st.toString();
+  return code(st);
+}
+
+bool valid(const char* s) {
+  return s != nullptr;
+}
+
+rdmamsg_errc badArgument(rdmamsg_client* c, const char* what) {
+  return result(c, Status(Errc::bad_request, std::string(what) + " is NULL"));
+}
+
+void fill(rdmamsg_client* c, rdmamsg_message* out) {
+  out->src_node = c->message.srcNode.c_str();
+  out->src_service = c->message.srcService.c_str();
+  out->service = c->message.service.c_str();
+  out->payload = c->message.payload.data();
+  out->size = c->message.payload.size();
+}
+
+void fill(rdmamsg_client* c, rdmamsg_completion* out) {
+  c->doneText = c->done.status.ok() ? "" : c->done.status.message();
+  out->msg_id = c->done.msgId;
+  out->code = code(c->done.status);
+  out->message = c->doneText.c_str();
+}
+
+std::span<const std::byte> bytes(const void* p, size_t n) {
+  return {static_cast<const std::byte*>(p), n};
+}
+
+}  // namespace
+
+extern "C" {
+
+rdmamsg_errc rdmamsg_connect(const char* socket_path, const char* client_name, int timeout_ms,
+                             rdmamsg_client** out) {
+  if (out == nullptr) return RDMAMSG_BAD_REQUEST;
+  *out = nullptr;
+  rdmamsg::ConnectOptions opts;
+  if (client_name != nullptr) opts.clientName = client_name;
+  opts.timeout = ms(timeout_ms);
+  auto r = Client::connect(socket_path != nullptr ? socket_path : "", opts);
+  if (!r.ok()) {
+    connectError = r.status().toString();
+    return code(r.status());
+  }
+  connectError.clear();
+  *out = new (std::nothrow) rdmamsg_client(std::move(*r));
+  if (*out == nullptr) {
+    connectError = "out of memory";
+    return RDMAMSG_BUSY;
+  }
+  return RDMAMSG_OK;
+}
+
+void rdmamsg_close(rdmamsg_client* c) {
+  delete c;
+}
+
+const char* rdmamsg_last_error(const rdmamsg_client* c) {
+  return c != nullptr ? c->lastError.c_str() : connectError.c_str();
+}
+
+const char* rdmamsg_errc_name(int code) {
+  // toString returns views of string literals: NUL-terminated.
+  return rdmamsg::toString(static_cast<Errc>(code)).data();
+}
+
+const char* rdmamsg_node_name(const rdmamsg_client* c) {
+  return c->client.nodeName().c_str();
+}
+
+uint32_t rdmamsg_max_message_size(const rdmamsg_client* c) {
+  return c->client.maxMessageSize();
+}
+
+rdmamsg_errc rdmamsg_register(rdmamsg_client* c, const char* service, int timeout_ms) {
+  if (!valid(service)) return badArgument(c, "service");
+  return result(c, c->client.registerService(service, ms(timeout_ms)));
+}
+
+rdmamsg_errc rdmamsg_unregister(rdmamsg_client* c, const char* service) {
+  if (!valid(service)) return badArgument(c, "service");
+  return result(c, c->client.unregisterService(service));
+}
+
+rdmamsg_errc rdmamsg_send(rdmamsg_client* c, const char* node, const char* service,
+                          const void* payload, size_t size, uint64_t* id) {
+  if (!valid(node) || !valid(service)) return badArgument(c, "node or service");
+  if (payload == nullptr && size != 0) return badArgument(c, "payload");
+  auto r = c->client.send(node, service, bytes(payload, size));
+  if (!r.ok()) return result(c, r.status());
+  if (id != nullptr) *id = *r;
+  return RDMAMSG_OK;
+}
+
+rdmamsg_errc rdmamsg_try_send(rdmamsg_client* c, const char* node, const char* service,
+                              const void* payload, size_t size, uint64_t* id) {
+  if (!valid(node) || !valid(service)) return badArgument(c, "node or service");
+  if (payload == nullptr && size != 0) return badArgument(c, "payload");
+  auto r = c->client.trySend(node, service, bytes(payload, size));
+  if (!r.ok()) return result(c, r.status());
+  if (id != nullptr) *id = *r;
+  return RDMAMSG_OK;
+}
+
+rdmamsg_errc rdmamsg_flush(rdmamsg_client* c, int timeout_ms) {
+  return result(c, c->client.flush(ms(timeout_ms)));
+}
+
+rdmamsg_errc rdmamsg_receive(rdmamsg_client* c, rdmamsg_message* out, int timeout_ms) {
+  if (out == nullptr) return badArgument(c, "out");
+  Status st = c->client.receive(c->message, ms(timeout_ms));
+  if (st.ok()) fill(c, out);
+  return result(c, st);
+}
+
+int rdmamsg_try_receive(rdmamsg_client* c, rdmamsg_message* out) {
+  if (out == nullptr || !c->client.tryReceive(c->message)) return 0;
+  fill(c, out);
+  return 1;
+}
+
+rdmamsg_errc rdmamsg_wait_completion(rdmamsg_client* c, rdmamsg_completion* out, int timeout_ms) {
+  if (out == nullptr) return badArgument(c, "out");
+  Status st = c->client.waitCompletion(c->done, ms(timeout_ms));
+  if (st.ok()) fill(c, out);
+  return result(c, st);
+}
+
+int rdmamsg_poll_completion(rdmamsg_client* c, rdmamsg_completion* out) {
+  if (out == nullptr || !c->client.pollCompletion(c->done)) return 0;
+  fill(c, out);
+  return 1;
+}
+
+size_t rdmamsg_in_flight(const rdmamsg_client* c) {
+  return c->client.inFlight();
+}
+
+rdmamsg_errc rdmamsg_status(rdmamsg_client* c, char** json, int timeout_ms) {
+  if (json == nullptr) return badArgument(c, "json");
+  *json = nullptr;
+  auto r = c->client.status(ms(timeout_ms));
+  if (!r.ok()) return result(c, r.status());
+  *json = static_cast<char*>(std::malloc(r->size() + 1));
+  if (*json == nullptr) return result(c, Status(Errc::busy, "out of memory"));
+  std::memcpy(*json, r->c_str(), r->size() + 1);
+  return RDMAMSG_OK;
+}
+
+void rdmamsg_free(void* p) {
+  std::free(p);
+}
+
+int rdmamsg_fd(const rdmamsg_client* c) {
+  return c->client.fd();
+}
+
+int rdmamsg_wants_write(const rdmamsg_client* c) {
+  return c->client.wantsWrite() ? 1 : 0;
+}
+
+rdmamsg_errc rdmamsg_process_io(rdmamsg_client* c) {
+  return result(c, c->client.processIo());
+}
+
+}  // extern "C"

@@ -1,0 +1,137 @@
+/* rdmamsg.h: the C API of librdmamsg, for applications in C and for
+ * bindings (Python's rdmamsg package uses it through ctypes; Go, Rust and
+ * others can do the same). It wraps the C++ rdmamsg::Client one to one.
+ *
+ *   rdmamsg_client *c;
+ *   if (rdmamsg_connect(NULL, "myapp", 5000, &c) != RDMAMSG_OK) {
+ *     fprintf(stderr, "%s\n", rdmamsg_last_error(NULL));
+ *     return 1;
+ *   }
+ *   rdmamsg_register(c, "inbox", 5000);
+ *   uint64_t id;
+ *   rdmamsg_send(c, "beta", "inbox", "hello", 5, &id);
+ *   rdmamsg_completion done;
+ *   rdmamsg_wait_completion(c, &done, 30000);   // RDMAMSG_OK once delivered
+ *   rdmamsg_message m;
+ *   if (rdmamsg_receive(c, &m, 1000) == RDMAMSG_OK)
+ *     printf("%.*s from %s/%s\n", (int)m.size, (const char *)m.payload, m.src_node, m.src_service);
+ *   rdmamsg_close(c);
+ *
+ * Every function returns an rdmamsg_errc; on failure rdmamsg_last_error(c)
+ * says why (rdmamsg_last_error(NULL) for a failed rdmamsg_connect). A
+ * client is not thread-safe: use one per thread, or lock around it.
+ * Strings and payloads handed out stay valid until the next call on the
+ * same client that hands out the same kind of thing.
+ *
+ * Event loops: poll rdmamsg_fd() for POLLIN (and POLLOUT while
+ * rdmamsg_wants_write()), call rdmamsg_process_io(), then drain
+ * rdmamsg_try_receive() and rdmamsg_poll_completion(); send with
+ * rdmamsg_try_send(), which never waits (RDMAMSG_WOULD_BLOCK: retry once
+ * the fd is writable).
+ */
+#ifndef RDMAMSG_RDMAMSG_H
+#define RDMAMSG_RDMAMSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The same codes as rdmamsg::Errc. */
+typedef enum rdmamsg_errc {
+  RDMAMSG_OK = 0,
+  RDMAMSG_UNKNOWN_NODE = 1,      /* destination node is not configured */
+  RDMAMSG_UNKNOWN_SERVICE = 2,   /* no listener for the service on that node */
+  RDMAMSG_PEER_UNREACHABLE = 3,  /* peer daemon down, or connection lost before delivery */
+  RDMAMSG_TOO_LARGE = 4,         /* over the maximum message size */
+  RDMAMSG_TIMEOUT = 5,           /* nothing within the time given */
+  RDMAMSG_BAD_REQUEST = 6,       /* bad name, bad argument */
+  RDMAMSG_DUPLICATE_SERVICE = 7, /* the service is registered by another client */
+  RDMAMSG_BUSY = 8,              /* resource exhausted; retry later */
+  RDMAMSG_SHUTTING_DOWN = 9,     /* the daemon is stopping */
+  RDMAMSG_PROTOCOL_ERROR = 10,   /* malformed frame; the connection is closed */
+  RDMAMSG_IO_ERROR = 11,         /* socket error (connect, read, write) */
+  RDMAMSG_NOT_CONNECTED = 12,    /* the client is closed */
+  RDMAMSG_WOULD_BLOCK = 13       /* rdmamsg_try_send: the socket is full */
+} rdmamsg_errc;
+
+typedef struct rdmamsg_client rdmamsg_client;
+
+/* A received message; valid until the next rdmamsg_receive/try_receive. */
+typedef struct rdmamsg_message {
+  const char* src_node;    /* the sender's node */
+  const char* src_service; /* the sender's service ("" if it registered none) */
+  const char* service;     /* the local service it was addressed to */
+  const void* payload;
+  size_t size;
+} rdmamsg_message;
+
+/* The outcome of one sent message; `message` is valid until the next
+ * completion is taken. */
+typedef struct rdmamsg_completion {
+  uint64_t msg_id;
+  rdmamsg_errc code; /* RDMAMSG_OK once a listener of the service has it */
+  const char* message;
+} rdmamsg_completion;
+
+/* Connects to rdmamsgd at `socket_path` (NULL or "": $RDMAMSG_SOCKET, else
+ * /run/rdmamsg/rdmamsgd.sock) as `client_name` (NULL: "librdmamsg"); waits
+ * up to timeout_ms for the handshake. *out is NULL on failure. */
+rdmamsg_errc rdmamsg_connect(const char* socket_path, const char* client_name, int timeout_ms,
+                             rdmamsg_client** out);
+/* Says goodbye, closes and frees; NULL is ignored. */
+void rdmamsg_close(rdmamsg_client* c);
+
+/* Why the last failing call on `c` failed (NULL: the last rdmamsg_connect
+ * of this thread); "" when none did. */
+const char* rdmamsg_last_error(const rdmamsg_client* c);
+/* "unknown_service", ... */
+const char* rdmamsg_errc_name(int code);
+
+const char* rdmamsg_node_name(const rdmamsg_client* c); /* the daemon's node */
+uint32_t rdmamsg_max_message_size(const rdmamsg_client* c);
+
+rdmamsg_errc rdmamsg_register(rdmamsg_client* c, const char* service, int timeout_ms);
+rdmamsg_errc rdmamsg_unregister(rdmamsg_client* c, const char* service);
+
+/* Queues a message to node/service; *id (if not NULL) gets its id, which
+ * its completion names. Never waits for delivery; when more than a few MiB
+ * are unwritten it waits for the socket. */
+rdmamsg_errc rdmamsg_send(rdmamsg_client* c, const char* node, const char* service,
+                          const void* payload, size_t size, uint64_t* id);
+/* The same, never waiting: RDMAMSG_WOULD_BLOCK (nothing queued) when the
+ * socket is full. */
+rdmamsg_errc rdmamsg_try_send(rdmamsg_client* c, const char* node, const char* service,
+                              const void* payload, size_t size, uint64_t* id);
+/* Writes everything queued, up to timeout_ms. */
+rdmamsg_errc rdmamsg_flush(rdmamsg_client* c, int timeout_ms);
+
+/* Waits up to timeout_ms (0: does not wait) for a message; RDMAMSG_TIMEOUT
+ * if none came. */
+rdmamsg_errc rdmamsg_receive(rdmamsg_client* c, rdmamsg_message* out, int timeout_ms);
+/* 1 and *out set when a message was waiting, else 0. */
+int rdmamsg_try_receive(rdmamsg_client* c, rdmamsg_message* out);
+
+/* Waits up to timeout_ms for the next completion; RDMAMSG_TIMEOUT if none. */
+rdmamsg_errc rdmamsg_wait_completion(rdmamsg_client* c, rdmamsg_completion* out, int timeout_ms);
+/* 1 and *out set when a completion was waiting, else 0. */
+int rdmamsg_poll_completion(rdmamsg_client* c, rdmamsg_completion* out);
+/* Messages sent whose completion has not been taken yet. */
+size_t rdmamsg_in_flight(const rdmamsg_client* c);
+
+/* The daemon's status as JSON (free it with rdmamsg_free). */
+rdmamsg_errc rdmamsg_status(rdmamsg_client* c, char** json, int timeout_ms);
+void rdmamsg_free(void* p);
+
+/* Event-loop integration (see the top of this file). */
+int rdmamsg_fd(const rdmamsg_client* c);
+int rdmamsg_wants_write(const rdmamsg_client* c);
+rdmamsg_errc rdmamsg_process_io(rdmamsg_client* c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RDMAMSG_RDMAMSG_H */

@@ -1,0 +1,288 @@
+"""rdmamsg: send and receive messages through the local rdmamsgd.
+
+A thin binding of librdmamsg's C API (rdmamsg/rdmamsg.h) with ctypes:
+
+    import rdmamsg
+    with rdmamsg.Client() as c:                  # $RDMAMSG_SOCKET or the default socket
+        c.register("inbox")
+        msg_id = c.send("beta", "inbox", b"hello")
+        done = c.wait_completion(timeout=30)      # done.ok once delivered
+        m = c.receive(timeout=1.0)                # a Message, or None
+        if m:
+            print(m.payload, "from", m.src_node, m.src_service)
+
+For an event loop (selectors, asyncio's add_reader): watch c.fileno() for
+reading (and writing while c.wants_write), call c.process_io(), then drain
+c.try_receive() and c.poll_completion(); c.try_send() never waits and raises
+WouldBlock when the daemon is not reading.
+
+The library is found through $RDMAMSG_LIBRARY, then next to this package's
+installation prefix, then the dynamic linker's search path.
+"""
+
+import ctypes
+import json
+import os
+from collections import namedtuple
+
+from ._paths import LIBRARY_FROM_PACKAGE
+
+__all__ = ["Client", "Message", "Completion", "RdmamsgError", "WouldBlock", "Timeout",
+           "ERRORS"]
+
+# rdmamsg_errc, by value.
+ERRORS = ["ok", "unknown_node", "unknown_service", "peer_unreachable", "too_large", "timeout",
+          "bad_request", "duplicate_service", "busy", "shutting_down", "protocol_error",
+          "io_error", "not_connected", "would_block"]
+
+
+class RdmamsgError(Exception):
+    """A failed call: .code (rdmamsg_errc), .name ("unknown_service"), .message."""
+
+    def __init__(self, code, message):
+        self.code = code
+        self.name = ERRORS[code] if 0 <= code < len(ERRORS) else "invalid_errc"
+        self.message = message
+        super().__init__("%s: %s" % (self.name, message) if message else self.name)
+
+
+class WouldBlock(RdmamsgError):
+    """try_send: the socket is full; nothing was queued."""
+
+
+class Timeout(RdmamsgError):
+    """Nothing happened within the time given."""
+
+
+Message = namedtuple("Message", "src_node src_service service payload")
+
+
+class Completion(namedtuple("Completion", "msg_id code message")):
+    """The outcome of one sent message."""
+
+    @property
+    def ok(self):
+        return self.code == 0
+
+    @property
+    def name(self):
+        return ERRORS[self.code] if 0 <= self.code < len(ERRORS) else "invalid_errc"
+
+
+class _Message(ctypes.Structure):
+    _fields_ = [("src_node", ctypes.c_char_p), ("src_service", ctypes.c_char_p),
+                ("service", ctypes.c_char_p), ("payload", ctypes.c_void_p),
+                ("size", ctypes.c_size_t)]
+
+
+class _Completion(ctypes.Structure):
+    _fields_ = [("msg_id", ctypes.c_uint64), ("code", ctypes.c_int),
+                ("message", ctypes.c_char_p)]
+
+
+def _load():
+    candidates = []
+    if os.environ.get("RDMAMSG_LIBRARY"):
+        candidates.append(os.environ["RDMAMSG_LIBRARY"])
+    if LIBRARY_FROM_PACKAGE:
+        candidates.append(os.path.normpath(os.path.join(os.path.dirname(__file__),
+                                                        LIBRARY_FROM_PACKAGE)))
+    candidates.append("librdmamsg.so.0")
+    errors = []
+    for path in candidates:
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            errors.append(str(e))
+    raise ImportError("cannot load librdmamsg: " + "; ".join(errors))
+
+
+_lib = _load()
+_client_p = ctypes.c_void_p
+_u64p = ctypes.POINTER(ctypes.c_uint64)
+for _name, _res, _args in [
+        ("rdmamsg_connect", ctypes.c_int,
+         [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_client_p)]),
+        ("rdmamsg_close", None, [_client_p]),
+        ("rdmamsg_last_error", ctypes.c_char_p, [_client_p]),
+        ("rdmamsg_node_name", ctypes.c_char_p, [_client_p]),
+        ("rdmamsg_max_message_size", ctypes.c_uint32, [_client_p]),
+        ("rdmamsg_register", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_int]),
+        ("rdmamsg_unregister", ctypes.c_int, [_client_p, ctypes.c_char_p]),
+        ("rdmamsg_send", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_char_p,
+                                        ctypes.c_char_p, ctypes.c_size_t, _u64p]),
+        ("rdmamsg_try_send", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_char_p,
+                                            ctypes.c_char_p, ctypes.c_size_t, _u64p]),
+        ("rdmamsg_flush", ctypes.c_int, [_client_p, ctypes.c_int]),
+        ("rdmamsg_receive", ctypes.c_int, [_client_p, ctypes.POINTER(_Message), ctypes.c_int]),
+        ("rdmamsg_try_receive", ctypes.c_int, [_client_p, ctypes.POINTER(_Message)]),
+        ("rdmamsg_wait_completion", ctypes.c_int,
+         [_client_p, ctypes.POINTER(_Completion), ctypes.c_int]),
+        ("rdmamsg_poll_completion", ctypes.c_int, [_client_p, ctypes.POINTER(_Completion)]),
+        ("rdmamsg_in_flight", ctypes.c_size_t, [_client_p]),
+        ("rdmamsg_status", ctypes.c_int,
+         [_client_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]),
+        ("rdmamsg_free", None, [ctypes.c_void_p]),
+        ("rdmamsg_fd", ctypes.c_int, [_client_p]),
+        ("rdmamsg_wants_write", ctypes.c_int, [_client_p]),
+        ("rdmamsg_process_io", ctypes.c_int, [_client_p])]:
+    _f = getattr(_lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+
+
+def _ms(seconds):
+    return 0 if seconds is None else max(0, int(seconds * 1000))
+
+
+def _text(b):
+    return b.decode("utf-8", "replace") if b is not None else ""
+
+
+def _bytes(data):
+    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+class Client:
+    """A connection to the local rdmamsgd. Not thread-safe."""
+
+    def __init__(self, socket=None, name="python", timeout=5.0):
+        handle = _client_p()
+        rc = _lib.rdmamsg_connect(socket.encode() if socket else None, name.encode(),
+                                  _ms(timeout), ctypes.byref(handle))
+        if rc != 0:
+            raise _error(rc, _text(_lib.rdmamsg_last_error(None)))
+        self._c = handle
+        self._msg = _Message()
+        self._done = _Completion()
+
+    # -- lifetime
+    def close(self):
+        if self._c:
+            _lib.rdmamsg_close(self._c)
+            self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def _check(self, rc):
+        if rc != 0:
+            raise _error(rc, _text(_lib.rdmamsg_last_error(self._handle())))
+
+    def _handle(self):
+        if not self._c:
+            raise RdmamsgError(12, "the client is closed")
+        return self._c
+
+    # -- what the daemon said at connect
+    @property
+    def node(self):
+        return _text(_lib.rdmamsg_node_name(self._handle()))
+
+    @property
+    def max_message_size(self):
+        return _lib.rdmamsg_max_message_size(self._handle())
+
+    # -- services
+    def register(self, service, timeout=5.0):
+        self._check(_lib.rdmamsg_register(self._handle(), service.encode(), _ms(timeout)))
+
+    def unregister(self, service):
+        self._check(_lib.rdmamsg_unregister(self._handle(), service.encode()))
+
+    # -- sending
+    def send(self, node, service, payload):
+        """Queues a message; returns its id. Waits only for the socket, and
+        only when several MiB are unwritten."""
+        return self._send(_lib.rdmamsg_send, node, service, payload)
+
+    def try_send(self, node, service, payload):
+        """Queues a message without ever waiting; raises WouldBlock (nothing
+        queued) when the socket is full."""
+        return self._send(_lib.rdmamsg_try_send, node, service, payload)
+
+    def _send(self, fn, node, service, payload):
+        data = _bytes(payload)
+        msg_id = ctypes.c_uint64()
+        self._check(fn(self._handle(), node.encode(), service.encode(), data, len(data),
+                       ctypes.byref(msg_id)))
+        return msg_id.value
+
+    def flush(self, timeout=30.0):
+        self._check(_lib.rdmamsg_flush(self._handle(), _ms(timeout)))
+
+    def wait_completion(self, timeout=30.0):
+        """The next completion, or None if none came within `timeout` seconds."""
+        rc = _lib.rdmamsg_wait_completion(self._handle(), ctypes.byref(self._done), _ms(timeout))
+        if rc == 5:
+            return None
+        self._check(rc)
+        return self._completion()
+
+    def poll_completion(self):
+        if not _lib.rdmamsg_poll_completion(self._handle(), ctypes.byref(self._done)):
+            return None
+        return self._completion()
+
+    def _completion(self):
+        d = self._done
+        return Completion(d.msg_id, d.code, _text(d.message))
+
+    @property
+    def in_flight(self):
+        return _lib.rdmamsg_in_flight(self._handle())
+
+    # -- receiving
+    def receive(self, timeout=None):
+        """The next message, waiting up to `timeout` seconds (None or 0: not
+        at all); None if none came."""
+        rc = _lib.rdmamsg_receive(self._handle(), ctypes.byref(self._msg), _ms(timeout))
+        if rc == 5:
+            return None
+        self._check(rc)
+        return self._message()
+
+    def try_receive(self):
+        if not _lib.rdmamsg_try_receive(self._handle(), ctypes.byref(self._msg)):
+            return None
+        return self._message()
+
+    def _message(self):
+        m = self._msg
+        return Message(_text(m.src_node), _text(m.src_service), _text(m.service),
+                       ctypes.string_at(m.payload, m.size) if m.size else b"")
+
+    # -- status
+    def status(self, timeout=5.0):
+        """The daemon's status (what `rdmamsg status --json` prints), as a dict."""
+        out = ctypes.c_void_p()
+        self._check(_lib.rdmamsg_status(self._handle(), ctypes.byref(out), _ms(timeout)))
+        try:
+            return json.loads(ctypes.string_at(out.value).decode("utf-8"))
+        finally:
+            _lib.rdmamsg_free(out)
+
+    # -- event loops
+    def fileno(self):
+        return _lib.rdmamsg_fd(self._handle())
+
+    @property
+    def wants_write(self):
+        return bool(_lib.rdmamsg_wants_write(self._handle()))
+
+    def process_io(self):
+        self._check(_lib.rdmamsg_process_io(self._handle()))
+
+
+def _error(code, message):
+    if code == 13:
+        return WouldBlock(code, message)
+    if code == 5:
+        return Timeout(code, message)
+    return RdmamsgError(code, message)

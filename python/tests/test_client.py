@@ -1,0 +1,167 @@
+"""The Python binding against real daemons: two rdmamsgd processes over
+softrdma (paths from the environment CTest sets), each test with its own
+configuration, sockets and port."""
+import os
+import selectors
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+import rdmamsg
+
+DAEMON = os.environ["RDMAMSG_DAEMON"]
+SOFTRDMA_RUN = os.environ["SOFTRDMA_RUN"]
+
+
+def free_port():
+    for _ in range(100):
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", 0))
+                port = a.getsockname()[1]
+                b.bind(("127.0.0.2", port))
+                return port
+            except OSError:
+                continue
+    raise RuntimeError("no free port")
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+class Mesh(unittest.TestCase):
+    """alpha on 127.0.0.1 and beta on 127.0.0.2."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="rdmamsg-py-")
+        port = free_port()
+        self.procs, self.logs = [], []
+        for name in ("alpha", "beta"):
+            config = os.path.join(self.dir, name + ".yaml")
+            with open(config, "w") as f:
+                f.write("peers:\n"
+                        "  - {name: alpha, address: 127.0.0.1:%d}\n"
+                        "  - {name: beta, address: 127.0.0.2:%d}\n"
+                        "socket: %s\nheartbeat_interval: 200ms\nheartbeat_timeout: 1s\n"
+                        "reconnect_backoff_min: 50ms\n" % (port, port, self.socket(name)))
+            log = open(os.path.join(self.dir, name + ".log"), "w")
+            self.logs.append(log)
+            self.procs.append(subprocess.Popen(
+                [SOFTRDMA_RUN, DAEMON, "-c", config, "--node", name], stdout=log, stderr=log))
+        self.assertTrue(wait_for(lambda: self.established("alpha") and self.established("beta")),
+                        "the mesh did not form")
+
+    def tearDown(self):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        for log in self.logs:
+            log.close()
+        shutil.rmtree(self.dir)
+
+    def socket(self, name):
+        return os.path.join(self.dir, name + ".sock")
+
+    def established(self, name):
+        try:
+            with rdmamsg.Client(self.socket(name), timeout=0.5) as c:
+                return all(p["state"] == "established" for p in c.status()["peers"])
+        except rdmamsg.RdmamsgError:
+            return False
+
+    def test_a_message_crosses_the_mesh_and_its_completion_comes_back(self):
+        with rdmamsg.Client(self.socket("beta"), name="py-listener") as listener, \
+                rdmamsg.Client(self.socket("alpha"), name="py-sender") as sender:
+            self.assertEqual(listener.node, "beta")
+            listener.register("inbox")
+            sender.register("outbox")
+            msg_id = sender.send("beta", "inbox", "héllo")
+            done = sender.wait_completion(timeout=10)
+            self.assertEqual(done.msg_id, msg_id)
+            self.assertTrue(done.ok, done)
+            m = listener.receive(timeout=10)
+            self.assertEqual(m, rdmamsg.Message("alpha", "outbox", "inbox",
+                                                "héllo".encode("utf-8")))
+            self.assertIsNone(listener.receive(timeout=0))
+
+    def test_failures_are_named(self):
+        with rdmamsg.Client(self.socket("alpha")) as c:
+            c.send("beta", "nobody", b"x")
+            done = c.wait_completion(timeout=10)
+            self.assertEqual(done.name, "unknown_service")
+            self.assertFalse(done.ok)
+            c.send("gamma", "x", b"x")
+            self.assertEqual(c.wait_completion(timeout=10).name, "unknown_node")
+            with self.assertRaises(rdmamsg.RdmamsgError) as e:
+                c.send("beta", "bad name!", b"x")
+            self.assertEqual(e.exception.name, "bad_request")
+            with rdmamsg.Client(self.socket("alpha")) as other:
+                c.register("taken")
+                with self.assertRaises(rdmamsg.RdmamsgError) as e:
+                    other.register("taken")
+                self.assertEqual(e.exception.name, "duplicate_service")
+        with self.assertRaises(rdmamsg.RdmamsgError) as e:
+            rdmamsg.Client(os.path.join(self.dir, "nothing.sock"))
+        self.assertEqual(e.exception.name, "io_error")
+        self.assertIn("nothing.sock", e.exception.message)
+
+    def test_try_send_never_waits_and_everything_sent_arrives(self):
+        """A listener that does not read holds the sender back: try_send
+        raises WouldBlock instead of waiting. Driven from a selector loop, as
+        an application would, every message accepted is delivered."""
+        payload = b"p" * 65536
+        with rdmamsg.Client(self.socket("beta")) as listener, \
+                rdmamsg.Client(self.socket("alpha")) as sender:
+            listener.register("slow")
+            accepted, blocked = 0, False
+            for _ in range(2000):
+                try:
+                    sender.try_send("beta", "slow", payload)
+                    accepted += 1
+                except rdmamsg.WouldBlock:
+                    blocked = True
+                    break
+            self.assertTrue(blocked, "try_send never reported WouldBlock")
+            self.assertGreater(accepted, 0)
+
+            sel = selectors.DefaultSelector()
+            sel.register(sender, selectors.EVENT_READ | selectors.EVENT_WRITE)
+            received, ok = 0, 0
+            deadline = time.monotonic() + 60
+            while (received < accepted or ok < accepted) and time.monotonic() < deadline:
+                while listener.try_receive() is not None:
+                    received += 1
+                listener.process_io()
+                events = selectors.EVENT_READ | (
+                    selectors.EVENT_WRITE if sender.wants_write else 0)
+                sel.modify(sender, events)
+                sel.select(timeout=0.01)
+                sender.process_io()
+                while True:
+                    done = sender.poll_completion()
+                    if done is None:
+                        break
+                    self.assertTrue(done.ok, done)
+                    ok += 1
+            sel.close()
+            self.assertEqual(received, accepted)
+            self.assertEqual(ok, accepted)
+            self.assertEqual(sender.in_flight, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

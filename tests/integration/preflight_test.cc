@@ -1,0 +1,101 @@
+// Integration: rdmamsgd --preflight, and the same checks at start. The host
+// problems are real: no RDMA device (the daemon run without softrdma), a
+// locked-memory limit below what the configuration registers (prlimit, with
+// CAP_IPC_LOCK dropped by setpriv), a socket directory that does not exist.
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace rdmamsg::itest {
+namespace {
+
+struct Outcome {
+  std::optional<ExitCode> code;
+  std::string out;
+};
+
+class Preflight : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    port_ = pickPort({"127.0.0.1"});
+    ASSERT_NE(port_, 0);
+    writeConfig(dir_.file("alpha.sock"));
+  }
+  void writeConfig(const std::string& socket) {
+    writeFile(config_, "node: alpha\nsocket: " + socket +
+                           "\npeers:\n"
+                           "  - {name: alpha, address: 127.0.0.1:" +
+                           std::to_string(port_) +
+                           "}\n"
+                           "  - {name: beta, address: 127.0.0.2:" +
+                           std::to_string(port_) + "}\n");
+  }
+  // Runs `prefix` + rdmamsgd -c CONFIG + `args` to its exit.
+  Outcome run(std::vector<std::string> prefix, const std::vector<std::string>& args) {
+    Process p;
+    Process::Options o;
+    o.argv = std::move(prefix);
+    o.argv.insert(o.argv.end(), {daemonBinary(), "-c", config_});
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.stdoutPath = dir_.file("out");
+    Outcome r;
+    if (!p.start(o)) return r;
+    r.code = p.wait(20s);
+    r.out = readFile(dir_.file("out"));
+    return r;
+  }
+  // No CAP_IPC_LOCK, and RLIMIT_MEMLOCK of 64 KiB.
+  std::vector<std::string> lowMemlock() const {
+    return {"/usr/bin/setpriv", "--bounding-set=-ipc_lock", "--inh-caps=-ipc_lock",
+            "/usr/bin/prlimit", "--memlock=65536:65536",    softrdmaRun()};
+  }
+  TempDir dir_;
+  std::string config_ = dir_.file("alpha.yaml");
+  uint16_t port_ = 0;
+};
+
+TEST_F(Preflight, AReadyHostPassesEveryCheck) {
+  Outcome r = run({softrdmaRun()}, {"--preflight"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ok       RDMA devices: softrdma0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("listen address 127.0.0.1:" + std::to_string(port_) + " binds"),
+            std::string::npos)
+      << r.out;
+  // 2 x 16 x 256 KiB per connection, one peer.
+  EXPECT_NE(r.out.find("registered memory: 8MiB per connection"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ready: rdmamsgd can start"), std::string::npos) << r.out;
+}
+
+TEST_F(Preflight, NoRdmaDeviceIsAHostProblemNamingTheFix) {
+  Outcome r = run({}, {"--preflight"});  // the system's libibverbs: no device on this machine
+  EXPECT_EQ(r.code, 69) << r.out;
+  EXPECT_NE(r.out.find("PROBLEM  RDMA devices: none visible"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("softrdma-run"), std::string::npos) << r.out;
+}
+
+TEST_F(Preflight, ALockedMemoryLimitBelowTheConfigurationIsRefusedAtStartToo) {
+  Outcome r = run(lowMemlock(), {"--preflight"});
+  EXPECT_EQ(r.code, 78) << r.out;
+  EXPECT_NE(r.out.find("over RLIMIT_MEMLOCK of 64KiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("LimitMEMLOCK=infinity"), std::string::npos) << r.out;
+
+  // Started for real, the daemon says the same and exits 78 before serving.
+  Outcome start = run(lowMemlock(), {});
+  EXPECT_EQ(start.code, 78) << start.out;
+  EXPECT_NE(start.out.find("cannot start: registered memory"), std::string::npos) << start.out;
+
+  // Small buffers fit the same limit.
+  writeFile(config_, readFile(config_) + "buffer_size: 1KiB\nbuffer_count: 4\n");
+  Outcome small = run(lowMemlock(), {"--preflight"});
+  EXPECT_EQ(small.code, 0) << small.out;
+}
+
+TEST_F(Preflight, AMissingSocketDirectoryIsNamed) {
+  writeConfig(dir_.file("missing/alpha.sock"));
+  Outcome r = run({softrdmaRun()}, {"--preflight"});
+  EXPECT_EQ(r.code, 69) << r.out;
+  EXPECT_NE(r.out.find(dir_.file("missing") + " does not exist"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace rdmamsg::itest
