@@ -3,7 +3,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <string>
 
 #include "rdmamsg/client.h"
@@ -25,8 +24,21 @@ namespace {
 
 thread_local std::string connectError;
 
+// Negative: without limit (ten years is as good, and cannot overflow a deadline).
 std::chrono::milliseconds ms(int timeout) {
-  return std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
+  return timeout < 0 ? std::chrono::hours(24 * 365 * 10) : std::chrono::milliseconds(timeout);
+}
+
+// Runs `f` (which returns an rdmamsg_errc); an exception (out of memory)
+// becomes RDMAMSG_BUSY with its text, never crossing into C.
+template <typename F>
+rdmamsg_errc guarded(rdmamsg_client* c, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    (c != nullptr ? c->lastError : connectError) = std::string("librdmamsg: ") + e.what();
+    return RDMAMSG_BUSY;
+  }
 }
 
 rdmamsg_errc code(const Status& st) {
@@ -72,23 +84,24 @@ extern "C" {
 
 rdmamsg_errc rdmamsg_connect(const char* socket_path, const char* client_name, int timeout_ms,
                              rdmamsg_client** out) {
-  if (out == nullptr) return RDMAMSG_BAD_REQUEST;
+  if (out == nullptr) {
+    connectError = "rdmamsg_connect: out is NULL";
+    return RDMAMSG_BAD_REQUEST;
+  }
   *out = nullptr;
-  rdmamsg::ConnectOptions opts;
-  if (client_name != nullptr) opts.clientName = client_name;
-  opts.timeout = ms(timeout_ms);
-  auto r = Client::connect(socket_path != nullptr ? socket_path : "", opts);
-  if (!r.ok()) {
-    connectError = r.status().toString();
-    return code(r.status());
-  }
-  connectError.clear();
-  *out = new (std::nothrow) rdmamsg_client(std::move(*r));
-  if (*out == nullptr) {
-    connectError = "out of memory";
-    return RDMAMSG_BUSY;
-  }
-  return RDMAMSG_OK;
+  return guarded(nullptr, [&] {
+    rdmamsg::ConnectOptions opts;
+    if (client_name != nullptr) opts.clientName = client_name;
+    opts.timeout = ms(timeout_ms);
+    auto r = Client::connect(socket_path != nullptr ? socket_path : "", opts);
+    if (!r.ok()) {
+      connectError = r.status().toString();
+      return code(r.status());
+    }
+    connectError.clear();
+    *out = new rdmamsg_client(std::move(*r));
+    return RDMAMSG_OK;
+  });
 }
 
 void rdmamsg_close(rdmamsg_client* c) {
@@ -114,62 +127,82 @@ uint32_t rdmamsg_max_message_size(const rdmamsg_client* c) {
 
 rdmamsg_errc rdmamsg_register(rdmamsg_client* c, const char* service, int timeout_ms) {
   if (!valid(service)) return badArgument(c, "service");
-  return result(c, c->client.registerService(service, ms(timeout_ms)));
+  return guarded(c, [&] { return result(c, c->client.registerService(service, ms(timeout_ms))); });
 }
 
 rdmamsg_errc rdmamsg_unregister(rdmamsg_client* c, const char* service) {
   if (!valid(service)) return badArgument(c, "service");
-  return result(c, c->client.unregisterService(service));
+  return guarded(c, [&] { return result(c, c->client.unregisterService(service)); });
 }
 
 rdmamsg_errc rdmamsg_send(rdmamsg_client* c, const char* node, const char* service,
                           const void* payload, size_t size, uint64_t* id) {
   if (!valid(node) || !valid(service)) return badArgument(c, "node or service");
   if (payload == nullptr && size != 0) return badArgument(c, "payload");
-  auto r = c->client.send(node, service, bytes(payload, size));
-  if (!r.ok()) return result(c, r.status());
-  if (id != nullptr) *id = *r;
-  return RDMAMSG_OK;
+  return guarded(c, [&] {
+    auto r = c->client.send(node, service, bytes(payload, size));
+    if (!r.ok()) return result(c, r.status());
+    if (id != nullptr) *id = *r;
+    return RDMAMSG_OK;
+  });
 }
 
 rdmamsg_errc rdmamsg_try_send(rdmamsg_client* c, const char* node, const char* service,
                               const void* payload, size_t size, uint64_t* id) {
   if (!valid(node) || !valid(service)) return badArgument(c, "node or service");
   if (payload == nullptr && size != 0) return badArgument(c, "payload");
-  auto r = c->client.trySend(node, service, bytes(payload, size));
-  if (!r.ok()) return result(c, r.status());
-  if (id != nullptr) *id = *r;
-  return RDMAMSG_OK;
+  return guarded(c, [&] {
+    auto r = c->client.trySend(node, service, bytes(payload, size));
+    if (!r.ok()) return result(c, r.status());
+    if (id != nullptr) *id = *r;
+    return RDMAMSG_OK;
+  });
 }
 
 rdmamsg_errc rdmamsg_flush(rdmamsg_client* c, int timeout_ms) {
-  return result(c, c->client.flush(ms(timeout_ms)));
+  return guarded(c, [&] { return result(c, c->client.flush(ms(timeout_ms))); });
 }
 
 rdmamsg_errc rdmamsg_receive(rdmamsg_client* c, rdmamsg_message* out, int timeout_ms) {
   if (out == nullptr) return badArgument(c, "out");
-  Status st = c->client.receive(c->message, ms(timeout_ms));
-  if (st.ok()) fill(c, out);
-  return result(c, st);
+  return guarded(c, [&] {
+    Status st = c->client.receive(c->message, ms(timeout_ms));
+    if (st.ok()) fill(c, out);
+    return result(c, st);
+  });
 }
 
 int rdmamsg_try_receive(rdmamsg_client* c, rdmamsg_message* out) {
-  if (out == nullptr || !c->client.tryReceive(c->message)) return 0;
-  fill(c, out);
-  return 1;
+  if (out == nullptr) return 0;
+  try {
+    if (!c->client.tryReceive(c->message)) return 0;
+    fill(c, out);
+    return 1;
+  } catch (const std::exception& e) {
+    c->lastError = std::string("librdmamsg: ") + e.what();
+    return 0;
+  }
 }
 
 rdmamsg_errc rdmamsg_wait_completion(rdmamsg_client* c, rdmamsg_completion* out, int timeout_ms) {
   if (out == nullptr) return badArgument(c, "out");
-  Status st = c->client.waitCompletion(c->done, ms(timeout_ms));
-  if (st.ok()) fill(c, out);
-  return result(c, st);
+  return guarded(c, [&] {
+    Status st = c->client.waitCompletion(c->done, ms(timeout_ms));
+    if (st.ok()) fill(c, out);
+    return result(c, st);
+  });
 }
 
 int rdmamsg_poll_completion(rdmamsg_client* c, rdmamsg_completion* out) {
-  if (out == nullptr || !c->client.pollCompletion(c->done)) return 0;
-  fill(c, out);
-  return 1;
+  if (out == nullptr) return 0;
+  try {
+    if (!c->client.pollCompletion(c->done)) return 0;
+    fill(c, out);
+    return 1;
+  } catch (const std::exception& e) {
+    c->lastError = std::string("librdmamsg: ") + e.what();
+    return 0;
+  }
 }
 
 size_t rdmamsg_in_flight(const rdmamsg_client* c) {
@@ -179,12 +212,14 @@ size_t rdmamsg_in_flight(const rdmamsg_client* c) {
 rdmamsg_errc rdmamsg_status(rdmamsg_client* c, char** json, int timeout_ms) {
   if (json == nullptr) return badArgument(c, "json");
   *json = nullptr;
-  auto r = c->client.status(ms(timeout_ms));
-  if (!r.ok()) return result(c, r.status());
-  *json = static_cast<char*>(std::malloc(r->size() + 1));
-  if (*json == nullptr) return result(c, Status(Errc::busy, "out of memory"));
-  std::memcpy(*json, r->c_str(), r->size() + 1);
-  return RDMAMSG_OK;
+  return guarded(c, [&] {
+    auto r = c->client.status(ms(timeout_ms));
+    if (!r.ok()) return result(c, r.status());
+    *json = static_cast<char*>(std::malloc(r->size() + 1));
+    if (*json == nullptr) return result(c, Status(Errc::busy, "out of memory"));
+    std::memcpy(*json, r->c_str(), r->size() + 1);
+    return RDMAMSG_OK;
+  });
 }
 
 void rdmamsg_free(void* p) {
@@ -200,7 +235,7 @@ int rdmamsg_wants_write(const rdmamsg_client* c) {
 }
 
 rdmamsg_errc rdmamsg_process_io(rdmamsg_client* c) {
-  return result(c, c->client.processIo());
+  return guarded(c, [&] { return result(c, c->client.processIo()); });
 }
 
 }  // extern "C"

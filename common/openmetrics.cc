@@ -1,6 +1,7 @@
 // OpenMetrics exposition of the status (openmetrics.h).
 #include "common/openmetrics.h"
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -63,13 +64,15 @@ std::string escape(const std::string& v) {
 // Python's repr of a float, which OpenMetrics parsers take as canonical for
 // `le`: shortest round trip, and ".0" on whole numbers.
 std::string canonical(double v) {
-  char buf[32];
-  for (int digits = 1; digits <= 17; digits++) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  std::string s = buf;
+  char buf[64];
+  const double a = v < 0 ? -v : v;
+  const auto format =
+      a == 0 || (a >= 1e-4 && a < 1e16) ? std::chars_format::fixed : std::chars_format::scientific;
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, format);
+  std::string s(buf, ec == std::errc() ? end : buf);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  // Python writes a two-digit exponent at least: 2.5e-05, not 2.5e-5.
+  if (auto e = s.find('e'); e != std::string::npos && s.size() - e == 3) s.insert(e + 2, "0");
   return s;
 }
 

@@ -152,6 +152,13 @@ void Daemon::reload() {
   config_ = std::move(plan.next);
   if (!cmdline_.logLevel)
     spdlog::set_level(spdlog::level::from_str(std::string(config::toString(config_.logLevel))));
+  else
+    std::erase_if(plan.changed, [this](const std::string& c) {
+      if (c.rfind("log_level:", 0) != 0) return false;
+      spdlog::info("reload: {}: --log-level {} given on the command line stays in effect", c,
+                   *cmdline_.logLevel);
+      return true;
+    });
   for (const auto& c : plan.changed)
     spdlog::info("reload: {}", c);
   for (const auto& c : plan.restartPending)

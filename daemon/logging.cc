@@ -5,6 +5,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "common/log_limit.h"
@@ -39,6 +40,14 @@ uint64_t suppressed() {
 
 void shutdown() {
   spdlog::shutdown();
+}
+
+void fatal(const std::string& line) {
+  spdlog::critical("{}", line);
+  std::fprintf(stderr, "%s%s\n", std::getenv("JOURNAL_STREAM") != nullptr ? "<2>" : "",
+               line.c_str());
+  std::fflush(stderr);
+  std::abort();
 }
 
 }  // namespace rdmamsg::logging

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "config/config.h"
 
@@ -23,5 +24,8 @@ uint64_t dropped();
 uint64_t suppressed();
 // Writes what is queued and stops the writer; call before exiting.
 void shutdown();
+// An invariant is broken: `line` goes to the log and, synchronously, to
+// stderr (the queued copy could be lost with the process), then abort().
+[[noreturn]] void fatal(const std::string& line);
 
 }  // namespace rdmamsg::logging

@@ -37,19 +37,27 @@ int preflightCommand(const rdmamsg::config::Config& cfg) {
   return rc;
 }
 
-// At start: each check logged; a problem stops the daemon with its fix.
+// At start: each check logged. A configuration that does not fit the host
+// stops the daemon (78); a host problem is logged with its fix and the
+// daemon goes on: a device may still appear (a wildcard listen waits for
+// one), and what cannot work fails later with its own message.
 int preflightAtStart(const rdmamsg::config::Config& cfg) {
   namespace pf = rdmamsg::preflight;
   const auto checks = pf::run(cfg, /*bindListen=*/false);
+  int rc = 0;
   for (const auto& c : checks) {
-    if (c.outcome == pf::Outcome::kOk)
+    if (c.outcome == pf::Outcome::kOk) {
       spdlog::info("preflight: {}: {}", c.what, c.detail);
-    else if (c.outcome == pf::Outcome::kWarning)
+    } else if (c.outcome == pf::Outcome::kWarning) {
       spdlog::warn("preflight: {}: {}", c.what, c.detail);
-    else
+    } else if (c.outcome == pf::Outcome::kHostProblem) {
+      spdlog::error("preflight: {}: {}", c.what, c.detail);
+    } else {
       spdlog::critical("cannot start: {}: {}", c.what, c.detail);
+      rc = rdmamsg::config::kExitConfig;
+    }
   }
-  return pf::exitCode(checks);
+  return rc;
 }
 
 // --check-config: the file itself, then what it asks of the RDMA device.

@@ -225,12 +225,14 @@ std::string Router::statusJson() const {
   j["uptime_seconds"] =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
           .count();
-  j["config"] = {{"file", config_.sourceFile},
-                 {"generation", configState_.generation},
-                 {"log_level", config::toString(config_.logLevel)},
-                 {"last_reload", configState_.lastReload},
-                 {"reloads_failed", configState_.reloadsFailed},
-                 {"restart_pending", configState_.restartPending}};
+  j["config"] = {
+      {"file", config_.sourceFile},
+      {"generation", configState_.generation},
+      {"log_level", std::string(spdlog::level::to_string_view(spdlog::get_level()).data(),
+                                spdlog::level::to_string_view(spdlog::get_level()).size())},
+      {"last_reload", configState_.lastReload},
+      {"reloads_failed", configState_.reloadsFailed},
+      {"restart_pending", configState_.restartPending}};
   json peers = json::array();
   for (const auto& p : mesh_->peers()) {
     if (p->removed()) continue;
@@ -320,7 +322,9 @@ std::string Router::statusJson() const {
                {"syscalls", sc.total()}};
   j["rss_bytes"] = residentBytes();
   j["heap_allocations"] = heapAllocations();
-  return j.dump();
+  // Text from files and peers (a path, a reload problem) may not be UTF-8:
+  // replaced, never thrown.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace rdmamsg

@@ -1,5 +1,6 @@
 // One RDMA connection to a peer daemon (connection.h).
 #include "daemon/peer/connection.h"
+#include "daemon/logging.h"
 
 #include <spdlog/spdlog.h>
 
@@ -116,9 +117,8 @@ void Connection::releaseVerbs(const std::string& why) {
 void Connection::setState(ConnState s) {
   if (s == state_) return;
   if (!edgeAllowed(state_, s)) {
-    spdlog::critical("peer {}: invalid connection state change {} -> {}", name_, toString(state_),
-                     toString(s));
-    std::abort();
+    logging::fatal(fmt::format("peer {}: invalid connection state change {} -> {}", name_,
+                               toString(state_), toString(s)));
   }
   spdlog::debug("peer {}: {} -> {}", name_, toString(state_), toString(s));
   state_ = s;

@@ -60,8 +60,8 @@ void Mesh::addPeer(const config::Peer& p) {
 std::vector<std::string> Mesh::prepareReload(const config::Config& next) {
   // Sized for the new peers and the old ones still closing (two QPs each).
   size_t closing = 0;
-  for (const auto& p : peers_)
-    if (p->removed() ? p->state() != PeerState::kStopped : next.findPeer(p->name()) == nullptr)
+  for (size_t i = 0; i < peers_.size(); i++)
+    if (peers_[i]->removed() ? !conns_[i].empty() : next.findPeer(peers_[i]->name()) == nullptr)
       closing++;
   const size_t peers = next.peers.size() + closing;
   std::vector<std::string> problems;
@@ -84,9 +84,18 @@ void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
     if (!p->removed() && config_.findPeer(p->name()) == nullptr)
       p->retire(p->name() + " was removed from the configuration of " + config_.node);
   for (const auto& c : config_.peers) {
-    if (peer(c.name) != nullptr) continue;
+    if (peer(c.name) != nullptr || shutdownDone_) continue;
+    // Back after a removal: the retired object is reused once it is closed.
+    auto old = std::find_if(peers_.begin(), peers_.end(), [&](const auto& p) {
+      return p->removed() && p->name() == c.name && p->state() == PeerState::kStopped &&
+             conns_[index_.at(p.get())].empty();
+    });
+    if (old != peers_.end()) {
+      (*old)->revive(c.address);
+      continue;
+    }
     addPeer(c);
-    if (!shutdownDone_) peers_.back()->start();
+    peers_.back()->start();
   }
   for (const auto& name : readdressed)
     if (Peer* p = peer(name)) p->readdress(config_.findPeer(name)->address);

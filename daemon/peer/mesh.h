@@ -121,8 +121,10 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   std::unique_ptr<rdma::CmEventPump> pump_;
   std::map<ibv_context*, std::unique_ptr<rdma::Device>> devices_;
   rdma::CmIdPtr listenId_;
-  loop::ServiceQueue queue_;                  // keys: kDevicesKey, keyOf(peer index)
-  std::vector<std::unique_ptr<Peer>> peers_;  // only grows: removed peers stay, retired
+  loop::ServiceQueue queue_;  // keys: kDevicesKey, keyOf(peer index)
+  // Only grows: a removed peer stays, retired (receipts may name it), and is
+  // revived if its name is configured again.
+  std::vector<std::unique_ptr<Peer>> peers_;
   std::unordered_map<const Peer*, uint32_t> index_;
   Peer* lastPeer_ = nullptr;  // peer()'s last answer
   // Connections of each peer (by index): the current one, and old ones still closing.

@@ -1,5 +1,6 @@
 // A configured peer daemon (peer.h).
 #include "daemon/peer/peer.h"
+#include "daemon/logging.h"
 
 #include <spdlog/spdlog.h>
 
@@ -27,8 +28,8 @@ bool edgeAllowed(PeerState from, PeerState to) {
       return to == PeerState::kConnecting || to == PeerState::kStopped;
     case PeerState::kStopping:
       return to == PeerState::kStopped;
-    case PeerState::kStopped:
-      return false;
+    case PeerState::kStopped:  // a retired peer configured again (reload)
+      return to == PeerState::kIdle;
   }
   return false;
 }
@@ -76,9 +77,8 @@ Peer::~Peer() = default;
 void Peer::setState(PeerState s) {
   if (s == state_ && s != PeerState::kConnecting) return;
   if (!edgeAllowed(state_, s)) {
-    spdlog::critical("peer {}: invalid peer state change {} -> {}", name(), toString(state_),
-                     toString(s));
-    std::abort();
+    logging::fatal(fmt::format("peer {}: invalid peer state change {} -> {}", name(),
+                               toString(state_), toString(s)));
   }
   if (s != state_) spdlog::debug("peer {}: {} -> {}", name(), toString(state_), toString(s));
   state_ = s;
@@ -110,12 +110,21 @@ void Peer::retire(const std::string& why) {
   shutdown(why);
 }
 
+void Peer::revive(const config::Address& address) {
+  removed_ = false;
+  cfg_.address = address;
+  attempts_ = 0;
+  setState(PeerState::kIdle);
+  start();
+}
+
 void Peer::readdress(const config::Address& address) {
   spdlog::info("peer {}: address changed from {} to {}", name(), cfg_.address.toString(),
                address.toString());
   cfg_.address = address;
   attempts_ = 0;
   if (conn_ != nullptr) {
+    redialNow_ = true;
     conn_->close("its address changed to " + address.toString() + " (configuration reloaded)");
     wake_();  // the service step sees it down and dials again
   } else {
@@ -226,7 +235,7 @@ void Peer::onDown() {
   std::string why = conn_->closeReason();
   bool wasUp = connUp_;
   connUp_ = false;
-  if (wasUp && state_ == PeerState::kStopping)
+  if (wasUp && (state_ == PeerState::kStopping || redialNow_))
     spdlog::info("peer {}: connection closed: {}", name(), why);
   else if (wasUp && lossLog_.admit())
     spdlog::warn("peer {}: connection lost: {}{}", name(), why, lossLog_.suffix());
@@ -251,6 +260,11 @@ void Peer::onDown() {
     return;
   }
   setState(PeerState::kBackoff);
+  if (redialNow_) {  // closed to dial another address: no backoff
+    redialNow_ = false;
+    dialTimer_->arm(std::chrono::milliseconds(0));
+    return;
+  }
   scheduleDial();
 }
 

@@ -102,6 +102,8 @@ class Peer {
   // found by name, dialed, or listed.
   void retire(const std::string& why);
   bool removed() const { return removed_; }
+  // A retired peer configured again: dials `address` (its counters go on).
+  void revive(const config::Address& address);
   // A reload gave it another address: the connection (or the attempt) is
   // closed, and it dials the new address at once.
   void readdress(const config::Address& address);
@@ -172,6 +174,7 @@ class Peer {
   uint64_t id_;
   PeerState state_ = PeerState::kIdle;
   bool removed_ = false;
+  bool redialNow_ = false;  // closed by readdress(): the next dial goes at once
 
   Connection* conn_ = nullptr;  // current connection (owned by the mesh)
   uint64_t epoch_ = 0;          // counts established connections

@@ -11,6 +11,8 @@ A thin binding of librdmamsg's C API (rdmamsg/rdmamsg.h) with ctypes:
         if m:
             print(m.payload, "from", m.src_node, m.src_service)
 
+Timeouts are in seconds; None waits without limit.
+
 For an event loop (selectors, asyncio's add_reader): watch c.fileno() for
 reading (and writing while c.wants_write), call c.process_io(), then drain
 c.try_receive() and c.poll_completion(); c.try_send() never waits and raises
@@ -132,7 +134,10 @@ for _name, _res, _args in [
 
 
 def _ms(seconds):
-    return 0 if seconds is None else max(0, int(seconds * 1000))
+    """Seconds to the C API's milliseconds: None waits without limit (-1)."""
+    if seconds is None:
+        return -1
+    return min(max(0, int(seconds * 1000)), 2**31 - 1)
 
 
 def _text(b):
@@ -147,6 +152,7 @@ class Client:
     """A connection to the local rdmamsgd. Not thread-safe."""
 
     def __init__(self, socket=None, name="python", timeout=5.0):
+        self._c = None
         handle = _client_p()
         rc = _lib.rdmamsg_connect(socket.encode() if socket else None, name.encode(),
                                   _ms(timeout), ctypes.byref(handle))
@@ -158,7 +164,7 @@ class Client:
 
     # -- lifetime
     def close(self):
-        if self._c:
+        if getattr(self, "_c", None):
             _lib.rdmamsg_close(self._c)
             self._c = None
 
@@ -218,7 +224,8 @@ class Client:
         self._check(_lib.rdmamsg_flush(self._handle(), _ms(timeout)))
 
     def wait_completion(self, timeout=30.0):
-        """The next completion, or None if none came within `timeout` seconds."""
+        """The next completion, or None if none came within `timeout`
+        seconds (None: wait without limit)."""
         rc = _lib.rdmamsg_wait_completion(self._handle(), ctypes.byref(self._done), _ms(timeout))
         if rc == 5:
             return None
@@ -240,8 +247,8 @@ class Client:
 
     # -- receiving
     def receive(self, timeout=None):
-        """The next message, waiting up to `timeout` seconds (None or 0: not
-        at all); None if none came."""
+        """The next message, waiting up to `timeout` seconds (None: without
+        limit, 0: not at all); None if none came in time."""
         rc = _lib.rdmamsg_receive(self._handle(), ctypes.byref(self._msg), _ms(timeout))
         if rc == 5:
             return None

@@ -36,19 +36,21 @@ TEST(OpenMetrics, PeersAreGroupedByFamilyAndLabelValuesEscaped) {
 }
 
 TEST(OpenMetrics, HistogramBucketsAreCumulativeWithCanonicalBounds) {
-  json s = {
-      {"node", "alpha"},
-      {"peers",
-       {{{"name", "beta"},
-         {"state", "established"},
-         {"delivery_seconds",
-          {{"buckets", {{2.5e-05, 1}, {0.0001, 3}, {1.0, 4}}}, {"count", 5}, {"sum", 2.5}}}}}}};
+  json s = {{"node", "alpha"},
+            {"peers",
+             {{{"name", "beta"},
+               {"state", "established"},
+               {"delivery_seconds",
+                {{"buckets", {{2.5e-05, 1}, {0.0001, 3}, {1.0, 4}, {10.0, 4}}},
+                 {"count", 5},
+                 {"sum", 2.5}}}}}}};
   const std::string text = render(s);
   EXPECT_NE(text.find(R"(rdmamsg_peer_delivery_seconds_bucket{peer="beta",le="2.5e-05"} 1)"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find(R"(le="0.0001"} 3)"), std::string::npos) << text;
   EXPECT_NE(text.find(R"(le="1.0"} 4)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(le="10.0"} 4)"), std::string::npos) << text;
   EXPECT_NE(text.find(R"(le="+Inf"} 5)"), std::string::npos) << text;
   EXPECT_NE(text.find(R"(rdmamsg_peer_delivery_seconds_sum{peer="beta"} 2.5)"), std::string::npos);
 }

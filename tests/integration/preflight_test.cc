@@ -67,7 +67,9 @@ TEST_F(Preflight, AReadyHostPassesEveryCheck) {
 }
 
 TEST_F(Preflight, NoRdmaDeviceIsAHostProblemNamingTheFix) {
-  Outcome r = run({}, {"--preflight"});  // the system's libibverbs: no device on this machine
+  // The system's libibverbs, looking at an empty sysfs (SYSFS_PATH): no
+  // device, on any host.
+  Outcome r = run({"/usr/bin/env", "SYSFS_PATH=" + dir_.path().string()}, {"--preflight"});
   EXPECT_EQ(r.code, 69) << r.out;
   EXPECT_NE(r.out.find("PROBLEM  RDMA devices: none visible"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("softrdma-run"), std::string::npos) << r.out;

@@ -105,6 +105,9 @@ TEST_F(Reload, ARemovedPeerIsClosedWithItsMessagesFailedAndOthersKeepTheirConnec
   // Added back: dialed and established; beta's connection never moved.
   ASSERT_TRUE(reload("alpha", original, 3));
   EXPECT_TRUE(waitForStatus(c().socket("alpha"), allPeersEstablished));
+  auto after = statusOf(c().socket("alpha"));
+  ASSERT_TRUE(after);
+  EXPECT_EQ((*after)["peers"].size(), 2u) << "gamma is listed twice";
   EXPECT_EQ(connects(c().socket("alpha"), "beta"), betaConnects);
   EXPECT_TRUE(client->sendAndWait("beta", "nobody", std::as_bytes(std::span(payload.data(), 1)), 5s)
                   .code() == Errc::unknown_service)

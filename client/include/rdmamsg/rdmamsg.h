@@ -17,6 +17,8 @@
  *     printf("%.*s from %s/%s\n", (int)m.size, (const char *)m.payload, m.src_node, m.src_service);
  *   rdmamsg_close(c);
  *
+ * Timeouts are in milliseconds; a negative timeout waits without limit.
+ *
  * Every function returns an rdmamsg_errc; on failure rdmamsg_last_error(c)
  * says why (rdmamsg_last_error(NULL) for a failed rdmamsg_connect). A
  * client is not thread-safe: use one per thread, or lock around it.
