@@ -2,6 +2,7 @@
 #include "daemon/logging.h"
 
 #include <spdlog/async.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +12,41 @@
 #include "common/log_limit.h"
 
 namespace rdmamsg::logging {
+namespace {
+
+// %* : the line's syslog priority, as journald reads a "<N>" prefix on a
+// stream (sd-daemon(3)): debug 7, info 6, warning 4, error 3, critical 2.
+class JournalPriority final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    char digit = '6';
+    switch (msg.level) {
+      case spdlog::level::trace:
+      case spdlog::level::debug:
+        digit = '7';
+        break;
+      case spdlog::level::info:
+        digit = '6';
+        break;
+      case spdlog::level::warn:
+        digit = '4';
+        break;
+      case spdlog::level::err:
+        digit = '3';
+        break;
+      default:
+        digit = '2';
+        break;
+    }
+    dest.push_back(digit);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JournalPriority>();
+  }
+};
+
+}  // namespace
 
 void setup(config::LogLevel level) {
   spdlog::init_thread_pool(kQueueLines, 1);
@@ -18,9 +54,11 @@ void setup(config::LogLevel level) {
   auto logger =
       std::make_shared<spdlog::async_logger>("rdmamsgd", std::move(sink), spdlog::thread_pool(),
                                              spdlog::async_overflow_policy::overrun_oldest);
-  if (std::getenv("JOURNAL_STREAM") != nullptr)
-    logger->set_pattern("%^<%l>%$ %v");
-  else
+  if (std::getenv("JOURNAL_STREAM") != nullptr) {
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<JournalPriority>('*').set_pattern("<%*>%v");
+    logger->set_formatter(std::move(formatter));
+  } else
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(std::string(config::toString(level))));

@@ -90,7 +90,12 @@ int main(int argc, char** argv) {
   app.add_option("--node", node, "this host's node name (its entry in peers; overrides node:)");
   app.add_option("--check-config", checkPath,
                  "validate FILE, print each problem with its line, exit 0 or 78");
-  app.add_option("--log-level", logLevel, "override log_level: trace|debug|info|warn|error");
+  app.add_option("--log-level", logLevel,
+                 "override log_level: trace|debug|info|warn|error|critical|off")
+      ->check([](const std::string& text) -> std::string {
+        if (rdmamsg::config::parseLogLevel(text)) return "";
+        return "'" + text + "' is not a log level (trace|debug|info|warn|error|critical|off)";
+      });
   bool preflight = false;
   app.add_flag("--preflight", preflight,
                "check the host for the configuration (RDMA devices, rdma_cm, device limits, "

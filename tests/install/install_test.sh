@@ -19,7 +19,7 @@ fail() {
   exit 1
 }
 find_one() { # find_one NAME: the installed file NAME below the prefix
-  f=$(find "$top" -name "$1" -type f | head -n 1)
+  f=$(find "$top" -name "$1" -type f -perm -u+x | head -n 1)
   [ -n "$f" ] || fail "$1 was not installed below $prefix"
   echo "$f"
 }

@@ -92,6 +92,27 @@ TEST_F(Preflight, ALockedMemoryLimitBelowTheConfigurationIsRefusedAtStartToo) {
   EXPECT_EQ(small.code, 0) << small.out;
 }
 
+TEST_F(Preflight, UnderTheJournalEveryLineCarriesItsSyslogPriority) {
+  // With JOURNAL_STREAM set (stderr is the journal), journald takes a line's
+  // priority from its "<N>" prefix: info 6, critical 2.
+  std::vector<std::string> prefix{"/usr/bin/env", "JOURNAL_STREAM=8:4242"};
+  for (auto& arg : lowMemlock())
+    prefix.push_back(arg);
+  Outcome r = run(prefix, {});
+  EXPECT_EQ(r.code, 78) << r.out;
+  EXPECT_NE(r.out.find("<6>configuration: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<2>cannot start: registered memory"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("<info>"), std::string::npos) << r.out;
+}
+
+TEST_F(Preflight, AnUnknownLogLevelOnTheCommandLineIsRefused) {
+  // A typo must not silently turn logging off.
+  Outcome r = run({softrdmaRun()}, {"--log-level", "inf"});
+  ASSERT_TRUE(r.code.has_value());
+  EXPECT_NE(*r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("'inf' is not a log level"), std::string::npos) << r.out;
+}
+
 TEST_F(Preflight, AMissingSocketDirectoryIsNamed) {
   writeConfig(dir_.file("missing/alpha.sock"));
   Outcome r = run({softrdmaRun()}, {"--preflight"});
