@@ -223,6 +223,11 @@ std::string render(const json& s) {
     if (c.contains(cause))
       e.sample("rdmamsg_send_failures_by_cause", "_total", label("cause", cause), number(c[cause]));
   fields(e, at(s, "log"), kLog, "");
+  e.family("rdmamsg_rejected_connections", "counter",
+           "Incoming peer connections refused, by reason (wrong_address: not from the "
+           "claimed node's configured address).");
+  for (const auto& [reason, count] : at(s, "rejected_connections").items())
+    e.sample("rdmamsg_rejected_connections", "_total", label("reason", reason), number(count));
   fields(e, at(s, "unconsumed"), kUnconsumed, "");
   if (s.contains("services") && s["services"].is_array()) {
     e.family("rdmamsg_services", "gauge", "Services registered by local clients.");

@@ -17,7 +17,8 @@ std::vector<Setting> settings(const Config& config) {
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(config.socketMode));
   std::string peers;
   for (const Peer& peer : config.peers) {
-    peers += (peers.empty() ? "" : ",") + peer.name + "@" + peer.address.toString();
+    peers += (peers.empty() ? "" : ",") + peer.name + "@" + peer.address.toString() +
+             (peer.verifyAddress ? "" : "(any address)");
   }
   return {
       {"node", config.node},

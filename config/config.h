@@ -26,6 +26,9 @@ using std::chrono::milliseconds;
 struct Peer {
   std::string name;  // satisfies isValidName()
   Address address;   // where its rdma_cm listens
+  // An incoming connection that names this peer must come from address's
+  // host (verify_address; off only for peers behind address translation).
+  bool verifyAddress = true;
 
   bool operator==(const Peer&) const = default;
 };

@@ -37,7 +37,7 @@ inline constexpr std::array<std::string_view, 20> kTopLevelKeys = {
 };
 
 // Keys accepted in each entry of `peers`.
-inline constexpr std::array<std::string_view, 2> kPeerKeys = {"name", "address"};
+inline constexpr std::array<std::string_view, 3> kPeerKeys = {"name", "address", "verify_address"};
 
 // Loads the file at `path`. `nodeOverride` (--node NAME) replaces `node:` and must name
 // an entry of `peers`; this lets one mesh file serve every host. Never throws.

@@ -11,7 +11,7 @@ std::string lineOf(const YAML::Mark& mark) {
 }
 
 PeerEntry readPeer(const YAML::Node& node, std::string path, ProblemSink& sink) {
-  PeerEntry entry{std::move(path), std::nullopt, std::nullopt, node.Mark(), node.Mark()};
+  PeerEntry entry{std::move(path), std::nullopt, std::nullopt, true, node.Mark(), node.Mark()};
   if (!node.IsMap()) {
     sink.add(node.Mark(), entry.path + ": expected a mapping with name and address, got " +
                               describeNodeType(node));
@@ -27,6 +27,7 @@ PeerEntry readPeer(const YAML::Node& node, std::string path, ProblemSink& sink) 
     entry.name.reset();
   }
   entry.address = fields.parsed("address", parseAddress, /*required=*/true);
+  if (auto verify = fields.parsed("verify_address", parseBool)) entry.verifyAddress = *verify;
   return entry;
 }
 
@@ -117,7 +118,7 @@ void resolveMesh(const FieldMap& top, const SelfInput& self, const std::vector<P
       top.sink().add(entry.addressMark, entry.path + ".address: " + entry.address->toString() +
                                             " is this node's listen address");
     }
-    config.peers.push_back(Peer{*entry.name, *entry.address});
+    config.peers.push_back(Peer{*entry.name, *entry.address, entry.verifyAddress});
   }
 }
 

@@ -20,6 +20,7 @@ struct PeerEntry {
   std::string path;  // "peers[1]"
   std::optional<std::string> name;
   std::optional<Address> address;
+  bool verifyAddress = true;
   YAML::Mark nameMark;
   YAML::Mark addressMark;
 };

@@ -47,6 +47,10 @@ std::variant<ReloadPlan, std::string> planReload(const Config& running, const Co
       plan.removed.push_back(p.name);
     else if (!(now->address == p.address))
       plan.readdressed.push_back(p.name);
+    if (now != nullptr && now->verifyAddress != p.verifyAddress)
+      plan.changed.push_back("peers[" + p.name +
+                             "].verify_address: " + (p.verifyAddress ? "true" : "false") + " -> " +
+                             (now->verifyAddress ? "true" : "false"));
   }
   for (const Peer& p : file.peers)
     if (running.findPeer(p.name) == nullptr) plan.added.push_back(p.name);

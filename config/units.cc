@@ -137,4 +137,10 @@ std::string formatDuration(std::chrono::milliseconds duration) {
   return std::to_string(ms) + "ms";
 }
 
+Parsed<bool> parseBool(std::string_view text) {
+  if (text == "true" || text == "True" || text == "TRUE") return Parsed<bool>::ok(true);
+  if (text == "false" || text == "False" || text == "FALSE") return Parsed<bool>::ok(false);
+  return Parsed<bool>::fail("'" + std::string(text) + "' is not true or false");
+}
+
 }  // namespace rdmamsg::config

@@ -28,6 +28,9 @@ Parsed<std::chrono::milliseconds> parseDuration(std::string_view text);
 
 inline constexpr std::chrono::milliseconds kMaxParsedDuration = std::chrono::hours(24 * 365);
 
+// `true` or `false` (YAML's spellings True/TRUE/False/FALSE too).
+Parsed<bool> parseBool(std::string_view text);
+
 // The shortest exact form in the largest unit: 65536 -> "64KiB", 1000 -> "1000B".
 std::string formatSize(std::uint64_t bytes);
 

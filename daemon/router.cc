@@ -299,6 +299,11 @@ std::string Router::statusJson() const {
                    {"receive_memory_full", counters_.receiveMemoryFull},
                    {"dropped_completions", mesh_->droppedCompletions()}};
   j["log"] = {{"dropped", logging::dropped()}, {"suppressed", logging::suppressed()}};
+  json rejected = json::object();
+  const auto& r = mesh_->rejected();
+  for (size_t i = 1; i < r.size(); i++)
+    rejected[peer::keyOf(static_cast<peer::RejectReason>(i))] = r[i];
+  j["rejected_connections"] = std::move(rejected);
   j["unconsumed"] = {{"bytes", server_->trackedBytes()},
                      {"limit_bytes", config_.receiveMemoryLimit}};
   json devices = json::array();

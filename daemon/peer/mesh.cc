@@ -23,6 +23,18 @@ std::string addrText(const sockaddr* a) {
   return addr ? addr->toString() : "?";
 }
 
+// The same host: equal addresses, an IPv4-mapped IPv6 address equal to its IPv4 form.
+bool sameHost(const config::Address& a, const config::Address& b) {
+  auto plain = [](const std::string& host) {
+    constexpr std::string_view kMapped = "::ffff:";
+    if (host.size() > kMapped.size() && host.compare(0, kMapped.size(), kMapped) == 0 &&
+        host.find('.') != std::string::npos)
+      return host.substr(kMapped.size());
+    return host;
+  };
+  return plain(a.host) == plain(b.host);
+}
+
 std::string errnoText() {
   return std::error_code(errno, std::generic_category()).message();
 }
@@ -99,6 +111,7 @@ void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
   }
   for (const auto& name : readdressed)
     if (Peer* p = peer(name)) p->readdress(config_.findPeer(name)->address);
+  warnUnverified();
 }
 
 Mesh::~Mesh() {
@@ -112,8 +125,18 @@ void Mesh::start() {
   pump_ = std::make_unique<rdma::CmEventPump>(loop_);
   listen();
   spdlog::info("listening for peers on {} (rdma_cm)", config_.listen.toString());
+  warnUnverified();
   for (auto& p : peers_)
     p->start();
+}
+
+void Mesh::warnUnverified() const {
+  for (const auto& c : config_.peers)
+    if (!c.verifyAddress)
+      spdlog::warn(
+          "peer {}: verify_address is false: a connection from any address that claims "
+          "to be {} is accepted as {}",
+          c.name, c.name, c.name);
 }
 
 void Mesh::listen() {
@@ -412,6 +435,7 @@ void Mesh::reject(rdma_cm_id* id, RejectReason reason, const std::string& who) {
   h.reason = reason;
   rdma_reject(id, &h, sizeof h);
   rdma_destroy_id(id);
+  if (static_cast<size_t>(reason) < rejected_.size()) rejected_[static_cast<size_t>(reason)]++;
   if (reason == RejectReason::kDuplicate)
     spdlog::debug("rejected connection from {}: {}", who, toString(reason));
   else if (rejectLog_.admit())
@@ -432,6 +456,14 @@ void Mesh::onConnectRequest(const rdma::CmEvent& e) {
   for (auto& p : peers_)
     if (p->id() == hello->nodeId && !p->removed()) peer = p.get();
   if (peer == nullptr) return reject(e.id, RejectReason::kUnknownPeer, from);
+  // A name is only a claim: it must come from that node's address.
+  if (const config::Peer* cfg = config_.findPeer(peer->name()); cfg && cfg->verifyAddress) {
+    auto source = config::Address::fromSockaddr(*rdma_get_peer_addr(e.id));
+    if (!source || !sameHost(*source, cfg->address))
+      return reject(e.id, RejectReason::kWrongAddress,
+                    from + " (it claims to be node " + peer->name() + ", whose address is " +
+                        cfg->address.toString() + ")");
+  }
   if (shutdownDone_) return reject(e.id, RejectReason::kShuttingDown, peer->name());
   RejectReason r = peer->admit(*hello, config_.node < peer->name());
   if (r != RejectReason::kNone) return reject(e.id, r, peer->name());

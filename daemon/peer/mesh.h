@@ -23,6 +23,7 @@
 // connections; when it is active again the peers dial at once.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -83,6 +84,8 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   uint64_t incarnation() const { return incarnation_; }
   size_t connectionCount() const;
   uint64_t droppedCompletions() const;
+  // Incoming connections refused, by reason (index: RejectReason).
+  const std::array<uint64_t, kRejectReasons>& rejected() const { return rejected_; }
   std::vector<DeviceStats> deviceStats() const;
   bool listening() const { return listenId_ != nullptr; }
   // Marks every peer for the service step (e.g. the router has room again).
@@ -111,9 +114,11 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   void onConnectRequest(const rdma::CmEvent& e);
   void reject(rdma_cm_id* id, RejectReason reason, const std::string& who);
   void checkShutdownDone();
+  void warnUnverified() const;  // a warning for each peer whose address is not verified
 
   loop::EventLoop& loop_;
   LogLimit rejectLog_;  // refused dialers (a misconfigured or hostile host): bounded lines
+  std::array<uint64_t, kRejectReasons> rejected_{};
   const config::Config& config_;
   PeerEvents& events_;
   uint64_t incarnation_;

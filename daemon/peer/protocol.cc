@@ -22,8 +22,32 @@ const char* toString(RejectReason r) {
       return "shutting down";
     case RejectReason::kBadHandshake:
       return "bad handshake";
+    case RejectReason::kWrongAddress:
+      return "not from the node's configured address";
   }
   return "unknown reason";
+}
+
+const char* keyOf(RejectReason r) {
+  switch (r) {
+    case RejectReason::kNone:
+      return "none";
+    case RejectReason::kUnknownPeer:
+      return "unknown_peer";
+    case RejectReason::kVersion:
+      return "version";
+    case RejectReason::kDuplicate:
+      return "duplicate";
+    case RejectReason::kWrongTarget:
+      return "wrong_target";
+    case RejectReason::kShuttingDown:
+      return "shutting_down";
+    case RejectReason::kBadHandshake:
+      return "bad_handshake";
+    case RejectReason::kWrongAddress:
+      return "wrong_address";
+  }
+  return "other";
 }
 
 uint64_t nodeId(std::string_view name) {

@@ -37,8 +37,12 @@ enum class RejectReason : uint8_t {
   kWrongTarget = 4,   // the REQ was meant for another node
   kShuttingDown = 5,  // the acceptor is stopping
   kBadHandshake = 6,  // private data is not a Hello
+  kWrongAddress = 7,  // the connection does not come from the named node's configured address
 };
+inline constexpr size_t kRejectReasons = 8;
 const char* toString(RejectReason r);
+// The reason as a status and metrics key: "unknown_peer", "wrong_address", ...
+const char* keyOf(RejectReason r);
 
 struct Hello {
   uint32_t magic = kHelloMagic;

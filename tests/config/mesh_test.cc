@@ -142,5 +142,27 @@ TEST(MeshTest, InvalidOwnAddressIsReportedOnce) {
                                      "(expected IPv4:port)"});
 }
 
+TEST(MeshTest, PeerAddressesAreVerifiedUnlessAPeerSaysOtherwise) {
+  const LoadResult result = load(
+      "node: alpha\n"
+      "peers:\n"
+      "  - {name: alpha, address: 127.0.0.1:7471}\n"
+      "  - {name: beta, address: 127.0.0.2:7471}\n"
+      "  - {name: gamma, address: 127.0.0.3:7471, verify_address: false}\n");
+  ASSERT_TRUE(result.ok()) << testing::PrintToString(problemStrings(result));
+  EXPECT_TRUE(result.config().findPeer("beta")->verifyAddress);
+  EXPECT_FALSE(result.config().findPeer("gamma")->verifyAddress);
+}
+
+TEST(MeshTest, VerifyAddressTakesOnlyTrueOrFalse) {
+  const LoadResult result = load(
+      "node: alpha\n"
+      "peers:\n"
+      "  - {name: alpha, address: 127.0.0.1:7471}\n"
+      "  - {name: beta, address: 127.0.0.2:7471, verify_address: sometimes}\n");
+  EXPECT_EQ(onlyProblem(result).toString(),
+            "test.yaml:4:59: peers[1].verify_address: 'sometimes' is not true or false");
+}
+
 }  // namespace
 }  // namespace rdmamsg::config

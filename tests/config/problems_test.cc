@@ -59,7 +59,7 @@ TEST(ProblemsTest, UnknownKeyInPeerEntry) {
            "    adress: 127.0.0.2:1\n"));
   EXPECT_EQ(p.toString(),
             "test.yaml:6:5: peers[0]: unknown key 'adress', did you mean 'address'? (allowed: "
-            "name, address)");
+            "name, address, verify_address)");
 }
 
 TEST(ProblemsTest, DuplicateKeyPointsAtTheSecond) {

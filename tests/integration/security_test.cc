@@ -1,0 +1,127 @@
+// Integration: a peer is who it claims to be. An impostor — a third rdmamsgd
+// on 127.0.0.3 whose configuration says `node: beta` — dials alpha while the
+// real beta (127.0.0.2) is connected. Alpha refuses it (the connection does
+// not come from beta's configured address), says so with the impostor's
+// address, counts it, and the real beta keeps its connection and its
+// traffic. Relaxed with `verify_address: false` for beta, alpha accepts it,
+// as it warns at the reload that relaxes it.
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "harness.h"
+
+namespace rdmamsg::itest {
+namespace {
+
+uint64_t rejectedFor(const Json& status, const char* reason) {
+  if (!status.contains("rejected_connections")) return 0;
+  return status["rejected_connections"].value(reason, uint64_t{0});
+}
+
+class Impostor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<Cluster>(std::vector<std::string>{"alpha", "beta"});
+    ASSERT_TRUE(cluster_->start());
+    ASSERT_TRUE(cluster_->waitFullMesh());
+  }
+  Cluster& c() { return *cluster_; }
+  // Starts a daemon on 127.0.0.3 that calls itself beta and knows alpha.
+  void startImpostor() {
+    const std::string port = std::to_string(c().port());
+    const std::string config = c().dir().file("impostor.yaml");
+    writeFile(config,
+              "node: beta\n"
+              "socket: " +
+                  c().dir().file("impostor.sock") +
+                  "\n"
+                  "reconnect_backoff_min: 50ms\n"
+                  "reconnect_backoff_max: 200ms\n"
+                  "peers:\n"
+                  "  - {name: alpha, address: 127.0.0.1:" +
+                  port +
+                  "}\n"
+                  "  - {name: beta, address: 127.0.0.3:" +
+                  port + "}\n");
+    impostor_ = std::make_unique<DaemonProcess>("beta", config, c().dir().file("impostor.sock"),
+                                                c().dir().file("impostor.log"));
+    ASSERT_TRUE(impostor_->start());
+  }
+  std::unique_ptr<Cluster> cluster_;
+  std::unique_ptr<DaemonProcess> impostor_;
+};
+
+TEST_F(Impostor, IsRejectedAndTheRealPeerKeepsItsConnectionAndItsTraffic) {
+  auto before = statusOf(c().socket("alpha"));
+  ASSERT_TRUE(before);
+  const uint64_t betaConnects = peerEntry(*before, "beta")->value("connects", uint64_t{0});
+  const std::string betaIncarnation = peerEntry(*before, "beta")->value("incarnation", "");
+  ASSERT_FALSE(betaIncarnation.empty());
+
+  startImpostor();
+  // The impostor's dials have an outcome: taken (the failure this guards
+  // against) or refused at least twice.
+  ASSERT_TRUE(waitForStatus(impostor_->socket(), [](const Json& s) {
+    const Json* a = peerEntry(s, "alpha");
+    return a != nullptr && ((*a)["state"] == "established" || a->value("dials", uint64_t{0}) >= 2);
+  })) << "the impostor's dials to alpha have no outcome";
+
+  // The real beta's connection was never replaced...
+  auto s = statusOf(c().socket("alpha"));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(peerState(*s, "beta"), "established");
+  EXPECT_EQ(peerEntry(*s, "beta")->value("connects", uint64_t{0}), betaConnects);
+  EXPECT_EQ(peerEntry(*s, "beta")->value("incarnation", ""), betaIncarnation);
+  // ... and its traffic still reaches it.
+  Process listener;
+  ASSERT_TRUE(startListener(listener, c(), "beta", "inbox", 1, c().dir().file("inbox.out")));
+  CliResult sent =
+      runCli(c().dir(), {"--socket", c().socket("alpha"), "send", "beta/inbox"}, "secret\n");
+  EXPECT_EQ(sent.code, 0) << sent.err;
+  EXPECT_EQ(listener.wait(10s), 0);
+  EXPECT_EQ(readFile(c().dir().file("inbox.out")), "secret\n");
+
+  // Each refusal is counted and logged with the impostor's address, and the
+  // impostor is told why.
+  EXPECT_GE(rejectedFor(*statusOf(c().socket("alpha")), "wrong_address"), 2u);
+  EXPECT_TRUE(c()["alpha"].waitLog("rejected connection from 127.0.0.3:"));
+  EXPECT_TRUE(c()["alpha"].waitLog("it claims to be node beta, whose address is 127.0.0.2:"));
+  EXPECT_TRUE(impostor_->waitLog("not from the node's configured address"));
+
+  // The refusals are in the metrics too.
+  CliResult metrics = runCli(c().dir(), {"--socket", c().socket("alpha"), "metrics"});
+  EXPECT_EQ(metrics.code, 0) << metrics.err;
+  EXPECT_NE(metrics.out.find("rdmamsg_rejected_connections_total{reason=\"wrong_address\"}"),
+            std::string::npos)
+      << metrics.out;
+}
+
+TEST_F(Impostor, IsAcceptedOnlyWhereVerifyAddressIsRelaxedWithAWarning) {
+  startImpostor();
+  ASSERT_TRUE(waitForStatus(c().socket("alpha"),
+                            [](const Json& s) { return rejectedFor(s, "wrong_address") >= 1; }));
+  auto impostorStatus = statusOf(impostor_->socket());
+  ASSERT_TRUE(impostorStatus);
+  const std::string impostorIncarnation = impostorStatus->value("incarnation", "");
+  ASSERT_FALSE(impostorIncarnation.empty());
+
+  // Relax alpha's check of beta: a reload applies it, with a warning.
+  const std::string address =
+      "    address: " + c().address("beta") + ":" + std::to_string(c().port()) + "\n";
+  std::string yaml = readFile(c().configPath("alpha"));
+  const size_t at = yaml.find(address);
+  ASSERT_NE(at, std::string::npos) << yaml;
+  yaml.insert(at + address.size(), "    verify_address: false\n");
+  writeFile(c().configPath("alpha"), yaml);
+  c()["alpha"].signal(SIGHUP);
+  EXPECT_TRUE(c()["alpha"].waitLog("peer beta: verify_address is false"));
+  // Now a connection from 127.0.0.3 that claims beta is taken as beta.
+  EXPECT_TRUE(waitForStatus(c().socket("alpha"), [&](const Json& s) {
+    const Json* b = peerEntry(s, "beta");
+    return b != nullptr && b->value("incarnation", "") == impostorIncarnation;
+  })) << "alpha did not accept the impostor with verify_address: false";
+}
+
+}  // namespace
+}  // namespace rdmamsg::itest
