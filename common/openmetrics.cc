@@ -227,7 +227,8 @@ std::string render(const json& s) {
            "Incoming peer connections refused, by reason (wrong_address: not from the "
            "claimed node's configured address).");
   for (const auto& [reason, count] : at(s, "rejected_connections").items())
-    e.sample("rdmamsg_rejected_connections", "_total", label("reason", reason), number(count));
+    if (count.is_number())
+      e.sample("rdmamsg_rejected_connections", "_total", label("reason", reason), number(count));
   fields(e, at(s, "unconsumed"), kUnconsumed, "");
   if (s.contains("services") && s["services"].is_array()) {
     e.family("rdmamsg_services", "gauge", "Services registered by local clients.");

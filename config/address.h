@@ -19,6 +19,8 @@ struct Address {
   std::uint16_t port = 0;  // 1..65535 when parsed
 
   bool isIpv6() const;
+  // 0.0.0.0 or :: (every address of the host).
+  bool isWildcard() const { return host == "0.0.0.0" || host == "::"; }
 
   // "10.0.0.1:7471" or "[fe80::1]:7471"; parseAddress(toString()) == *this.
   std::string toString() const;

@@ -58,6 +58,10 @@ struct Config {
   mode_t socketMode = 0660;                // permission bits of the socket
   std::optional<std::string> socketGroup;  // group owning the socket; unset: daemon's
   std::vector<Peer> peers;                 // the other daemons, in file order
+  // This node's own `peers` entry, when it has one: where the others dial it
+  // and where they expect its connections to come from. Connections to peers
+  // leave from it when `listen` is a wildcard.
+  std::optional<Address> ownAddress;
 
   // Buffers and flow control.
   std::uint64_t bufferSize = 256 * kKiB;          // bytes per receive (and send) buffer

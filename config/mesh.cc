@@ -109,6 +109,7 @@ void resolveMesh(const FieldMap& top, const SelfInput& self, const std::vector<P
                        ": no entry with that name in peers (known: " + knownNames(entries) + ")");
   }
   if (self.node) config.node = *self.node;
+  if (own != nullptr && own->address) config.ownAddress = own->address;
   if (auto listen = resolveListen(top, self, own)) config.listen = *listen;
 
   for (const PeerEntry& entry : entries) {

@@ -6,6 +6,9 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -46,6 +49,17 @@ class JournalPriority final : public spdlog::custom_flag_formatter {
   }
 };
 
+// Standard error is the journal's stream: JOURNAL_STREAM names its device
+// and inode (systemd.exec(5)), and they are still stderr's, not those of a
+// file a child of a service redirected it to.
+bool stderrIsJournal() {
+  const char* stream = std::getenv("JOURNAL_STREAM");
+  unsigned long long dev = 0, ino = 0;
+  if (stream == nullptr || std::sscanf(stream, "%llu:%llu", &dev, &ino) != 2) return false;
+  struct stat st {};
+  return fstat(STDERR_FILENO, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
 }  // namespace
 
 void setup(config::LogLevel level) {
@@ -54,7 +68,7 @@ void setup(config::LogLevel level) {
   auto logger =
       std::make_shared<spdlog::async_logger>("rdmamsgd", std::move(sink), spdlog::thread_pool(),
                                              spdlog::async_overflow_policy::overrun_oldest);
-  if (std::getenv("JOURNAL_STREAM") != nullptr) {
+  if (stderrIsJournal()) {
     auto formatter = std::make_unique<spdlog::pattern_formatter>();
     formatter->add_flag<JournalPriority>('*').set_pattern("<%*>%v");
     logger->set_formatter(std::move(formatter));
@@ -82,8 +96,7 @@ void shutdown() {
 
 void fatal(const std::string& line) {
   spdlog::critical("{}", line);
-  std::fprintf(stderr, "%s%s\n", std::getenv("JOURNAL_STREAM") != nullptr ? "<2>" : "",
-               line.c_str());
+  std::fprintf(stderr, "%s%s\n", stderrIsJournal() ? "<2>" : "", line.c_str());
   std::fflush(stderr);
   std::abort();
 }

@@ -131,6 +131,12 @@ void Mesh::start() {
 }
 
 void Mesh::warnUnverified() const {
+  if (config_.listen.isWildcard() && !config_.ownAddress && !config_.peers.empty())
+    spdlog::warn(
+        "listen is {} and node {} has no entry in peers: connections to peers leave from "
+        "the address routing picks, and peers refuse them unless it is the address "
+        "they have for {}",
+        config_.listen.toString(), config_.node, config_.node);
   for (const auto& c : config_.peers)
     if (!c.verifyAddress)
       spdlog::warn(
@@ -299,7 +305,11 @@ Connection& Mesh::newConnection(uint32_t index) {
 Connection* Mesh::dial(Peer& peer) {
   Connection& c = newConnection(index_.at(&peer));
   sockaddr_storage src{}, dst{};
-  config_.listen.toSockaddr(src);
+  // Peers check that a connection comes from this node's address: leave
+  // from it, also when listening on every address.
+  const config::Address& from =
+      config_.listen.isWildcard() && config_.ownAddress ? *config_.ownAddress : config_.listen;
+  from.toSockaddr(src);
   reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;  // same offset for IPv6
   peer.address().toSockaddr(dst);
   spdlog::debug("peer {}: dialing {}", peer.name(), peer.address().toString());

@@ -40,6 +40,8 @@ enum class RejectReason : uint8_t {
   kWrongAddress = 7,  // the connection does not come from the named node's configured address
 };
 inline constexpr size_t kRejectReasons = 8;
+static_assert(kRejectReasons == static_cast<size_t>(RejectReason::kWrongAddress) + 1,
+              "every reason has its counter");
 const char* toString(RejectReason r);
 // The reason as a status and metrics key: "unknown_peer", "wrong_address", ...
 const char* keyOf(RejectReason r);

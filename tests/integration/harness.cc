@@ -284,6 +284,16 @@ bool hasService(const Json& status, const std::string& service) {
 
 // ------------------------------------------------------------------ cluster
 
+bool sh(const std::string& cmd) {
+  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+std::string ipBinary() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
+    if (access(p, X_OK) == 0) return p;
+  return "ip";
+}
+
 uint16_t pickPort(const std::vector<std::string>& ips) {
   static std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
   std::uniform_int_distribution<int> dist(20000, 31999);

@@ -191,6 +191,11 @@ class Cluster {
 bool startListener(Process& p, const Cluster& c, const std::string& node,
                    const std::string& service, int count, const std::string& outPath);
 
+// Runs a shell command, its output discarded; true when it exits 0.
+bool sh(const std::string& cmd);
+// The path of iproute2's ip, for running a daemon in a network namespace.
+std::string ipBinary();
+
 // A port in [20000, 32000) free for TCP on every address in `ips` right now.
 uint16_t pickPort(const std::vector<std::string>& ips);
 

@@ -17,10 +17,6 @@
 namespace rdmamsg::itest {
 namespace {
 
-bool sh(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
-}
-
 // Two namespaces joined by a veth pair: host 0 is 198.51.100.1, host 1 is
 // 198.51.100.2. Removed (with the veth) when destroyed.
 class TwoHosts {
@@ -60,12 +56,6 @@ class TwoHosts {
   static inline int counter_ = 0;
   std::vector<std::string> ns_, veth_;
 };
-
-std::string ipBinary() {
-  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
-    if (access(p, X_OK) == 0) return p;
-  return "ip";
-}
 
 bool canMakeNamespaces() {
   return geteuid() == 0 && sh("ip netns list");

@@ -3,6 +3,7 @@
 // locked-memory limit below what the configuration registers (prlimit, with
 // CAP_IPC_LOCK dropped by setpriv), a socket directory that does not exist.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "harness.h"
 
@@ -93,9 +94,13 @@ TEST_F(Preflight, ALockedMemoryLimitBelowTheConfigurationIsRefusedAtStartToo) {
 }
 
 TEST_F(Preflight, UnderTheJournalEveryLineCarriesItsSyslogPriority) {
-  // With JOURNAL_STREAM set (stderr is the journal), journald takes a line's
-  // priority from its "<N>" prefix: info 6, critical 2.
-  std::vector<std::string> prefix{"/usr/bin/env", "JOURNAL_STREAM=8:4242"};
+  // When stderr is the stream JOURNAL_STREAM names (device:inode), journald
+  // takes a line's priority from its "<N>" prefix: info 6, critical 2.
+  writeFile(dir_.file("out"), "");
+  struct stat st {};
+  ASSERT_EQ(::stat(dir_.file("out").c_str(), &st), 0);
+  const std::string stream = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  std::vector<std::string> prefix{"/usr/bin/env", "JOURNAL_STREAM=" + stream};
   for (auto& arg : lowMemlock())
     prefix.push_back(arg);
   Outcome r = run(prefix, {});
@@ -103,6 +108,14 @@ TEST_F(Preflight, UnderTheJournalEveryLineCarriesItsSyslogPriority) {
   EXPECT_NE(r.out.find("<6>configuration: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("<2>cannot start: registered memory"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("<info>"), std::string::npos) << r.out;
+
+  // A JOURNAL_STREAM inherited by a daemon whose stderr is somewhere else
+  // (another file): lines keep their timestamps and level names.
+  prefix[1] = "JOURNAL_STREAM=1:1";
+  Outcome other = run(prefix, {});
+  EXPECT_EQ(other.code, 78) << other.out;
+  EXPECT_EQ(other.out.find("<6>"), std::string::npos) << other.out;
+  EXPECT_NE(other.out.find(" info configuration: "), std::string::npos) << other.out;
 }
 
 TEST_F(Preflight, AnUnknownLogLevelOnTheCommandLineIsRefused) {

@@ -7,7 +7,10 @@
 // as it warns at the reload that relaxes it.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdlib>
 
 #include "harness.h"
 
@@ -84,7 +87,8 @@ TEST_F(Impostor, IsRejectedAndTheRealPeerKeepsItsConnectionAndItsTraffic) {
 
   // Each refusal is counted and logged with the impostor's address, and the
   // impostor is told why.
-  EXPECT_GE(rejectedFor(*statusOf(c().socket("alpha")), "wrong_address"), 2u);
+  EXPECT_TRUE(waitForStatus(c().socket("alpha"),
+                            [](const Json& st) { return rejectedFor(st, "wrong_address") >= 2; }));
   EXPECT_TRUE(c()["alpha"].waitLog("rejected connection from 127.0.0.3:"));
   EXPECT_TRUE(c()["alpha"].waitLog("it claims to be node beta, whose address is 127.0.0.2:"));
   EXPECT_TRUE(impostor_->waitLog("not from the node's configured address"));
@@ -121,6 +125,44 @@ TEST_F(Impostor, IsAcceptedOnlyWhereVerifyAddressIsRelaxedWithAWarning) {
     const Json* b = peerEntry(s, "beta");
     return b != nullptr && b->value("incarnation", "") == impostorIncarnation;
   })) << "alpha did not accept the impostor with verify_address: false";
+}
+
+// A node that listens on every address (listen: 0.0.0.0) dials its peers
+// from its own entry's address, which they check. Here alpha has beta at a
+// port where nothing listens, so the link can only form from beta's dial:
+// from 127.0.0.1, the source loopback routing would pick, alpha refuses it.
+// In a network namespace of the test's own (the wildcard listens there only).
+TEST(WildcardListen, ANodeListeningOnEveryAddressDialsFromItsOwnEntry) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ip netns)";
+  const std::string ns = "rmsgw" + std::to_string(getpid() % 100000);
+  struct Namespace {
+    std::string name;
+    ~Namespace() { sh("ip netns del " + name); }
+  } netns{ns};
+  ASSERT_TRUE(sh("ip netns add " + ns) && sh("ip -n " + ns + " link set lo up"));
+  TempDir dir;
+  writeFile(dir.file("alpha.yaml"), "node: alpha\nsocket: " + dir.file("alpha.sock") +
+                                        "\nreconnect_backoff_max: 200ms\npeers:\n"
+                                        "  - {name: alpha, address: 127.0.0.1:7471}\n"
+                                        "  - {name: beta, address: 127.0.0.2:7479}\n");
+  writeFile(dir.file("beta.yaml"),
+            "node: beta\nlisten: 0.0.0.0:7472\nsocket: " + dir.file("beta.sock") +
+                "\nreconnect_backoff_max: 200ms\npeers:\n"
+                "  - {name: alpha, address: 127.0.0.1:7471}\n"
+                "  - {name: beta, address: 127.0.0.2:7472}\n");
+  DaemonProcess alpha("alpha", dir.file("alpha.yaml"), dir.file("alpha.sock"),
+                      dir.file("alpha.log"));
+  DaemonProcess beta("beta", dir.file("beta.yaml"), dir.file("beta.sock"), dir.file("beta.log"));
+  alpha.setWrapper({ipBinary(), "netns", "exec", ns});
+  beta.setWrapper({ipBinary(), "netns", "exec", ns});
+  ASSERT_TRUE(alpha.start());
+  ASSERT_TRUE(beta.start());
+  EXPECT_TRUE(waitForStatus(alpha.socket(), [](const Json& s) {
+    return peerState(s, "beta") == "established";
+  })) << "alpha did not take beta's connection";
+  auto s = statusOf(alpha.socket());
+  ASSERT_TRUE(s);
+  EXPECT_EQ(rejectedFor(*s, "wrong_address"), 0u);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ fail() {
   echo "deb_test: $*" >&2
   exit 1
 }
+[ "$(id -u)" -eq 0 ] || fail "run as root: dpkg --root and systemd-sysusers --root set owners"
 debs=$(ls "$pkgdir"/*.deb 2>/dev/null) || fail "no .deb in $pkgdir (run cpack --preset deb)"
 for p in rdmamsg librdmamsg0 librdmamsg-dev softrdma python3-rdmamsg; do
   ls "$pkgdir"/${p}_*.deb >/dev/null 2>&1 || fail "package $p was not built"
@@ -28,8 +29,22 @@ done
 
 root=$(mktemp -d /tmp/rdmamsg-deb.XXXXXX)
 daemon_pid=""
+# Stops the daemon: SIGTERM, then SIGKILL after 10 s; its exit status.
+stop_daemon() {
+  kill -TERM "$daemon_pid" 2>/dev/null
+  i=0
+  while kill -0 "$daemon_pid" 2>/dev/null && [ $i -lt 100 ]; do
+    i=$((i + 1))
+    sleep 0.1
+  done
+  kill -KILL "$daemon_pid" 2>/dev/null
+  wait "$daemon_pid"
+  rc=$?
+  daemon_pid=""
+  return $rc
+}
 cleanup() {
-  [ -n "$daemon_pid" ] && kill "$daemon_pid" 2>/dev/null && wait "$daemon_pid" 2>/dev/null
+  [ -n "$daemon_pid" ] && stop_daemon
   rm -rf "$root"
 }
 trap cleanup EXIT
@@ -84,6 +99,10 @@ echo "$conffiles" | grep -q '/etc/rdmamsg/rdmamsgd.yaml' ||
   fail "/etc/rdmamsg/rdmamsgd.yaml is not a conffile (Conffiles: $conffiles)"
 grep -q '^rdmamsg:' "$root/etc/passwd" 2>/dev/null || fail "postinst did not create the user rdmamsg"
 grep -q '^rdmamsg:' "$root/etc/group" 2>/dev/null || fail "postinst did not create the group rdmamsg"
+gid=$(awk -F: '$1 == "rdmamsg" { print $3 }' "$root/etc/group")
+mode=$(stat -c '%a %u:%g' "$root/etc/rdmamsg/rdmamsgd.yaml")
+[ "$mode" = "640 0:$gid" ] ||
+  fail "the configuration is $mode, not 640 root:rdmamsg (0:$gid): it names the mesh's addresses"
 
 depends=$(dpkg-query --root="$root" -W -f='${Depends}' rdmamsg)
 for d in libibverbs1 librdmacm1 libevent libyaml-cpp librdmamsg0; do
@@ -129,9 +148,7 @@ assert rdmamsg._lib._name.startswith(sys.argv[2]), rdmamsg._lib._name
 with rdmamsg.Client(sys.argv[1]) as c:
     print(c.node)' "$run/rdmamsgd.sock" "$root/") || fail "the installed Python module does not reach rdmamsgd"
 [ "$node" = solo ] || fail "the Python module reports node '$node', not solo"
-kill -TERM "$daemon_pid"
-wait "$daemon_pid" || fail "the installed rdmamsgd did not exit 0 on SIGTERM"
-daemon_pid=""
+stop_daemon || fail "the installed rdmamsgd did not exit 0 on SIGTERM within 10 s"
 echo "the installed rdmamsgd served the installed rdmamsg"
 
 cc=${CC:-cc}
@@ -148,6 +165,8 @@ echo "# edited by the operator" >>"$root/etc/rdmamsg/rdmamsgd.yaml"
 dpkg_root --force-confold -i "$pkgdir"/rdmamsg_*.deb >/dev/null 2>&1 || fail "reinstalling rdmamsg failed"
 grep -q "edited by the operator" "$root/etc/rdmamsg/rdmamsgd.yaml" ||
   fail "reinstalling the package lost the operator's edit"
+[ "$(stat -c '%a' "$root/etc/rdmamsg/rdmamsgd.yaml")" = 640 ] ||
+  fail "after reinstalling, the configuration is no longer mode 640"
 dpkg_root -r python3-rdmamsg librdmamsg-dev rdmamsg >/dev/null 2>&1 || fail "removing rdmamsg failed"
 [ -e "$root/usr/sbin/rdmamsgd" ] && fail "removing rdmamsg left /usr/sbin/rdmamsgd"
 [ -e "$root/etc/rdmamsg/rdmamsgd.yaml" ] || fail "removing (not purging) rdmamsg deleted the configuration"
