@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "config/mesh.h"
@@ -183,12 +184,79 @@ LoadResult loadDocument(const YAML::Node& root, const std::string& file,
   return LoadResult(std::move(config));
 }
 
+// Where each YAML document of a text starts, and its root node, from yaml-cpp's
+// parser events.
+class DocumentMarks : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts, roots;
+
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void node(const YAML::Mark& mark) {
+    if (roots.size() < starts.size()) roots.push_back(mark);
+  }
+};
+
+// The documents of a text, at most three: more than one is refused anyway. The
+// parser runs here instead of in YAML::LoadAll because yaml-cpp 0.7, at a token
+// no document can start with (a ',' outside a flow collection), reports an empty
+// document without consuming the token, and LoadAll then loops for ever,
+// allocating (jbeder/yaml-cpp#1040). Such a document starts where the one before
+// it started; the scan stops there. Throws what the parser throws.
+struct DocumentScan {
+  std::vector<YAML::Mark> roots;      // each document's root node
+  std::optional<YAML::Mark> stuckAt;  // the token the parser cannot get past
+};
+
+DocumentScan scanDocuments(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentMarks marks;
+  DocumentScan scan;
+  while (marks.starts.size() < 3 && parser.HandleNextDocument(marks)) {
+    const std::vector<YAML::Mark>& s = marks.starts;
+    if (s.size() >= 2 && s[s.size() - 1].pos == s[s.size() - 2].pos) {
+      scan.stuckAt = s.back();
+      break;
+    }
+  }
+  scan.roots = std::move(marks.roots);
+  return scan;
+}
+
+std::string unexpectedToken(const std::string& text, const YAML::Mark& mark) {
+  const bool known = mark.pos >= 0 && static_cast<std::size_t>(mark.pos) < text.size() &&
+                     text[static_cast<std::size_t>(mark.pos)] == ',';
+  return known ? "YAML syntax error: unexpected ','" : "YAML syntax error: unexpected token";
+}
+
 LoadResult loadText(std::string_view yaml, const std::string& file,
                     const std::optional<std::string>& nodeOverride) {
   ProblemSink sink(file);
-  std::vector<YAML::Node> documents;
+  const std::string text(yaml);
+  DocumentScan scan;
+  YAML::Node first;
   try {
-    documents = YAML::LoadAll(std::string(yaml));
+    scan = scanDocuments(text);
+    if (!scan.stuckAt && !scan.roots.empty()) first = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {  // its own message is a misleading "bad file"
     sink.add(e.mark, "YAML nesting is too deep");
     return LoadResult(sink.take());
@@ -196,15 +264,19 @@ LoadResult loadText(std::string_view yaml, const std::string& file,
     sink.add(e.mark, "YAML syntax error: " + e.msg);
     return LoadResult(sink.take());
   }
-  if (documents.empty() || documents.front().IsNull()) {
+  if (scan.stuckAt) {
+    sink.add(*scan.stuckAt, unexpectedToken(text, *scan.stuckAt));
+    return LoadResult(sink.take());
+  }
+  if (scan.roots.empty() || first.IsNull()) {
     sink.addUnpositioned("the configuration is empty (it needs at least node, listen and peers)");
     return LoadResult(sink.take());
   }
-  if (documents.size() > 1) {
-    sink.add(documents[1].Mark(), "only one YAML document is allowed; remove this one");
+  if (scan.roots.size() > 1) {
+    sink.add(scan.roots[1], "only one YAML document is allowed; remove this one");
     return LoadResult(sink.take());
   }
-  return loadDocument(documents.front(), file, nodeOverride);
+  return loadDocument(first, file, nodeOverride);
 }
 
 }  // namespace

@@ -34,7 +34,8 @@ static bool debugEnabled() {
 }
 
 namespace {
-void logLine(const char* fmt, va_list ap) {
+// The format is checked where debugLog / warnLog are called (internal.h).
+__attribute__((format(printf, 1, 0))) void logLine(const char* fmt, va_list ap) {
   char buf[512];
   vsnprintf(buf, sizeof buf, fmt, ap);
   fprintf(stderr, "softrdma[%d]: %s\n", getpid(), buf);

@@ -2,6 +2,13 @@
 // a message that says what is wrong and what is allowed.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
 #include "config/loader.h"
 #include "config_test_util.h"
 
@@ -218,6 +225,41 @@ TEST(ProblemsTest, HostileInputNeverThrows) {
     EXPECT_NO_THROW(result = load(input)) << input.substr(0, 40);
     EXPECT_FALSE(result.ok()) << input.substr(0, 40);
     EXPECT_FALSE(result.problems().empty());
+  }
+}
+
+// Loads `yaml` on a thread of its own and waits at most `limit` for it, so that a
+// loader that never returns fails the test instead of hanging it (the thread is
+// left behind; the test's process ends with the test).
+std::optional<LoadResult> loadWithin(const std::string& yaml, std::chrono::seconds limit) {
+  auto promise = std::make_shared<std::promise<LoadResult>>();
+  std::future<LoadResult> result = promise->get_future();
+  std::thread([yaml, promise] { promise->set_value(load(yaml)); }).detach();
+  if (result.wait_for(limit) != std::future_status::ready) return std::nullopt;
+  return result.get();
+}
+
+// yaml-cpp 0.7's LoadAll never returns, allocating all the while, when a document
+// would start at a ',' (jbeder/yaml-cpp#1040): a stray comma must be a syntax
+// error at its line, not a daemon that hangs at start or on reload.
+TEST(ProblemsTest, StrayCommaIsASyntaxError) {
+  const struct {
+    const char* yaml;
+    int line;
+  } cases[] = {
+      {",\n", 1},
+      {", node: alpha\n", 1},
+      {"[alpha]\n,\n", 2},
+      {"---\n,\n", 2},
+      {"node: alpha\nlisten: 127.0.0.1:7471\npeers: []\n...\n,\n", 5},
+  };
+  for (const auto& c : cases) {
+    const std::optional<LoadResult> result = loadWithin(c.yaml, std::chrono::seconds(5));
+    ASSERT_TRUE(result.has_value()) << "the loader did not return within 5 s for: " << c.yaml;
+    const ConfigProblem p = onlyProblem(*result);
+    EXPECT_EQ(p.line, c.line) << c.yaml;
+    EXPECT_EQ(p.column, 1) << c.yaml;
+    EXPECT_EQ(p.message, "YAML syntax error: unexpected ','") << c.yaml;
   }
 }
 

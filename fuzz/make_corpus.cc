@@ -1,0 +1,228 @@
+// make_corpus: writes the fuzz targets' seed corpus (fuzz/corpus/<target>/),
+// real inputs made by the project's own encoders: local protocol frames and
+// sessions, peer batches and handshakes, and configuration files.
+//
+//   build/fuzz/fuzz/make_corpus fuzz/corpus config/rdmamsgd.yaml
+//
+// The output is deterministic; the corpus in the repository is what this
+// writes, so that a change to a format shows up as a change to the seeds.
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/local_protocol.h"
+#include "daemon/peer/protocol.h"
+
+namespace rdmamsg {
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::span<const std::byte>;
+
+Bytes bytesOf(std::string_view s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
+
+void writeFile(const fs::path& path, Bytes data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+// --- local protocol ----------------------------------------------------------
+
+void localFrames(const fs::path& dir) {
+  using namespace proto;
+  const auto one = [&](const char* name, auto encode) {
+    ByteBuffer b;
+    encode(b);
+    writeFile(dir / name, b.readable());
+  };
+  const AckRange acks[] = {{1, 3}, {7, 1}, {UINT64_MAX, 1}};
+  one("hello", [](ByteBuffer& b) { encodeHello(b, "orders-client"); });
+  one("welcome", [](ByteBuffer& b) { encodeWelcome(b, 16u << 20, "alpha"); });
+  one("register", [](ByteBuffer& b) { encodeRegister(b, "orders"); });
+  one("registered", [](ByteBuffer& b) { encodeRegistered(b, "orders"); });
+  one("unregister", [](ByteBuffer& b) { encodeUnregister(b, "orders"); });
+  one("send", [](ByteBuffer& b) { encodeSend(b, 1, "beta", "inbox", "orders", bytesOf("hello")); });
+  one("send_anonymous", [](ByteBuffer& b) { encodeSend(b, 42, "beta", "inbox", "", {}); });
+  one("deliver",
+      [](ByteBuffer& b) { encodeDeliver(b, "alpha", "orders", "inbox", bytesOf("hello")); });
+  one("ack", [&](ByteBuffer& b) { encodeAck(b, acks); });
+  one("error", [](ByteBuffer& b) {
+    encodeError(b, 7, Errc::unknown_service, static_cast<uint8_t>(FrameKind::send),
+                "no service 'inbox' on beta");
+  });
+  one("error_connection", [](ByteBuffer& b) {
+    encodeError(b, 0, Errc::protocol_error, 0, "the first frame must be HELLO");
+  });
+  one("status_request", [](ByteBuffer& b) { encodeStatusRequest(b); });
+  one("status_reply", [](ByteBuffer& b) {
+    encodeStatusReply(b, R"({"node":"alpha","peers":[],"services":["orders"]})");
+  });
+  one("bye", [](ByteBuffer& b) { encodeBye(b); });
+  // What each side reads from its socket in a short session.
+  one("client_session", [](ByteBuffer& b) {
+    encodeHello(b, "cli");
+    encodeRegister(b, "orders");
+    encodeSend(b, 1, "beta", "inbox", "orders", bytesOf("one"));
+    encodeSend(b, 2, "beta", "inbox", "", bytesOf("two"));
+    encodeUnregister(b, "orders");
+    encodeStatusRequest(b);
+    encodeBye(b);
+  });
+  one("daemon_session", [&](ByteBuffer& b) {
+    encodeWelcome(b, 4096, "alpha");
+    encodeRegistered(b, "orders");
+    encodeDeliver(b, "beta", "", "orders", bytesOf("payload"));
+    encodeAck(b, std::span(acks, 1));
+    encodeError(b, 3, Errc::timeout, static_cast<uint8_t>(FrameKind::send), "timed out");
+    encodeStatusReply(b, "{}");
+    encodeBye(b);
+  });
+}
+
+// --- peer protocol -------------------------------------------------------------
+
+void peerBatches(const fs::path& dir) {
+  using namespace peer;
+  const auto one = [&](const char* name, uint32_t credits, auto add) {
+    std::vector<std::byte> buffer(4096);
+    BatchWriter w;
+    w.reset(buffer.data(), buffer.size());
+    add(w);
+    writeFile(dir / name, Bytes(buffer.data(), w.finish(credits)));
+  };
+  one("message", 0, [](BatchWriter& w) {
+    w.addMessage(1, kFirstFragment | kLastFragment, "orders", "inbox", 0, bytesOf("hello"));
+  });
+  one("first_fragment", 0, [](BatchWriter& w) {
+    w.addMessage(2, kFirstFragment, "orders", "inbox", 100, bytesOf("the first part"));
+  });
+  one("middle_fragment", 0,
+      [](BatchWriter& w) { w.addMessage(2, 0, "orders", "inbox", 0, bytesOf("the middle part")); });
+  one("last_fragment", 0, [](BatchWriter& w) {
+    w.addMessage(2, kLastFragment, "orders", "inbox", 0, bytesOf("the last part"));
+  });
+  one("confirm", 4, [](BatchWriter& w) { w.addConfirm(1, 9, 0); });
+  one("heartbeat", 0, [](BatchWriter& w) { w.addHeartbeat(); });
+  one("credits", 12, [](BatchWriter&) {});
+  one("mixed", 3, [](BatchWriter& w) {
+    w.addMessage(5, kFirstFragment | kLastFragment, "", "inbox", 0, bytesOf("a"));
+    w.addConfirm(10, 12, 2);
+    w.addMessage(6, kFirstFragment | kLastFragment, "orders", "billing", 0, {});
+    w.addConfirm(13, 13, 4);
+    w.addHeartbeat();
+  });
+}
+
+void peerHellos(const fs::path& dir) {
+  using namespace peer;
+  Hello h;
+  h.nodeId = nodeId("alpha");
+  h.targetId = nodeId("beta");
+  h.incarnation = 0x0123456789abcdefULL;
+  h.bufferSize = 256 * 1024;
+  h.bufferCount = 16;
+  h.maxMessage = 16 << 20;
+  h.flowWindow = 4 << 20;
+  // As rdma_cm delivers them: zero-padded to 56 (connect), 196 (accept), 148 (reject).
+  const auto one = [&](const char* name, const Hello& hello, size_t padded) {
+    std::vector<std::byte> data(padded);
+    std::memcpy(data.data(), &hello, sizeof hello);
+    writeFile(dir / name, data);
+  };
+  one("connect", h, 56);
+  one("accept", h, 196);
+  Hello reject{};
+  reject.reason = RejectReason::kDuplicate;
+  one("reject_duplicate", reject, 148);
+  Hello old{};
+  old.version = 1;
+  one("version_1", old, 56);
+}
+
+// --- configuration -------------------------------------------------------------
+
+void configs(const fs::path& dir, const fs::path& reference) {
+  fs::copy_file(reference, dir / "reference.yaml", fs::copy_options::overwrite_existing);
+  const auto one = [&](const char* name, std::string_view yaml) {
+    writeFile(dir / name, bytesOf(yaml));
+  };
+  one("minimal.yaml",
+      "node: alpha\n"
+      "listen: 10.0.0.1:7471\n"
+      "peers: []\n");
+  one("mesh.yaml",  // one file for every host: --node picks the entry
+      "peers:\n"
+      "  - {name: alpha, address: 10.0.0.1:7471}\n"
+      "  - {name: beta, address: 10.0.0.2:7471}\n"
+      "  - {name: gamma, address: '[fd00::3]:7471', verify_address: false}\n");
+  one("every_key.yaml",
+      "node: beta\n"
+      "listen: '[::1]:7472'\n"
+      "socket: /tmp/rdmamsg/beta.sock\n"
+      "socket_mode: '0600'\n"
+      "socket_group: rdmamsg\n"
+      "peers:\n"
+      "  - name: alpha\n"
+      "    address: 127.0.0.1:7471\n"
+      "    verify_address: False\n"
+      "buffer_size: 64 KiB\n"
+      "buffer_count: 32\n"
+      "max_message_size: 1G\n"
+      "send_queue_limit: 8M\n"
+      "flow_window: 65536\n"
+      "receive_memory_limit: 1GiB\n"
+      "heartbeat_interval: 500ms\n"
+      "heartbeat_timeout: 2s\n"
+      "reconnect_backoff_min: 1s\n"
+      "reconnect_backoff_max: 1m\n"
+      "connect_timeout: 1h\n"
+      "message_timeout: 90s\n"
+      "log_level: debug\n"
+      "metrics_listen: 127.0.0.1:9471\n");
+  one("problems.yaml",  // several problems at once
+      "node: alpha\n"
+      "peers:\n"
+      "  - name: beta\n"
+      "    address: 10.0.0.2\n"
+      "  - name: beta\n"
+      "    address: 10.0.0.2:7471\n"
+      "buffer_size: lots\n"
+      "heartbeat_timeout: 1s\n"
+      "log_levle: info\n"
+      "message_timeout: 1d\n");
+}
+
+}  // namespace
+}  // namespace rdmamsg
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: make_corpus CORPUS_DIR REFERENCE_YAML\n";
+    return 2;
+  }
+  namespace fs = std::filesystem;
+  const fs::path root = argv[1];
+  try {
+    for (const char* target :
+         {"local_frame_fuzz", "peer_batch_fuzz", "peer_hello_fuzz", "config_fuzz"})
+      fs::create_directories(root / target);
+    rdmamsg::localFrames(root / "local_frame_fuzz");
+    rdmamsg::peerBatches(root / "peer_batch_fuzz");
+    rdmamsg::peerHellos(root / "peer_hello_fuzz");
+    rdmamsg::configs(root / "config_fuzz", argv[2]);
+  } catch (const std::exception& e) {
+    std::cerr << "make_corpus: " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}

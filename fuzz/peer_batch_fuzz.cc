@@ -1,0 +1,149 @@
+// libFuzzer target: the peer batch and record decoder (daemon/peer/protocol.h).
+//
+// The input is what a completion reports for one receive buffer: the batch as
+// another daemon (or anything on the fabric) wrote it, `byte_len` bytes. The
+// target opens it and reads records until the end or a malformed one, as the
+// daemon's Peer does, and reads every byte of every view a Record gives (so
+// that AddressSanitizer sees any view outside the input). A batch read to its
+// end must be the one BatchWriter writes for the same records: written again
+// and read back, it gives the same records.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "daemon/peer/protocol.h"
+#include "fuzz/check.h"
+
+namespace rdmamsg::peer {
+namespace {
+
+using Bytes = std::span<const std::byte>;
+
+bool sameBytes(Bytes a, Bytes b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+}
+
+// A non-empty view lies inside `batch`; its bytes are read.
+bool inside(Bytes batch, const void* p, size_t n) {
+  if (n == 0) return true;
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const auto batchBegin = reinterpret_cast<uintptr_t>(batch.data());
+  if (begin < batchBegin || n > batch.size() || begin - batchBegin > batch.size() - n) return false;
+  volatile unsigned sum = 0;
+  for (size_t i = 0; i < n; ++i)
+    sum = sum + static_cast<unsigned>(static_cast<const std::byte*>(p)[i]);
+  return true;
+}
+
+void checkRecord(const Record& r, Bytes batch) {
+  switch (r.type) {
+    case RecordType::kMessage:
+      FUZZ_CHECK(!r.dstService.empty());
+      FUZZ_CHECK(r.srcService.size() <= UINT8_MAX && r.dstService.size() <= UINT8_MAX);
+      FUZZ_CHECK(inside(batch, r.srcService.data(), r.srcService.size()));
+      FUZZ_CHECK(inside(batch, r.dstService.data(), r.dstService.size()));
+      FUZZ_CHECK(inside(batch, r.payload.data(), r.payload.size()));
+      if (!hasTotalLength(r.flags)) FUZZ_CHECK(r.totalLength == 0);
+      return;
+    case RecordType::kConfirm:
+      FUZZ_CHECK(r.confirm.lastSeq >= r.seq);
+      FUZZ_CHECK(r.srcService.empty() && r.dstService.empty() && r.payload.empty());
+      return;
+    case RecordType::kHeartbeat:
+      FUZZ_CHECK(r.srcService.empty() && r.dstService.empty() && r.payload.empty());
+      return;
+  }
+  FUZZ_CHECK(!"a record of an unknown type was accepted");
+}
+
+bool sameRecord(const Record& a, const Record& b) {
+  if (a.type != b.type) return false;
+  switch (a.type) {
+    case RecordType::kMessage:
+      return a.flags == b.flags && a.seq == b.seq && a.srcService == b.srcService &&
+             a.dstService == b.dstService && a.totalLength == b.totalLength &&
+             sameBytes(a.payload, b.payload);
+    case RecordType::kConfirm:  // the writer leaves flags and reserved bytes 0
+      return a.seq == b.seq && a.confirm.lastSeq == b.confirm.lastSeq &&
+             a.confirm.errc == b.confirm.errc;
+    case RecordType::kHeartbeat:  // nothing but the type is read
+      return true;
+  }
+  return false;
+}
+
+// Writes `records` with BatchWriter and reads them back.
+void checkRoundTrip(const std::vector<Record>& records, uint32_t credits, size_t originalSize) {
+  // The writer pads every record to 8 bytes; the original's last one may be
+  // unpadded, so the copy is at most 7 bytes longer.
+  std::vector<std::byte> buffer(align8(originalSize) + 8);
+  BatchWriter writer;
+  writer.reset(buffer.data(), buffer.size());
+  for (const Record& r : records) {
+    switch (r.type) {
+      case RecordType::kMessage:
+        FUZZ_CHECK(writer.room() >= BatchWriter::messageSize(r.srcService.size(),
+                                                             r.dstService.size(), r.payload.size(),
+                                                             hasTotalLength(r.flags)));
+        writer.addMessage(r.seq, r.flags, r.srcService, r.dstService, r.totalLength, r.payload);
+        break;
+      case RecordType::kConfirm:
+        FUZZ_CHECK(writer.room() >= kConfirmRecordSize);
+        writer.addConfirm(r.seq, r.confirm.lastSeq, r.confirm.errc);
+        break;
+      case RecordType::kHeartbeat:
+        FUZZ_CHECK(writer.room() >= sizeof(RecordHeader));
+        writer.addHeartbeat();
+        break;
+    }
+  }
+  const size_t length = writer.finish(credits);
+  FUZZ_CHECK(length <= align8(originalSize));
+
+  BatchReader reader(Bytes(buffer.data(), length));
+  FUZZ_CHECK(reader.open());
+  FUZZ_CHECK(reader.records() == records.size() && reader.credits() == credits);
+  Record again;
+  for (const Record& r : records) {
+    FUZZ_CHECK(reader.next(again) == 1);
+    FUZZ_CHECK(sameRecord(again, r));
+  }
+  FUZZ_CHECK(reader.next(again) == 0);
+}
+
+}  // namespace
+}  // namespace rdmamsg::peer
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace rdmamsg::peer;
+  const Bytes bytes(reinterpret_cast<const std::byte*>(data), size);
+  BatchReader reader(bytes);
+  if (!reader.open()) return 0;
+
+  BatchHeader header;
+  std::memcpy(&header, data, sizeof header);
+  FUZZ_CHECK(header.magic == kBatchMagic && header.length >= sizeof header &&
+             header.length <= size);
+  const Bytes batch = bytes.first(header.length);
+  // Fewer bytes than the header announces: a truncated batch is refused.
+  FUZZ_CHECK(!BatchReader(batch.first(header.length - 1)).open());
+
+  std::vector<Record> records;
+  Record r;
+  int rc = 0;
+  while ((rc = reader.next(r)) == 1) {
+    FUZZ_CHECK(records.size() < reader.records());
+    checkRecord(r, batch.subspan(sizeof header));
+    records.push_back(r);
+  }
+  FUZZ_CHECK(rc == 0 || rc == -1);
+  FUZZ_CHECK(reader.next(r) == rc);  // the end, or the fault, stays where it is
+  if (rc == 0) {
+    FUZZ_CHECK(records.size() == reader.records());
+    checkRoundTrip(records, reader.credits(), header.length);
+  }
+  return 0;
+}
