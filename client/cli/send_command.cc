@@ -98,11 +98,12 @@ class Sender {
       first = "has no known outcome";
     else
       first = "was not sent";
-    std::fprintf(stderr,
-                 "rdmamsg: %llu of %llu messages sent were confirmed; messages 1-%llu all were; "
-                 "message %llu %s",
+    // The run of confirmed messages from the first, when there is one.
+    const std::string run =
+        prefix_ == 0 ? "" : "messages 1-" + std::to_string(prefix_) + " all were; ";
+    std::fprintf(stderr, "rdmamsg: %llu of %llu messages sent were confirmed; %smessage %llu %s",
                  static_cast<unsigned long long>(confirmed_),
-                 static_cast<unsigned long long>(sent_), static_cast<unsigned long long>(prefix_),
+                 static_cast<unsigned long long>(sent_), run.c_str(),
                  static_cast<unsigned long long>(firstOpen), first.c_str());
     if (!confirmedAhead_.empty())
       std::fprintf(stderr,
