@@ -20,6 +20,9 @@ std::vector<Setting> settings(const Config& config) {
     peers += (peers.empty() ? "" : ",") + peer.name + "@" + peer.address.toString() +
              (peer.verifyAddress ? "" : "(any address)");
   }
+  const auto secretText = [](const std::optional<Secret>& s) {
+    return s ? s->file + " (fingerprint " + s->fingerprint + ")" : std::string("-");
+  };
   return {
       {"node", config.node},
       {"listen", config.listen.toString()},
@@ -27,6 +30,8 @@ std::vector<Setting> settings(const Config& config) {
       {"socket_mode", mode},
       {"socket_group", config.socketGroup.value_or("-")},
       {"peers", std::to_string(config.peers.size()) + "[" + peers + "]"},
+      {"secret_file", secretText(config.secret)},
+      {"previous_secret_file", secretText(config.previousSecret)},
       {"buffer_size", formatSize(config.bufferSize)},
       {"buffer_count", std::to_string(config.bufferCount)},
       {"credits", std::to_string(config.grantedCredits())},

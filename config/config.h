@@ -16,6 +16,7 @@
 #include "config/address.h"
 #include "config/log_level.h"
 #include "config/name.h"
+#include "config/secret.h"
 #include "config/units.h"
 
 namespace rdmamsg::config {
@@ -62,6 +63,12 @@ struct Config {
   // and where they expect its connections to come from. Connections to peers
   // leave from it when `listen` is a wildcard.
   std::optional<Address> ownAddress;
+  // Peer authentication (docs/security.md): the mesh secret every
+  // connection proves in both directions, and the one it replaces, still
+  // accepted while a new secret is rolled out. Unset: peers are not
+  // authenticated.
+  std::optional<Secret> secret;
+  std::optional<Secret> previousSecret;
 
   // Buffers and flow control.
   std::uint64_t bufferSize = 256 * kKiB;          // bytes per receive (and send) buffer

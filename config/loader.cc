@@ -103,6 +103,15 @@ void readLocalSocket(const FieldMap& top, Config& config) {
   if (!top.isNull("socket_group")) config.socketGroup = top.parsed("socket_group", parseGroup);
 }
 
+void readSecrets(const FieldMap& top, Config& config) {
+  if (!top.isNull("secret_file")) config.secret = top.parsed("secret_file", readSecret);
+  if (top.isNull("previous_secret_file")) return;
+  config.previousSecret = top.parsed("previous_secret_file", readSecret);
+  if (config.previousSecret && !top.has("secret_file"))
+    top.report("previous_secret_file",
+               "a previous secret is only accepted next to a current one (secret_file)");
+}
+
 void readTuning(const FieldMap& top, Config& config) {
   readSize(top, "buffer_size", kMinBufferSize, kMaxBufferSize, config.bufferSize);
   readCount(top, "buffer_count", kMinBufferCount, kMaxBufferCount, config.bufferCount);
@@ -174,6 +183,7 @@ LoadResult loadDocument(const YAML::Node& root, const std::string& file,
   self.listenGiven = top.has("listen");
   self.listen = top.parsed("listen", parseAddress);
   readLocalSocket(top, config);
+  readSecrets(top, config);
   readTuning(top, config);
   checkOrder(top, "heartbeat_interval", config.heartbeatInterval, "heartbeat_timeout",
              config.heartbeatTimeout, /*allowEqual=*/false);

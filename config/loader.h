@@ -13,13 +13,15 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 20> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 22> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
     "socket_mode",
     "socket_group",
     "peers",
+    "secret_file",
+    "previous_secret_file",
     "buffer_size",
     "buffer_count",
     "max_message_size",

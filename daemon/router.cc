@@ -272,6 +272,10 @@ std::string Router::statusJson() const {
       const auto& k = conn->counters();
       snprintf(inc, sizeof inc, "%016llx", static_cast<unsigned long long>(p->remoteIncarnation()));
       e["incarnation"] = inc;
+      if (conn->established())
+        e["authenticated"] = !conn->authenticated()     ? "no"
+                             : conn->secretIndex() == 0 ? "current secret"
+                                                        : "previous secret";
       e["rdma"] = {{"credits", conn->credits()},
                    {"send_wrs", k.sendsPosted},
                    {"send_wrs_signaled", k.sendsSignaled},
@@ -304,6 +308,11 @@ std::string Router::statusJson() const {
   for (size_t i = 1; i < r.size(); i++)
     rejected[peer::keyOf(static_cast<peer::RejectReason>(i))] = r[i];
   j["rejected_connections"] = std::move(rejected);
+  const auto fingerprint = [](const std::optional<config::Secret>& s) {
+    return s ? json(s->fingerprint) : json(nullptr);
+  };
+  j["authentication"] = {{"secret", fingerprint(config_.secret)},
+                         {"previous_secret", fingerprint(config_.previousSecret)}};
   j["unconsumed"] = {{"bytes", server_->trackedBytes()},
                      {"limit_bytes", config_.receiveMemoryLimit}};
   json devices = json::array();

@@ -114,6 +114,15 @@ void peerBatches(const fs::path& dir) {
   one("confirm", 4, [](BatchWriter& w) { w.addConfirm(1, 9, 0); });
   one("heartbeat", 0, [](BatchWriter& w) { w.addHeartbeat(); });
   one("credits", 12, [](BatchWriter&) {});
+  one("auth", 0, [](BatchWriter& w) {
+    AuthBody a{};
+    a.proofCount = 2;
+    for (size_t i = 0; i < kNonceSize; i++)
+      a.nonce[i] = static_cast<uint8_t>(i * 7);
+    a.proofs[0][0] = 0x5a;
+    a.proofs[1][31] = 0xa5;
+    w.addAuth(a);
+  });
   one("mixed", 3, [](BatchWriter& w) {
     w.addMessage(5, kFirstFragment | kLastFragment, "", "inbox", 0, bytesOf("a"));
     w.addConfirm(10, 12, 2);
@@ -141,6 +150,16 @@ void peerHellos(const fs::path& dir) {
   };
   one("connect", h, 56);
   one("accept", h, 196);
+  Hello authenticating = h;
+  authenticating.flags = kHelloAuthenticates;
+  one("connect_authenticating", authenticating, 56);
+  AcceptData accept{};
+  accept.hello = authenticating;
+  for (size_t i = 0; i < kNonceSize; i++)
+    accept.nonce[i] = static_cast<uint8_t>(255 - i);
+  std::vector<std::byte> data(196);
+  std::memcpy(data.data(), &accept, sizeof accept);
+  writeFile(dir / "accept_authenticating", data);
   Hello reject{};
   reject.reason = RejectReason::kDuplicate;
   one("reject_duplicate", reject, 148);

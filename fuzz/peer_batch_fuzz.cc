@@ -55,6 +55,10 @@ void checkRecord(const Record& r, Bytes batch) {
     case RecordType::kHeartbeat:
       FUZZ_CHECK(r.srcService.empty() && r.dstService.empty() && r.payload.empty());
       return;
+    case RecordType::kAuth:
+      FUZZ_CHECK(r.auth.proofCount == 1 || r.auth.proofCount == 2);
+      FUZZ_CHECK(r.srcService.empty() && r.dstService.empty() && r.payload.empty());
+      return;
   }
   FUZZ_CHECK(!"a record of an unknown type was accepted");
 }
@@ -71,6 +75,8 @@ bool sameRecord(const Record& a, const Record& b) {
              a.confirm.errc == b.confirm.errc;
     case RecordType::kHeartbeat:  // nothing but the type is read
       return true;
+    case RecordType::kAuth:
+      return std::memcmp(&a.auth, &b.auth, sizeof a.auth) == 0;
   }
   return false;
 }
@@ -97,6 +103,10 @@ void checkRoundTrip(const std::vector<Record>& records, uint32_t credits, size_t
       case RecordType::kHeartbeat:
         FUZZ_CHECK(writer.room() >= sizeof(RecordHeader));
         writer.addHeartbeat();
+        break;
+      case RecordType::kAuth:
+        FUZZ_CHECK(writer.room() >= kAuthRecordSize);
+        writer.addAuth(r.auth);
         break;
     }
   }

@@ -1,11 +1,14 @@
 // One RDMA connection to a peer daemon (connection.h).
 #include "daemon/peer/connection.h"
+#include "config/address.h"
 #include "daemon/logging.h"
+#include "daemon/peer/auth.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
@@ -25,6 +28,11 @@ std::string errnoText(int e) {
   return std::error_code(e, std::generic_category()).message();
 }
 
+std::string addrText(const sockaddr* a) {
+  auto addr = a != nullptr ? config::Address::fromSockaddr(*a) : std::nullopt;
+  return addr ? addr->toString() : "?";
+}
+
 bool edgeAllowed(ConnState from, ConnState to) {
   switch (from) {
     case ConnState::kIdle:
@@ -36,6 +44,9 @@ bool edgeAllowed(ConnState from, ConnState to) {
       return to == ConnState::kConnecting || to == ConnState::kDisconnecting;
     case ConnState::kConnecting:
     case ConnState::kAccepting:
+      return to == ConnState::kAuthenticating || to == ConnState::kEstablished ||
+             to == ConnState::kDisconnecting;
+    case ConnState::kAuthenticating:
       return to == ConnState::kEstablished || to == ConnState::kDisconnecting;
     case ConnState::kEstablished:
       return to == ConnState::kDisconnecting;
@@ -61,6 +72,8 @@ const char* toString(ConnState s) {
       return "connecting";
     case ConnState::kAccepting:
       return "accepting";
+    case ConnState::kAuthenticating:
+      return "authenticating";
     case ConnState::kEstablished:
       return "established";
     case ConnState::kDisconnecting:
@@ -80,8 +93,11 @@ Connection::Connection(loop::EventLoop& loop, const ConnParams& params, DeviceFo
       connectTimer_(std::make_unique<loop::Timer>(
           loop,
           [this] {
-            fail("connection not established within " +
-                 std::to_string(params_.connectTimeout.count()) + " ms");
+            std::string limit = std::to_string(params_.connectTimeout.count()) + " ms";
+            if (state_ == ConnState::kAuthenticating)
+              authFail("the peer's proof did not come within " + limit);
+            else
+              fail("connection not established within " + limit);
           })),
       closeTimer_(std::make_unique<loop::Timer>(loop, [this] {
         spdlog::warn("peer {}: flushed work requests did not all return; closing anyway", name_);
@@ -132,6 +148,7 @@ void Connection::startActive(rdma_event_channel* channel, const sockaddr* src,
   if (rdma_create_id(channel, &raw, static_cast<rdma::CmHandler*>(this), RDMA_PS_TCP) != 0)
     return fail("rdma_create_id: " + errnoText(errno));
   id_.reset(raw);
+  remoteAddress_ = addrText(dst);
   connectTimer_->arm(params_.connectTimeout);
   setState(ConnState::kResolvingAddress);
   if (rdma_resolve_addr(id_.get(), const_cast<sockaddr*>(src), const_cast<sockaddr*>(dst), 2000) !=
@@ -143,12 +160,25 @@ void Connection::accept(rdma_cm_id* id, const Hello& remote) {
   id_.reset(id);
   id_->context = static_cast<rdma::CmHandler*>(this);
   remote_ = remote;
+  remoteAddress_ = addrText(rdma_get_peer_addr(id_.get()));
   connectTimer_->arm(params_.connectTimeout);
   setState(ConnState::kAccepting);
   if (!createQp(id_.get())) return;
   rdma_conn_param p{};
-  p.private_data = &params_.hello;
+  AcceptData data{};
+  data.hello = params_.hello;
+  p.private_data = &data.hello;
   p.private_data_len = sizeof(Hello);
+  if (!params_.secrets.empty()) {
+    try {
+      ownNonce_ = auth::freshNonce();
+    } catch (const std::exception& e) {
+      return fail(e.what());
+    }
+    std::memcpy(data.nonce, ownNonce_.data(), kNonceSize);
+    p.private_data = &data;
+    p.private_data_len = sizeof data;
+  }
   p.responder_resources = 0;
   p.initiator_depth = 0;
   p.rnr_retry_count = 7;
@@ -245,25 +275,9 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
       if (rdma_connect(id_.get(), &p) != 0) fail("rdma_connect: " + errnoText(errno));
       return;
     }
-    case RDMA_CM_EVENT_ESTABLISHED: {
-      if (active_) {
-        remote_ = decodeHello(e.privateData.data(), e.privateData.size());
-        if (!remote_ || remote_->version != kProtocolVersion) {
-          fail("peer answered with an invalid handshake");
-          return;
-        }
-      }
-      credits_ += remote_->bufferCount;  // plus any returned by batches already here
-      batchCapacity_ = std::min<size_t>(params_.buffers.bufferSize, remote_->bufferSize);
-      if (batchCapacity_ < sizeof(BatchHeader) + 256) {
-        fail("peer's receive buffers are too small");
-        return;
-      }
-      connectTimer_->cancel();
-      lastSent_ = lastReceived_ = std::chrono::steady_clock::now();
-      setState(ConnState::kEstablished);
+    case RDMA_CM_EVENT_ESTABLISHED:
+      onHandshakeDone(e);
       return;
-    }
     case RDMA_CM_EVENT_REJECTED: {
       auto h = decodeHello(e.privateData.data(), e.privateData.size());
       rejected_ = h ? h->reason : RejectReason::kNone;
@@ -285,7 +299,10 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
     case RDMA_CM_EVENT_DISCONNECTED:
       disconnected_ = true;
       if (state_ != ConnState::kDisconnecting) {
-        closeReason_ = "peer disconnected";
+        closeReason_ = state_ == ConnState::kAuthenticating
+                           ? "peer disconnected during authentication (does it hold the same "
+                             "mesh secret? its log says)"
+                           : "peer disconnected";
         rdma_disconnect(id_.get());  // our QP to error (flush) and the reply to the peer
         setState(ConnState::kDisconnecting);
         postBeacon();
@@ -306,6 +323,131 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
   }
 }
 
+// The rdma_cm handshake is complete: the Hellos are exchanged, the QP is
+// ready to send. Without a mesh secret the connection is established; with
+// one it authenticates first.
+void Connection::onHandshakeDone(const rdma::CmEvent& e) {
+  if (active_) {
+    remote_ = decodeHello(e.privateData.data(), e.privateData.size());
+    if (!remote_ || remote_->version != kProtocolVersion) {
+      fail("peer answered with an invalid handshake");
+      return;
+    }
+  }
+  credits_ += remote_->bufferCount;  // plus any returned by batches already here
+  batchCapacity_ = std::min<size_t>(params_.buffers.bufferSize, remote_->bufferSize);
+  if (batchCapacity_ < std::max(sizeof(BatchHeader) + 256, sizeof(BatchHeader) + kAuthRecordSize)) {
+    fail("peer's receive buffers are too small");
+    return;
+  }
+  const bool ours = !params_.secrets.empty();
+  const bool theirs = (remote_->flags & kHelloAuthenticates) != 0;
+  if (ours != theirs)
+    return authFail(ours ? "it does not authenticate (no mesh secret), and this node requires it"
+                         : "it authenticates with a mesh secret, and this node has none");
+  if (!ours) return becomeEstablished();
+  if (active_) {
+    if (e.privateData.size() < sizeof(AcceptData)) return authFail("its answer carries no nonce");
+    std::memcpy(remoteNonce_.data(), e.privateData.data() + offsetof(AcceptData, nonce),
+                kNonceSize);
+  }
+  setState(ConnState::kAuthenticating);
+  if (active_) {
+    AuthBody body{};
+    try {
+      ownNonce_ = auth::freshNonce();
+      std::memcpy(body.nonce, ownNonce_.data(), kNonceSize);
+      auth::Transcript t{params_.selfName,     name_,     params_.hello.incarnation,
+                         remote_->incarnation, ownNonce_, remoteNonce_};
+      for (size_t k = 0; k < params_.secrets.size() && k < 2; k++) {
+        auto proof = auth::prove(params_.secrets[k], auth::Role::kDialer, t);
+        std::memcpy(body.proofs[k], proof.data(), kProofSize);
+        body.proofCount++;
+      }
+    } catch (const std::exception& e2) {
+      return fail(e2.what());
+    }
+    sendAuth(body);
+  }
+  processAuth();  // the dialer's proof may be here before ESTABLISHED was read
+}
+
+void Connection::becomeEstablished() {
+  connectTimer_->cancel();
+  lastSent_ = lastReceived_ = std::chrono::steady_clock::now();
+  setState(ConnState::kEstablished);
+}
+
+// Reads the peer's authentication record: the first batch, alone.
+void Connection::processAuth() {
+  while (state_ == ConnState::kAuthenticating && !received_.empty()) {
+    BatchReader reader(frontBatch());
+    Record rec;
+    if (!reader.open() || reader.records() != 1 || reader.next(rec) != 1 ||
+        rec.type != RecordType::kAuth || reader.next(rec) != 0)
+      return authFail("its first batch is not an authentication record");
+    consumeBatch(0);
+    onAuth(rec.auth);
+  }
+}
+
+void Connection::onAuth(const AuthBody& body) {
+  try {
+    const auto& secrets = params_.secrets;
+    if (active_) {
+      // The acceptor's proof, under whichever of our secrets it matched.
+      auth::Transcript t{params_.selfName,     name_,     params_.hello.incarnation,
+                         remote_->incarnation, ownNonce_, remoteNonce_};
+      for (size_t k = 0; k < secrets.size(); k++) {
+        if (auth::verify(secrets[k], auth::Role::kAcceptor, t, body.proofs[0])) {
+          secretIndex_ = k;
+          authenticated_ = true;
+          return becomeEstablished();
+        }
+      }
+      return authFail("its proof does not match this node's mesh secret" +
+                      std::string(secrets.size() > 1 ? " or the previous one" : ""));
+    }
+    // The dialer's proofs (one per secret it holds), against ours, current first.
+    std::memcpy(remoteNonce_.data(), body.nonce, kNonceSize);
+    auth::Transcript t{
+        name_,        params_.selfName, remote_->incarnation, params_.hello.incarnation,
+        remoteNonce_, ownNonce_};
+    for (size_t k = 0; k < secrets.size(); k++) {
+      for (uint8_t j = 0; j < body.proofCount && j < 2; j++) {
+        if (!auth::verify(secrets[k], auth::Role::kDialer, t, body.proofs[j])) continue;
+        AuthBody answer{};
+        answer.proofCount = 1;
+        auto proof = auth::prove(secrets[k], auth::Role::kAcceptor, t);
+        std::memcpy(answer.proofs[0], proof.data(), kProofSize);
+        sendAuth(answer);
+        if (down()) return;
+        secretIndex_ = k;
+        authenticated_ = true;
+        return becomeEstablished();
+      }
+    }
+    authFail("its proof does not match this node's mesh secret" +
+             std::string(secrets.size() > 1 ? " or the previous one" : ""));
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+}
+
+void Connection::sendAuth(const AuthBody& body) {
+  if (!reserveBatch(false) || writer_.room() < kAuthRecordSize)
+    return fail("no send buffer or credit for the authentication record");
+  writer_.addAuth(body);
+  sealBatch();
+  postSealed();
+}
+
+void Connection::authFail(const std::string& why) {
+  if (down()) return;
+  authFailure_ = why;
+  fail("authentication failed: " + why);
+}
+
 void Connection::onQpEvent(ibv_event_type type) {
   fail(std::string("queue pair event: ") + ibv_event_type_str(type));
 }
@@ -323,7 +465,7 @@ void Connection::close(const std::string& why) {
     // Established: disconnect and wait for DISCONNECTED (the seeds' order).
     // Not established: tell the peer (best effort) and flush the QP by hand,
     // with no DISCONNECTED to wait for.
-    bool established = state_ == ConnState::kEstablished;
+    bool established = state_ == ConnState::kEstablished || state_ == ConnState::kAuthenticating;
     bool requested = state_ == ConnState::kAccepting || state_ == ConnState::kConnecting;
     if (requested && !disconnected_) rdma_disconnect(id_.get());
     if (!established || disconnected_ || rdma_disconnect(id_.get()) != 0) {
@@ -442,6 +584,7 @@ void Connection::onRecvDone(uint32_t index, uint32_t bytes) {
   }
   credits_ += reader.credits();  // the peer's buffers: usable at once
   received_.push_back({index, bytes});
+  if (state_ == ConnState::kAuthenticating) processAuth();
   wake_();
 }
 
@@ -457,6 +600,10 @@ void Connection::consumeBatch(size_t i) {
 
 bool Connection::openBatch(bool dataRecord) {
   if (state_ != ConnState::kEstablished) return false;
+  return reserveBatch(dataRecord);
+}
+
+bool Connection::reserveBatch(bool dataRecord) {
   if (open_) return !dataRecord || !openOnReserve_;
   bool bufferFree = sendUsed_ < sendCount_;
   uint32_t need = dataRecord ? 2 : 1;  // one credit stays for batches without messages
@@ -496,6 +643,10 @@ void Connection::post() {
   if (!postReceives()) return;
   if (!open_ && sealed_.empty() && wantsCreditReturn()) openBatch(false);  // a credit-only batch
   sealBatch();
+  postSealed();
+}
+
+void Connection::postSealed() {
   if (sealed_.empty()) return;
   std::vector<ibv_send_wr>& wrs = wrScratch_;
   std::vector<ibv_sge>& sges = sgeScratch_;

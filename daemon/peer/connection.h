@@ -5,6 +5,9 @@
 // Active side:  idle → resolving-address → resolving-route → connecting → established
 // Passive side: idle → accepting → established
 // Both:         established → disconnecting → closed
+// With a mesh secret, connecting and accepting go through authenticating
+// (the proofs of auth.h, the first batch each way) before established; a
+// connection that is not established carries no messages.
 //
 // Calls go one way. The loop feeds a connection its CM events and
 // completions; the connection updates its state and marks its owner's key
@@ -26,6 +29,7 @@
 // connection on a later loop turn: QP, buffers back to the device, id.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -52,6 +56,7 @@ enum class ConnState {
   kResolvingRoute,
   kConnecting,
   kAccepting,
+  kAuthenticating,
   kEstablished,
   kDisconnecting,
   kClosed,
@@ -62,6 +67,10 @@ struct ConnParams {
   rdma::BufferGeometry buffers{64 * 1024, 64, 64};
   std::chrono::milliseconds connectTimeout{5000};
   Hello hello;  // what this daemon says about itself
+  // The mesh secrets this node proves and accepts, current first (empty:
+  // it does not authenticate), and its own name for the proofs.
+  std::vector<std::string> secrets;
+  std::string selfName;
 };
 
 struct ConnCounters {
@@ -111,6 +120,16 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   const std::string& name() const { return name_; }
   const std::optional<Hello>& remote() const { return remote_; }
   const std::string& closeReason() const { return closeReason_; }
+  // Where the peer's end of the connection is (address:port), for logs.
+  const std::string& remoteAddress() const { return remoteAddress_; }
+  // Established after both proofs were checked; which secret matched
+  // (0: the current one, 1: the previous one).
+  bool authenticated() const { return authenticated_; }
+  // It was made with a mesh secret (it authenticates, or fails).
+  bool authenticates() const { return !params_.secrets.empty(); }
+  size_t secretIndex() const { return secretIndex_; }
+  // Why authentication failed, if it did (the connection is then down).
+  const std::string& authFailure() const { return authFailure_; }
   // Why the peer refused the connection, if it did (kNone: nobody listened).
   std::optional<RejectReason> rejectReason() const { return rejected_; }
   rdma::Device* device() const { return device_; }
@@ -150,6 +169,14 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   void postBeacon();
   void fail(const std::string& why);
   bool wantsCreditReturn() const;
+  bool reserveBatch(bool dataRecord);
+  void postSealed();
+  void onHandshakeDone(const rdma::CmEvent& e);
+  void processAuth();
+  void onAuth(const AuthBody& body);
+  void sendAuth(const AuthBody& body);
+  void authFail(const std::string& why);
+  void becomeEstablished();
 
   ConnParams params_;
   DeviceFor devices_;
@@ -160,6 +187,11 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   std::optional<Hello> remote_;
   std::optional<RejectReason> rejected_;
   std::string closeReason_;
+  std::string remoteAddress_;
+  std::array<uint8_t, kNonceSize> ownNonce_{}, remoteNonce_{};
+  bool authenticated_ = false;
+  size_t secretIndex_ = 0;
+  std::string authFailure_;
 
   // Declared parents first: the QP goes before the buffers and the id.
   rdma::CmIdPtr id_;

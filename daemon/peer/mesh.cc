@@ -111,6 +111,9 @@ void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
   }
   for (const auto& name : readdressed)
     if (Peer* p = peer(name)) p->readdress(config_.findPeer(name)->address);
+  if (config_.secret)
+    for (auto& p : peers_)
+      if (!p->removed()) p->requireAuthentication();
   warnUnverified();
 }
 
@@ -137,6 +140,10 @@ void Mesh::warnUnverified() const {
         "the address routing picks, and peers refuse them unless it is the address "
         "they have for {}",
         config_.listen.toString(), config_.node, config_.node);
+  if (!config_.secret && !config_.peers.empty())
+    spdlog::warn(
+        "no secret_file: peers are not authenticated; a host that can reach this node's "
+        "rdma_cm port from a peer's address can take that peer's place (docs/security.md)");
   for (const auto& c : config_.peers)
     if (!c.verifyAddress)
       spdlog::warn(
@@ -289,6 +296,12 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   p.hello.bufferCount = config_.bufferCount;
   p.hello.maxMessage = config_.maxMessageSize;
   p.hello.flowWindow = static_cast<uint32_t>(config_.flowWindow);
+  p.selfName = config_.node;
+  if (config_.secret) {
+    p.hello.flags |= kHelloAuthenticates;
+    p.secrets.push_back(config_.secret->bytes);
+    if (config_.previousSecret) p.secrets.push_back(config_.previousSecret->bytes);
+  }
   return p;
 }
 
@@ -337,7 +350,10 @@ void Mesh::service(uint32_t key) {
   // A connection on a failed device waits until serviceDevices() has released
   // its verbs objects: the device's resources go before its last id.
   std::erase_if(conns, [&](const auto& c) {
-    return c->reapable() && !p.owns(c.get()) && (c->device() == nullptr || !c->device()->failed());
+    bool reap =
+        c->reapable() && !p.owns(c.get()) && (c->device() == nullptr || !c->device()->failed());
+    if (reap && !c->authFailure().empty()) countAuthFailure(p, *c);
+    return reap;
   });
   if (shutdownDone_) checkShutdownDone();
   if (std::any_of(devices_.begin(), devices_.end(),
@@ -438,6 +454,16 @@ void Mesh::onCmEvent(const rdma::CmEvent& e) {
   }
 }
 
+// A connection whose peer failed to authenticate (or refused our proof):
+// counted and logged once, with the address it came from or went to.
+void Mesh::countAuthFailure(const Peer& peer, const Connection& c) {
+  rejected_[static_cast<size_t>(RejectReason::kAuthentication)]++;
+  if (rejectLog_.admit())
+    spdlog::warn("peer {}: authentication failed on the connection {} {}: {}{}", peer.name(),
+                 c.active() ? "to" : "from", c.remoteAddress(), c.authFailure(),
+                 rejectLog_.suffix());
+}
+
 void Mesh::reject(rdma_cm_id* id, RejectReason reason, const std::string& who) {
   Hello h{};
   h.nodeId = nodeId(config_.node);
@@ -474,6 +500,12 @@ void Mesh::onConnectRequest(const rdma::CmEvent& e) {
                     from + " (it claims to be node " + peer->name() + ", whose address is " +
                         cfg->address.toString() + ")");
   }
+  const bool theirs = (hello->flags & kHelloAuthenticates) != 0;
+  if (theirs != config_.secret.has_value())
+    return reject(e.id, RejectReason::kAuthentication,
+                  from + " (node " + peer->name() +
+                      (theirs ? " authenticates with a mesh secret, and this node has none)"
+                              : " does not authenticate, and this node requires the mesh secret)"));
   if (shutdownDone_) return reject(e.id, RejectReason::kShuttingDown, peer->name());
   RejectReason r = peer->admit(*hello, config_.node < peer->name());
   if (r != RejectReason::kNone) return reject(e.id, r, peer->name());

@@ -113,8 +113,11 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   void closeConnectionsOn(rdma::Device& device, const std::string& why);
   void onConnectRequest(const rdma::CmEvent& e);
   void reject(rdma_cm_id* id, RejectReason reason, const std::string& who);
+  void countAuthFailure(const Peer& peer, const Connection& c);
   void checkShutdownDone();
-  void warnUnverified() const;  // a warning for each peer whose address is not verified
+  // Warnings for what is not verified: peers whose address is not checked,
+  // a mesh without a secret.
+  void warnUnverified() const;
 
   loop::EventLoop& loop_;
   LogLimit rejectLog_;  // refused dialers (a misconfigured or hostile host): bounded lines

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <utility>
 
 #include "daemon/peer/mesh.h"
 
@@ -96,6 +97,7 @@ void Peer::start() {
 void Peer::shutdown(const std::string& why) {
   dialTimer_->cancel();
   if (state_ == PeerState::kStopping || state_ == PeerState::kStopped) return;
+  if (candidate_ != nullptr) candidate_->close(why);
   if (conn_ == nullptr) {
     setState(PeerState::kStopped);
     return;
@@ -132,6 +134,15 @@ void Peer::readdress(const config::Address& address) {
   }
 }
 
+void Peer::requireAuthentication() {
+  const std::string why = "the mesh secret is required now (configuration reloaded)";
+  if (candidate_ != nullptr && !candidate_->authenticates()) candidate_->close(why);
+  if (conn_ == nullptr || conn_->down() || conn_->authenticates()) return;
+  redialNow_ = true;
+  conn_->close(why);
+  wake_();
+}
+
 void Peer::redialSoon() {
   if (state_ != PeerState::kBackoff) return;
   attempts_ = 0;
@@ -164,8 +175,10 @@ void Peer::scheduleDial() {
 RejectReason Peer::admit(const Hello& hello, bool selfIsLower) const {
   if (state_ == PeerState::kStopping || state_ == PeerState::kStopped)
     return RejectReason::kShuttingDown;
+  if (candidate_ != nullptr && !candidate_->down()) return RejectReason::kDuplicate;
   if (conn_ == nullptr || conn_->down()) return RejectReason::kNone;
-  if (conn_->state() == ConnState::kEstablished || conn_->state() == ConnState::kAccepting) {
+  if (conn_->state() == ConnState::kEstablished || conn_->state() == ConnState::kAccepting ||
+      conn_->state() == ConnState::kAuthenticating) {
     // A new incarnation means the peer restarted: the old connection is stale.
     if (conn_->remote() && conn_->remote()->incarnation != hello.incarnation)
       return RejectReason::kNone;
@@ -176,9 +189,17 @@ RejectReason Peer::admit(const Hello& hello, bool selfIsLower) const {
 }
 
 void Peer::adopt(Connection* c) {
-  if (conn_ != nullptr && conn_ != c) {
-    conn_->close(connUp_ ? "replaced by a new connection from a restarted peer"
+  if (config_.secret && conn_ != nullptr && connUp_ && !conn_->down()) {
+    candidate_ = c;  // observe() promotes it once it has authenticated
+    return;
+  }
+  makeCurrent(c, connUp_ ? "replaced by a new connection from a restarted peer"
                          : "simultaneous dial: keeping the peer's connection");
+}
+
+void Peer::makeCurrent(Connection* c, const char* whyOldGoes) {
+  if (conn_ != nullptr && conn_ != c) {
+    conn_->close(whyOldGoes);
     onDown();
   }
   dialTimer_->cancel();
@@ -202,6 +223,14 @@ void Peer::post() {
 }
 
 void Peer::observe() {
+  if (candidate_ != nullptr) {
+    if (candidate_->down()) {
+      candidate_ = nullptr;  // the mesh counts and logs its failure
+    } else if (candidate_->established()) {
+      Connection* c = std::exchange(candidate_, nullptr);
+      makeCurrent(c, "replaced by an authenticated connection from a restarted peer");
+    }
+  }
   if (conn_ == nullptr) return;
   if (conn_->down()) {
     onDown();
@@ -225,8 +254,11 @@ void Peer::onUp() {
   connUp_ = true;
   lastError_.clear();
   setState(PeerState::kEstablished);
-  spdlog::info("peer {}: established ({} side, incarnation {:x})", name(),
-               conn_->active() ? "active" : "passive", remote.incarnation);
+  spdlog::info("peer {}: established ({} side, incarnation {:x}{})", name(),
+               conn_->active() ? "active" : "passive", remote.incarnation,
+               !conn_->authenticated()     ? ", not authenticated"
+               : conn_->secretIndex() == 0 ? ", authenticated"
+                                           : ", authenticated with the previous mesh secret");
 }
 
 // The current connection is down (or replaced): everything on it is failed
@@ -395,6 +427,9 @@ bool Peer::onRecord(const Record& r) {
       return true;
     case RecordType::kMessage:
       return handleMessage(r);
+    case RecordType::kAuth:
+      conn_->close("authentication record after the handshake");
+      return false;
   }
   return true;
 }

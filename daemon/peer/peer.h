@@ -107,6 +107,9 @@ class Peer {
   // A reload gave it another address: the connection (or the attempt) is
   // closed, and it dials the new address at once.
   void readdress(const config::Address& address);
+  // A mesh secret is configured now (a reload): a connection made without
+  // one is closed, and the peer dials again at once.
+  void requireAuthentication();
   // Dial now (e.g. the device is back), whatever the backoff says.
   void redialSoon();
 
@@ -127,9 +130,13 @@ class Peer {
 
   // The mesh's tie-break for a CONNECT_REQUEST from this peer; kNone: accept.
   RejectReason admit(const Hello& hello, bool selfIsLower) const;
-  void adopt(Connection* c);  // the accepted connection becomes current
-  // The connection was closed by the mesh (device gone): forget it.
-  bool owns(const Connection* c) const { return conn_ == c; }
+  // The accepted connection becomes current. With a mesh secret, one that
+  // would replace an established connection (a restarted peer) is only a
+  // candidate until it has authenticated: an impostor that fails its proof
+  // never disturbs the connection it claimed to replace.
+  void adopt(Connection* c);
+  // The connection is this peer's, current or candidate (the mesh reaps the others).
+  bool owns(const Connection* c) const { return conn_ == c || candidate_ == c; }
 
   // The service step: observe the connection, read, write into batches.
   void service();
@@ -152,6 +159,7 @@ class Peer {
   };
 
   void setState(PeerState s);
+  void makeCurrent(Connection* c, const char* whyOldGoes);
   void dial();
   void scheduleDial();
   void observe();
@@ -176,9 +184,10 @@ class Peer {
   bool removed_ = false;
   bool redialNow_ = false;  // closed by readdress(): the next dial goes at once
 
-  Connection* conn_ = nullptr;  // current connection (owned by the mesh)
-  uint64_t epoch_ = 0;          // counts established connections
-  bool connUp_ = false;         // conn_ reached established
+  Connection* conn_ = nullptr;       // current connection (owned by the mesh)
+  Connection* candidate_ = nullptr;  // authenticating to replace conn_ (owned by the mesh)
+  uint64_t epoch_ = 0;               // counts established connections
+  bool connUp_ = false;              // conn_ reached established
   std::string lastError_ = "not connected yet";
   LogLimit lossLog_, rejectLog_;  // a flapping link, a refusing peer: bounded lines
   int attempts_ = 0;

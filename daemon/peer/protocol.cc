@@ -24,6 +24,8 @@ const char* toString(RejectReason r) {
       return "bad handshake";
     case RejectReason::kWrongAddress:
       return "not from the node's configured address";
+    case RejectReason::kAuthentication:
+      return "authentication failed";
   }
   return "unknown reason";
 }
@@ -46,6 +48,8 @@ const char* keyOf(RejectReason r) {
       return "bad_handshake";
     case RejectReason::kWrongAddress:
       return "wrong_address";
+    case RejectReason::kAuthentication:
+      return "authentication";
   }
   return "other";
 }
@@ -113,6 +117,11 @@ int BatchReader::next(Record& out) {
     case RecordType::kHeartbeat:
       if (h.length != 0) return -1;
       break;
+    case RecordType::kAuth:
+      if (h.length != sizeof(AuthBody)) return -1;
+      std::memcpy(&out.auth, bodyBytes.data(), sizeof out.auth);
+      if (out.auth.proofCount < 1 || out.auth.proofCount > 2) return -1;
+      break;
     default:
       return -1;
   }
@@ -177,6 +186,12 @@ void BatchWriter::addConfirm(uint64_t first, uint64_t last, uint16_t errc) {
 
 void BatchWriter::addHeartbeat() {
   begin(RecordType::kHeartbeat, 0);
+}
+
+void BatchWriter::addAuth(const AuthBody& body) {
+  std::byte* p = buf_ + offset_ + sizeof(RecordHeader);
+  begin(RecordType::kAuth, sizeof body);
+  std::memcpy(p, &body, sizeof body);
 }
 
 size_t BatchWriter::finish(uint32_t credits) {

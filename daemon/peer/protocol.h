@@ -4,6 +4,12 @@
 // arrives zero-padded (to 56 bytes for a REQ, 196 for a REP, 148 for a REJ),
 // so the Hello carries its own magic and version.
 //
+// Authentication (a mesh secret configured on both ends; daemon/peer/auth.h):
+// both Hellos carry kHelloAuthenticates, the REP carries the acceptor's
+// nonce after its Hello, and the first batch each way carries one kAuth
+// record: the dialer's nonce and proofs, then the acceptor's proof. Until
+// both proofs are checked the connection carries nothing else.
+//
 // Data: every RDMA send fills exactly one of the receiver's buffers with a
 // Batch: a BatchHeader, then records, each 8-byte aligned. Records carry
 // messages (whole or fragments), delivery confirmations and heartbeats.
@@ -38,9 +44,12 @@ enum class RejectReason : uint8_t {
   kShuttingDown = 5,  // the acceptor is stopping
   kBadHandshake = 6,  // private data is not a Hello
   kWrongAddress = 7,  // the connection does not come from the named node's configured address
+  // One end authenticates and the other does not, or a proof did not match
+  // the mesh secret (counted by the end that checked it; never in a REJ).
+  kAuthentication = 8,
 };
-inline constexpr size_t kRejectReasons = 8;
-static_assert(kRejectReasons == static_cast<size_t>(RejectReason::kWrongAddress) + 1,
+inline constexpr size_t kRejectReasons = 9;
+static_assert(kRejectReasons == static_cast<size_t>(RejectReason::kAuthentication) + 1,
               "every reason has its counter");
 const char* toString(RejectReason r);
 // The reason as a status and metrics key: "unknown_peer", "wrong_address", ...
@@ -50,7 +59,7 @@ struct Hello {
   uint32_t magic = kHelloMagic;
   uint8_t version = kProtocolVersion;
   RejectReason reason = RejectReason::kNone;
-  uint16_t reserved = 0;
+  uint16_t flags = 0;        // HelloFlags
   uint64_t nodeId = 0;       // nodeId() of the sender's name
   uint64_t targetId = 0;     // nodeId() of the node the sender means to reach
   uint64_t incarnation = 0;  // changes at every daemon start
@@ -63,6 +72,19 @@ struct Hello {
 inline constexpr size_t kHelloSize = 56;
 static_assert(sizeof(Hello) == kHelloSize);
 static_assert(kHelloSize <= 56, "must fit a REQ's private data");
+
+enum HelloFlags : uint16_t {
+  kHelloAuthenticates = 1,  // the sender has a mesh secret and proves it
+};
+
+inline constexpr size_t kNonceSize = 32;
+inline constexpr size_t kProofSize = 32;  // HMAC-SHA256
+// A REP's private data when the acceptor authenticates: its Hello, then its nonce.
+struct AcceptData {
+  Hello hello;
+  uint8_t nonce[kNonceSize];
+};
+static_assert(sizeof(AcceptData) <= 196, "must fit a REP's private data");
 
 // 64-bit FNV-1a of a node name: node names do not fit in a REQ.
 uint64_t nodeId(std::string_view name);
@@ -89,6 +111,7 @@ enum class RecordType : uint8_t {
   kMessage = 1,    // a whole message, or a fragment of one
   kConfirm = 2,    // delivery outcomes for a range of message sequence numbers
   kHeartbeat = 3,  // nothing else to say
+  kAuth = 4,       // the handshake's proof: the first record each way, alone in its batch
 };
 
 enum RecordFlags : uint8_t {
@@ -118,6 +141,17 @@ struct ConfirmBody {
 };
 static_assert(sizeof(ConfirmBody) == 16);
 
+// A kAuth record's body. The dialer sends its nonce and one proof per
+// secret it holds (current, then previous); the acceptor answers with one
+// proof, under the secret that matched, and a zero nonce.
+struct AuthBody {
+  uint8_t nonce[kNonceSize];
+  uint8_t proofCount;  // 1 or 2
+  uint8_t reserved[7];
+  uint8_t proofs[2][kProofSize];
+};
+static_assert(sizeof(AuthBody) == 104);
+
 inline constexpr size_t align8(size_t n) {
   return (n + 7) & ~size_t{7};
 }
@@ -131,6 +165,7 @@ struct Record {
   uint64_t totalLength = 0;  // hasTotalLength(flags) only
   std::span<const std::byte> payload;
   ConfirmBody confirm{};
+  AuthBody auth{};  // kAuth
 };
 
 // Walks the records of one received batch, checking every length against
@@ -167,6 +202,7 @@ class BatchWriter {
                   uint64_t totalLength, std::span<const std::byte> payload);
   void addConfirm(uint64_t first, uint64_t last, uint16_t errc);
   void addHeartbeat();
+  void addAuth(const AuthBody& body);
   // Writes the header; returns the bytes to send.
   size_t finish(uint32_t credits);
 
@@ -184,5 +220,6 @@ inline constexpr uint64_t windowCost(size_t srcLen, size_t dstLen, size_t payloa
 }
 
 inline constexpr size_t kConfirmRecordSize = sizeof(RecordHeader) + sizeof(ConfirmBody);
+inline constexpr size_t kAuthRecordSize = sizeof(RecordHeader) + sizeof(AuthBody);
 
 }  // namespace rdmamsg::peer

@@ -405,7 +405,7 @@ TEST(BatchMalformed, RecordLengthBeyondTheBatch) {
 }
 
 TEST(BatchMalformed, UnknownRecordType) {
-  for (int t : {0, 4, 99, 255}) {
+  for (int t : {0, 5, 99, 255}) {
     RecordHeader rh{};
     rh.type = static_cast<RecordType>(t);
     EXPECT_EQ(readToEnd(build(header(1, 32), recordBytes(rh, 0))), -1) << t;

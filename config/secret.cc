@@ -1,0 +1,86 @@
+// Reading the mesh secret (secret.h).
+#include "config/secret.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <system_error>
+
+#include "common/unique_fd.h"
+
+namespace rdmamsg::config {
+
+std::string fingerprintOf(std::string_view key) {
+  static constexpr std::string_view kLabel = "rdmamsg mesh secret fingerprint\n";
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1 &&
+            EVP_DigestUpdate(ctx, kLabel.data(), kLabel.size()) == 1 &&
+            EVP_DigestUpdate(ctx, key.data(), key.size()) == 1 &&
+            EVP_DigestFinal_ex(ctx, digest, &len) == 1;
+  EVP_MD_CTX_free(ctx);
+  if (!ok || len < 8) return "?";
+  std::string out;
+  char hex[3];
+  for (unsigned i = 0; i < 8; i++) {
+    std::snprintf(hex, sizeof hex, "%02x", digest[i]);
+    out += hex;
+  }
+  return out;
+}
+
+Parsed<Secret> readSecret(std::string_view pathText) {
+  const std::string path(pathText);
+  using P = Parsed<Secret>;
+  if (path.empty() || path.front() != '/') return P::fail("'" + path + "' is not an absolute path");
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd) {
+    return P::fail("cannot read " + path + ": " +
+                   std::error_code(errno, std::generic_category()).message());
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    return P::fail(path + " is not a regular file");
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  if (st.st_mode & S_IRWXO)
+    return P::fail(path + " is accessible by other users (mode " + mode +
+                   "): a mesh secret must not be; chmod o= " + path);
+  if (st.st_mode & S_IWGRP)
+    return P::fail(path + " is writable by its group (mode " + mode + "): chmod g-w " + path);
+  if (st.st_uid != 0 && st.st_uid != ::geteuid())
+    return P::fail(path + " is owned by uid " + std::to_string(st.st_uid) +
+                   ": a mesh secret must belong to root or to the daemon's user");
+  std::string bytes;
+  char buf[1024];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      return P::fail("cannot read " + path + ": " +
+                     std::error_code(errno, std::generic_category()).message());
+    if (n == 0) break;
+    bytes.append(buf, static_cast<size_t>(n));
+    if (bytes.size() > kMaxSecretBytes + 64) break;
+  }
+  while (!bytes.empty() && (bytes.back() == '\n' || bytes.back() == '\r' || bytes.back() == ' ' ||
+                            bytes.back() == '\t'))
+    bytes.pop_back();
+  if (bytes.size() < kMinSecretBytes || bytes.size() > kMaxSecretBytes)
+    return P::fail(path + " holds " + std::to_string(bytes.size()) + " bytes; a mesh secret has " +
+                   std::to_string(kMinSecretBytes) + ".." + std::to_string(kMaxSecretBytes) +
+                   " (make one with: openssl rand -base64 48 > " + path + ")");
+  Secret s;
+  s.file = path;
+  s.fingerprint = fingerprintOf(bytes);
+  s.bytes = std::move(bytes);
+  return P::ok(std::move(s));
+}
+
+}  // namespace rdmamsg::config

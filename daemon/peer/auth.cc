@@ -1,0 +1,66 @@
+// Peer authentication (auth.h).
+#include "daemon/peer/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace rdmamsg::peer::auth {
+
+namespace {
+
+constexpr std::string_view kLabel = "rdmamsg peer authentication v1";
+
+void putName(std::string& out, std::string_view name) {
+  out.push_back(static_cast<char>(name.size() > 255 ? 255 : name.size()));
+  out.append(name.substr(0, 255));
+}
+
+void put64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; i++)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::string message(Role role, const Transcript& t) {
+  std::string m(kLabel);
+  m.push_back('\0');
+  m.push_back(static_cast<char>(role));
+  putName(m, t.dialer);
+  putName(m, t.acceptor);
+  put64(m, t.dialerIncarnation);
+  put64(m, t.acceptorIncarnation);
+  m.append(reinterpret_cast<const char*>(t.dialerNonce.data()), t.dialerNonce.size());
+  m.append(reinterpret_cast<const char*>(t.acceptorNonce.data()), t.acceptorNonce.size());
+  return m;
+}
+
+}  // namespace
+
+Nonce freshNonce() {
+  Nonce n{};
+  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1)
+    throw std::runtime_error("no random bytes from OpenSSL for an authentication nonce");
+  return n;
+}
+
+Proof prove(std::string_view key, Role role, const Transcript& t) {
+  const std::string m = message(role, t);
+  Proof p{};
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(m.data()), m.size(), p.data(), &len) == nullptr ||
+      len != p.size())
+    throw std::runtime_error("HMAC-SHA256 failed");
+  return p;
+}
+
+bool verify(std::string_view key, Role role, const Transcript& t, const uint8_t* proof) {
+  const Proof expected = prove(key, role, t);
+  return CRYPTO_memcmp(expected.data(), proof, expected.size()) == 0;
+}
+
+}  // namespace rdmamsg::peer::auth
