@@ -335,6 +335,10 @@ void Connection::onHandshakeDone(const rdma::CmEvent& e) {
     }
   }
   credits_ += remote_->bufferCount;  // plus any returned by batches already here
+  if (credits_ > remote_->bufferCount) {
+    fail("peer returned more credits than it has receive buffers");
+    return;
+  }
   batchCapacity_ = std::min<size_t>(params_.buffers.bufferSize, remote_->bufferSize);
   if (batchCapacity_ < std::max(sizeof(BatchHeader) + 256, sizeof(BatchHeader) + kAuthRecordSize)) {
     fail("peer's receive buffers are too small");
@@ -580,6 +584,12 @@ void Connection::onRecvDone(uint32_t index, uint32_t bytes) {
   BatchReader reader({buffers_->recv().at(index), bytes});
   if (!reader.open()) {
     fail("malformed batch from peer");
+    return;
+  }
+  // A peer never has more buffers for us than it announced: more credits
+  // would make this end overrun its receive queue.
+  if (remote_ && uint64_t{credits_} + reader.credits() > remote_->bufferCount) {
+    fail("peer returned more credits than it has receive buffers");
     return;
   }
   credits_ += reader.credits();  // the peer's buffers: usable at once

@@ -34,6 +34,10 @@ std::string softrdmaCtl() {
   return RDMAMSG_ITEST_SOFTRDMA_CTL;
 }
 
+std::string hostilePeerBinary() {
+  return RDMAMSG_ITEST_HOSTILE_PEER;
+}
+
 std::string softrdmaRun() {
   return RDMAMSG_ITEST_SOFTRDMA_RUN;
 }

@@ -27,7 +27,8 @@ using Json = nlohmann::json;
 std::string daemonBinary();
 std::string cliBinary();
 std::string softrdmaRun();
-std::string softrdmaCtl();  // sends a command to a program's SOFTRDMA_CONTROL socket
+std::string softrdmaCtl();        // sends a command to a program's SOFTRDMA_CONTROL socket
+std::string hostilePeerBinary();  // tests/integration/hostile_peer.cc
 
 // A private temporary directory, removed with everything in it.
 class TempDir {
