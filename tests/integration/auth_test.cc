@@ -48,11 +48,12 @@ class MeshSecret : public ::testing::Test {
   }
   Cluster& c() { return *cluster_; }
 
-  // A daemon on beta's host (127.0.0.2, another port) whose configuration
-  // says `node: beta`, with `secretLine` (a secret_file line, or nothing).
-  void startImpostor(const std::string& secretLine) {
+  // A daemon on `host` (by default beta's, 127.0.0.2, on another port) whose
+  // configuration says `node: beta`, with `secretLine` (a secret_file line,
+  // or nothing).
+  void startImpostor(const std::string& secretLine, const std::string& host = "127.0.0.2") {
     const std::string port = std::to_string(c().port());
-    const uint16_t ownPort = pickPort({"127.0.0.2"});
+    const uint16_t ownPort = pickPort({host});
     const std::string config = c().dir().file("impostor.yaml");
     writeFile(config,
               "node: beta\n"
@@ -62,7 +63,7 @@ class MeshSecret : public ::testing::Test {
                   "reconnect_backoff_max: 200ms\n"
                   "peers:\n"
                   "  - {name: alpha, address: 127.0.0.1:" +
-                  port + "}\n  - {name: beta, address: 127.0.0.2:" + std::to_string(ownPort) +
+                  port + "}\n  - {name: beta, address: " + host + ":" + std::to_string(ownPort) +
                   "}\n");
     impostor_ = std::make_unique<DaemonProcess>("beta", config, c().dir().file("impostor.sock"),
                                                 c().dir().file("impostor.log"));
@@ -167,6 +168,24 @@ TEST_F(MeshSecret, AnImpostorWithoutASecretIsRefusedAtTheHandshake) {
       c()["alpha"].waitLog("does not authenticate, and this node requires the mesh secret"));
   EXPECT_TRUE(impostor_->waitLog("connection rejected: authentication failed"));
   EXPECT_TRUE(impostor_->waitLog("peers are not authenticated"));
+  expectBetaUntouched(connects, incarnation);
+}
+
+TEST_F(MeshSecret, TheAddressIsCheckedFirstEvenForAPeerWithTheSecret) {
+  const std::string file = writeSecret(secrets_, "mesh.secret", kSecretA);
+  start({{"alpha", "secret_file: " + file + "\n"}, {"beta", "secret_file: " + file + "\n"}});
+  auto before = statusOf(c().socket("alpha"));
+  ASSERT_TRUE(before);
+  const uint64_t connects = peerEntry(*before, "beta")->value("connects", uint64_t{0});
+  const std::string incarnation = peerEntry(*before, "beta")->value("incarnation", "");
+  // The right secret from the wrong host: refused before any proof.
+  startImpostor("secret_file: " + file + "\n", "127.0.0.3");
+  ASSERT_TRUE(impostorTried(2));
+  EXPECT_TRUE(waitForStatus(c().socket("alpha"),
+                            [](const Json& s) { return rejectedFor(s, "wrong_address") >= 1; }));
+  auto s = statusOf(c().socket("alpha"));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(rejectedFor(*s, "authentication"), 0u);
   expectBetaUntouched(connects, incarnation);
 }
 
