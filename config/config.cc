@@ -26,6 +26,7 @@ std::vector<Setting> settings(const Config& config) {
       {"socket", config.socket},
       {"socket_mode", mode},
       {"socket_group", config.socketGroup.value_or("-")},
+      {"local_policy", describe(config.localPolicy)},
       {"peers", std::to_string(config.peers.size()) + "[" + peers + "]"},
       {"buffer_size", formatSize(config.bufferSize)},
       {"buffer_count", std::to_string(config.bufferCount)},
