@@ -175,7 +175,9 @@ void parseBody(FrameKind kind, Reader& r, Frame& f) {
       f.inReplyTo = r.get<uint8_t>("error: request kind");
       f.text = r.str16("error: text");
       r.expectEnd();
-      if (r.ok() && (code == 0 || code > kMaxErrc)) r.fail("error: unknown error code");
+      if (r.ok() &&
+          (code == 0 || code > kMaxErrc || code == static_cast<uint16_t>(Errc::would_block)))
+        r.fail("error: unknown error code");
       if (r.ok() && f.inReplyTo > kMaxFrameKind) r.fail("error: unknown request kind");
       f.errc = static_cast<Errc>(code);
       return;

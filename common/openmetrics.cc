@@ -222,6 +222,17 @@ std::string render(const json& s) {
   for (const char* cause : {"unknown_node", "unknown_service"})
     if (c.contains(cause))
       e.sample("rdmamsg_send_failures_by_cause", "_total", label("cause", cause), number(c[cause]));
+  const json& policy = at(s, "local_policy");
+  e.family("rdmamsg_permission_denied", "counter",
+           "Local client requests refused by local_policy, by action (connect, register, send).");
+  for (const auto& [action, count] : at(policy, "permission_denied").items())
+    if (count.is_number())
+      e.sample("rdmamsg_permission_denied", "_total", label("action", action), number(count));
+  e.family("rdmamsg_local_policy_revoked_sessions", "counter",
+           "Local clients closed by a reload whose local_policy no longer allows what they held.");
+  if (policy.contains("revoked_sessions"))
+    e.sample("rdmamsg_local_policy_revoked_sessions", "_total", "",
+             number(policy["revoked_sessions"]));
   fields(e, at(s, "log"), kLog, "");
   e.family("rdmamsg_rejected_connections", "counter",
            "Incoming peer connections refused, by reason (wrong_address: not from the "

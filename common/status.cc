@@ -36,6 +36,8 @@ std::string_view toString(Errc code) {
       return "not_connected";
     case Errc::would_block:
       return "would_block";
+    case Errc::permission_denied:
+      return "permission_denied";
   }
   return "invalid_errc";
 }

@@ -22,24 +22,25 @@ namespace rdmamsg {
 
 enum class Errc : uint16_t {
   ok = 0,
-  unknown_node = 1,       // destination node is not configured
-  unknown_service = 2,    // no listener registered for the service on that node
-  peer_unreachable = 3,   // peer daemon down / connection lost before delivery
-  too_large = 4,          // payload exceeds the configured maximum message size
-  timeout = 5,            // no answer within the deadline
-  bad_request = 6,        // a well-formed request that cannot be honoured (bad name, id 0, …)
-  duplicate_service = 7,  // the service is already registered on this node
-  busy = 8,               // resource exhausted; retry later
-  shutting_down = 9,      // the daemon is stopping
-  protocol_error = 10,    // malformed frame; the connection is closed
-  io_error = 11,          // socket error (connect, read, write)
-  not_connected = 12,     // operation on a closed client
-  would_block = 13,       // trySend: the socket is full; retry once fd() is writable
+  unknown_node = 1,        // destination node is not configured
+  unknown_service = 2,     // no listener registered for the service on that node
+  peer_unreachable = 3,    // peer daemon down / connection lost before delivery
+  too_large = 4,           // payload exceeds the configured maximum message size
+  timeout = 5,             // no answer within the deadline
+  bad_request = 6,         // a well-formed request that cannot be honoured (bad name, id 0, …)
+  duplicate_service = 7,   // the service is already registered on this node
+  busy = 8,                // resource exhausted; retry later
+  shutting_down = 9,       // the daemon is stopping
+  protocol_error = 10,     // malformed frame; the connection is closed
+  io_error = 11,           // socket error (connect, read, write)
+  not_connected = 12,      // operation on a closed client
+  would_block = 13,        // trySend: the socket is full; retry once fd() is writable
+  permission_denied = 14,  // the daemon's local_policy does not allow this client the request
 };
 
-// Largest Errc value the daemon sends; decoders reject anything above it
-// (would_block never crosses the socket: the client library makes it).
-inline constexpr uint16_t kMaxErrc = static_cast<uint16_t>(Errc::not_connected);
+// Largest Errc value the daemon sends; decoders reject anything above it, and
+// would_block, which never crosses the socket (the client library makes it).
+inline constexpr uint16_t kMaxErrc = static_cast<uint16_t>(Errc::permission_denied);
 
 // Stable lower-case name of a code, e.g. "unknown_service".
 std::string_view toString(Errc code);

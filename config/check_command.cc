@@ -17,6 +17,7 @@ int checkConfigCommand(const std::string& path, std::optional<std::string> node,
   const std::size_t peers = config.peers.size();
   out << path << ": OK: node " << config.node << ", listen " << config.listen.toString() << ", "
       << peers << (peers == 1 ? " peer" : " peers") << '\n';
+  if (config.localPolicy) out << "local_policy: " << describe(config.localPolicy) << '\n';
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config/address.h"
+#include "config/local_policy.h"
 #include "config/log_level.h"
 #include "config/name.h"
 #include "config/secret.h"
@@ -58,7 +59,10 @@ struct Config {
   std::string socket{kDefaultSocketPath};  // local Unix socket path (absolute)
   mode_t socketMode = 0660;                // permission bits of the socket
   std::optional<std::string> socketGroup;  // group owning the socket; unset: daemon's
-  std::vector<Peer> peers;                 // the other daemons, in file order
+  // Who may connect, register and send (local_policy.h); unset: anyone who can
+  // open the socket may do anything.
+  std::optional<LocalPolicy> localPolicy;
+  std::vector<Peer> peers;  // the other daemons, in file order
   // This node's own `peers` entry, when it has one: where the others dial it
   // and where they expect its connections to come from. Connections to peers
   // leave from it when `listen` is a wildcard.

@@ -15,6 +15,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include "config/local_policy_reader.h"
 #include "config/mesh.h"
 #include "config/yaml_fields.h"
 
@@ -184,6 +185,7 @@ LoadResult loadDocument(const YAML::Node& root, const std::string& file,
   self.listen = top.parsed("listen", parseAddress);
   readLocalSocket(top, config);
   readSecrets(top, config);
+  detail::readLocalPolicy(top, config.localPolicy);
   readTuning(top, config);
   checkOrder(top, "heartbeat_interval", config.heartbeatInterval, "heartbeat_timeout",
              config.heartbeatTimeout, /*allowEqual=*/false);

@@ -13,12 +13,13 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 22> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 23> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
     "socket_mode",
     "socket_group",
+    "local_policy",
     "peers",
     "secret_file",
     "previous_secret_file",

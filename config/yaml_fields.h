@@ -55,6 +55,8 @@ class FieldMap {
   YAML::Mark markOf(std::string_view key) const;
   YAML::Mark mark() const { return mark_; }
 
+  // The mapping's own path ("peers[1]"; "" at the top level).
+  const std::string& path() const { return path_; }
   // "peers[1].address", or "node" at the top level.
   std::string pathOf(std::string_view key) const;
 

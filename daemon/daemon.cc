@@ -32,6 +32,7 @@ local::LocalServerConfig localConfig(const config::Config& c) {
   l.listener.group = c.socketGroup.value_or("");
   // systemd socket activation: use the socket it passes, if any.
   if (sd_listen_fds(0) >= 1) l.listener.inheritedFd = SD_LISTEN_FDS_START;
+  l.policy = c.localPolicy;
   l.nodeName = c.node;
   l.maxMessageSize = static_cast<uint32_t>(c.maxMessageSize);
   size_t frame = c.maxMessageSize + 4096;
@@ -167,6 +168,11 @@ void Daemon::reload() {
     spdlog::info("reload: peer {} removed: closing its connection", n);
   for (const auto& n : plan.added)
     spdlog::info("reload: peer {} added at {}", n, config_.findPeer(n)->address.toString());
+  if (const size_t closed = server_->setPolicy(config_.localPolicy); closed > 0)
+    spdlog::warn(
+        "reload: local_policy: {} client(s) closed: the new policy does not allow what "
+        "they held",
+        closed);
   mesh_->applyPeers(plan.readdressed);
   mesh_->wakeAll();  // limits may have risen: held-back work goes on
   configState_.generation++;

@@ -302,6 +302,11 @@ std::string Router::statusJson() const {
                    {"backpressure_pauses", counters_.backpressurePauses},
                    {"receive_memory_full", counters_.receiveMemoryFull},
                    {"dropped_completions", mesh_->droppedCompletions()}};
+  const local::PolicyCounters& pc = server_->policyCounters();
+  j["local_policy"] = {
+      {"enabled", config_.localPolicy.has_value()},
+      {"permission_denied", {{"connect", pc.connect}, {"register", pc.reg}, {"send", pc.send}}},
+      {"revoked_sessions", pc.revokedSessions}};
   j["log"] = {{"dropped", logging::dropped()}, {"suppressed", logging::suppressed()}};
   json rejected = json::object();
   const auto& r = mesh_->rejected();

@@ -94,6 +94,8 @@ Exit exitFor(const Status& status) {
     case Errc::shutting_down:
     case Errc::protocol_error:
       return Exit::rejected;
+    case Errc::permission_denied:
+      return Exit::permission_denied;
     case Errc::would_block:  // the CLI sends with send(), which waits instead
       return Exit::failure;
   }
@@ -110,7 +112,8 @@ std::string exitCodeHelp() {
          "  5  unknown service (no listener on the destination node)\n"
          "  6  not delivered: peer unreachable or not confirmed in time\n"
          "  7  message too large\n"
-         "  8  rejected by the daemon (duplicate service, bad name, busy, shutting down)";
+         "  8  rejected by the daemon (duplicate service, bad name, busy, shutting down)\n"
+         "  9  permission denied by the daemon's local policy (connect, register or send)";
 }
 
 Exit runStatus(const StatusArgs& args) {

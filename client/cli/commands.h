@@ -14,14 +14,15 @@ namespace rdmamsg::cli {
 // Process exit codes (documented in --help and docs/cli.md).
 enum class Exit : int {
   ok = 0,
-  failure = 1,          // anything not listed below
-  usage = 2,            // bad command line
-  no_daemon = 3,        // cannot connect to rdmamsgd, or it closed the connection
-  unknown_node = 4,     // destination node not configured
-  unknown_service = 5,  // no listener for the service on the destination node
-  undelivered = 6,      // peer unreachable or no confirmation in time
-  too_large = 7,        // message larger than the configured maximum
-  rejected = 8,         // refused by the daemon (duplicate service, bad request, busy, shutdown)
+  failure = 1,            // anything not listed below
+  usage = 2,              // bad command line
+  no_daemon = 3,          // cannot connect to rdmamsgd, or it closed the connection
+  unknown_node = 4,       // destination node not configured
+  unknown_service = 5,    // no listener for the service on the destination node
+  undelivered = 6,        // peer unreachable or no confirmation in time
+  too_large = 7,          // message larger than the configured maximum
+  rejected = 8,           // refused by the daemon (duplicate service, bad request, busy, shutdown)
+  permission_denied = 9,  // the daemon's local_policy refuses this user the request
 };
 
 // The exit code for a failed Status.

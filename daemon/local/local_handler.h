@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -31,11 +32,14 @@ struct Receipt {
   uint64_t count = 1;
 };
 
-// The connecting process, read with SO_PEERCRED at accept time.
+// The connecting process, read with SO_PEERCRED (and its supplementary
+// groups with SO_PEERGROUPS) at accept time: what it was when it connected.
 struct PeerCred {
   pid_t pid = 0;
-  uid_t uid = 0;
-  gid_t gid = 0;
+  uid_t uid = static_cast<uid_t>(-1);
+  gid_t gid = static_cast<gid_t>(-1);
+  std::vector<gid_t> groups;  // supplementary groups
+  bool known = false;         // false: SO_PEERCRED failed (refused by any local_policy)
 };
 
 // One SEND from a client. Views are valid only during the onSend call: copy

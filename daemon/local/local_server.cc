@@ -19,6 +19,28 @@ namespace {
 
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 
+// The supplementary groups the peer had when it connected (SO_PEERGROUPS,
+// Linux 4.13): exact, and no race with a pid that exits or is reused.
+// Empty when the kernel cannot say; the policy then sees only the primary gid.
+std::vector<gid_t> readPeerGroups(int fd) {
+  std::vector<gid_t> groups(32);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    socklen_t len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      return groups;
+    }
+    if (errno != ERANGE) break;
+    groups.resize(len / sizeof(gid_t) + 1);  // len: the size needed
+  }
+  static LogLimit warned(1, std::chrono::hours(24));
+  if (warned.admit())
+    localLog().warn(
+        "SO_PEERGROUPS failed ({}): local_policy sees only the primary group of clients",
+        std::strerror(errno));
+  return {};
+}
+
 PeerCred readPeerCred(int fd) {
   ucred uc{};
   socklen_t len = sizeof(uc);
@@ -27,9 +49,18 @@ PeerCred readPeerCred(int fd) {
     cred.pid = uc.pid;
     cred.uid = uc.uid;
     cred.gid = uc.gid;
+    cred.known = true;
+    cred.groups = readPeerGroups(fd);
   }
   return cred;
 }
+
+config::Identity identityOf(const PeerCred& c) {
+  return {c.uid, c.gid, c.groups, c.known};
+}
+
+// Indexes of LocalServer::policyLog_ and names in log lines.
+enum Action : int { kConnect = 0, kRegister = 1, kSend = 2 };
 
 }  // namespace
 
@@ -87,6 +118,15 @@ void LocalServer::addSession(UniqueFd fd) {
   localLog().debug("{}: connected (gid {})", session->name(), cred.gid);
   Session& s = *session;
   sessions_.emplace(id, std::move(session));
+  // Refused by the policy: answered with ERROR at its first frame (HELLO), so
+  // that the client reads why instead of a reset connection, then closed.
+  if (config_.policy) {
+    const config::Verdict v = config::checkConnect(*config_.policy, identityOf(s.cred()));
+    if (!v) {
+      refused(s, kConnect, v);
+      s.refusal = Status(Errc::permission_denied, "connect: " + v.rule + ": " + v.reason);
+    }
+  }
   // Edge-triggered: bytes may already be waiting; read them now.
   s.kickRead();
 }
@@ -103,6 +143,7 @@ Session* LocalServer::find(SessionId id) const {
 
 void LocalServer::handleFrame(Session& s, const proto::Frame& f) {
   using proto::FrameKind;
+  if (!s.refusal.ok()) return beginClose(s, s.refusal, "permission denied");
   if (s.state() == Session::State::awaiting_hello && f.kind != FrameKind::hello) {
     return protocolError(s, "the first frame must be HELLO");
   }
@@ -130,6 +171,7 @@ void LocalServer::handleFrame(Session& s, const proto::Frame& f) {
 }
 
 void LocalServer::helloTimedOut(Session& s) {
+  if (!s.refusal.ok()) return beginClose(s, s.refusal, "permission denied");
   beginClose(s, Status(Errc::protocol_error, "no HELLO in time"), "no HELLO in time");
 }
 
@@ -143,6 +185,7 @@ void LocalServer::onHello(Session& s, const proto::Frame& f) {
 }
 
 void LocalServer::onRegister(Session& s, std::string_view service) {
+  if (!mayRegister(s, service)) return;
   Status st;
   if (s.ownsService(service)) {
     st = Status(Errc::duplicate_service,
@@ -178,6 +221,7 @@ void LocalServer::onSend(Session& s, const proto::Frame& f) {
                        static_cast<uint8_t>(proto::FrameKind::send), "message id 0 is reserved");
     return markDirty(s);
   }
+  if (!maySend(s, f)) return;
   if (f.payload.size() > config_.maxMessageSize) {
     fail(s.id(), f.msgId,
          Status(Errc::too_large, "message of " + std::to_string(f.payload.size()) +
@@ -211,6 +255,79 @@ void LocalServer::onStatusRequest(Session& s) {
     proto::encodeStatusReply(s.outputBuffer(), json);
   }
   markDirty(s);
+}
+
+// --- local policy ------------------------------------------------------------------
+
+bool LocalServer::mayRegister(Session& s, std::string_view service) {
+  if (!config_.policy) return true;
+  const config::Verdict v = config::checkRegister(*config_.policy, identityOf(s.cred()), service);
+  if (v) return true;
+  refused(s, kRegister, v);
+  proto::encodeError(s.outputBuffer(), 0, Errc::permission_denied,
+                     static_cast<uint8_t>(proto::FrameKind::reg), v.reason);
+  markDirty(s);
+  return false;
+}
+
+bool LocalServer::maySend(Session& s, const proto::Frame& f) {
+  if (!config_.policy) return true;
+  // A stream names the same destination message after message: the last
+  // destination allowed under this policy is remembered.
+  if (s.policyGeneration == policyGeneration_ && s.policyNode == f.node &&
+      s.policyService == f.service)
+    return true;
+  const config::Verdict v =
+      config::checkSend(*config_.policy, identityOf(s.cred()), f.node, f.service);
+  if (v) {
+    s.policyGeneration = policyGeneration_;
+    s.policyNode.assign(f.node);
+    s.policyService.assign(f.service);
+    return true;
+  }
+  refused(s, kSend, v);
+  fail(s.id(), f.msgId, Status(Errc::permission_denied, v.reason));
+  return false;
+}
+
+void LocalServer::refused(Session& s, int action, const config::Verdict& v) {
+  static constexpr const char* kNames[] = {"connect", "register", "send"};
+  uint64_t* counters[] = {&policyCounters_.connect, &policyCounters_.reg, &policyCounters_.send};
+  ++*counters[action];
+  if (policyLog_[action].admit())
+    localLog().warn("{}: permission denied ({}, {}): {}{}", s.name(), kNames[action], v.rule,
+                    v.reason, policyLog_[action].suffix());
+}
+
+size_t LocalServer::setPolicy(std::optional<config::LocalPolicy> policy) {
+  config_.policy = std::move(policy);
+  ++policyGeneration_;
+  if (!config_.policy) return 0;
+  size_t closed = 0;
+  for (SessionId id : sessionIds()) {
+    Session* s = find(id);
+    if (s == nullptr || !s->refusal.ok()) continue;
+    const config::Identity ident = identityOf(s->cred());
+    config::Verdict v = config::checkConnect(*config_.policy, ident);
+    std::string what = v ? "" : "connect: " + v.rule + ": ";
+    for (const std::string& service : s->services()) {
+      if (!v) break;
+      v = config::checkRegister(*config_.policy, ident, service);
+    }
+    if (v) continue;
+    if (s->state() == Session::State::awaiting_hello) {  // answered at its HELLO
+      refused(*s, kConnect, v);
+      s->refusal = Status(Errc::permission_denied, what + v.reason);
+      continue;
+    }
+    ++closed;
+    ++policyCounters_.revokedSessions;
+    localLog().warn("{}: closed: the new local_policy does not allow what it holds: {}{}",
+                    s->name(), what, v.reason);
+    beginClose(*s, Status(Errc::permission_denied, "local_policy changed: " + what + v.reason),
+               "local policy changed");
+  }
+  return closed;
 }
 
 void LocalServer::protocolError(Session& s, const char* reason) {

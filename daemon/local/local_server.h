@@ -22,12 +22,14 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "common/local_protocol.h"
 #include "common/log_limit.h"
+#include "config/local_policy.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/local/unix_listener.h"
 #include "daemon/loop/event_loop.h"
@@ -49,6 +51,18 @@ struct LocalServerConfig {
   std::chrono::milliseconds helloTimeout{5000};
   // Optional gate on the connecting process; false closes the connection.
   std::function<bool(const PeerCred&)> authorize;
+  // Who may connect, register and send (config/local_policy.h); unset: anyone
+  // who can open the socket may do anything. Replaced by setPolicy().
+  std::optional<config::LocalPolicy> policy;
+};
+
+// Requests refused by the local policy, by kind, and sessions closed because
+// a new policy took away what they held.
+struct PolicyCounters {
+  uint64_t connect = 0;
+  uint64_t reg = 0;
+  uint64_t send = 0;
+  uint64_t revokedSessions = 0;
 };
 
 class LocalServer {
@@ -91,6 +105,14 @@ class LocalServer {
   // Bytes of delivered frames with receipts not yet consumed, all sessions.
   size_t trackedBytes() const { return trackedBytes_; }
 
+  // --- local policy ----------------------------------------------------------
+  // Replaces the policy (a reload): new requests are checked against it, and
+  // every session is checked again: one whose user may no longer connect, or
+  // which holds a service its user may no longer register, is closed with a
+  // permission_denied error naming the rule. Returns how many were closed.
+  size_t setPolicy(std::optional<config::LocalPolicy> policy);
+  const PolicyCounters& policyCounters() const { return policyCounters_; }
+
   // --- sessions --------------------------------------------------------------
   // Sends ERROR(reason) if not ok, flushes what the socket takes, closes.
   bool closeSession(SessionId id, const Status& reason = Status());
@@ -118,6 +140,10 @@ class LocalServer {
   void onUnregister(Session& s, std::string_view service);
   void onSend(Session& s, const proto::Frame& frame);
   void onStatusRequest(Session& s);
+  // Policy checks: log, count and answer a refusal (the caller stops).
+  bool mayRegister(Session& s, std::string_view service);
+  bool maySend(Session& s, const proto::Frame& frame);
+  void refused(Session& s, int action, const config::Verdict& v);
   // Deferred work.
   void flushDirty();
   void afterFlush(Session& s);
@@ -139,6 +165,9 @@ class LocalServer {
   DrainedCallback drained_;
   ConsumedCallback consumed_;
   size_t trackedBytes_ = 0;
+  uint64_t policyGeneration_ = 1;  // +1 at every setPolicy (sessions cache allowed sends)
+  PolicyCounters policyCounters_;
+  LogLimit policyLog_[3];  // refusals of connect, register, send
   // Declared last: destroyed first, so no callback runs on a half-destroyed server.
   loop::Timer acceptRetry_;
   LogLimit acceptLog_, refuseLog_;  // repeated failures: bounded lines

@@ -96,6 +96,13 @@ class Session {
   bool congested = false;
   bool dirty = false;
   bool knownToHandler = false;
+  // Set when the local policy refuses this client: the answer to its next
+  // frame (HELLO), after which the session closes.
+  Status refusal;
+  // The last destination the local policy allowed this client, under policy
+  // generation policyGeneration (LocalServer::maySend).
+  uint64_t policyGeneration = 0;
+  std::string policyNode, policyService;
 
   void stopEvents();  // closing: no more callbacks
 

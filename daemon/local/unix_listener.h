@@ -4,7 +4,9 @@
 // the parent directory must exist; a stale socket file left by a dead daemon
 // is replaced, but a live one (something accepts connections on it) or a
 // non-socket file at the path is an error. The socket gets the configured
-// mode and group. The file is removed again on destruction if it is still
+// mode and group, also when systemd passes it in (inheritedFd: the path is
+// the one the socket is bound to; an abstract socket, or a mode or group that
+// cannot be set, is an error). The file is removed again on destruction if it is still
 // the one this listener created.
 #pragma once
 

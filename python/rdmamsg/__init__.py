@@ -35,7 +35,7 @@ __all__ = ["Client", "Message", "Completion", "RdmamsgError", "WouldBlock", "Tim
 # rdmamsg_errc, by value.
 ERRORS = ["ok", "unknown_node", "unknown_service", "peer_unreachable", "too_large", "timeout",
           "bad_request", "duplicate_service", "busy", "shutting_down", "protocol_error",
-          "io_error", "not_connected", "would_block"]
+          "io_error", "not_connected", "would_block", "permission_denied"]
 
 
 class RdmamsgError(Exception):

@@ -56,7 +56,8 @@ typedef enum rdmamsg_errc {
   RDMAMSG_PROTOCOL_ERROR = 10,   /* malformed frame; the connection is closed */
   RDMAMSG_IO_ERROR = 11,         /* socket error (connect, read, write) */
   RDMAMSG_NOT_CONNECTED = 12,    /* the client is closed */
-  RDMAMSG_WOULD_BLOCK = 13       /* rdmamsg_try_send: the socket is full */
+  RDMAMSG_WOULD_BLOCK = 13,      /* rdmamsg_try_send: the socket is full */
+  RDMAMSG_PERMISSION_DENIED = 14 /* the daemon's local_policy refuses this client the request */
 } rdmamsg_errc;
 
 typedef struct rdmamsg_client rdmamsg_client;
