@@ -18,6 +18,14 @@ int checkConfigCommand(const std::string& path, std::optional<std::string> node,
   out << path << ": OK: node " << config.node << ", listen " << config.listen.toString() << ", "
       << peers << (peers == 1 ? " peer" : " peers") << '\n';
   if (config.localPolicy) out << "local_policy: " << describe(config.localPolicy) << '\n';
+  if (config.secret) {
+    out << "secret_file: " << config.secret->file << " (fingerprint " << config.secret->fingerprint
+        << ")";
+    if (config.previousSecret)
+      out << "; previous_secret_file: " << config.previousSecret->file << " (fingerprint "
+          << config.previousSecret->fingerprint << ")";
+    out << '\n';
+  }
   return 0;
 }
 

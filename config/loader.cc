@@ -108,7 +108,7 @@ void readSecrets(const FieldMap& top, Config& config) {
   if (!top.isNull("secret_file")) config.secret = top.parsed("secret_file", readSecret);
   if (top.isNull("previous_secret_file")) return;
   config.previousSecret = top.parsed("previous_secret_file", readSecret);
-  if (config.previousSecret && !top.has("secret_file"))
+  if (config.previousSecret && (!top.has("secret_file") || top.isNull("secret_file")))
     top.report("previous_secret_file",
                "a previous secret is only accepted next to a current one (secret_file)");
 }

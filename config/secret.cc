@@ -3,12 +3,16 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <system_error>
 
 #include "common/unique_fd.h"
@@ -57,6 +61,30 @@ Parsed<Secret> readSecret(std::string_view pathText) {
   if (st.st_uid != 0 && st.st_uid != ::geteuid())
     return P::fail(path + " is owned by uid " + std::to_string(st.st_uid) +
                    ": a mesh secret must belong to root or to the daemon's user");
+  if ((st.st_mode & S_IRGRP) && st.st_gid != 0 && st.st_gid != ::getegid())
+    return P::fail(
+        path + " is readable by group " + std::to_string(st.st_gid) +
+        ", which is neither root's nor the daemon's: chgrp the file or chmod g= " + path);
+  // An access ACL grants more than the mode bits show.
+  if (::fgetxattr(fd.get(), "system.posix_acl_access", nullptr, 0) > 0)
+    return P::fail(path +
+                   " has an access ACL: a mesh secret is protected by its mode alone "
+                   "(setfacl -b " +
+                   path + ")");
+  // Whoever may write its directory may replace it (also through a symlink).
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real) == nullptr)
+    return P::fail("cannot resolve " + path + ": " +
+                   std::error_code(errno, std::generic_category()).message());
+  for (const std::string& file : {path, std::string(real)}) {
+    const std::string dir = file.substr(0, std::max<size_t>(1, file.rfind('/')));
+    struct stat ds {};
+    if (::stat(dir.c_str(), &ds) != 0) continue;
+    if ((ds.st_uid != 0 && ds.st_uid != ::geteuid()) || (ds.st_mode & (S_IWGRP | S_IWOTH)))
+      return P::fail(path + " is in " + dir +
+                     ", which another user than root or the daemon's may write: "
+                     "keep the secret in a directory only they can change");
+  }
   std::string bytes;
   char buf[1024];
   for (;;) {
@@ -67,7 +95,9 @@ Parsed<Secret> readSecret(std::string_view pathText) {
                      std::error_code(errno, std::generic_category()).message());
     if (n == 0) break;
     bytes.append(buf, static_cast<size_t>(n));
-    if (bytes.size() > kMaxSecretBytes + 64) break;
+    if (bytes.size() > kMaxSecretBytes + 64)
+      return P::fail(path + " holds " + std::to_string(st.st_size) + " bytes; a mesh secret has " +
+                     std::to_string(kMinSecretBytes) + ".." + std::to_string(kMaxSecretBytes));
   }
   while (!bytes.empty() && (bytes.back() == '\n' || bytes.back() == '\r' || bytes.back() == ' ' ||
                             bytes.back() == '\t'))

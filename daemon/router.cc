@@ -272,10 +272,19 @@ std::string Router::statusJson() const {
       const auto& k = conn->counters();
       snprintf(inc, sizeof inc, "%016llx", static_cast<unsigned long long>(p->remoteIncarnation()));
       e["incarnation"] = inc;
-      if (conn->established())
-        e["authenticated"] = !conn->authenticated()     ? "no"
-                             : conn->secretIndex() == 0 ? "current secret"
-                                                        : "previous secret";
+      if (conn->established()) {
+        // Against the configuration as it is now: a reload may have rotated it.
+        const std::string fp = conn->secretFingerprint();
+        const char* how = "no";
+        if (conn->authenticated()) {
+          how = "a secret no longer configured";
+          if (config_.secret && fp == config_.secret->fingerprint)
+            how = "current secret";
+          else if (config_.previousSecret && fp == config_.previousSecret->fingerprint)
+            how = "previous secret";
+        }
+        e["authenticated"] = how;
+      }
       e["rdma"] = {{"credits", conn->credits()},
                    {"send_wrs", k.sendsPosted},
                    {"send_wrs_signaled", k.sendsSignaled},

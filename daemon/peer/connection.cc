@@ -299,10 +299,15 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
     case RDMA_CM_EVENT_DISCONNECTED:
       disconnected_ = true;
       if (state_ != ConnState::kDisconnecting) {
-        closeReason_ = state_ == ConnState::kAuthenticating
-                           ? "peer disconnected during authentication (does it hold the same "
-                             "mesh secret? its log says)"
-                           : "peer disconnected";
+        closeReason_ = "peer disconnected";
+        if (state_ == ConnState::kAuthenticating) {
+          // Counted as an authentication failure: the peer refused our proof,
+          // or went away before it proved itself.
+          authFailure_ = active_ ? "the peer closed the connection after this node's proof "
+                                   "(does it hold the same mesh secret? its log says)"
+                                 : "the peer closed the connection before proving the mesh secret";
+          closeReason_ = "authentication failed: " + authFailure_;
+        }
         rdma_disconnect(id_.get());  // our QP to error (flush) and the reply to the peer
         setState(ConnState::kDisconnecting);
         postBeacon();

@@ -70,6 +70,7 @@ struct ConnParams {
   // The mesh secrets this node proves and accepts, current first (empty:
   // it does not authenticate), and its own name for the proofs.
   std::vector<std::string> secrets;
+  std::vector<std::string> fingerprints;  // of each secret, for status
   std::string selfName;
 };
 
@@ -128,6 +129,12 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   // It was made with a mesh secret (it authenticates, or fails).
   bool authenticates() const { return !params_.secrets.empty(); }
   size_t secretIndex() const { return secretIndex_; }
+  // The fingerprint of the secret it was proven with (authenticated only).
+  std::string secretFingerprint() const {
+    return authenticated_ && secretIndex_ < params_.fingerprints.size()
+               ? params_.fingerprints[secretIndex_]
+               : std::string();
+  }
   // Why authentication failed, if it did (the connection is then down).
   const std::string& authFailure() const { return authFailure_; }
   // Why the peer refused the connection, if it did (kNone: nobody listened).

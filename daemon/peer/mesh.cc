@@ -300,7 +300,11 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   if (config_.secret) {
     p.hello.flags |= kHelloAuthenticates;
     p.secrets.push_back(config_.secret->bytes);
-    if (config_.previousSecret) p.secrets.push_back(config_.previousSecret->bytes);
+    p.fingerprints.push_back(config_.secret->fingerprint);
+    if (config_.previousSecret) {
+      p.secrets.push_back(config_.previousSecret->bytes);
+      p.fingerprints.push_back(config_.previousSecret->fingerprint);
+    }
   }
   return p;
 }

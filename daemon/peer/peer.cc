@@ -97,7 +97,7 @@ void Peer::start() {
 void Peer::shutdown(const std::string& why) {
   dialTimer_->cancel();
   if (state_ == PeerState::kStopping || state_ == PeerState::kStopped) return;
-  if (candidate_ != nullptr) candidate_->close(why);
+  closeCandidates(why);
   if (conn_ == nullptr) {
     setState(PeerState::kStopped);
     return;
@@ -125,6 +125,7 @@ void Peer::readdress(const config::Address& address) {
                address.toString());
   cfg_.address = address;
   attempts_ = 0;
+  closeCandidates("its address changed to " + address.toString() + " (configuration reloaded)");
   if (conn_ != nullptr) {
     redialNow_ = true;
     conn_->close("its address changed to " + address.toString() + " (configuration reloaded)");
@@ -136,7 +137,7 @@ void Peer::readdress(const config::Address& address) {
 
 void Peer::requireAuthentication() {
   const std::string why = "the mesh secret is required now (configuration reloaded)";
-  if (candidate_ != nullptr && !candidate_->authenticates()) candidate_->close(why);
+  closeCandidates(why, /*onlyUnauthenticating=*/true);
   if (conn_ == nullptr || conn_->down() || conn_->authenticates()) return;
   redialNow_ = true;
   conn_->close(why);
@@ -175,7 +176,14 @@ void Peer::scheduleDial() {
 RejectReason Peer::admit(const Hello& hello, bool selfIsLower) const {
   if (state_ == PeerState::kStopping || state_ == PeerState::kStopped)
     return RejectReason::kShuttingDown;
-  if (candidate_ != nullptr && !candidate_->down()) return RejectReason::kDuplicate;
+  if (config_.secret) {
+    // Nothing unproven is refused for what it claims (its incarnation): it
+    // becomes a candidate, settled once proven. Only the tie-break against
+    // this node's own dial in progress applies.
+    if (conn_ != nullptr && !conn_->down() && conn_->active() && !conn_->established())
+      return selfIsLower ? RejectReason::kDuplicate : RejectReason::kNone;
+    return RejectReason::kNone;
+  }
   if (conn_ == nullptr || conn_->down()) return RejectReason::kNone;
   if (conn_->state() == ConnState::kEstablished || conn_->state() == ConnState::kAccepting ||
       conn_->state() == ConnState::kAuthenticating) {
@@ -189,12 +197,43 @@ RejectReason Peer::admit(const Hello& hello, bool selfIsLower) const {
 }
 
 void Peer::adopt(Connection* c) {
-  if (config_.secret && conn_ != nullptr && connUp_ && !conn_->down()) {
-    candidate_ = c;  // observe() promotes it once it has authenticated
+  if (config_.secret) {
+    if (candidates_.size() >= kMaxCandidates) {
+      candidates_.front()->close("more unproven connections claim this peer than are kept");
+      candidates_.erase(candidates_.begin());
+    }
+    candidates_.push_back(c);  // observe() settles it once it has authenticated
     return;
   }
   makeCurrent(c, connUp_ ? "replaced by a new connection from a restarted peer"
                          : "simultaneous dial: keeping the peer's connection");
+}
+
+void Peer::closeCandidates(const std::string& why, bool onlyUnauthenticating) {
+  for (Connection* c : candidates_)
+    if (!onlyUnauthenticating || !c->authenticates()) c->close(why);
+}
+
+// Candidates that failed are dropped (the mesh counts and logs them); one
+// that has authenticated becomes current, unless the current connection is
+// an established one of the same incarnation (a duplicate: the candidate goes).
+void Peer::settleCandidates() {
+  for (size_t i = 0; i < candidates_.size();) {
+    Connection* c = candidates_[i];
+    if (!c->down() && !c->established()) {
+      i++;
+      continue;
+    }
+    candidates_.erase(candidates_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (c->down()) continue;
+    if (conn_ != nullptr && conn_->established() && conn_->remote() && c->remote() &&
+        conn_->remote()->incarnation == c->remote()->incarnation) {
+      c->close("duplicate connection: the peer's other connection is established");
+      continue;
+    }
+    makeCurrent(c, connUp_ ? "replaced by an authenticated connection from a restarted peer"
+                           : "simultaneous dial: keeping the peer's authenticated connection");
+  }
 }
 
 void Peer::makeCurrent(Connection* c, const char* whyOldGoes) {
@@ -223,14 +262,7 @@ void Peer::post() {
 }
 
 void Peer::observe() {
-  if (candidate_ != nullptr) {
-    if (candidate_->down()) {
-      candidate_ = nullptr;  // the mesh counts and logs its failure
-    } else if (candidate_->established()) {
-      Connection* c = std::exchange(candidate_, nullptr);
-      makeCurrent(c, "replaced by an authenticated connection from a restarted peer");
-    }
-  }
+  settleCandidates();
   if (conn_ == nullptr) return;
   if (conn_->down()) {
     onDown();

@@ -33,6 +33,7 @@
 // for heartbeat_timeout is disconnected.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -130,13 +131,17 @@ class Peer {
 
   // The mesh's tie-break for a CONNECT_REQUEST from this peer; kNone: accept.
   RejectReason admit(const Hello& hello, bool selfIsLower) const;
-  // The accepted connection becomes current. With a mesh secret, one that
-  // would replace an established connection (a restarted peer) is only a
-  // candidate until it has authenticated: an impostor that fails its proof
-  // never disturbs the connection it claimed to replace.
+  // The accepted connection becomes current. With a mesh secret it is only a
+  // candidate until it has authenticated: it closes, replaces or blocks
+  // nothing before (observe() then settles duplicates and replacements), so
+  // a connection that fails its proof never disturbs the peer's connection
+  // or dials. At most kMaxCandidates are kept; a newer one evicts the oldest.
   void adopt(Connection* c);
+  static constexpr size_t kMaxCandidates = 4;
   // The connection is this peer's, current or candidate (the mesh reaps the others).
-  bool owns(const Connection* c) const { return conn_ == c || candidate_ == c; }
+  bool owns(const Connection* c) const {
+    return conn_ == c || std::find(candidates_.begin(), candidates_.end(), c) != candidates_.end();
+  }
 
   // The service step: observe the connection, read, write into batches.
   void service();
@@ -160,6 +165,8 @@ class Peer {
 
   void setState(PeerState s);
   void makeCurrent(Connection* c, const char* whyOldGoes);
+  void closeCandidates(const std::string& why, bool onlyUnauthenticating = false);
+  void settleCandidates();
   void dial();
   void scheduleDial();
   void observe();
@@ -184,10 +191,10 @@ class Peer {
   bool removed_ = false;
   bool redialNow_ = false;  // closed by readdress(): the next dial goes at once
 
-  Connection* conn_ = nullptr;       // current connection (owned by the mesh)
-  Connection* candidate_ = nullptr;  // authenticating to replace conn_ (owned by the mesh)
-  uint64_t epoch_ = 0;               // counts established connections
-  bool connUp_ = false;              // conn_ reached established
+  Connection* conn_ = nullptr;           // current connection (owned by the mesh)
+  std::vector<Connection*> candidates_;  // accepted, not yet proven (owned by the mesh)
+  uint64_t epoch_ = 0;                   // counts established connections
+  bool connUp_ = false;                  // conn_ reached established
   std::string lastError_ = "not connected yet";
   LogLimit lossLog_, rejectLog_;  // a flapping link, a refusing peer: bounded lines
   int attempts_ = 0;

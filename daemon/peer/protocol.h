@@ -44,8 +44,8 @@ enum class RejectReason : uint8_t {
   kShuttingDown = 5,  // the acceptor is stopping
   kBadHandshake = 6,  // private data is not a Hello
   kWrongAddress = 7,  // the connection does not come from the named node's configured address
-  // One end authenticates and the other does not, or a proof did not match
-  // the mesh secret (counted by the end that checked it; never in a REJ).
+  // One end authenticates and the other does not (in a REJ); also the
+  // counter of connections whose proof failed (those end in a disconnect).
   kAuthentication = 8,
 };
 inline constexpr size_t kRejectReasons = 9;

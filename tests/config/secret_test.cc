@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config/loader.h"
 #include "config/reload.h"
@@ -83,12 +84,52 @@ TEST(SecretTest, AShortOrMissingOrRelativeSecretIsRefused) {
   EXPECT_NE(p.message.find("not a regular file"), std::string::npos) << p.message;
 }
 
+TEST(SecretTest, AGroupOtherThanRootsOrTheDaemonsMayNotReadIt) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (chown)";
+  test::TempDir dir;
+  const std::string path = secretFile(dir, "s", kKey, 0640);
+  ASSERT_EQ(::chown(path.c_str(), 0, 4242), 0);
+  ConfigProblem p = onlyProblem(load("secret_file: " + path + "\n" + std::string(kMinimal)));
+  EXPECT_NE(p.message.find("readable by group 4242"), std::string::npos) << p.message;
+  // Without group permission the group does not matter.
+  ::chmod(path.c_str(), 0600);
+  EXPECT_TRUE(load("secret_file: " + path + "\n" + std::string(kMinimal)).ok());
+}
+
+TEST(SecretTest, ADirectoryOthersMayWriteIsRefused) {
+  test::TempDir dir;
+  const std::string path = secretFile(dir, "s", kKey, 0600);
+  ::chmod(dir.path().c_str(), 0777);
+  ConfigProblem p = onlyProblem(load("secret_file: " + path + "\n" + std::string(kMinimal)));
+  EXPECT_NE(p.message.find("which another user than root or the daemon's may write"),
+            std::string::npos)
+      << p.message;
+  // Also when the path is a symlink from a safe directory into that one.
+  test::TempDir safe;
+  const std::string link = (safe.path() / "link").string();
+  ASSERT_EQ(::symlink(path.c_str(), link.c_str()), 0);
+  p = onlyProblem(load("secret_file: " + link + "\n" + std::string(kMinimal)));
+  EXPECT_NE(p.message.find("may write"), std::string::npos) << p.message;
+  ::chmod(dir.path().c_str(), 0700);
+  EXPECT_TRUE(load("secret_file: " + link + "\n" + std::string(kMinimal)).ok());
+}
+
+TEST(SecretTest, AnOversizedFileIsRefusedWithItsSize) {
+  test::TempDir dir;
+  const std::string path = secretFile(dir, "s", std::string(5000, 'k'), 0600);
+  ConfigProblem p = onlyProblem(load("secret_file: " + path + "\n" + std::string(kMinimal)));
+  EXPECT_NE(p.message.find("holds 5000 bytes"), std::string::npos) << p.message;
+}
+
 TEST(SecretTest, APreviousSecretNeedsACurrentOne) {
   test::TempDir dir;
   const std::string path = secretFile(dir, "s", kKey, 0600);
   const ConfigProblem p =
       onlyProblem(load("previous_secret_file: " + path + "\n" + std::string(kMinimal)));
   EXPECT_NE(p.message.find("only accepted next to a current one"), std::string::npos) << p.message;
+  const ConfigProblem q = onlyProblem(
+      load("secret_file: ~\nprevious_secret_file: " + path + "\n" + std::string(kMinimal)));
+  EXPECT_NE(q.message.find("only accepted next to a current one"), std::string::npos) << q.message;
   const LoadResult both = load("secret_file: " + path + "\nprevious_secret_file: " + path + "\n" +
                                std::string(kMinimal));
   ASSERT_TRUE(both.ok());

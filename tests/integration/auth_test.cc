@@ -143,6 +143,12 @@ TEST_F(MeshSecret, AnImpostorWithAnotherSecretFromBetasHostIsRefusedAndBetaKeeps
   auto imp = statusOf(impostor_->socket());
   ASSERT_TRUE(imp);
   EXPECT_NE(peerState(*imp, "alpha"), "established");
+  // The impostor's end counts and logs the refusal of its proof too.
+  EXPECT_TRUE(waitForStatus(impostor_->socket(),
+                            [](const Json& st) { return rejectedFor(st, "authentication") >= 1; }));
+  EXPECT_TRUE(
+      impostor_->waitLog("peer alpha: authentication failed on the connection to "
+                         "127.0.0.1:"));
   expectBetaUntouched(connects, incarnation);
 
   CliResult metrics = runCli(c().dir(), {"--socket", c().socket("alpha"), "metrics"});
@@ -218,6 +224,10 @@ TEST_F(MeshSecret, APreviousSecretKeepsPeersConnectedWhileANewOneIsRolledOut) {
   a = statusOf(c().socket("alpha"));
   ASSERT_TRUE(a);
   EXPECT_EQ(peerEntry(*a, "beta")->value("connects", uint64_t{0}), connects);
+  // beta's connection was proven with what is now its previous secret.
+  b = statusOf(c().socket("beta"));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(authOf(*b, "alpha"), "previous secret");
 
   // Its next connection proves the new secret.
   ASSERT_TRUE(c()["beta"].restart());

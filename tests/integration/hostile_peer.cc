@@ -10,7 +10,10 @@
 // announce), confirm (confirms a message never sent), auth (an
 // authentication record after the handshake), unknown-service (a well-formed
 // message for a service nobody registered), oversize (a message announced
-// larger than the daemon's max_message_size).
+// larger than the daemon's max_message_size). Against a daemon with a mesh
+// secret, which it does not know: auth-wrong-proof (a proof made up),
+// auth-data-first (a batch of something else before any proof), auth-silent
+// (no proof at all).
 //
 // Prints "established", then "disconnected" when the daemon closes the
 // connection, or "confirm SEQ ERRC" for each confirmation it receives.
@@ -229,6 +232,7 @@ int main(int argc, char** argv) {
   hello.bufferCount = kBuffers;
   hello.maxMessage = 16 << 20;
   hello.flowWindow = 4 << 20;
+  if (mode.rfind("auth-", 0) == 0) hello.flags = kHelloAuthenticates;
   const sockaddr_storage src = parse(bind, false), dst = parse(connect, true);
 
   // The daemon may be dialing this name itself and refuse (duplicate): retry, bounded.
@@ -280,6 +284,18 @@ int main(int argc, char** argv) {
     AuthBody a{};
     a.proofCount = 1;
     batch(l, 0, [&](BatchWriter& w) { w.addAuth(a); });
+  } else if (mode == "auth-wrong-proof") {
+    AuthBody a{};
+    a.proofCount = 2;
+    std::mt19937_64 rng{std::random_device{}()};
+    for (auto* p : {a.nonce, a.proofs[0], a.proofs[1]})
+      for (size_t i = 0; i < kProofSize; i++)
+        p[i] = static_cast<uint8_t>(rng());
+    batch(l, 0, [&](BatchWriter& w) { w.addAuth(a); });
+  } else if (mode == "auth-data-first") {
+    batch(l, 0, [](BatchWriter& w) { w.addHeartbeat(); });
+  } else if (mode == "auth-silent") {
+    // says nothing
   } else if (mode == "unknown-service") {
     batch(l, 0, [&](BatchWriter& w) {
       w.addMessage(1, kFirstFragment | kLastFragment, src1, "nosuchservice", 0, bytesOf("hi"));

@@ -6,6 +6,8 @@
 // other peer (gamma) and its clients throughout.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include "harness.h"
 
 namespace rdmamsg::itest {
@@ -13,8 +15,11 @@ namespace {
 
 class HostilePeer : public ::testing::Test {
  protected:
-  void SetUp() override {
-    cluster_ = std::make_unique<Cluster>(std::vector<std::string>{"alpha", "beta", "gamma"});
+  void SetUp() override { startCluster({}); }
+  void startCluster(const std::string& extra) {
+    MeshOptions o;
+    o.extra = extra;
+    cluster_ = std::make_unique<Cluster>(std::vector<std::string>{"alpha", "beta", "gamma"}, o);
     ASSERT_TRUE(cluster_->start());
     ASSERT_TRUE(cluster_->waitFullMesh());
     ASSERT_TRUE(c()["beta"].stop());  // the hostile peer takes beta's place
@@ -94,6 +99,51 @@ TEST_F(HostilePeer, WellFormedMessagesItCannotTakeAreAnsweredAndTheLinkStays) {
   EXPECT_EQ(run("unknown-service"), "established\nconfirm 1 2\n");
   EXPECT_EQ(run("oversize"), "established\nconfirm 1 4\n");
   expectGammaServed(gammaConnects);
+}
+
+// Against a mesh with a secret, which the hostile peer does not know: every
+// way of not proving it ends the connection, counted once each, and beta's
+// name is not taken.
+class HostilePeerWithoutTheSecret : public HostilePeer {
+ protected:
+  void SetUp() override {
+    const std::string file = secrets_.file("mesh.secret");
+    writeFile(file, "mesh-secret-for-the-hostile-peer-test-0123456789\n");
+    ::chmod(file.c_str(), 0600);
+    startCluster("secret_file: " + file + "\n");
+  }
+  TempDir secrets_;
+};
+
+TEST_F(HostilePeerWithoutTheSecret, NoWayAroundTheProofGetsAConnection) {
+  auto s = statusOf(c().socket("alpha"));
+  ASSERT_TRUE(s);
+  const uint64_t gammaConnects = peerEntry(*s, "gamma")->value("connects", uint64_t{0});
+  const uint64_t before = (*s)["rejected_connections"].value("authentication", uint64_t{0});
+  const std::pair<const char*, const char*> cases[] = {
+      {"auth-wrong-proof", "its proof does not match this node's mesh secret"},
+      {"auth-data-first", "its first batch is not an authentication record"},
+      {"auth-silent", "the peer's proof did not come within 2000 ms"},
+  };
+  uint64_t n = 0;
+  for (const auto& [mode, reason] : cases) {
+    SCOPED_TRACE(mode);
+    EXPECT_EQ(run(mode), "established\ndisconnected\n");
+    ++n;
+    // Each failure is counted once, and logged with the address it came from.
+    EXPECT_TRUE(waitForStatus(c().socket("alpha"), [&](const Json& st) {
+      return st["rejected_connections"].value("authentication", uint64_t{0}) == before + n;
+    }));
+    EXPECT_TRUE(c()["alpha"].waitLog(
+        std::string("peer beta: authentication failed on the connection from 127.0.0.2:")))
+        << c()["alpha"].log();
+    EXPECT_TRUE(c()["alpha"].waitLog(reason)) << c()["alpha"].log();
+    auto st = statusOf(c().socket("alpha"));
+    ASSERT_TRUE(st);
+    EXPECT_NE(peerState(*st, "beta"), "established");
+    EXPECT_EQ(peerEntry(*st, "beta")->value("messages_received", uint64_t{0}), 0u);
+    expectGammaServed(gammaConnects);
+  }
 }
 
 }  // namespace
