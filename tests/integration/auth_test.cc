@@ -177,6 +177,48 @@ TEST_F(MeshSecret, AnImpostorWithoutASecretIsRefusedAtTheHandshake) {
   expectBetaUntouched(connects, incarnation);
 }
 
+// A restarted beta (a new incarnation, from beta's host) that proves the
+// secret replaces beta's established connection, once proven. hostile_peer
+// plays it: it knows the secret and authenticates like a daemon.
+TEST_F(MeshSecret, ANewIncarnationThatProvesTheSecretReplacesTheEstablishedConnection) {
+  const std::string file = writeSecret(secrets_, "mesh.secret", kSecretA);
+  start({{"alpha", "secret_file: " + file + "\n"}, {"beta", "secret_file: " + file + "\n"}});
+  auto before = statusOf(c().socket("alpha"));
+  auto beta = statusOf(c().socket("beta"));
+  ASSERT_TRUE(before && beta);
+  const uint64_t connects = peerEntry(*before, "beta")->value("connects", uint64_t{0});
+  const std::string realIncarnation = beta->value("incarnation", "");
+
+  Process p;
+  Process::Options o;
+  o.argv = {softrdmaRun(), hostilePeerBinary(),
+            "--connect",   c().address("alpha") + ":" + std::to_string(c().port()),
+            "--bind",      c().address("beta"),
+            "--name",      "beta",
+            "--target",    "alpha",
+            "--mode",      "auth-good",
+            "--secret",    file};
+  o.stdoutPath = c().dir().file("restarted.out");
+  o.stderrPath = c().dir().file("restarted.err");
+  ASSERT_TRUE(p.start(o));
+  EXPECT_EQ(p.wait(30s), std::optional<ExitCode>(0)) << readFile(o.stderrPath);
+  EXPECT_EQ(readFile(o.stdoutPath), "established\nauthenticated\ndisconnected\n");
+  EXPECT_TRUE(c()["alpha"].waitLog(
+      "peer beta: closing connection: replaced by an authenticated connection from a restarted "
+      "peer"))
+      << c()["alpha"].log();
+  // The real beta is still beta: its next connection is proven and replaces that one.
+  EXPECT_TRUE(waitForStatus(c().socket("alpha"), [&](const Json& s) {
+    const Json* b = peerEntry(s, "beta");
+    return b != nullptr && (*b)["state"] == "established" &&
+           b->value("incarnation", "") == realIncarnation &&
+           b->value("connects", uint64_t{0}) >= connects + 2;
+  })) << "beta did not come back";
+  auto s = statusOf(c().socket("alpha"));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(rejectedFor(*s, "authentication"), 0u);
+}
+
 TEST_F(MeshSecret, TheAddressIsCheckedFirstEvenForAPeerWithTheSecret) {
   const std::string file = writeSecret(secrets_, "mesh.secret", kSecretA);
   start({{"alpha", "secret_file: " + file + "\n"}, {"beta", "secret_file: " + file + "\n"}});

@@ -3,6 +3,7 @@
 // the peer protocol in one chosen way, and reports what the daemon did.
 //
 //   hostile_peer --connect HOST:PORT --bind HOST --name NODE --target NODE --mode MODE
+//   hostile_peer --listen HOST:PORT --name NODE --target NODE --mode acceptor-...
 //
 // Modes: bad-batch (not a batch), bad-record (an unknown record type),
 // credits (returns more credits than it was ever given), sequence (a message
@@ -13,7 +14,11 @@
 // larger than the daemon's max_message_size). Against a daemon with a mesh
 // secret, which it does not know: auth-wrong-proof (a proof made up),
 // auth-data-first (a batch of something else before any proof), auth-silent
-// (no proof at all).
+// (no proof at all). Listening as the node the daemon dials, against a daemon
+// with a mesh secret: acceptor-wrong-proof (answers the daemon's proof with a
+// made-up one), acceptor-data-first (sends a batch of something else first).
+// With --secret FILE, auth-good proves that secret like a daemon would (a
+// restarted node): prints "authenticated" once the daemon's proof checks out.
 //
 // Prints "established", then "disconnected" when the daemon closes the
 // connection, or "confirm SEQ ERRC" for each confirmation it receives.
@@ -27,6 +32,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -34,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/peer/auth.h"
 #include "daemon/peer/protocol.h"
 
 using namespace rdmamsg::peer;
@@ -68,12 +75,14 @@ sockaddr_storage parse(const std::string& text, bool withPort) {
 
 struct Link {
   rdma_event_channel* channel = nullptr;
+  rdma_cm_id* listener = nullptr;
   rdma_cm_id* id = nullptr;
   ibv_pd* pd = nullptr;
   ibv_cq* cq = nullptr;
   std::vector<std::byte> recv, send;
   ibv_mr *recvMr = nullptr, *sendMr = nullptr;
   Hello remote{};
+  std::vector<uint8_t> rep;  // the REP's private data (dialer)
 };
 
 // Waits for one CM event (the channel is nonblocking) until `deadline`.
@@ -111,6 +120,8 @@ bool expect(Link& l, rdma_cm_event_type want, std::vector<uint8_t>* data = nullp
   return true;
 }
 
+void setupQp(Link& l);
+
 // One attempt to connect; false when refused (e.g. the daemon was dialing).
 bool connectOnce(Link& l, const sockaddr_storage& src, const sockaddr_storage& dst,
                  const Hello& hello) {
@@ -123,6 +134,77 @@ bool connectOnce(Link& l, const sockaddr_storage& src, const sockaddr_storage& d
   if (!expect(l, RDMA_CM_EVENT_ADDR_RESOLVED)) return false;
   if (rdma_resolve_route(l.id, 2000) != 0) die("rdma_resolve_route");
   if (!expect(l, RDMA_CM_EVENT_ROUTE_RESOLVED)) return false;
+  setupQp(l);
+  rdma_conn_param p{};
+  p.private_data = &hello;
+  p.private_data_len = sizeof hello;
+  p.retry_count = 7;
+  p.rnr_retry_count = 7;
+  if (rdma_connect(l.id, &p) != 0) die("rdma_connect");
+  std::vector<uint8_t>& data = l.rep;
+  if (!expect(l, RDMA_CM_EVENT_ESTABLISHED, &data)) return false;
+  auto h = decodeHello(data.data(), data.size());
+  if (!h) return false;
+  l.remote = *h;
+  return true;
+}
+
+// Listens at `at` for the daemon's dial and accepts it, as an authenticating
+// acceptor (its Hello and a nonce in the REP).
+bool acceptOnce(Link& l, const sockaddr_storage& at, const Hello& hello) {
+  l.channel = rdma_create_event_channel();
+  if (l.channel == nullptr) die("rdma_create_event_channel");
+  fcntl(l.channel->fd, F_SETFL, fcntl(l.channel->fd, F_GETFL) | O_NONBLOCK);
+  if (rdma_create_id(l.channel, &l.listener, nullptr, RDMA_PS_TCP) != 0) die("rdma_create_id");
+  if (rdma_bind_addr(l.listener, (sockaddr*)&at) != 0) die("rdma_bind_addr");
+  if (rdma_listen(l.listener, 4) != 0) die("rdma_listen");
+  const auto deadline = Clock::now() + std::chrono::seconds(15);
+  std::vector<uint8_t> req;
+  while (l.id == nullptr) {
+    if (Clock::now() > deadline) return false;
+    rdma_cm_event* e = nullptr;
+    if (rdma_get_cm_event(l.channel, &e) != 0) {
+      if (errno != EAGAIN) die("rdma_get_cm_event");
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      continue;
+    }
+    rdma_cm_id* refused = nullptr;
+    if (e->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+      // Only the daemon under test: other nodes dialing this name are refused.
+      auto h = decodeHello(e->param.conn.private_data, e->param.conn.private_data_len);
+      if (h && h->nodeId == hello.targetId) {
+        l.id = e->id;
+        req.assign(static_cast<const uint8_t*>(e->param.conn.private_data),
+                   static_cast<const uint8_t*>(e->param.conn.private_data) +
+                       e->param.conn.private_data_len);
+      } else {
+        Hello no{};
+        no.reason = RejectReason::kDuplicate;
+        rdma_reject(e->id, &no, sizeof no);
+        refused = e->id;
+      }
+    }
+    rdma_ack_cm_event(e);
+    if (refused != nullptr) rdma_destroy_id(refused);  // after its event is acknowledged
+  }
+  auto h = decodeHello(req.data(), req.size());
+  if (!h) return false;
+  l.remote = *h;
+  setupQp(l);
+  AcceptData d{};
+  d.hello = hello;
+  std::mt19937_64 rng{std::random_device{}()};
+  for (auto& b : d.nonce)
+    b = static_cast<uint8_t>(rng());
+  rdma_conn_param p{};
+  p.private_data = &d;
+  p.private_data_len = sizeof d;
+  p.rnr_retry_count = 7;
+  if (rdma_accept(l.id, &p) != 0) die("rdma_accept");
+  return expect(l, RDMA_CM_EVENT_ESTABLISHED);
+}
+
+void setupQp(Link& l) {
   l.pd = ibv_alloc_pd(l.id->verbs);
   l.cq = ibv_create_cq(l.id->verbs, 2 * kBuffers + 4, nullptr, nullptr, 0);
   if (l.pd == nullptr || l.cq == nullptr) die("ibv_alloc_pd/ibv_create_cq");
@@ -147,18 +229,6 @@ bool connectOnce(Link& l, const sockaddr_storage& src, const sockaddr_storage& d
     w.num_sge = 1;
     if (ibv_post_recv(l.id->qp, &w, &bad) != 0) die("ibv_post_recv");
   }
-  rdma_conn_param p{};
-  p.private_data = &hello;
-  p.private_data_len = sizeof hello;
-  p.retry_count = 7;
-  p.rnr_retry_count = 7;
-  if (rdma_connect(l.id, &p) != 0) die("rdma_connect");
-  std::vector<uint8_t> data;
-  if (!expect(l, RDMA_CM_EVENT_ESTABLISHED, &data)) return false;
-  auto h = decodeHello(data.data(), data.size());
-  if (!h) return false;
-  l.remote = *h;
-  return true;
 }
 
 void teardown(Link& l) {
@@ -168,6 +238,7 @@ void teardown(Link& l) {
   if (l.cq != nullptr) ibv_destroy_cq(l.cq);
   if (l.pd != nullptr) ibv_dealloc_pd(l.pd);
   if (l.id != nullptr) rdma_destroy_id(l.id);
+  if (l.listener != nullptr) rdma_destroy_id(l.listener);
   if (l.channel != nullptr) rdma_destroy_event_channel(l.channel);
   l = Link{};
 }
@@ -204,13 +275,17 @@ std::span<const std::byte> bytesOf(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string connect, bind, name, target, mode;
+  std::string connect, bind, listen, name, target, mode, secretFile;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--connect")
       connect = v;
     else if (k == "--bind")
       bind = v;
+    else if (k == "--listen")
+      listen = v;
+    else if (k == "--secret")
+      secretFile = v;
     else if (k == "--name")
       name = v;
     else if (k == "--target")
@@ -218,10 +293,12 @@ int main(int argc, char** argv) {
     else if (k == "--mode")
       mode = v;
   }
-  if (connect.empty() || bind.empty() || name.empty() || target.empty() || mode.empty()) {
+  const bool acceptor = !listen.empty();
+  if ((acceptor ? listen.empty() : connect.empty() || bind.empty()) || name.empty() ||
+      target.empty() || mode.empty()) {
     std::fprintf(stderr,
-                 "usage: hostile_peer --connect HOST:PORT --bind HOST --name NODE "
-                 "--target NODE --mode MODE\n");
+                 "usage: hostile_peer (--connect HOST:PORT --bind HOST | --listen HOST:PORT) "
+                 "--name NODE --target NODE --mode MODE\n");
     return 2;
   }
   Hello hello{};
@@ -232,14 +309,14 @@ int main(int argc, char** argv) {
   hello.bufferCount = kBuffers;
   hello.maxMessage = 16 << 20;
   hello.flowWindow = 4 << 20;
-  if (mode.rfind("auth-", 0) == 0) hello.flags = kHelloAuthenticates;
-  const sockaddr_storage src = parse(bind, false), dst = parse(connect, true);
+  if (mode.rfind("auth-", 0) == 0 || acceptor) hello.flags = kHelloAuthenticates;
 
   // The daemon may be dialing this name itself and refuse (duplicate): retry, bounded.
   Link l;
   bool up = false;
-  for (int attempt = 0; attempt < 50 && !up; attempt++) {
-    up = connectOnce(l, src, dst, hello);
+  if (acceptor) up = acceptOnce(l, parse(listen, true), hello);
+  for (int attempt = 0; attempt < 50 && !up && !acceptor; attempt++) {
+    up = connectOnce(l, parse(bind, false), parse(connect, true), hello);
     if (!up) {
       teardown(l);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -253,6 +330,8 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   const std::string src1 = "intruder";
+  std::string goodKey;
+  rdmamsg::peer::auth::Transcript transcript;
   if (mode == "bad-batch") {
     std::vector<std::byte> junk(64, std::byte{0xff});
     post(l, junk.data(), junk.size());
@@ -294,6 +373,43 @@ int main(int argc, char** argv) {
     batch(l, 0, [&](BatchWriter& w) { w.addAuth(a); });
   } else if (mode == "auth-data-first") {
     batch(l, 0, [](BatchWriter& w) { w.addHeartbeat(); });
+  } else if (mode == "auth-good") {
+    std::string key;
+    if (FILE* f = std::fopen(secretFile.c_str(), "r")) {
+      char buf[4096];
+      key.assign(buf, std::fread(buf, 1, sizeof buf, f));
+      std::fclose(f);
+    }
+    while (!key.empty() && (key.back() == '\n' || key.back() == ' '))
+      key.pop_back();
+    if (key.empty() || l.rep.size() < sizeof(AcceptData)) {
+      std::fprintf(stderr, "hostile_peer: auth-good needs --secret and an acceptor nonce\n");
+      return 2;
+    }
+    goodKey = key;
+    transcript.dialer = name;
+    transcript.acceptor = target;
+    transcript.dialerIncarnation = hello.incarnation;
+    transcript.acceptorIncarnation = l.remote.incarnation;
+    transcript.dialerNonce = rdmamsg::peer::auth::freshNonce();
+    std::memcpy(transcript.acceptorNonce.data(), l.rep.data() + offsetof(AcceptData, nonce),
+                kNonceSize);
+    AuthBody a{};
+    a.proofCount = 1;
+    std::memcpy(a.nonce, transcript.dialerNonce.data(), kNonceSize);
+    auto proof =
+        rdmamsg::peer::auth::prove(goodKey, rdmamsg::peer::auth::Role::kDialer, transcript);
+    std::memcpy(a.proofs[0], proof.data(), kProofSize);
+    batch(l, 0, [&](BatchWriter& w) { w.addAuth(a); });
+  } else if (mode == "acceptor-wrong-proof") {
+    AuthBody a{};
+    a.proofCount = 1;
+    std::mt19937_64 rng{std::random_device{}()};
+    for (auto& b : a.proofs[0])
+      b = static_cast<uint8_t>(rng());
+    batch(l, 0, [&](BatchWriter& w) { w.addAuth(a); });
+  } else if (mode == "acceptor-data-first") {
+    batch(l, 0, [](BatchWriter& w) { w.addHeartbeat(); });
   } else if (mode == "auth-silent") {
     // says nothing
   } else if (mode == "unknown-service") {
@@ -324,12 +440,19 @@ int main(int argc, char** argv) {
       BatchReader r(bytes);
       if (!r.open()) continue;
       Record rec;
-      while (r.next(rec) == 1)
+      while (r.next(rec) == 1) {
+        if (rec.type == RecordType::kAuth && !goodKey.empty() &&
+            rdmamsg::peer::auth::verify(goodKey, rdmamsg::peer::auth::Role::kAcceptor, transcript,
+                                        rec.auth.proofs[0])) {
+          std::printf("authenticated\n");
+          std::fflush(stdout);
+        }
         if (rec.type == RecordType::kConfirm) {
           std::printf("confirm %llu %u\n", static_cast<unsigned long long>(rec.seq),
                       static_cast<unsigned>(rec.confirm.errc));
           confirmed = true;
         }
+      }
     }
     if (confirmed) {
       std::fflush(stdout);

@@ -8,6 +8,9 @@
 
 #include <sys/stat.h>
 
+#include <string_view>
+#include <thread>
+
 #include "harness.h"
 
 namespace rdmamsg::itest {
@@ -28,17 +31,20 @@ class HostilePeer : public ::testing::Test {
   }
   Cluster& c() { return *cluster_; }
 
-  // Runs hostile_peer in `mode`; returns what it printed.
+  // Runs hostile_peer in `mode`; returns what it printed. Modes acceptor-*
+  // listen at beta's address for alpha's dial; the others dial alpha.
   std::string run(const std::string& mode) {
     const std::string out = c().dir().file("hostile-" + mode + ".out");
     Process p;
     Process::Options o;
-    o.argv = {softrdmaRun(), hostilePeerBinary(),
-              "--connect",   c().address("alpha") + ":" + std::to_string(c().port()),
-              "--bind",      c().address("beta"),
-              "--name",      "beta",
-              "--target",    "alpha",
-              "--mode",      mode};
+    const std::string port = std::to_string(c().port());
+    o.argv = {softrdmaRun(), hostilePeerBinary()};
+    if (mode.rfind("acceptor-", 0) == 0)
+      o.argv.insert(o.argv.end(), {"--listen", c().address("beta") + ":" + port});
+    else
+      o.argv.insert(o.argv.end(), {"--connect", c().address("alpha") + ":" + port, "--bind",
+                                   c().address("beta")});
+    o.argv.insert(o.argv.end(), {"--name", "beta", "--target", "alpha", "--mode", mode});
     o.stdoutPath = out;
     o.stderrPath = c().dir().file("hostile-" + mode + ".err");
     EXPECT_TRUE(p.start(o));
@@ -106,6 +112,27 @@ TEST_F(HostilePeer, WellFormedMessagesItCannotTakeAreAnsweredAndTheLinkStays) {
 // name is not taken.
 class HostilePeerWithoutTheSecret : public HostilePeer {
  protected:
+  // Lines of `log` holding both `a` and `b`.
+  static size_t linesWith(const std::string& log, const std::string& a, const std::string& b) {
+    size_t n = 0, at = 0;
+    while (at < log.size()) {
+      size_t end = log.find('\n', at);
+      if (end == std::string::npos) end = log.size();
+      const std::string_view l(log.data() + at, end - at);
+      if (l.find(a) != std::string_view::npos && l.find(b) != std::string_view::npos) n++;
+      at = end + 1;
+    }
+    return n;
+  }
+  // Waits (bounded) until alpha's log has `count` such lines.
+  bool logLinesWith(const std::string& a, const std::string& b, size_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (linesWith(c()["alpha"].log(), a, b) >= count) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
   void SetUp() override {
     const std::string file = secrets_.file("mesh.secret");
     writeFile(file, "mesh-secret-for-the-hostile-peer-test-0123456789\n");
@@ -124,20 +151,25 @@ TEST_F(HostilePeerWithoutTheSecret, NoWayAroundTheProofGetsAConnection) {
       {"auth-wrong-proof", "its proof does not match this node's mesh secret"},
       {"auth-data-first", "its first batch is not an authentication record"},
       {"auth-silent", "the peer's proof did not come within 2000 ms"},
+      // alpha dialing a listener that lies about the secret
+      {"acceptor-wrong-proof", "its proof does not match this node's mesh secret"},
+      {"acceptor-data-first", "its first batch is not an authentication record"},
   };
   uint64_t n = 0;
   for (const auto& [mode, reason] : cases) {
     SCOPED_TRACE(mode);
+    const std::string line = std::string("peer beta: authentication failed on the connection ") +
+                             (std::string(mode).rfind("acceptor-", 0) == 0 ? "to" : "from") +
+                             " 127.0.0.2:";
+    const size_t seen = linesWith(c()["alpha"].log(), line, reason);
     EXPECT_EQ(run(mode), "established\ndisconnected\n");
     ++n;
-    // Each failure is counted once, and logged with the address it came from.
+    // Each failure is counted once, and logged on one line with the address
+    // and the reason.
     EXPECT_TRUE(waitForStatus(c().socket("alpha"), [&](const Json& st) {
       return st["rejected_connections"].value("authentication", uint64_t{0}) == before + n;
     }));
-    EXPECT_TRUE(c()["alpha"].waitLog(
-        std::string("peer beta: authentication failed on the connection from 127.0.0.2:")))
-        << c()["alpha"].log();
-    EXPECT_TRUE(c()["alpha"].waitLog(reason)) << c()["alpha"].log();
+    EXPECT_TRUE(logLinesWith(line, reason, seen + 1)) << c()["alpha"].log();
     auto st = statusOf(c().socket("alpha"));
     ASSERT_TRUE(st);
     EXPECT_NE(peerState(*st, "beta"), "established");
