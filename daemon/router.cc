@@ -339,6 +339,12 @@ std::string Router::statusJson() const {
                        {"buffer_sets_reused", d.counters.bufferSetsReused},
                        {"registered_bytes", d.counters.registeredBytes}});
   j["devices"] = std::move(devices);
+  uint64_t registered = 0;
+  for (const auto& d : mesh_->deviceStats())
+    registered += d.counters.registeredBytes;
+  j["registered_memory"] = {{"bytes", registered},
+                            {"per_peer_bytes", mesh_->registeredPerPeer()},
+                            {"all_peers_bytes", mesh_->registeredPerPeer() * config_.peers.size()}};
   j["listening"] = mesh_->listening();
   const auto& sc = loop::syscalls();
   j["loop"] = {{"wakeups", sc.loopWakeups},

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "config/units.h"
 #include "daemon/rdma/limits.h"
 
 namespace rdmamsg::peer {
@@ -128,6 +129,12 @@ void Mesh::start() {
   pump_ = std::make_unique<rdma::CmEventPump>(loop_);
   listen();
   spdlog::info("listening for peers on {} (rdma_cm)", config_.listen.toString());
+  spdlog::info(
+      "registered memory: {} per connected peer (buffer_size {} x buffer_count {}, to receive "
+      "and to send), {} with all {} peers connected",
+      config::formatSize(registeredPerPeer()), config::formatSize(config_.bufferSize),
+      config_.bufferCount, config::formatSize(registeredPerPeer() * config_.peers.size()),
+      config_.peers.size());
   warnUnverified();
   for (auto& p : peers_)
     p->start();

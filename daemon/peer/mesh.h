@@ -83,6 +83,9 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   const std::vector<std::unique_ptr<Peer>>& peers() const { return peers_; }
   uint64_t incarnation() const { return incarnation_; }
   size_t connectionCount() const;
+  // Bytes of buffers one connected peer registers: buffer_size x buffer_count,
+  // to receive and as much to send.
+  uint64_t registeredPerPeer() const { return 2 * config_.bufferSize * config_.bufferCount; }
   uint64_t droppedCompletions() const;
   // Incoming connections refused, by reason (index: RejectReason).
   const std::array<uint64_t, kRejectReasons>& rejected() const { return rejected_; }

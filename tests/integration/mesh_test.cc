@@ -50,6 +50,29 @@ TEST(Mesh, ThreeDaemonsFormAFullMeshWithOneConnectionPerPair) {
   EXPECT_FALSE(churn) << "a connection was lost or replaced in a stable mesh";
 }
 
+// What the buffers cost is said at start and shown in status: per peer, for
+// all configured peers, and what the devices have registered now.
+TEST(Mesh, RegisteredMemoryIsPrintedAtStartAndShownInStatus) {
+  Cluster c({"alpha", "beta", "gamma"});
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.waitFullMesh(10s));
+  auto s = statusOf(c.socket("alpha"));
+  ASSERT_TRUE(s);
+  const Json& r = (*s)["registered_memory"];
+  constexpr uint64_t kPerPeer = 2ull * 256 * 1024 * 16;  // the defaults: 256KiB x 16, twice
+  EXPECT_EQ(r.value("per_peer_bytes", uint64_t{0}), kPerPeer) << r.dump();
+  EXPECT_EQ(r.value("all_peers_bytes", uint64_t{0}), 2 * kPerPeer) << r.dump();
+  uint64_t devices = 0;
+  for (const auto& d : (*s)["devices"])
+    devices += d.value("registered_bytes", uint64_t{0});
+  EXPECT_EQ(r.value("bytes", uint64_t{0}), devices);
+  EXPECT_GE(devices, 2 * kPerPeer) << "both connections' buffers are registered";
+  EXPECT_TRUE(c["alpha"].waitLog(
+      "registered memory: 8MiB per connected peer (buffer_size 256KiB x buffer_count 16, to "
+      "receive and to send), 16MiB with all 2 peers connected"))
+      << c["alpha"].log();
+}
+
 TEST(Mesh, MessagesFlowBetweenEveryPair) {
   Cluster c({"alpha", "beta", "gamma"});
   ASSERT_TRUE(c.start());
