@@ -5,6 +5,10 @@
 
 namespace rdmamsg::config {
 
+const char* toString(ReceiveQueue q) {
+  return q == ReceiveQueue::kShared ? "shared" : "per_peer";
+}
+
 const Peer* Config::findPeer(std::string_view name) const {
   for (const Peer& peer : peers) {
     if (peer.name == name) return &peer;
@@ -36,6 +40,10 @@ std::vector<Setting> settings(const Config& config) {
       {"buffer_size", formatSize(config.bufferSize)},
       {"buffer_count", std::to_string(config.bufferCount)},
       {"credits", std::to_string(config.grantedCredits())},
+      {"receive_queue", toString(config.receiveQueue)},
+      {"shared_receive_buffers", std::to_string(config.sharedReceiveBuffers)},
+      {"send_buffers", std::to_string(config.sendBuffers)},
+      {"registered_memory_limit", formatSize(config.registeredMemoryLimit)},
       {"max_message_size", formatSize(config.maxMessageSize)},
       {"send_queue_limit", formatSize(config.sendQueueLimit)},
       {"flow_window", formatSize(config.flowWindow)},

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -47,8 +48,18 @@ inline constexpr std::uint64_t kMinFlowWindow = 4 * kKiB;
 inline constexpr std::uint64_t kMaxFlowWindow = 1 * kGiB;
 inline constexpr std::uint64_t kMinReceiveMemoryLimit = 1 * kMiB;
 inline constexpr std::uint64_t kMaxReceiveMemoryLimit = 1024 * kGiB;
+inline constexpr std::uint32_t kMaxPoolBuffers = 1u << 20;
+inline constexpr std::uint64_t kMinRegisteredMemoryLimit = 1 * kMiB;
+inline constexpr std::uint64_t kMaxRegisteredMemoryLimit = 1024 * kGiB;
 inline constexpr milliseconds kMaxDuration = std::chrono::hours(24);
 inline constexpr std::string_view kDefaultSocketPath = "/run/rdmamsg/rdmamsgd.sock";
+
+// Where a device's receive buffers are posted (docs/scaling.md).
+enum class ReceiveQueue {
+  kShared,   // one shared receive queue (SRQ) per device, its buffers granted to peers on use
+  kPerPeer,  // buffer_count receive buffers posted on every peer's own queue pair
+};
+const char* toString(ReceiveQueue q);
 
 struct Config {
   std::string sourceFile;  // the file it was loaded from (or the name given for a string)
@@ -75,12 +86,18 @@ struct Config {
   std::optional<Secret> previousSecret;
 
   // Buffers and flow control.
-  std::uint64_t bufferSize = 256 * kKiB;          // bytes per receive (and send) buffer
-  std::uint32_t bufferCount = 16;                 // receive buffers posted per peer
-  std::uint64_t maxMessageSize = 16 * kMiB;       // largest application message, bytes
-  std::uint64_t sendQueueLimit = 2 * kMiB;        // bytes queued per flow before backpressure
-  std::uint64_t flowWindow = 4 * kMiB;            // bytes a peer may have unconfirmed per flow
-  std::uint64_t receiveMemoryLimit = 256 * kMiB;  // bytes held for congested listeners, in all
+  std::uint64_t bufferSize = 256 * kKiB;  // bytes per receive (and send) buffer
+  std::uint32_t bufferCount = 16;         // the most receive buffers one peer may fill
+  // Receive buffers: one shared queue per device, or buffer_count per peer.
+  ReceiveQueue receiveQueue = ReceiveQueue::kShared;
+  // Shared mode: receive buffers beyond every peer's initial grant, lent to busy peers.
+  std::uint32_t sharedReceiveBuffers = 32;  // the loader's default: 2 x buffer_count
+  std::uint32_t sendBuffers = 32;           // per device, shared by every peer (2 x buffer_count)
+  std::uint64_t registeredMemoryLimit = 1 * kGiB;  // every registered buffer, in all
+  std::uint64_t maxMessageSize = 16 * kMiB;        // largest application message, bytes
+  std::uint64_t sendQueueLimit = 2 * kMiB;         // bytes queued per flow before backpressure
+  std::uint64_t flowWindow = 4 * kMiB;             // bytes a peer may have unconfirmed per flow
+  std::uint64_t receiveMemoryLimit = 256 * kMiB;   // bytes held for congested listeners, in all
 
   // Timers.
   milliseconds heartbeatInterval{1000};     // idle time before a heartbeat is sent
@@ -100,8 +117,21 @@ struct Config {
   static constexpr std::uint32_t creditsFor(std::uint32_t receiveBuffers) {
     return receiveBuffers - 1;
   }
-  // Credits this node grants to each peer.
+  // Credits this node grants to each peer, at most.
   std::uint32_t grantedCredits() const { return creditsFor(bufferCount); }
+  // Shared receive queue: the receive buffers a peer is granted when it connects
+  // (and keeps while idle): about 512 KiB of them, at least 3 (a message needs 2
+  // credits, and credit returns must give back more than they spend), at most
+  // buffer_count.
+  std::uint32_t initialGrant() const {
+    if (receiveQueue == ReceiveQueue::kPerPeer) return bufferCount;
+    const std::uint64_t n = std::max<std::uint64_t>(3, 512 * kKiB / bufferSize);
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(n, bufferCount));
+  }
+  // Send buffers one peer may hold at a time: the others keep the rest of the pool.
+  std::uint32_t sendBuffersPerPeer() const {
+    return std::max<std::uint32_t>(1, std::min(bufferCount, sendBuffers / 2));
+  }
 
   // The peer named `name`, or nullptr.
   const Peer* findPeer(std::string_view name) const;

@@ -113,9 +113,40 @@ void readSecrets(const FieldMap& top, Config& config) {
                "a previous secret is only accepted next to a current one (secret_file)");
 }
 
-void readTuning(const FieldMap& top, Config& config) {
+Parsed<ReceiveQueue> parseReceiveQueue(std::string_view text) {
+  if (text == "shared") return Parsed<ReceiveQueue>::ok(ReceiveQueue::kShared);
+  if (text == "per_peer") return Parsed<ReceiveQueue>::ok(ReceiveQueue::kPerPeer);
+  return Parsed<ReceiveQueue>::fail("'" + std::string(text) + "' is not shared or per_peer");
+}
+
+// The buffer pools: their sizes default to twice buffer_count, and the least
+// the daemon can run with (the send pool, and one peer's receive buffers)
+// must fit registered_memory_limit.
+void readBuffers(const FieldMap& top, Config& config) {
   readSize(top, "buffer_size", kMinBufferSize, kMaxBufferSize, config.bufferSize);
   readCount(top, "buffer_count", kMinBufferCount, kMaxBufferCount, config.bufferCount);
+  if (auto q = top.parsed("receive_queue", parseReceiveQueue)) config.receiveQueue = *q;
+  config.sharedReceiveBuffers = config.sendBuffers = 2 * config.bufferCount;
+  readCount(top, "shared_receive_buffers", 0, kMaxPoolBuffers, config.sharedReceiveBuffers);
+  readCount(top, "send_buffers", 2, kMaxPoolBuffers, config.sendBuffers);
+  readSize(top, "registered_memory_limit", kMinRegisteredMemoryLimit, kMaxRegisteredMemoryLimit,
+           config.registeredMemoryLimit);
+  for (auto key : {"buffer_size", "buffer_count", "shared_receive_buffers", "send_buffers",
+                   "registered_memory_limit"})
+    if (top.reported(key)) return;
+  const std::uint64_t least =
+      (std::uint64_t{config.sendBuffers} + config.initialGrant()) * config.bufferSize;
+  if (least > config.registeredMemoryLimit)
+    top.report(top.has("registered_memory_limit") ? "registered_memory_limit" : "send_buffers",
+               "registered_memory_limit (" + formatSize(config.registeredMemoryLimit) +
+                   ") cannot hold the send pool and one peer's receive buffers: (send_buffers " +
+                   std::to_string(config.sendBuffers) + " + " +
+                   std::to_string(config.initialGrant()) + ") x buffer_size " +
+                   formatSize(config.bufferSize) + " = " + formatSize(least));
+}
+
+void readTuning(const FieldMap& top, Config& config) {
+  readBuffers(top, config);
   readSize(top, "max_message_size", 1, kMaxMaxMessageSize, config.maxMessageSize);
   readSize(top, "send_queue_limit", kMinSendQueueLimit, kMaxSendQueueLimit, config.sendQueueLimit);
   readSize(top, "flow_window", kMinFlowWindow, kMaxFlowWindow, config.flowWindow);

@@ -13,7 +13,7 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 23> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 27> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
@@ -25,6 +25,10 @@ inline constexpr std::array<std::string_view, 23> kTopLevelKeys = {
     "previous_secret_file",
     "buffer_size",
     "buffer_count",
+    "receive_queue",
+    "shared_receive_buffers",
+    "send_buffers",
+    "registered_memory_limit",
     "max_message_size",
     "send_queue_limit",
     "flow_window",

@@ -25,6 +25,10 @@ std::variant<ReloadPlan, std::string> planReload(const Config& running, const Co
   plan.next.socketGroup = running.socketGroup;
   plan.next.bufferSize = running.bufferSize;
   plan.next.bufferCount = running.bufferCount;
+  plan.next.receiveQueue = running.receiveQueue;
+  plan.next.sharedReceiveBuffers = running.sharedReceiveBuffers;
+  plan.next.sendBuffers = running.sendBuffers;
+  plan.next.registeredMemoryLimit = running.registeredMemoryLimit;
   plan.next.maxMessageSize = running.maxMessageSize;
   plan.next.flowWindow = running.flowWindow;
   plan.next.metricsListen = running.metricsListen;

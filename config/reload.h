@@ -20,9 +20,19 @@
 namespace rdmamsg::config {
 
 // Keys that take effect only when the daemon restarts.
-inline constexpr std::string_view kRestartKeys[] = {
-    "listen",           "socket",      "socket_mode",  "socket_group",  "buffer_size",
-    "max_message_size", "flow_window", "buffer_count", "metrics_listen"};
+inline constexpr std::string_view kRestartKeys[] = {"listen",
+                                                    "socket",
+                                                    "socket_mode",
+                                                    "socket_group",
+                                                    "buffer_size",
+                                                    "max_message_size",
+                                                    "flow_window",
+                                                    "buffer_count",
+                                                    "metrics_listen",
+                                                    "receive_queue",
+                                                    "shared_receive_buffers",
+                                                    "send_buffers",
+                                                    "registered_memory_limit"};
 
 struct ReloadPlan {
   Config next;  // what the daemon runs with: the file, with the restart keys kept

@@ -146,11 +146,12 @@ Check limits(const config::Config& cfg) {
 Check memory(const config::Config& cfg) {
   Check c{"registered memory", Outcome::kOk, ""};
   const MemoryNeed m = memoryNeed(cfg);
-  c.detail = config::formatSize(m.perConnection) + " per connection (2 x buffer_count " +
-             std::to_string(cfg.bufferCount) + " x buffer_size " +
-             config::formatSize(cfg.bufferSize) + "), " + config::formatSize(m.steady) + " for " +
-             std::to_string(cfg.peers.size()) + (cfg.peers.size() == 1 ? " peer" : " peers") +
-             ", up to " + config::formatSize(m.peak) + " while connections are replaced";
+  c.detail = config::formatSize(m.perConnection) + " per connection, " +
+             config::formatSize(m.steady) + " for " + std::to_string(cfg.peers.size()) +
+             (cfg.peers.size() == 1 ? " peer" : " peers") + " (send pool included), up to " +
+             config::formatSize(m.peak) +
+             " while connections are replaced (registered_memory_limit " +
+             config::formatSize(cfg.registeredMemoryLimit) + ")";
   rlimit r{};
   getrlimit(RLIMIT_MEMLOCK, &r);
   if (r.rlim_cur == RLIM_INFINITY) {
@@ -164,8 +165,8 @@ Check memory(const config::Config& cfg) {
   }
   const std::string fix =
       ". Fix: raise the limit (LimitMEMLOCK=infinity in the unit, `ulimit -l unlimited` in a "
-      "shell, or a memlock line in /etc/security/limits.d/) or lower buffer_count or "
-      "buffer_size";
+      "shell, or a memlock line in /etc/security/limits.d/) or lower "
+      "registered_memory_limit, buffer_size or send_buffers";
   if (r.rlim_cur < m.steady) {
     c.outcome = Outcome::kConfigProblem;
     c.detail += "; over RLIMIT_MEMLOCK of " + limit + fix;
@@ -214,12 +215,12 @@ Check socketDir(const config::Config& cfg) {
 }  // namespace
 
 MemoryNeed memoryNeed(const config::Config& cfg) {
-  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const uint64_t pool = (cfg.bufferSize * cfg.bufferCount + page - 1) / page * page;
+  const rdma::MemoryPlan plan = rdma::memoryPlan(cfg);
   MemoryNeed m;
-  m.perConnection = 2 * pool;
-  m.steady = m.perConnection * cfg.peers.size();
-  m.peak = m.perConnection * (2 * cfg.peers.size() + 2);
+  m.perConnection = plan.perPeer;
+  m.steady = std::min(plan.allPeers, plan.limit);
+  // While duplicates resolve each peer may briefly hold a second connection.
+  m.peak = std::min(plan.allPeers + plan.perPeer * (cfg.peers.size() + 2), plan.limit);
   return m;
 }
 

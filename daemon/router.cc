@@ -292,7 +292,12 @@ std::string Router::statusJson() const {
                    {"recv_wrs", k.recvsPosted},
                    {"post_recv_calls", k.postRecvCalls},
                    {"batches_received", k.batchesReceived},
-                   {"credit_stalls", k.creditStalls}};
+                   {"credit_stalls", k.creditStalls},
+                   {"send_pool_waits", k.sendPoolWaits},
+                   {"receive_allowance", conn->allowance()},
+                   {"receive_lent", conn->lent()},
+                   {"credits_lent", k.creditsLent},
+                   {"credits_released", k.creditsReleased}};
     }
     peers.push_back(std::move(e));
   }
@@ -330,21 +335,31 @@ std::string Router::statusJson() const {
   j["unconsumed"] = {{"bytes", server_->trackedBytes()},
                      {"limit_bytes", config_.receiveMemoryLimit}};
   json devices = json::array();
-  for (const auto& d : mesh_->deviceStats())
-    devices.push_back({{"name", d.name},
-                       {"failed", d.failed},
-                       {"cq_entries", d.cqEntries},
-                       {"async_events", d.counters.asyncEvents},
-                       {"buffer_sets_created", d.counters.bufferSetsCreated},
-                       {"buffer_sets_reused", d.counters.bufferSetsReused},
-                       {"registered_bytes", d.counters.registeredBytes}});
+  for (const auto& d : mesh_->deviceStats()) {
+    json dev = {{"name", d.name},
+                {"failed", d.failed},
+                {"cq_entries", d.cqEntries},
+                {"async_events", d.counters.asyncEvents},
+                {"buffer_sets_created", d.counters.bufferSetsCreated},
+                {"buffer_sets_reused", d.counters.bufferSetsReused},
+                {"registered_bytes", d.counters.registeredBytes},
+                {"send_buffers", {{"count", d.sendBuffers}, {"free", d.sendBuffersFree}}}};
+    if (d.srq)
+      dev["shared_receive_queue"] = {
+          {"registered", d.srq->registered},    {"posted", d.srq->posted},
+          {"reserved", d.srq->reserved},        {"connections", d.srq->connections},
+          {"limit_events", d.srq->limitEvents}, {"refused", d.srq->refused}};
+    devices.push_back(std::move(dev));
+  }
   j["devices"] = std::move(devices);
-  uint64_t registered = 0;
-  for (const auto& d : mesh_->deviceStats())
-    registered += d.counters.registeredBytes;
-  j["registered_memory"] = {{"bytes", registered},
-                            {"per_peer_bytes", mesh_->registeredPerPeer()},
-                            {"all_peers_bytes", mesh_->registeredPerPeer() * config_.peers.size()}};
+  const rdma::MemoryPlan plan = mesh_->memoryPlan();
+  j["registered_memory"] = {{"bytes", mesh_->registeredBytes()},
+                            {"limit_bytes", plan.limit},
+                            {"receive_queue", config::toString(config_.receiveQueue)},
+                            {"per_peer_bytes", plan.perPeer},
+                            {"send_pool_bytes", plan.sendPool},
+                            {"lendable_bytes", plan.burst},
+                            {"all_peers_bytes", plan.allPeers}};
   j["listening"] = mesh_->listening();
   const auto& sc = loop::syscalls();
   j["loop"] = {{"wakeups", sc.loopWakeups},

@@ -102,10 +102,11 @@ Connection::Connection(loop::EventLoop& loop, const ConnParams& params, DeviceFo
       closeTimer_(std::make_unique<loop::Timer>(loop, [this] {
         spdlog::warn("peer {}: flushed work requests did not all return; closing anyway", name_);
         postedSends_ = postedRecvs_ = 0;
+        lastWqe_ = true;
         disconnected_ = true;
         maybeFinishClose();
       })) {
-  lastSent_ = lastReceived_ = std::chrono::steady_clock::now();
+  lastSent_ = lastReceived_ = lastDataSent_ = std::chrono::steady_clock::now();
 }
 
 Connection::~Connection() {
@@ -115,7 +116,34 @@ Connection::~Connection() {
   }
   // The QP is gone, so no work request refers to the buffers any more: they
   // serve the next connection on this device.
-  if (buffers_) device_->returnBuffers(std::move(buffers_));
+  giveBackBuffers();
+}
+
+void Connection::giveBackBuffers() {
+  if (device_ == nullptr) return;
+  rdma::SendPool& pool = device_->sendPool();
+  if (open_) pool.give(openIdx_);
+  for (auto [idx, bytes] : sealed_)
+    pool.give(idx);
+  while (!sendPosted_.empty()) {
+    pool.give(sendPosted_.front());
+    sendPosted_.pop_front();
+  }
+  open_ = false;
+  sealed_.clear();
+  if (srq_ != nullptr) {
+    for (const Received& r : received_)
+      srq_->release(r.index);
+    for (uint32_t idx : repost_)
+      srq_->release(idx);
+    srq_->giveBack(lent_);
+    if (reservedInitial_) srq_->releaseInitial();
+    srq_->refill();
+    srq_ = nullptr;
+  }
+  received_.clear();
+  repost_.clear();
+  if (recvSet_) device_->returnReceiveSet(std::move(recvSet_));
 }
 
 void Connection::releaseVerbs(const std::string& why) {
@@ -124,7 +152,12 @@ void Connection::releaseVerbs(const std::string& why) {
     device_->detach(id_->qp->qp_num);
     qp_.reset();
   }
-  buffers_.reset();
+  // The device's pools go with it: nothing to give back.
+  recvSet_.reset();
+  srq_ = nullptr;
+  open_ = false;
+  sealed_.clear();
+  sendPosted_.clear();
   device_ = nullptr;
 }
 
@@ -191,20 +224,32 @@ bool Connection::createQp(rdma_cm_id* id) {
     fail("no RDMA device resources");
     return false;
   }
-  try {
-    buffers_ = device_->takeBuffers(params_.buffers, kRecvTag);
-  } catch (const std::exception& e) {
-    fail(std::string("buffers: ") + e.what());
-    return false;
+  srq_ = device_->srq();
+  if (srq_ != nullptr) {
+    if (std::string why = srq_->reserveInitial(); !why.empty()) {
+      srq_ = nullptr;
+      fail("receive buffers: " + why);
+      return false;
+    }
+    reservedInitial_ = true;
+  } else {
+    try {
+      recvSet_ = device_->takeReceiveSet(params_.maxCredits, kRecvTag);
+    } catch (const std::exception& e) {
+      fail(std::string("receive buffers: ") + e.what());
+      return false;
+    }
   }
+  params_.bufferSize = device_->pools().bufferSize;
   ibv_qp_init_attr a{};
   a.send_cq = device_->cq();
   a.recv_cq = device_->cq();
+  a.srq = srq_ != nullptr ? srq_->srq() : nullptr;
   a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = params_.buffers.sendCount + 1;  // + the teardown beacon
-  a.cap.max_recv_wr = params_.buffers.recvCount;
+  a.cap.max_send_wr = params_.sendBuffers + 1;  // + the teardown beacon
+  a.cap.max_recv_wr = srq_ != nullptr ? 0 : params_.maxCredits;
   a.cap.max_send_sge = 1;
-  a.cap.max_recv_sge = 1;
+  a.cap.max_recv_sge = srq_ != nullptr ? 0 : 1;
   a.sq_sig_all = 0;
   if (rdma_create_qp(id, device_->pd(), &a) != 0) {
     fail("rdma_create_qp: " + errnoText(errno));
@@ -213,33 +258,60 @@ bool Connection::createQp(rdma_cm_id* id) {
   qp_.reset(id);
   device_->attach(id->qp->qp_num, this);
   // Use what the device granted (it may round up, never below what was asked).
-  sendCount_ = std::min(params_.buffers.sendCount, a.cap.max_send_wr - 1);
-  recvCount_ = std::min(params_.buffers.recvCount, a.cap.max_recv_wr);
-  params_.hello.bufferCount = recvCount_;
+  sendCap_ = std::min(params_.sendBuffers, a.cap.max_send_wr - 1);
+  if (srq_ != nullptr) {
+    allowance_ = granted_ = device_->pools().initialGrant;
+    params_.hello.flags |= kHelloSharedReceive;
+    params_.hello.maxCredits = params_.maxCredits;
+  } else {
+    recvCount_ = std::min(params_.maxCredits, a.cap.max_recv_wr);
+    allowance_ = granted_ = recvCount_;
+    params_.hello.maxCredits = recvCount_;
+    for (uint32_t i = 0; i < recvCount_; i++)
+      repost_.push_back(i);
+  }
+  params_.hello.bufferCount = granted_;
   // Receive buffers are in place before the connection is requested or accepted.
-  for (uint32_t i = 0; i < recvCount_; i++)
-    repost_.push_back(i);
-  return postReceives();
+  return postReceives(/*initial=*/true);
 }
 
-// Posts the receive buffers in repost_ as one list of their pre-built work requests.
-bool Connection::postReceives() {
+std::byte* Connection::recvAt(uint32_t index) const {
+  return srq_ != nullptr ? srq_->at(index) : recvSet_->pool().at(index);
+}
+
+// Reposts the receive buffers in repost_: to the shared receive queue, or
+// on this QP as one list of their pre-built work requests.
+bool Connection::postReceives(bool initial) {
   if (repost_.empty()) return true;
-  for (size_t i = 0; i < repost_.size(); i++)
-    buffers_->recvWr(repost_[i])->next =
-        i + 1 < repost_.size() ? buffers_->recvWr(repost_[i + 1]) : nullptr;
-  ibv_recv_wr* bad = nullptr;
-  if (int rc = ibv_post_recv(id_->qp, buffers_->recvWr(repost_[0]), &bad); rc != 0) {
-    fail("ibv_post_recv: " + errnoText(rc));
-    return false;
-  }
   auto n = static_cast<uint32_t>(repost_.size());
-  postedRecvs_ += n;
+  if (srq_ != nullptr) {
+    for (uint32_t idx : repost_)
+      srq_->release(idx);
+    if (!srq_->refill()) {
+      fail("ibv_post_srq_recv failed");
+      return false;
+    }
+  } else {
+    for (size_t i = 0; i < repost_.size(); i++)
+      recvSet_->wr(repost_[i])->next =
+          i + 1 < repost_.size() ? recvSet_->wr(repost_[i + 1]) : nullptr;
+    ibv_recv_wr* bad = nullptr;
+    if (int rc = ibv_post_recv(id_->qp, recvSet_->wr(repost_[0]), &bad); rc != 0) {
+      fail("ibv_post_recv: " + errnoText(rc));
+      return false;
+    }
+    postedRecvs_ += n;
+  }
   counters_.recvsPosted += n;
   counters_.postRecvCalls++;
-  if (state_ == ConnState::kEstablished) owedCredits_ += n;
+  if (!initial) held_ -= std::min(held_, n);
   repost_.clear();
   return true;
+}
+
+uint32_t Connection::owedCredits() const {
+  uint64_t out = uint64_t{granted_} + held_;
+  return allowance_ > out ? static_cast<uint32_t>(allowance_ - out) : 0;
 }
 
 void Connection::onCmEvent(const rdma::CmEvent& e) {
@@ -340,11 +412,11 @@ void Connection::onHandshakeDone(const rdma::CmEvent& e) {
     }
   }
   credits_ += remote_->bufferCount;  // plus any returned by batches already here
-  if (credits_ > remote_->bufferCount) {
+  if (credits_ > remoteMaxCredits()) {
     fail("peer returned more credits than it has receive buffers");
     return;
   }
-  batchCapacity_ = std::min<size_t>(params_.buffers.bufferSize, remote_->bufferSize);
+  batchCapacity_ = std::min<size_t>(params_.bufferSize, remote_->bufferSize);
   if (batchCapacity_ < std::max(sizeof(BatchHeader) + 256, sizeof(BatchHeader) + kAuthRecordSize)) {
     fail("peer's receive buffers are too small");
     return;
@@ -458,6 +530,13 @@ void Connection::authFail(const std::string& why) {
 }
 
 void Connection::onQpEvent(ibv_event_type type) {
+  if (type == IBV_EVENT_QP_LAST_WQE_REACHED) {
+    // The QP is in error (its own failure comes with its own event): it
+    // takes nothing more from the shared receive queue.
+    lastWqe_ = true;
+    maybeFinishClose();
+    return;
+  }
   fail(std::string("queue pair event: ") + ibv_event_type_str(type));
 }
 
@@ -499,7 +578,7 @@ void Connection::abandon(const std::string& why) {
   connectTimer_->cancel();
   closeTimer_->cancel();
   postedSends_ = postedRecvs_ = 0;
-  disconnected_ = true;
+  disconnected_ = lastWqe_ = true;
   setState(ConnState::kDisconnecting);
   setState(ConnState::kClosed);
 }
@@ -520,6 +599,7 @@ void Connection::postBeacon() {
 void Connection::maybeFinishClose() {
   if (state_ != ConnState::kDisconnecting || !disconnected_) return;
   if (postedSends_ != 0 || postedRecvs_ != 0) return;
+  if (srq_ != nullptr && qp_ && !lastWqe_) return;
   closeTimer_->cancel();
   setState(ConnState::kClosed);
 }
@@ -527,16 +607,22 @@ void Connection::maybeFinishClose() {
 void Connection::onCompletion(const ibv_wc& wc) {
   uint64_t tag = wc.wr_id & kTagMask;
   if (tag == kBeaconTag) {
+    // Flushed behind every send: they are all done.
+    while (!sendPosted_.empty()) {
+      device_->sendPool().give(sendPosted_.front());
+      sendPosted_.pop_front();
+    }
     postedSends_ = 0;
     maybeFinishClose();
     return;
   }
   auto idx = static_cast<uint32_t>(wc.wr_id & 0xffffffff);
-  bool isSend = tag == kSendTag;
+  const bool isSend = tag == kSendTag;
+  const bool isRecv = srq_ != nullptr ? tag == rdma::kSrqRecvTag : tag == kRecvTag;
   if (wc.status != IBV_WC_SUCCESS) {
     if (isSend)
       onSendDone(idx);
-    else
+    else if (isRecv && srq_ == nullptr)
       postedRecvs_--;
     // A flushed request only says that the QP went to error; the cause comes
     // with its own event (a CM event, or the first failed request).
@@ -549,15 +635,17 @@ void Connection::onCompletion(const ibv_wc& wc) {
   }
   // Seed 004: a successful completion is checked for what it is and how much it carries.
   if (isSend) {
-    if (wc.opcode != IBV_WC_SEND || idx >= sendCount_) {
-      fail("send completion with an unexpected opcode or work request id");
+    if (wc.opcode != IBV_WC_SEND) {
+      fail("send completion with an unexpected opcode");
       return;
     }
     onSendDone(idx);
     wake_();
-  } else if (tag == kRecvTag) {
-    postedRecvs_--;
-    if (wc.opcode != IBV_WC_RECV || idx >= recvCount_ || wc.byte_len > params_.buffers.bufferSize) {
+  } else if (isRecv) {
+    if (srq_ == nullptr) postedRecvs_--;
+    const bool known = srq_ != nullptr ? srq_->owns(idx) : idx < recvCount_;
+    if (wc.opcode != IBV_WC_RECV || !known || wc.byte_len > params_.bufferSize) {
+      if (srq_ != nullptr && known) srq_->release(idx);
       fail("receive completion with an unexpected opcode, id or length");
       return;
     }
@@ -567,45 +655,106 @@ void Connection::onCompletion(const ibv_wc& wc) {
   }
 }
 
+// A completion frees its buffer and every unsignaled one posted before it.
 void Connection::onSendDone(uint32_t index) {
-  // A completion frees its buffer and every unsignaled one posted before it.
-  uint32_t n = sendCount_;
-  uint32_t freed = (index + n - sendTail_) % n + 1;
-  if (freed > postedSends_) freed = postedSends_;
-  sendTail_ = (sendTail_ + freed) % n;
-  sendUsed_ -= freed;
-  postedSends_ -= freed;
+  rdma::SendPool& pool = device_->sendPool();
+  size_t i = 0;
+  while (i < sendPosted_.size() && sendPosted_[i] != index)
+    i++;
+  if (i == sendPosted_.size()) {
+    fail("send completion for a buffer that was not posted");
+    return;
+  }
+  for (size_t k = 0; k <= i; k++) {
+    pool.give(sendPosted_.front());
+    sendPosted_.pop_front();
+  }
+  postedSends_ -= std::min<uint32_t>(postedSends_, static_cast<uint32_t>(i + 1));
 }
 
 void Connection::onRecvDone(uint32_t index, uint32_t bytes) {
   if (down()) {
-    repost_.push_back(index);  // arrived as it closes: nobody reads it
+    // Arrived as it closes: nobody reads it.
+    if (srq_ != nullptr)
+      srq_->release(index);
+    else
+      repost_.push_back(index);
     return;
   }
   // On the passive side the first batches may complete before ESTABLISHED
   // is read from the event channel: they wait in received_ like any other.
   lastReceived_ = std::chrono::steady_clock::now();
   counters_.batchesReceived++;
-  BatchReader reader({buffers_->recv().at(index), bytes});
+  held_++;
+  received_.push_back({index, bytes});
+  BatchReader reader({recvAt(index), bytes});
   if (!reader.open()) {
     fail("malformed batch from peer");
     return;
   }
-  // A peer never has more buffers for us than it announced: more credits
-  // would make this end overrun its receive queue.
-  if (remote_ && uint64_t{credits_} + reader.credits() > remote_->bufferCount) {
-    fail("peer returned more credits than it has receive buffers");
-    return;
-  }
-  credits_ += reader.credits();  // the peer's buffers: usable at once
-  received_.push_back({index, bytes});
+  if (!onCredits(reader)) return;
   if (state_ == ConnState::kAuthenticating) processAuth();
   wake_();
 }
 
+// The credits a batch spends, returns and releases, checked against what
+// each end granted.
+bool Connection::onCredits(const BatchReader& reader) {
+  if (granted_ == 0) {
+    fail("peer sent a batch without a credit");
+    return false;
+  }
+  granted_--;
+  if (reader.released() > granted_) {
+    fail("peer released more credits than it holds");
+    return false;
+  }
+  if (uint32_t r = reader.released(); r > 0) {
+    granted_ -= r;
+    counters_.creditsReleased += r;
+    if (srq_ != nullptr) {
+      // Back to the device's burst buffers, down to the initial grant.
+      uint32_t back = std::min(r, lent_);
+      srq_->giveBack(back);
+      lent_ -= back;
+      allowance_ -= back;
+    }
+  }
+  // A peer never has more buffers for us than it announced: more credits
+  // would make this end overrun its receive buffers.
+  if (remote_ && uint64_t{credits_} + reader.credits() > remoteMaxCredits()) {
+    fail("peer returned more credits than it has receive buffers");
+    return false;
+  }
+  credits_ += reader.credits();  // the peer's buffers: usable at once
+  // A peer that spends its credits on messages faster than they come back
+  // is lent more (a batch that releases credits says the peer is idle).
+  if (srq_ != nullptr && granted_ * 2 <= allowance_ && allowance_ < params_.maxCredits &&
+      reader.released() == 0 && carriesMessages(reader)) {
+    uint32_t more = srq_->lend(allowance_, params_.maxCredits);
+    allowance_ += more;
+    lent_ += more;
+    counters_.creditsLent += more;
+  }
+  return true;
+}
+
+// Whether a batch has a message among its first records (confirmations and
+// heartbeats come first, when a batch has them).
+bool Connection::carriesMessages(BatchReader reader) {
+  Record rec;
+  for (int i = 0; i < 4 && reader.next(rec) == 1; i++)
+    if (rec.type == RecordType::kMessage) return true;
+  return false;
+}
+
+uint32_t Connection::remoteMaxCredits() const {
+  return remote_->maxCredits != 0 ? remote_->maxCredits : remote_->bufferCount;
+}
+
 std::span<const std::byte> Connection::batchAt(size_t i) const {
   const Received& r = received_[i];
-  return {buffers_->recv().at(r.index), r.bytes};
+  return {recvAt(r.index), r.bytes};
 }
 
 void Connection::consumeBatch(size_t i) {
@@ -619,18 +768,26 @@ bool Connection::openBatch(bool dataRecord) {
 }
 
 bool Connection::reserveBatch(bool dataRecord) {
-  if (open_) return !dataRecord || !openOnReserve_;
-  bool bufferFree = sendUsed_ < sendCount_;
+  if (open_) {
+    if (dataRecord && openOnReserve_) return false;
+    openForData_ = openForData_ || dataRecord;
+    return true;
+  }
   uint32_t need = dataRecord ? 2 : 1;  // one credit stays for batches without messages
-  if (!bufferFree || credits_ < need) {
+  if (credits_ < need || sendHeld() >= sendCap_) {
     if (dataRecord) counters_.creditStalls++;
+    return false;
+  }
+  std::optional<uint32_t> idx = device_->sendPool().take(wake_);
+  if (!idx) {
+    counters_.sendPoolWaits++;
     return false;
   }
   credits_--;
   openOnReserve_ = credits_ == 0;
-  uint32_t idx = (sendHead_ + static_cast<uint32_t>(sealed_.size())) % sendCount_;
-  sendUsed_++;
-  writer_.reset(buffers_->send().at(idx), batchCapacity_);
+  openForData_ = dataRecord;
+  openIdx_ = *idx;
+  writer_.reset(device_->sendPool().buffers().at(openIdx_), batchCapacity_);
   open_ = true;
   return true;
 }
@@ -642,15 +799,34 @@ size_t Connection::messageRoom() {
 
 void Connection::sealBatch() {
   if (!open_) return;
-  uint32_t idx = (sendHead_ + static_cast<uint32_t>(sealed_.size())) % sendCount_;
-  auto bytes = static_cast<uint32_t>(writer_.finish(owedCredits_));
-  owedCredits_ = 0;
-  sealed_.emplace_back(idx, bytes);
+  uint32_t released = 0;
+  const auto now = std::chrono::steady_clock::now();
+  if (openForData_) {
+    lastDataSent_ = now;
+  } else if (remote_ && (remote_->flags & kHelloSharedReceive) != 0 &&
+             now - lastDataSent_ >= params_.releaseAfter) {
+    // No data for a while: keep what the peer grants an idle connection, its
+    // initial grant, of which this batch spends one (back when it is read).
+    const uint32_t keep = remote_->bufferCount > 0 ? remote_->bufferCount - 1 : 0;
+    if (credits_ > keep) {
+      released = std::min<uint32_t>(credits_ - keep, 0xffff);
+      credits_ -= released;
+    }
+  }
+  const uint32_t owed = owedCredits();
+  auto bytes = static_cast<uint32_t>(writer_.finish(owed, static_cast<uint16_t>(released)));
+  granted_ += owed;
+  sealed_.emplace_back(openIdx_, bytes);
   open_ = false;
 }
 
+// A batch of nothing but credits spends one of the peer's: it must return
+// more than that (at least 2), or two ends would answer each other's
+// returns forever. With 3 or more buffers this never strands a peer below
+// the 2 credits a message needs.
 bool Connection::wantsCreditReturn() const {
-  return owedCredits_ >= std::max<uint32_t>(1, recvCount_ / 4);
+  const uint32_t least = allowance_ <= 2 ? 1 : std::max<uint32_t>(2, allowance_ / 4);
+  return owedCredits() >= least;
 }
 
 void Connection::post() {
@@ -667,10 +843,10 @@ void Connection::postSealed() {
   std::vector<ibv_sge>& sges = sgeScratch_;
   wrs.resize(sealed_.size());
   sges.resize(sealed_.size());
-  uint32_t signalEvery = std::min(kSignalEvery, std::max<uint32_t>(1, sendCount_ / 2));
+  rdma::BufferPool& pool = device_->sendPool().buffers();
   for (size_t i = 0; i < sealed_.size(); i++) {
     auto [idx, bytes] = sealed_[i];
-    sges[i] = {buffers_->send().addr(idx), bytes, buffers_->send().lkey()};
+    sges[i] = {pool.addr(idx), bytes, pool.lkey()};
     ibv_send_wr& w = wrs[i];
     w = ibv_send_wr{};
     w.wr_id = kSendTag | idx;
@@ -678,10 +854,10 @@ void Connection::postSealed() {
     w.num_sge = 1;
     w.opcode = IBV_WR_SEND;
     bool last = i + 1 == sealed_.size();
-    // Selective signaling: every signalEvery-th send, and the last of a
-    // burst when free buffers run low, so that completions free them in time.
-    bool low = sendCount_ - sendUsed_ < signalEvery;
-    if (++unsignaled_ >= signalEvery || (low && last)) {
+    // Selective signaling: every kSignalEvery-th send, and the last of every
+    // burst, so that no buffer of the shared pool stays held by a
+    // connection that goes quiet.
+    if (++unsignaled_ >= kSignalEvery || last) {
       w.send_flags = IBV_SEND_SIGNALED;
       unsignaled_ = 0;
       counters_.sendsSignaled++;
@@ -700,7 +876,8 @@ void Connection::postSealed() {
   auto n = static_cast<uint32_t>(sealed_.size());
   postedSends_ += n;
   counters_.sendsPosted += n;
-  sendHead_ = (sendHead_ + n) % sendCount_;
+  for (auto [idx, bytes] : sealed_)
+    sendPosted_.push_back(idx);
   sealed_.clear();
   lastSent_ = std::chrono::steady_clock::now();
 }

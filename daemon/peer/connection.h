@@ -15,18 +15,31 @@
 // owner (Peer) reads what the connection exposes in its service step: the
 // state, the received batches ready to read, the room to send, and posts.
 //
-// Receive buffers are posted before rdma_connect / rdma_accept. Every send
-// fills one of the peer's receive buffers with a batch (protocol.h), so a
-// send needs a credit; credits come back in batch headers. One credit is
-// kept for batches without messages (confirmations, credit returns,
-// heartbeats), so liveness and credit returns never wait for consumers and
-// the peer never sees RNR. Sends are selectively signaled; a signaled
-// completion frees every send buffer posted before it.
+// Receive buffers are posted before rdma_connect / rdma_accept: on the
+// device's shared receive queue, where the connection reserves an
+// allowance, or (receive_queue: per_peer) on its own QP. Every send fills
+// one of the peer's receive buffers with a batch (protocol.h), so a send
+// needs a credit; credits come back in batch headers. This end grants the
+// peer credits for its allowance: the initial grant in the Hello, then one
+// for every buffer read and reposted; with a shared receive queue a busy
+// peer's allowance grows (lent from the device's burst buffers) and an
+// idle peer releases what it holds beyond the initial grant (a batch
+// without messages, heartbeat_interval after the last one with messages). One credit is kept for
+// batches without messages (confirmations, credit returns, heartbeats), so liveness and credit
+// returns never wait for consumers and the peer never sees RNR.
+//
+// Send buffers come from the device's shared pool, at most send_buffers / 2
+// (and buffer_count) per connection; a connection holds one from when it
+// opens a batch until the send's completion. Sends are selectively
+// signaled (the last of every burst, and every 16th); a signaled completion
+// frees every send buffer posted before it.
 //
 // Teardown follows the seeds: rdma_disconnect (the QP goes to error and
 // flushes), wait for DISCONNECTED and for every posted work request to come
-// back (bounded), then the state is closed and the owner destroys the
-// connection on a later loop turn: QP, buffers back to the device, id.
+// back (bounded) — on a shared receive queue also for
+// IBV_EVENT_QP_LAST_WQE_REACHED — then the state is closed and the owner
+// destroys the connection on a later loop turn: QP, buffers back to the
+// device, id.
 #pragma once
 
 #include <array>
@@ -64,7 +77,12 @@ enum class ConnState {
 const char* toString(ConnState s);
 
 struct ConnParams {
-  rdma::BufferGeometry buffers{64 * 1024, 64, 64};
+  size_t bufferSize = 64 * 1024;  // this end's receive buffers (the device's)
+  uint32_t maxCredits = 64;       // buffer_count: the most buffers the peer may fill
+  uint32_t sendBuffers = 32;      // the most send buffers this connection holds
+  // After this long without a batch for messages, the next batch gives a
+  // peer with shared receive buffers back what it lent (heartbeat_interval).
+  std::chrono::milliseconds releaseAfter{1000};
   std::chrono::milliseconds connectTimeout{5000};
   Hello hello;  // what this daemon says about itself
   // The mesh secrets this node proves and accepts, current first (empty:
@@ -81,7 +99,10 @@ struct ConnCounters {
   uint64_t recvsPosted = 0;
   uint64_t postRecvCalls = 0;
   uint64_t batchesReceived = 0;
-  uint64_t creditStalls = 0;  // times data waited for credits
+  uint64_t creditStalls = 0;     // times data waited for credits
+  uint64_t sendPoolWaits = 0;    // times a batch waited for the device's send pool
+  uint64_t creditsLent = 0;      // receive buffers lent to the peer beyond the initial grant
+  uint64_t creditsReleased = 0;  // credits the peer gave back when idle
 };
 
 class Connection : public rdma::CmHandler, public rdma::CompletionSink {
@@ -142,6 +163,10 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   rdma::Device* device() const { return device_; }
   const ConnCounters& counters() const { return counters_; }
   uint32_t credits() const { return credits_; }
+  // Receive buffers the peer may fill (its credits, those in flight, and
+  // batches not yet reposted), and how many of them were lent.
+  uint32_t allowance() const { return allowance_; }
+  uint32_t lent() const { return lent_; }
   std::chrono::steady_clock::time_point lastSent() const { return lastSent_; }
   std::chrono::steady_clock::time_point lastReceived() const { return lastReceived_; }
 
@@ -169,7 +194,16 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
  private:
   void setState(ConnState s);
   bool createQp(rdma_cm_id* id);
-  bool postReceives();
+  bool postReceives(bool initial = false);
+  std::byte* recvAt(uint32_t index) const;
+  uint32_t owedCredits() const;
+  bool onCredits(const BatchReader& reader);
+  static bool carriesMessages(BatchReader reader);
+  uint32_t remoteMaxCredits() const;
+  void giveBackBuffers();
+  uint32_t sendHeld() const {
+    return static_cast<uint32_t>(sendPosted_.size() + sealed_.size()) + (open_ ? 1 : 0);
+  }
   void onSendDone(uint32_t index);
   void onRecvDone(uint32_t index, uint32_t bytes);
   void maybeFinishClose();
@@ -203,16 +237,20 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   // Declared parents first: the QP goes before the buffers and the id.
   rdma::CmIdPtr id_;
   rdma::Device* device_ = nullptr;
-  std::unique_ptr<rdma::BufferSet> buffers_;
-  rdma::CmQpPtr qp_;                        // holds id_.get(); destroys its QP
-  uint32_t sendCount_ = 0, recvCount_ = 0;  // what the device granted
-  bool disconnected_ = false;               // DISCONNECTED seen (or never connected)
+  rdma::SharedReceiveQueue* srq_ = nullptr;    // the device's, when receives are shared
+  bool reservedInitial_ = false;               // srq_ holds our initial grant
+  std::unique_ptr<rdma::ReceiveSet> recvSet_;  // receive_queue: per_peer
+  rdma::CmQpPtr qp_;                           // holds id_.get(); destroys its QP
+  uint32_t sendCap_ = 0, recvCount_ = 0;       // what the device granted
+  bool disconnected_ = false;                  // DISCONNECTED seen (or never connected)
+  bool lastWqe_ = false;                       // IBV_EVENT_QP_LAST_WQE_REACHED seen
   bool beaconPosted_ = false;
   uint32_t postedSends_ = 0, postedRecvs_ = 0;
 
-  // Send ring: buffers [sendTail_, sendHead_) are posted and not yet known
-  // complete; the open batch (if open_) is buffer sendHead_ + sealed_.size().
-  uint32_t sendHead_ = 0, sendTail_ = 0, sendUsed_ = 0;
+  // Send buffers from the device's pool: posted and not yet known complete
+  // (oldest first), sealed and not yet posted, and the open batch's.
+  Ring<uint32_t> sendPosted_;
+  uint32_t openIdx_ = 0;
   uint32_t unsignaled_ = 0;
   bool open_ = false;
   bool openOnReserve_ = false;  // the open batch used the reserved credit: no data
@@ -221,7 +259,11 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   std::vector<ibv_sge> sgeScratch_;
   std::vector<std::pair<uint32_t, uint32_t>> sealed_;  // (buffer, bytes) not yet posted
   uint32_t credits_ = 0;                               // the peer's receive buffers we may fill
-  uint32_t owedCredits_ = 0;                           // our reposted buffers not yet reported
+  bool openForData_ = false;                           // the open batch may carry messages
+  // The peer's side: buffers it may fill (allowance_, lent_ of them from the
+  // burst buffers), credits it holds (granted_), and its batches not yet
+  // reposted (held_). Owed to it: allowance_ - granted_ - held_.
+  uint32_t allowance_ = 0, lent_ = 0, granted_ = 0, held_ = 0;
   size_t batchCapacity_ = 0;
 
   struct Received {
@@ -230,7 +272,7 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   std::deque<Received> received_;  // completed, not yet read
   std::vector<uint32_t> repost_;   // read, not yet reposted
 
-  std::chrono::steady_clock::time_point lastSent_, lastReceived_;
+  std::chrono::steady_clock::time_point lastSent_, lastReceived_, lastDataSent_;
   std::unique_ptr<loop::Timer> connectTimer_, closeTimer_;
   ConnCounters counters_;
 };

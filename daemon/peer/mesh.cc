@@ -57,6 +57,7 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
                                                    toPost_.clear();
                                                  })),
       relistenTimer_(std::make_unique<loop::Timer>(loop, [this] { relisten(); })) {
+  budget_.limit = cfg.registeredMemoryLimit;
   for (const auto& p : cfg.peers)
     addPeer(p);
 }
@@ -129,12 +130,7 @@ void Mesh::start() {
   pump_ = std::make_unique<rdma::CmEventPump>(loop_);
   listen();
   spdlog::info("listening for peers on {} (rdma_cm)", config_.listen.toString());
-  spdlog::info(
-      "registered memory: {} per connected peer (buffer_size {} x buffer_count {}, to receive "
-      "and to send), {} with all {} peers connected",
-      config::formatSize(registeredPerPeer()), config::formatSize(config_.bufferSize),
-      config_.bufferCount, config::formatSize(registeredPerPeer() * config_.peers.size()),
-      config_.peers.size());
+  spdlog::info("{}", rdma::describe(memoryPlan(), config_, config_.peers.size()));
   warnUnverified();
   for (auto& p : peers_)
     p->start();
@@ -261,8 +257,16 @@ uint64_t Mesh::droppedCompletions() const {
 
 std::vector<DeviceStats> Mesh::deviceStats() const {
   std::vector<DeviceStats> out;
-  for (const auto& [ctx, d] : devices_)
-    out.push_back({d->name(), d->failed(), d->cqEntries(), d->counters()});
+  for (const auto& [ctx, d] : devices_) {
+    DeviceStats st{d->name(),     d->failed(),           d->cqEntries(),
+                   d->counters(), d->sendPool().count(), d->sendPool().available(),
+                   std::nullopt};
+    if (const rdma::SharedReceiveQueue* q = d->srq()) {
+      st.srq = q->stats();
+      st.counters.registeredBytes += q->registeredBytes();
+    }
+    out.push_back(std::move(st));
+  }
   return out;
 }
 
@@ -278,8 +282,15 @@ rdma::Device* Mesh::deviceFor(ibv_context* ctx) {
   // briefly have two connections while a duplicate is resolved).
   uint64_t cqe = rdma::needsOf(config_).cqe;
   try {
+    rdma::PoolParams pools;
+    pools.bufferSize = config_.bufferSize;
+    pools.sendBuffers = config_.sendBuffers;
+    pools.sharedReceive = config_.receiveQueue == config::ReceiveQueue::kShared;
+    pools.initialGrant = config_.initialGrant();
+    pools.burst = config_.sharedReceiveBuffers;
+    pools.chunk = config_.bufferCount;
     auto d = std::make_unique<rdma::Device>(
-        loop_, ctx, static_cast<int>(std::min<uint64_t>(cqe, 1u << 30)), this);
+        loop_, ctx, static_cast<int>(std::min<uint64_t>(cqe, 1u << 30)), pools, budget_, this);
     rdma::Device* raw = d.get();
     spdlog::info("RDMA device {}: max_qp_wr {}, max_cqe {}, max_sge {}; CQ of {} entries",
                  raw->name(), raw->attr().max_qp_wr, raw->attr().max_cqe, raw->attr().max_sge,
@@ -294,13 +305,16 @@ rdma::Device* Mesh::deviceFor(ibv_context* ctx) {
 
 ConnParams Mesh::paramsFor(const Peer& peer) const {
   ConnParams p;
-  p.buffers = {config_.bufferSize, config_.bufferCount, config_.bufferCount};
+  p.bufferSize = config_.bufferSize;
+  p.maxCredits = config_.bufferCount;
+  p.sendBuffers = config_.sendBuffersPerPeer();
+  p.releaseAfter = config_.heartbeatInterval;
   p.connectTimeout = config_.connectTimeout;
   p.hello.nodeId = nodeId(config_.node);
   p.hello.targetId = peer.id();
   p.hello.incarnation = incarnation_;
   p.hello.bufferSize = static_cast<uint32_t>(config_.bufferSize);
-  p.hello.bufferCount = config_.bufferCount;
+  p.hello.bufferCount = config_.bufferCount;  // set by the connection: what it grants at once
   p.hello.maxMessage = config_.maxMessageSize;
   p.hello.flowWindow = static_cast<uint32_t>(config_.flowWindow);
   p.selfName = config_.node;

@@ -39,6 +39,7 @@
 #include "daemon/peer/peer.h"
 #include "daemon/rdma/cm_events.h"
 #include "daemon/rdma/device.h"
+#include "daemon/rdma/limits.h"
 
 namespace rdmamsg::peer {
 
@@ -53,6 +54,8 @@ struct DeviceStats {
   bool failed = false;
   int cqEntries = 0;
   rdma::DeviceCounters counters;
+  uint32_t sendBuffers = 0, sendBuffersFree = 0;
+  std::optional<rdma::SrqStats> srq;  // receive_queue: shared
 };
 
 class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
@@ -85,7 +88,9 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   size_t connectionCount() const;
   // Bytes of buffers one connected peer registers: buffer_size x buffer_count,
   // to receive and as much to send.
-  uint64_t registeredPerPeer() const { return 2 * config_.bufferSize * config_.bufferCount; }
+  // Registered memory: what the configuration plans, and what is registered now.
+  rdma::MemoryPlan memoryPlan() const { return rdma::memoryPlan(config_); }
+  uint64_t registeredBytes() const { return budget_.used; }
   uint64_t droppedCompletions() const;
   // Incoming connections refused, by reason (index: RejectReason).
   const std::array<uint64_t, kRejectReasons>& rejected() const { return rejected_; }
@@ -130,6 +135,7 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   uint64_t incarnation_;
   // Declared parents first: destroyed children first.
   std::unique_ptr<rdma::CmEventPump> pump_;
+  rdma::MemoryBudget budget_;  // registered_memory_limit, shared by the devices
   std::map<ibv_context*, std::unique_ptr<rdma::Device>> devices_;
   rdma::CmIdPtr listenId_;
   loop::ServiceQueue queue_;  // keys: kDevicesKey, keyOf(peer index)

@@ -194,10 +194,11 @@ void BatchWriter::addAuth(const AuthBody& body) {
   std::memcpy(p, &body, sizeof body);
 }
 
-size_t BatchWriter::finish(uint32_t credits) {
+size_t BatchWriter::finish(uint32_t credits, uint16_t released) {
   BatchHeader h{};
   h.magic = kBatchMagic;
   h.records = records_;
+  h.released = released;
   h.credits = credits;
   h.length = static_cast<uint32_t>(offset_);
   std::memcpy(buf_, &h, sizeof h);

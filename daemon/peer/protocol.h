@@ -64,10 +64,12 @@ struct Hello {
   uint64_t targetId = 0;     // nodeId() of the node the sender means to reach
   uint64_t incarnation = 0;  // changes at every daemon start
   uint32_t bufferSize = 0;   // the sender's receive buffer size, bytes
-  uint32_t bufferCount = 0;  // receive buffers the sender posts
+  uint32_t bufferCount = 0;  // credits the sender grants at once (receive buffers for the peer)
   uint64_t maxMessage = 0;   // the sender's max_message_size, bytes
   uint32_t flowWindow = 0;   // bytes the sender holds for each flow towards it
-  uint32_t reserved2 = 0;
+  // The most credits the sender may grant (buffer_count); 0 (older
+  // versions): bufferCount, all granted at once.
+  uint32_t maxCredits = 0;
 };
 inline constexpr size_t kHelloSize = 56;
 static_assert(sizeof(Hello) == kHelloSize);
@@ -75,6 +77,10 @@ static_assert(kHelloSize <= 56, "must fit a REQ's private data");
 
 enum HelloFlags : uint16_t {
   kHelloAuthenticates = 1,  // the sender has a mesh secret and proves it
+  // The sender's receive buffers are shared (an SRQ): it lends credits beyond
+  // bufferCount to a busy peer, and takes back, in a batch's `released`,
+  // what an idle peer no longer needs.
+  kHelloSharedReceive = 4,
 };
 
 inline constexpr size_t kNonceSize = 32;
@@ -98,11 +104,11 @@ std::optional<Hello> decodeHello(const void* data, size_t len);
 // ------------------------------------------------------------------ data
 
 struct BatchHeader {
-  uint32_t magic;    // kBatchMagic
-  uint16_t records;  // number of records that follow
-  uint16_t reserved;
-  uint32_t credits;  // receive buffers the sender reposted since its last report
-  uint32_t length;   // bytes used, header included
+  uint32_t magic;     // kBatchMagic
+  uint16_t records;   // number of records that follow
+  uint16_t released;  // credits the sender gives back unused (beyond the one this batch spends)
+  uint32_t credits;   // credits the sender grants: its receive buffers reposted (or lent)
+  uint32_t length;    // bytes used, header included
 };
 inline constexpr uint32_t kBatchMagic = 0x48544142;  // "BATH"
 static_assert(sizeof(BatchHeader) == 16);
@@ -177,6 +183,7 @@ class BatchReader {
   // Validates the header; false when the batch is malformed.
   bool open();
   uint32_t credits() const { return header_.credits; }
+  uint16_t released() const { return header_.released; }
   uint16_t records() const { return header_.records; }
   // Next record: 1 read, 0 no more, -1 malformed.
   int next(Record& out);
@@ -204,7 +211,7 @@ class BatchWriter {
   void addHeartbeat();
   void addAuth(const AuthBody& body);
   // Writes the header; returns the bytes to send.
-  size_t finish(uint32_t credits);
+  size_t finish(uint32_t credits, uint16_t released = 0);
 
  private:
   RecordHeader* begin(RecordType type, size_t bodyLen);

@@ -1,11 +1,7 @@
 // Registered buffers. A BufferPool is a run of equal-sized buffers in one
 // memory region: one registration per pool, never per message. Send pools
-// need no remote access; receive pools only local write.
-//
-// A BufferSet is what one connection uses: a receive pool, a send pool, and
-// the receive work requests built once (seed 004: pre-built work requests)
-// and reposted as they are. Sets are allocated and registered once, kept by
-// the device and reused across reconnects (Device::takeBuffers).
+// need no remote access; receive pools only local write. The pools a device
+// shares among its connections are in shared_pools.h.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +25,8 @@ class BufferPool {
   size_t bufferSize() const { return bufferSize_; }
   uint32_t count() const { return count_; }
   size_t registeredBytes() const { return bytes_; }
+  // What a pool of `count` buffers registers (whole pages).
+  static uint64_t registeredBytesFor(size_t bufferSize, uint32_t count);
 
  private:
   struct Free {
@@ -41,29 +39,24 @@ class BufferPool {
   MrPtr mr_;
 };
 
-struct BufferGeometry {
-  size_t bufferSize = 0;
-  uint32_t recvCount = 0;
-  uint32_t sendCount = 0;
-  bool operator==(const BufferGeometry&) const = default;
-};
-
-class BufferSet {
+// The receive buffers of one connection when the device has no shared
+// receive queue (receive_queue: per_peer), with their work requests built
+// once (seed 004: pre-built work requests) and reposted as they are. Sets
+// are registered once, kept by the device and reused across reconnects
+// (Device::takeReceiveSet).
+class ReceiveSet {
  public:
-  // Receive work requests carry wr_id = recvTag | index.
-  BufferSet(ibv_pd* pd, const BufferGeometry& g, uint64_t recvTag);
-  const BufferGeometry& geometry() const { return geometry_; }
-  BufferPool& recv() { return recv_; }
-  BufferPool& send() { return send_; }
+  // Receive work requests carry wr_id = tag | index.
+  ReceiveSet(ibv_pd* pd, size_t bufferSize, uint32_t count, uint64_t tag);
+  BufferPool& pool() { return pool_; }
   // The pre-built receive work request of buffer i (its `next` is the caller's).
-  ibv_recv_wr* recvWr(uint32_t i) { return &recvWrs_[i]; }
-  size_t registeredBytes() const { return recv_.registeredBytes() + send_.registeredBytes(); }
+  ibv_recv_wr* wr(uint32_t i) { return &wrs_[i]; }
+  size_t registeredBytes() const { return pool_.registeredBytes(); }
 
  private:
-  BufferGeometry geometry_;
-  BufferPool recv_, send_;
-  std::vector<ibv_sge> recvSges_;
-  std::vector<ibv_recv_wr> recvWrs_;
+  BufferPool pool_;
+  std::vector<ibv_sge> sges_;
+  std::vector<ibv_recv_wr> wrs_;
 };
 
 }  // namespace rdmamsg::rdma

@@ -19,8 +19,9 @@ namespace {
 }
 }  // namespace
 
-Device::Device(loop::EventLoop& loop, ibv_context* context, int cqEntries, DeviceListener* listener)
-    : context_(context), listener_(listener) {
+Device::Device(loop::EventLoop& loop, ibv_context* context, int cqEntries, const PoolParams& pools,
+               MemoryBudget& budget, DeviceListener* listener)
+    : context_(context), listener_(listener), pools_(pools), budget_(budget) {
   if (int rc = ibv_query_device(context, &attr_); rc != 0) {
     errno = rc;
     fail("ibv_query_device");
@@ -37,6 +38,17 @@ Device::Device(loop::EventLoop& loop, ibv_context* context, int cqEntries, Devic
     errno = rc;
     fail("ibv_req_notify_cq");
   }
+  sendPool_ = std::make_unique<SendPool>(pd_.get(), pools.bufferSize, pools.sendBuffers, budget);
+  counters_.registeredBytes += sendPool_->buffers().registeredBytes();
+  if (pools.sharedReceive) {
+    if (attr_.max_srq == 0 || attr_.max_srq_wr == 0)
+      throw std::runtime_error("RDMA device " + name() +
+                               " has no shared receive queues (max_srq 0): set receive_queue: "
+                               "per_peer");
+    srq_ =
+        std::make_unique<SharedReceiveQueue>(pd_.get(), attr_, pools.bufferSize, pools.initialGrant,
+                                             pools.burst, pools.chunk, kSrqRecvTag, budget);
+  }
   io_ = std::make_unique<loop::IoEvent>(loop, channel_->fd, EV_READ | EV_PERSIST | EV_ET,
                                         [this](short) { onWakeup(); });
   if (setNonBlocking(context->async_fd))
@@ -52,6 +64,8 @@ Device::Device(loop::EventLoop& loop, ibv_context* context, int cqEntries, Devic
 Device::~Device() {
   io_.reset();
   asyncIo_.reset();
+  for (const auto& set : spare_)
+    budget_.give(set->registeredBytes());
   // Every event gotten was acked in onWakeup, so destroying the CQ cannot block.
 }
 
@@ -79,22 +93,29 @@ std::string Device::name() const {
   return n != nullptr ? n : "?";
 }
 
-std::unique_ptr<BufferSet> Device::takeBuffers(const BufferGeometry& g, uint64_t recvTag) {
-  auto it =
-      std::find_if(spare_.begin(), spare_.end(), [&](const auto& s) { return s->geometry() == g; });
+std::unique_ptr<ReceiveSet> Device::takeReceiveSet(uint32_t count, uint64_t tag) {
+  auto it = std::find_if(spare_.begin(), spare_.end(),
+                         [&](const auto& s) { return s->pool().count() == count; });
   if (it != spare_.end()) {
     auto set = std::move(*it);
     spare_.erase(it);
     counters_.bufferSetsReused++;
     return set;
   }
-  auto set = std::make_unique<BufferSet>(pd_.get(), g, recvTag);
-  counters_.bufferSetsCreated++;
-  counters_.registeredBytes += set->registeredBytes();
-  return set;
+  const uint64_t bytes = BufferPool::registeredBytesFor(pools_.bufferSize, count);
+  if (!budget_.take(bytes)) throw std::runtime_error(budget_.exhausted(bytes));
+  try {
+    auto set = std::make_unique<ReceiveSet>(pd_.get(), pools_.bufferSize, count, tag);
+    counters_.bufferSetsCreated++;
+    counters_.registeredBytes += set->registeredBytes();
+    return set;
+  } catch (...) {
+    budget_.give(bytes);
+    throw;
+  }
 }
 
-void Device::returnBuffers(std::unique_ptr<BufferSet> set) {
+void Device::returnReceiveSet(std::unique_ptr<ReceiveSet> set) {
   if (set) spare_.push_back(std::move(set));
 }
 
@@ -128,15 +149,21 @@ void Device::onWakeup() {
     }
     for (int i = 0; i < n; i++) {
       counters_.completions++;
+      const bool fromSrq = srq_ && (wcs[i].wr_id & kWrTagMask) == kSrqRecvTag;
+      if (fromSrq) srq_->onReceived();
       auto it = sinks_.find(wcs[i].qp_num);
       if (it == sinks_.end()) {
         counters_.dropped++;
+        // A shared buffer that arrived for a QP that is gone: back to the SRQ.
+        auto idx = static_cast<uint32_t>(wcs[i].wr_id & ~kWrTagMask);
+        if (fromSrq && srq_->owns(idx)) srq_->release(idx);
         continue;
       }
       it->second->onCompletion(wcs[i]);
     }
-    if (n == 0) return;
+    if (n == 0) break;
   }
+  if (srq_) srq_->refill();
 }
 
 void Device::onAsyncEvents() {
@@ -156,6 +183,23 @@ void Device::onAsyncEvents() {
         if (auto it = sinks_.find(qpNum); it != sinks_.end()) it->second->onQpEvent(type);
         break;
       }
+      case IBV_EVENT_QP_LAST_WQE_REACHED: {
+        uint32_t qpNum = ev.element.qp->qp_num;
+        ibv_ack_async_event(&ev);
+        onWakeup();  // the QP's last receives are in the CQ: seen before the sink hears
+        if (auto it = sinks_.find(qpNum); it != sinks_.end()) it->second->onQpEvent(type);
+        break;
+      }
+      case IBV_EVENT_SRQ_LIMIT_REACHED:
+        ibv_ack_async_event(&ev);
+        if (srq_) srq_->onLimitReached();
+        break;
+      case IBV_EVENT_SRQ_ERR:
+        ibv_ack_async_event(&ev);
+        spdlog::critical("RDMA device {}: shared receive queue error", name());
+        markFailed();
+        if (listener_ != nullptr) listener_->onDeviceEvent(*this, type);
+        return;
       case IBV_EVENT_DEVICE_FATAL:
       case IBV_EVENT_CQ_ERR:
       case IBV_EVENT_PORT_ERR:

@@ -1,8 +1,9 @@
 // The verbs resources of one RDMA device context: its limits
 // (ibv_query_device), a protection domain, one completion queue with its
-// completion channel shared by every queue pair on the device, the buffer
-// sets of its connections (kept and reused across reconnects), and its
-// asynchronous events.
+// completion channel shared by every queue pair on the device, the buffers
+// its connections share (a send pool, and a shared receive queue or the
+// per-peer receive sets, kept and reused across reconnects; shared_pools.h),
+// and its asynchronous events.
 //
 // Completions are dispatched to their connection by wc.qp_num; those of a QP
 // that is gone are counted and dropped. The completion channel fd is
@@ -10,6 +11,11 @@
 // until EAGAIN, ack them, re-arm with ibv_req_notify_cq, then ibv_poll_cq
 // until it returns 0 — re-arming before the final poll, so that no
 // completion is stranded without an event.
+//
+// Receive completions from the shared receive queue whose QP is gone give
+// their buffer back to the SRQ. IBV_EVENT_QP_LAST_WQE_REACHED (a QP on the
+// SRQ in error will take no more receives) goes to the QP's sink after the
+// CQ is drained, so that its last receives are seen before it is destroyed.
 //
 // The async fd is nonblocking and edge-triggered too: ibv_get_async_event
 // until EAGAIN, each event acked. QP events go to the QP's sink; device,
@@ -26,6 +32,7 @@
 
 #include "daemon/loop/events.h"
 #include "daemon/rdma/buffer_pool.h"
+#include "daemon/rdma/shared_pools.h"
 #include "daemon/rdma/verbs.h"
 
 namespace rdmamsg::rdma {
@@ -53,16 +60,33 @@ struct DeviceCounters {
   uint64_t polls = 0;
   uint64_t dropped = 0;  // completions of a QP no longer attached
   uint64_t asyncEvents = 0;
-  uint64_t bufferSetsCreated = 0;
+  uint64_t bufferSetsCreated = 0;  // per-peer receive sets
   uint64_t bufferSetsReused = 0;
-  uint64_t registeredBytes = 0;
+  uint64_t registeredBytes = 0;  // send pool, shared receive chunks and receive sets
 };
+
+// The buffers a device's connections share (config: buffer_size,
+// send_buffers, receive_queue, shared_receive_buffers).
+struct PoolParams {
+  size_t bufferSize = 64 * 1024;
+  uint32_t sendBuffers = 32;
+  bool sharedReceive = true;
+  uint32_t initialGrant = 2;
+  uint32_t burst = 32;
+  uint32_t chunk = 16;
+};
+
+// wr_id tag of the shared receive queue's work requests (| buffer index).
+inline constexpr uint64_t kSrqRecvTag = 4ULL << 32;
+inline constexpr uint64_t kWrTagMask = ~0xffffffffULL;
 
 class Device {
  public:
-  // Throws std::system_error when a resource cannot be created. The CQ gets
+  // Throws std::system_error when a resource cannot be created (or
+  // std::runtime_error when `budget` cannot hold the send pool). The CQ gets
   // `cqEntries`, or the device's max_cqe if that is lower.
-  Device(loop::EventLoop& loop, ibv_context* context, int cqEntries, DeviceListener* listener);
+  Device(loop::EventLoop& loop, ibv_context* context, int cqEntries, const PoolParams& pools,
+         MemoryBudget& budget, DeviceListener* listener);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -85,11 +109,18 @@ class Device {
   void attach(uint32_t qpNum, CompletionSink* sink) { sinks_[qpNum] = sink; }
   void detach(uint32_t qpNum) { sinks_.erase(qpNum); }
 
-  // A set of the given geometry: a spare one if there is, else a new one
-  // (allocated and registered now). Throws std::system_error.
-  std::unique_ptr<BufferSet> takeBuffers(const BufferGeometry& g, uint64_t recvTag);
+  SendPool& sendPool() { return *sendPool_; }
+  // The shared receive queue; nullptr with receive_queue: per_peer.
+  SharedReceiveQueue* srq() { return srq_.get(); }
+  const SharedReceiveQueue* srq() const { return srq_.get(); }
+  const PoolParams& pools() const { return pools_; }
+
+  // Per-peer receive buffers: a spare set if there is, else a new one
+  // (registered now, within the budget). Throws std::system_error, or
+  // std::runtime_error when the budget cannot hold it.
+  std::unique_ptr<ReceiveSet> takeReceiveSet(uint32_t count, uint64_t tag);
   // Keeps a set for the next connection (its work requests are all back).
-  void returnBuffers(std::unique_ptr<BufferSet> set);
+  void returnReceiveSet(std::unique_ptr<ReceiveSet> set);
 
  private:
   void onWakeup();
@@ -101,7 +132,11 @@ class Device {
   PdPtr pd_;
   CompChannelPtr channel_;
   CqPtr cq_;
-  std::vector<std::unique_ptr<BufferSet>> spare_;
+  PoolParams pools_;
+  MemoryBudget& budget_;
+  std::unique_ptr<SendPool> sendPool_;
+  std::unique_ptr<SharedReceiveQueue> srq_;
+  std::vector<std::unique_ptr<ReceiveSet>> spare_;
   std::unique_ptr<loop::IoEvent> io_, asyncIo_;
   std::unordered_map<uint32_t, CompletionSink*> sinks_;
   DeviceCounters counters_;

@@ -4,17 +4,58 @@
 #include <cerrno>
 #include <system_error>
 
+#include "config/units.h"
+#include "daemon/rdma/buffer_pool.h"
+
 namespace rdmamsg::rdma {
 
 Needs needsOf(const config::Config& c, std::optional<size_t> peers) {
   Needs n;
-  n.sendWr = c.bufferCount + 1;
-  n.recvWr = c.bufferCount;
+  const bool shared = c.receiveQueue == config::ReceiveQueue::kShared;
+  n.sendWr = c.sendBuffersPerPeer() + 1;
+  n.recvWr = shared ? 0 : c.bufferCount;
   n.sge = 1;
-  uint64_t perQp = uint64_t{n.sendWr} + n.recvWr;
-  n.cqe = perQp * (2 * uint64_t{peers.value_or(c.peers.size())} + 2);
+  const uint64_t qps = 2 * uint64_t{peers.value_or(c.peers.size())} + 2;
+  // The SRQ holds every allowance (initial grants and lent buffers), and a
+  // chunk registered ahead.
+  n.srqWr = shared ? qps * c.initialGrant() + c.sharedReceiveBuffers + c.bufferCount : 0;
+  n.cqe = qps * (uint64_t{n.sendWr} + n.recvWr) + n.srqWr;
   n.messageBytes = c.bufferSize;
   return n;
+}
+
+MemoryPlan memoryPlan(const config::Config& c, std::optional<size_t> peers) {
+  const auto bytes = [&](uint64_t count) {
+    return BufferPool::registeredBytesFor(c.bufferSize, static_cast<uint32_t>(count));
+  };
+  MemoryPlan m;
+  const bool shared = c.receiveQueue == config::ReceiveQueue::kShared;
+  m.sendPool = bytes(c.sendBuffers);
+  m.burst = shared ? bytes(c.sharedReceiveBuffers) : 0;
+  m.perPeer = shared ? uint64_t{c.initialGrant()} * c.bufferSize : bytes(c.bufferCount);
+  m.allPeers = m.sendPool + m.burst + m.perPeer * peers.value_or(c.peers.size());
+  m.limit = c.registeredMemoryLimit;
+  return m;
+}
+
+std::string describe(const MemoryPlan& m, const config::Config& c, size_t peers) {
+  const bool shared = c.receiveQueue == config::ReceiveQueue::kShared;
+  std::string out =
+      "registered memory: " + config::formatSize(m.perPeer) + " per connected peer (" +
+      (shared ? std::to_string(c.initialGrant()) + " shared receive buffers granted"
+              : "buffer_count " + std::to_string(c.bufferCount) + " receive buffers") +
+      " x buffer_size " + config::formatSize(c.bufferSize) + "), " +
+      config::formatSize(m.sendPool) + " of send buffers (send_buffers " +
+      std::to_string(c.sendBuffers) + ")";
+  if (shared)
+    out += ", up to " + config::formatSize(m.burst) +
+           " lent to busy peers (shared_receive_buffers " + std::to_string(c.sharedReceiveBuffers) +
+           ")";
+  out += "; " + config::formatSize(m.allPeers) + " with all " + std::to_string(peers) +
+         " peers connected, within registered_memory_limit " + config::formatSize(m.limit);
+  if (m.allPeers > m.limit)
+    out += " (which holds " + std::to_string(m.peersWithinLimit()) + " connected peers at once)";
+  return out;
 }
 
 std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_attr& a,
@@ -25,9 +66,20 @@ std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_a
   if (a.max_qp_wr > 0 && n.sendWr > static_cast<uint32_t>(a.max_qp_wr))
     problems.push_back(
         "buffer_count: " + std::to_string(c.bufferCount) + " needs " + std::to_string(n.sendWr) +
-        " send work requests per queue pair (one per buffer and one for teardown), "
+        " send work requests per queue pair (one per send buffer and one for teardown), "
         "over the max_qp_wr of " +
         std::to_string(a.max_qp_wr) + on + "; use at most " + std::to_string(a.max_qp_wr - 1));
+  if (n.srqWr > 0 && a.max_srq == 0)
+    problems.push_back(
+        "receive_queue: shared needs a shared receive queue, and the device has "
+        "none (max_srq 0)" +
+        on + "; use receive_queue: per_peer");
+  if (n.srqWr > 0 && a.max_srq_wr > 0 && n.srqWr > static_cast<uint64_t>(a.max_srq_wr))
+    problems.push_back("shared_receive_buffers: " + std::to_string(c.sharedReceiveBuffers) +
+                       " with " + std::to_string(peers.value_or(c.peers.size())) +
+                       " peers needs a shared receive queue of " + std::to_string(n.srqWr) +
+                       " work requests, over the max_srq_wr of " + std::to_string(a.max_srq_wr) +
+                       on);
   if (a.max_sge > 0 && n.sge > static_cast<uint32_t>(a.max_sge))
     problems.push_back("the device allows " + std::to_string(a.max_sge) +
                        " scatter/gather entries (max_sge)" + on + "; rdmamsgd needs 1");

@@ -260,11 +260,15 @@ TEST(Connection, AFailedDialIsSeenThroughItsStateAndItsMark) {
   rdma::CmEventPump pump(loop);
   std::unique_ptr<rdma::Device> device;
   ConnParams params;
-  params.buffers = {4096, 4, 4};
+  params.bufferSize = 4096;
+  params.maxCredits = 4;
+  params.sendBuffers = 4;
+  rdma::MemoryBudget budget{64 << 20, 0};
+  rdma::PoolParams pools{4096, 8, true, 2, 4, 4};
   Connection c(
       loop, params,
       [&](ibv_context* ctx) {
-        if (!device) device = std::make_unique<rdma::Device>(loop, ctx, 64, nullptr);
+        if (!device) device = std::make_unique<rdma::Device>(loop, ctx, 64, pools, budget, nullptr);
         return device.get();
       },
       "gamma", queue.waker(7));

@@ -6,7 +6,8 @@
 //   hostile_peer --listen HOST:PORT --name NODE --target NODE --mode acceptor-...
 //
 // Modes: bad-batch (not a batch), bad-record (an unknown record type),
-// credits (returns more credits than it was ever given), sequence (a message
+// credits (returns more credits than it was ever given), release (gives back
+// more credits than it holds), sequence (a message
 // out of sequence), fragment (fragments longer than the message they
 // announce), confirm (confirms a message never sent), auth (an
 // authentication record after the handshake), unknown-service (a well-formed
@@ -346,6 +347,12 @@ int main(int argc, char** argv) {
     post(l, b.data(), 32);
   } else if (mode == "credits") {
     batch(l, 1000, [](BatchWriter& w) { w.addHeartbeat(); });
+  } else if (mode == "release") {
+    std::vector<std::byte> b(kBufferSize);
+    BatchWriter w;
+    w.reset(b.data(), b.size());
+    w.addHeartbeat();
+    post(l, b.data(), w.finish(0, 0xffff));
   } else if (mode == "sequence") {
     batch(l, 0, [&](BatchWriter& w) {
       w.addMessage(5, kFirstFragment | kLastFragment, src1, "inbox", 0, bytesOf("early"));

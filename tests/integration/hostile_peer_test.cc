@@ -82,6 +82,7 @@ TEST_F(HostilePeer, EveryProtocolViolationIsDisconnectedWithItsReasonAndOthersAr
       {"bad-batch", "malformed batch from peer"},
       {"bad-record", "malformed record from peer"},
       {"credits", "peer returned more credits than it has receive buffers"},
+      {"release", "peer released more credits than it holds"},
       {"sequence", "message out of sequence from peer"},
       {"fragment", "fragments exceed the announced message length"},
       {"confirm", "confirmation for a message not in flight"},

@@ -59,17 +59,27 @@ TEST(Mesh, RegisteredMemoryIsPrintedAtStartAndShownInStatus) {
   auto s = statusOf(c.socket("alpha"));
   ASSERT_TRUE(s);
   const Json& r = (*s)["registered_memory"];
-  constexpr uint64_t kPerPeer = 2ull * 256 * 1024 * 16;  // the defaults: 256KiB x 16, twice
-  EXPECT_EQ(r.value("per_peer_bytes", uint64_t{0}), kPerPeer) << r.dump();
-  EXPECT_EQ(r.value("all_peers_bytes", uint64_t{0}), 2 * kPerPeer) << r.dump();
+  // The defaults: 256KiB buffers; a peer is granted 3 of the shared receive
+  // queue's; 32 send buffers and 32 to lend, per device.
+  constexpr uint64_t kMiB = 1024 * 1024;
+  EXPECT_EQ(r.value("receive_queue", ""), "shared") << r.dump();
+  EXPECT_EQ(r.value("per_peer_bytes", uint64_t{0}), 3 * kMiB / 4) << r.dump();
+  EXPECT_EQ(r.value("send_pool_bytes", uint64_t{0}), 8 * kMiB) << r.dump();
+  EXPECT_EQ(r.value("lendable_bytes", uint64_t{0}), 8 * kMiB) << r.dump();
+  EXPECT_EQ(r.value("all_peers_bytes", uint64_t{0}), 16 * kMiB + 2 * 3 * kMiB / 4) << r.dump();
+  EXPECT_EQ(r.value("limit_bytes", uint64_t{0}), 1024 * kMiB) << r.dump();
   uint64_t devices = 0;
   for (const auto& d : (*s)["devices"])
     devices += d.value("registered_bytes", uint64_t{0});
   EXPECT_EQ(r.value("bytes", uint64_t{0}), devices);
-  EXPECT_GE(devices, 2 * kPerPeer) << "both connections' buffers are registered";
+  // The send pool, and one chunk of 16 receive buffers that holds both
+  // peers' grants: 12MiB, not 2 x 8MiB per peer.
+  EXPECT_EQ(devices, 12 * kMiB) << s->dump();
   EXPECT_TRUE(c["alpha"].waitLog(
-      "registered memory: 8MiB per connected peer (buffer_size 256KiB x buffer_count 16, to "
-      "receive and to send), 16MiB with all 2 peers connected"))
+      "registered memory: 768KiB per connected peer (3 shared receive buffers granted x "
+      "buffer_size 256KiB), 8MiB of send buffers (send_buffers 32), up to 8MiB lent to busy "
+      "peers (shared_receive_buffers 32); 17920KiB with all 2 peers connected, within "
+      "registered_memory_limit 1GiB"))
       << c["alpha"].log();
 }
 

@@ -62,8 +62,11 @@ TEST_F(Preflight, AReadyHostPassesEveryCheck) {
   EXPECT_NE(r.out.find("listen address 127.0.0.1:" + std::to_string(port_) + " binds"),
             std::string::npos)
       << r.out;
-  // 2 x 16 x 256 KiB per connection, one peer.
-  EXPECT_NE(r.out.find("registered memory: 8MiB per connection"), std::string::npos) << r.out;
+  // 3 x 256 KiB shared receive buffers per connection; with one peer, the 8MiB send
+  // pool and 8MiB to lend.
+  EXPECT_NE(r.out.find("registered memory: 768KiB per connection, 17152KiB for 1 peer"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("ready: rdmamsgd can start"), std::string::npos) << r.out;
 }
 

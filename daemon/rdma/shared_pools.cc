@@ -1,0 +1,208 @@
+// Buffers shared by a device's connections (shared_pools.h).
+#include "daemon/rdma/shared_pools.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+#include <system_error>
+
+#include "config/units.h"
+
+namespace rdmamsg::rdma {
+
+std::string MemoryBudget::exhausted(uint64_t bytes) const {
+  return "registered_memory_limit " + config::formatSize(limit) + " reached (" +
+         config::formatSize(used) + " registered, " + config::formatSize(bytes) + " more needed)";
+}
+
+namespace {
+uint64_t poolBytes(size_t bufferSize, uint32_t count) {
+  return BufferPool::registeredBytesFor(bufferSize, count);
+}
+}  // namespace
+
+SendPool::SendPool(ibv_pd* pd, size_t bufferSize, uint32_t count, MemoryBudget& budget)
+    : budget_(budget) {
+  const uint64_t bytes = poolBytes(bufferSize, count);
+  if (!budget.take(bytes)) throw std::runtime_error(budget.exhausted(bytes));
+  try {
+    pool_ = std::make_unique<BufferPool>(pd, bufferSize, count, 0);
+  } catch (...) {
+    budget.give(bytes);
+    throw;
+  }
+  free_.reserve(count);
+  for (uint32_t i = count; i > 0; i--)
+    free_.push_back(i - 1);
+}
+
+SendPool::~SendPool() {
+  budget_.give(pool_->registeredBytes());
+}
+
+std::optional<uint32_t> SendPool::take(const loop::ServiceQueue::Waker& wake) {
+  if (free_.empty()) {
+    waits_++;
+    waiting_.push_back(wake);
+    return std::nullopt;
+  }
+  uint32_t i = free_.back();
+  free_.pop_back();
+  return i;
+}
+
+void SendPool::give(uint32_t index) {
+  free_.push_back(index);
+  if (waiting_.empty()) return;
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (const auto& w : waiting)
+    w();
+}
+
+SharedReceiveQueue::SharedReceiveQueue(ibv_pd* pd, const ibv_device_attr& attr, size_t bufferSize,
+                                       uint32_t initialGrant, uint32_t burst, uint32_t chunk,
+                                       uint64_t tag, MemoryBudget& budget)
+    : pd_(pd),
+      bufferSize_(bufferSize),
+      initialGrant_(initialGrant),
+      burst_(burst),
+      chunk_(std::max<uint32_t>(1, chunk)),
+      tag_(tag),
+      budget_(budget) {
+  // Room for every buffer the budget could ever register, within the device's limit.
+  const uint64_t most = budget.limit / bufferSize + chunk_;
+  maxWr_ = static_cast<uint32_t>(
+      std::min<uint64_t>(most, attr.max_srq_wr > 0 ? uint64_t(attr.max_srq_wr) : most));
+  ibv_srq_init_attr a{};
+  a.attr.max_wr = maxWr_;
+  a.attr.max_sge = 1;
+  srq_.reset(ibv_create_srq(pd, &a));
+  if (!srq_) throw std::system_error(errno, std::generic_category(), "ibv_create_srq");
+  maxWr_ = std::min(maxWr_, a.attr.max_wr);
+}
+
+SharedReceiveQueue::~SharedReceiveQueue() {
+  srq_.reset();  // before the chunks' memory regions
+  for (const auto& c : chunks_)
+    budget_.give(c.pool->registeredBytes());
+}
+
+std::byte* SharedReceiveQueue::at(uint32_t index) const {
+  return chunks_[index / chunk_].pool->at(index % chunk_);
+}
+
+bool SharedReceiveQueue::grow(uint32_t needed) {
+  while (registered_ < needed) {
+    if (registered_ + chunk_ > maxWr_) return false;
+    const uint64_t bytes = poolBytes(bufferSize_, chunk_);
+    if (!budget_.take(bytes)) return false;
+    Chunk c;
+    try {
+      c.pool = std::make_unique<BufferPool>(pd_, bufferSize_, chunk_, IBV_ACCESS_LOCAL_WRITE);
+    } catch (const std::exception& e) {
+      budget_.give(bytes);
+      spdlog::error("shared receive buffers: {}", e.what());
+      return false;
+    }
+    c.sges.resize(chunk_);
+    c.wrs.resize(chunk_);
+    for (uint32_t i = 0; i < chunk_; i++) {
+      c.sges[i] = {c.pool->addr(i), static_cast<uint32_t>(bufferSize_), c.pool->lkey()};
+      c.wrs[i] = ibv_recv_wr{};
+      c.wrs[i].wr_id = tag_ | (registered_ + i);
+      c.wrs[i].sg_list = &c.sges[i];
+      c.wrs[i].num_sge = 1;
+      pending_.push_back(registered_ + i);
+    }
+    chunks_.push_back(std::move(c));
+    registered_ += chunk_;
+  }
+  return refill();
+}
+
+std::string SharedReceiveQueue::reserveInitial() {
+  if (!grow(reserved_ + initialGrant_)) {
+    refused_++;
+    return registered_ + chunk_ > maxWr_
+               ? "the shared receive queue is full (" + std::to_string(maxWr_) + " buffers)"
+               : budget_.exhausted(poolBytes(bufferSize_, chunk_));
+  }
+  reserved_ += initialGrant_;
+  connections_++;
+  return "";
+}
+
+void SharedReceiveQueue::releaseInitial() {
+  reserved_ -= std::min(reserved_, initialGrant_);
+  connections_ -= connections_ > 0 ? 1 : 0;
+}
+
+uint32_t SharedReceiveQueue::lend(uint32_t allowance, uint32_t max) {
+  if (allowance >= max || lent_ >= burst_) return 0;
+  uint32_t want = std::min({allowance, max - allowance, burst_ - lent_});
+  // Lent from what is registered, registering more while the budget allows.
+  if (reserved_ + want > registered_ && !grow(reserved_ + want))
+    want = registered_ > reserved_ ? std::min(want, registered_ - reserved_) : 0;
+  reserved_ += want;
+  lent_ += want;
+  return want;
+}
+
+void SharedReceiveQueue::giveBack(uint32_t n) {
+  n = std::min(n, lent_);
+  lent_ -= n;
+  reserved_ -= std::min(reserved_, n);
+}
+
+bool SharedReceiveQueue::refill() {
+  if (pending_.empty()) return true;
+  for (size_t i = 0; i < pending_.size(); i++) {
+    uint32_t idx = pending_[i];
+    ibv_recv_wr& w = chunks_[idx / chunk_].wrs[idx % chunk_];
+    w.next = i + 1 < pending_.size()
+                 ? &chunks_[pending_[i + 1] / chunk_].wrs[pending_[i + 1] % chunk_]
+                 : nullptr;
+  }
+  uint32_t first = pending_.front();
+  ibv_recv_wr* bad = nullptr;
+  if (int rc = ibv_post_srq_recv(srq_.get(), &chunks_[first / chunk_].wrs[first % chunk_], &bad);
+      rc != 0) {
+    spdlog::error("ibv_post_srq_recv: {}", std::error_code(rc, std::generic_category()).message());
+    return false;
+  }
+  posted_ += static_cast<uint32_t>(pending_.size());
+  pending_.clear();
+  arm();
+  return true;
+}
+
+// The limit is armed at half an initial grant: below it, nearly every
+// buffer is held by batches not yet read (a receiver holding back) or
+// waiting to be reposted.
+void SharedReceiveQueue::arm() {
+  ibv_srq_attr a{};
+  a.srq_limit = std::max<uint32_t>(1, initialGrant_ / 2);
+  if (posted_ <= a.srq_limit) return;
+  if (int rc = ibv_modify_srq(srq_.get(), &a, IBV_SRQ_LIMIT); rc != 0)
+    spdlog::debug("ibv_modify_srq(IBV_SRQ_LIMIT): {}",
+                  std::error_code(rc, std::generic_category()).message());
+}
+
+void SharedReceiveQueue::onLimitReached() {
+  limitEvents_++;
+  spdlog::debug("shared receive queue: fewer than {} buffers posted ({} of {} registered)",
+                std::max<uint32_t>(1, initialGrant_ / 2), posted_, registered_);
+  if (!pending_.empty())
+    refill();
+  else
+    arm();
+}
+
+SrqStats SharedReceiveQueue::stats() const {
+  return {registered_, posted_, reserved_, connections_, limitEvents_, refused_};
+}
+
+}  // namespace rdmamsg::rdma
