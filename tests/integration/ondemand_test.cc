@@ -213,6 +213,71 @@ TEST(OnDemand, NoMessageIsLostAcrossIdleCloses) {
   EXPECT_EQ(peerCount(c.socket("beta"), "alpha", "failed"), 0u);
 }
 
+// The same under pressure: an idle timeout of 2ms closes the connection in
+// nearly every pause of a paced stream each way, so requests to close race
+// messages already on their way. Every message is delivered, in order.
+TEST(OnDemand, NoMessageIsLostWhenIdleClosesRaceTraffic) {
+  MeshOptions o;
+  o.extra = "connect: on_demand\nidle_timeout: 2ms\n";
+  Cluster c({"alpha", "beta"}, o);
+  ASSERT_TRUE(c.start());
+  const std::map<std::string, std::string> other = {{"alpha", "beta"}, {"beta", "alpha"}};
+  constexpr int kMessages = 600;
+  // Listeners that keep up (a listener that lags holds messages, which keeps
+  // the connection open), each in its own thread with its own client.
+  std::map<std::string, std::vector<std::string>> got;
+  std::vector<std::thread> listeners;
+  for (const std::string n : {"alpha", "beta"}) {
+    auto cl = Client::connect(c.socket(n));
+    ASSERT_TRUE(cl) << cl.status().toString();
+    ASSERT_TRUE(cl->registerService("inbox").ok());
+    listeners.emplace_back([cl = std::move(*cl), &out = got[n]]() mutable {
+      Message m;
+      while (cl.receive(m, 5s).ok())
+        out.emplace_back(m.text());
+    });
+  }
+  std::map<std::string, Client> senders;
+  for (const std::string n : {"alpha", "beta"}) {
+    auto cl = Client::connect(c.socket(n));
+    ASSERT_TRUE(cl) << cl.status().toString();
+    ASSERT_TRUE(cl->registerService("outbox").ok());
+    senders.emplace(n, std::move(*cl));
+  }
+  std::map<std::string, int> sent;
+  for (int i = 0; i < kMessages; i++) {
+    for (const std::string from : {"alpha", "beta"}) {
+      if ((i + (from == "beta")) % 4 == 0) continue;  // the two streams drift apart
+      std::string text = from + "-" + std::to_string(sent[from]++);
+      ASSERT_TRUE(senders.at(from).send(other.at(from), "inbox", bytesOf(text)));
+      ASSERT_TRUE(senders.at(from).flush(10s).ok());
+    }
+    // Pacing (the workload): pauses of 0..6 ms around the idle timeout.
+    std::this_thread::sleep_for(std::chrono::microseconds((i * 7919) % 6000));
+  }
+  for (auto& [n, cl] : senders) {
+    Completion done;
+    std::vector<std::string> errors;
+    for (int outcomes = 0; outcomes < sent[n]; outcomes++) {
+      ASSERT_TRUE(cl.waitCompletion(done, 15s).ok()) << n << ": " << outcomes << " of " << sent[n];
+      if (!done.status.ok()) errors.push_back(done.status.toString());
+    }
+    EXPECT_TRUE(errors.empty()) << n << ": " << errors.size() << " failed, e.g. "
+                                << (errors.empty() ? "" : errors[0]);
+  }
+  for (auto& t : listeners)
+    t.join();  // each stops 5 s after its last message
+  for (const std::string to : {"alpha", "beta"}) {
+    const std::string from = other.at(to);
+    ASSERT_EQ(got[to].size(), static_cast<size_t>(sent[from])) << to;
+    for (int i = 0; i < sent[from]; i++)
+      ASSERT_EQ(got[to][i], from + "-" + std::to_string(i));
+  }
+  const uint64_t closes = peerCount(c.socket("alpha"), "beta", "idle_closes");
+  EXPECT_GE(closes, 10u);
+  EXPECT_NE(closes, UINT64_MAX);
+}
+
 // One node connects on demand with an idle timeout, the other always: the
 // always node dials at start and keeps the connection (it refuses to close
 // it for idleness); messages flow both ways.
