@@ -4,6 +4,7 @@
 // messages queued until message_timeout, and meshes mixing both modes.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <map>
 #include <string>
 #include <thread>
@@ -405,6 +406,44 @@ TEST(OnDemand, FailedDialsKeepMessagesQueuedUntilMessageTimeout) {
   // Nothing left to send: alpha stops dialing and beta is idle.
   EXPECT_TRUE(waitForStatus(c.socket("alpha"),
                             [](const Json& s) { return peerState(s, "beta") == "idle"; }));
+}
+
+// A reload switches the mode: to always, idle peers are dialed at once; to
+// on_demand with an idle timeout, connections that carry nothing close.
+TEST(OnDemand, AReloadChangesTheMode) {
+  MeshOptions o;
+  o.extra = kOnDemand;
+  Cluster c({"alpha", "beta"}, o);
+  ASSERT_TRUE(c.start());
+  auto s = statusOf(c.socket("alpha"));
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(peerIs(*s, "beta", "idle", 0)) << s->dump(2);
+  const auto reload = [&](const std::string& node, const std::string& from, const std::string& to,
+                          uint64_t generation) {
+    std::string yaml = readFile(c.configPath(node));
+    const size_t at = yaml.find(from);
+    if (at == std::string::npos) return false;
+    yaml.replace(at, from.size(), to);
+    writeFile(c.configPath(node), yaml);
+    c[node].signal(SIGHUP);
+    return waitForStatus(c.socket(node), [&](const Json& st) {
+      return st.contains("config") && st["config"].value("generation", 0u) == generation;
+    });
+  };
+  ASSERT_TRUE(reload("alpha", "connect: on_demand\n", "connect: always\n", 2));
+  EXPECT_TRUE(waitForStatus(c.socket("alpha"), [](const Json& st) {
+    return peerIs(st, "beta", "established", 1) &&
+           peerEntry(st, "beta")->value("connect", "") == "always";
+  })) << statusOf(c.socket("alpha"))->dump(2);
+  EXPECT_TRUE(c["alpha"].waitLog("reload: connect: on_demand -> always"));
+
+  // Back to on_demand, now with an idle timeout: the idle connection closes
+  // and stays closed.
+  ASSERT_TRUE(reload("alpha", "connect: always\n", "connect: on_demand\nidle_timeout: 200ms\n", 3));
+  EXPECT_TRUE(waitForStatus(c.socket("alpha"), [](const Json& st) {
+    const Json* p = peerEntry(st, "beta");
+    return p != nullptr && p->value("state", "") == "idle" && p->value("idle_closes", 0) == 1;
+  })) << statusOf(c.socket("alpha"))->dump(2);
 }
 
 }  // namespace
