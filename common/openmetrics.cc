@@ -162,6 +162,8 @@ const std::vector<Field> kPeer = {
      "Messages that timed out or were lost with a connection."},
     {"connects", "rdmamsg_peer_connects", "counter", "Connections established with the peer."},
     {"dials", "rdmamsg_peer_dials", "counter", "Connection attempts made to the peer."},
+    {"idle_closes", "rdmamsg_peer_idle_closes", "counter",
+     "Connections to the peer closed by agreement for being idle (connect: on_demand)."},
     {"heartbeats_sent", "rdmamsg_peer_heartbeats_sent", "counter", "Heartbeats sent to the peer."},
 };
 const std::vector<Field> kRdma = {

@@ -9,6 +9,10 @@ const char* toString(ReceiveQueue q) {
   return q == ReceiveQueue::kShared ? "shared" : "per_peer";
 }
 
+const char* toString(ConnectMode mode) {
+  return mode == ConnectMode::kOnDemand ? "on_demand" : "always";
+}
+
 const Peer* Config::findPeer(std::string_view name) const {
   for (const Peer& peer : peers) {
     if (peer.name == name) return &peer;
@@ -54,6 +58,9 @@ std::vector<Setting> settings(const Config& config) {
       {"reconnect_backoff_max", formatDuration(config.reconnectBackoffMax)},
       {"connect_timeout", formatDuration(config.connectTimeout)},
       {"message_timeout", formatDuration(config.messageTimeout)},
+      {"connect", toString(config.connect)},
+      {"idle_timeout",
+       config.idleTimeout.count() == 0 ? std::string("off") : formatDuration(config.idleTimeout)},
       {"log_level", std::string(toString(config.logLevel))},
       {"metrics_listen", config.metricsListen ? config.metricsListen->toString() : "-"},
   };

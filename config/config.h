@@ -61,6 +61,11 @@ enum class ReceiveQueue {
 };
 const char* toString(ReceiveQueue q);
 
+// When peers are dialed (`connect`): every peer at start and after every loss
+// (always), or a peer at the first message a local client sends to it (on_demand).
+enum class ConnectMode { kAlways, kOnDemand };
+const char* toString(ConnectMode mode);
+
 struct Config {
   std::string sourceFile;  // the file it was loaded from (or the name given for a string)
 
@@ -106,6 +111,12 @@ struct Config {
   milliseconds reconnectBackoffMax{10000};  // cap of the exponential backoff
   milliseconds connectTimeout{5000};        // resolve + connect + handshake deadline
   milliseconds messageTimeout{30000};       // accepted message: deliver or fail by then
+
+  // Connections on demand (docs/scaling.md).
+  ConnectMode connect = ConnectMode::kAlways;
+  // With connect: on_demand, a connection that carried no message either way
+  // for this long is closed by agreement with the peer; 0: never.
+  milliseconds idleTimeout{0};
 
   LogLevel logLevel = LogLevel::kInfo;
   // HTTP listener serving GET /metrics (OpenMetrics); unset: none.

@@ -98,6 +98,43 @@ void readDuration(const FieldMap& top, std::string_view key, milliseconds& out) 
   out = *value;
 }
 
+Parsed<ConnectMode> parseConnectMode(std::string_view text) {
+  if (text == "always") return Parsed<ConnectMode>::ok(ConnectMode::kAlways);
+  if (text == "on_demand") return Parsed<ConnectMode>::ok(ConnectMode::kOnDemand);
+  return Parsed<ConnectMode>::fail("'" + std::string(text) + "' is not always or on_demand");
+}
+
+// idle_timeout: a duration, or 0 / off for never.
+void readIdleTimeout(const FieldMap& top, Config& config) {
+  const std::optional<std::string> text = top.scalar("idle_timeout");
+  if (!text) return;
+  if (*text == "0" || *text == "off") {
+    config.idleTimeout = milliseconds(0);
+    return;
+  }
+  const auto parsed = parseDuration(*text);
+  if (!parsed) {
+    top.report("idle_timeout", parsed.error + "; or 0 (off) to keep idle connections");
+    return;
+  }
+  if (*parsed.value > kMaxDuration) {
+    top.report("idle_timeout", formatDuration(*parsed.value) + " out of range 1ms.." +
+                                   formatDuration(kMaxDuration) + " (or 0: off)");
+    return;
+  }
+  config.idleTimeout = *parsed.value;
+}
+
+// idle_timeout closes connections made on demand: with connect: always the
+// daemon would dial the peer again at once.
+void checkIdleTimeout(const FieldMap& top, const Config& config) {
+  if (config.idleTimeout.count() == 0 || config.connect == ConnectMode::kOnDemand) return;
+  if (top.reported("connect")) return;
+  top.report("idle_timeout", "closing idle connections needs connect: on_demand (connect is " +
+                                 std::string(top.has("connect") ? "" : "the default, ") +
+                                 "always: every peer is dialed again at once)");
+}
+
 void readLocalSocket(const FieldMap& top, Config& config) {
   if (auto path = top.parsed("socket", parseSocketPath)) config.socket = *path;
   if (auto mode = top.parsed("socket_mode", parseSocketMode)) config.socketMode = *mode;
@@ -158,6 +195,8 @@ void readTuning(const FieldMap& top, Config& config) {
   readDuration(top, "reconnect_backoff_max", config.reconnectBackoffMax);
   readDuration(top, "connect_timeout", config.connectTimeout);
   readDuration(top, "message_timeout", config.messageTimeout);
+  if (auto mode = top.parsed("connect", parseConnectMode)) config.connect = *mode;
+  readIdleTimeout(top, config);
   if (auto level = top.parsed("log_level", parseLogLevel)) config.logLevel = *level;
   if (!top.isNull("metrics_listen"))
     config.metricsListen = top.parsed("metrics_listen", parseAddress);
@@ -222,6 +261,7 @@ LoadResult loadDocument(const YAML::Node& root, const std::string& file,
              config.heartbeatTimeout, /*allowEqual=*/false);
   checkOrder(top, "reconnect_backoff_min", config.reconnectBackoffMin, "reconnect_backoff_max",
              config.reconnectBackoffMax, /*allowEqual=*/true);
+  checkIdleTimeout(top, config);
   detail::resolveMesh(top, self, detail::readPeers(top), config);
   if (!sink.empty()) return LoadResult(sink.take());
   return LoadResult(std::move(config));

@@ -13,7 +13,7 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 27> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 29> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
@@ -39,6 +39,8 @@ inline constexpr std::array<std::string_view, 27> kTopLevelKeys = {
     "reconnect_backoff_max",
     "connect_timeout",
     "message_timeout",
+    "connect",
+    "idle_timeout",
     "log_level",
     "metrics_listen",
 };

@@ -240,6 +240,7 @@ std::string Router::statusJson() const {
     e["name"] = p->name();
     e["address"] = p->address().toString();
     e["state"] = peer::toString(p->state());
+    e["connect"] = config::toString(config_.connect);
     if (!p->lastError().empty()) e["last_error"] = p->lastError();
     e["queued_bytes"] = p->queuedBytes();
     e["in_flight"] = p->inFlight();
@@ -251,6 +252,7 @@ std::string Router::statusJson() const {
     e["connects"] = c.connects;
     e["heartbeats_sent"] = c.heartbeatsSent;
     e["dials"] = c.dials;
+    e["idle_closes"] = c.idleCloses;
     e["confirmed"] = p->confirmedCount();
     const LatencyHistogram& h = p->deliveryLatency();
     json buckets = json::array();

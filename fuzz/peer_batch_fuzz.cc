@@ -59,6 +59,11 @@ void checkRecord(const Record& r, Bytes batch) {
       FUZZ_CHECK(r.auth.proofCount == 1 || r.auth.proofCount == 2);
       FUZZ_CHECK(r.srcService.empty() && r.dstService.empty() && r.payload.empty());
       return;
+    case RecordType::kIdleClose:
+      FUZZ_CHECK(r.idleClose == IdleClose::kRequest || r.idleClose == IdleClose::kAccept ||
+                 r.idleClose == IdleClose::kRefuse);
+      FUZZ_CHECK(r.srcService.empty() && r.dstService.empty() && r.payload.empty());
+      return;
   }
   FUZZ_CHECK(!"a record of an unknown type was accepted");
 }
@@ -77,6 +82,8 @@ bool sameRecord(const Record& a, const Record& b) {
       return true;
     case RecordType::kAuth:
       return std::memcmp(&a.auth, &b.auth, sizeof a.auth) == 0;
+    case RecordType::kIdleClose:  // the writer leaves the reserved bytes 0
+      return a.idleClose == b.idleClose;
   }
   return false;
 }
@@ -107,6 +114,10 @@ void checkRoundTrip(const std::vector<Record>& records, uint32_t credits, size_t
       case RecordType::kAuth:
         FUZZ_CHECK(writer.room() >= kAuthRecordSize);
         writer.addAuth(r.auth);
+        break;
+      case RecordType::kIdleClose:
+        FUZZ_CHECK(writer.room() >= kIdleCloseRecordSize);
+        writer.addIdleClose(r.idleClose);
         break;
     }
   }

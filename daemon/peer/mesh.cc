@@ -116,6 +116,8 @@ void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
   if (config_.secret)
     for (auto& p : peers_)
       if (!p->removed()) p->requireAuthentication();
+  for (auto& p : peers_)
+    p->applyConnectMode();  // connect may have changed to always
   warnUnverified();
 }
 
@@ -132,6 +134,12 @@ void Mesh::start() {
   spdlog::info("listening for peers on {} (rdma_cm)", config_.listen.toString());
   spdlog::info("{}", rdma::describe(memoryPlan(), config_, config_.peers.size()));
   warnUnverified();
+  if (config_.connect == config::ConnectMode::kOnDemand)
+    spdlog::info("connect: on_demand: peers are dialed at their first message{}",
+                 config_.idleTimeout.count() > 0
+                     ? "; connections idle for " + config::formatDuration(config_.idleTimeout) +
+                           " are closed"
+                     : "");
   for (auto& p : peers_)
     p->start();
 }
@@ -318,6 +326,7 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   p.hello.maxMessage = config_.maxMessageSize;
   p.hello.flowWindow = static_cast<uint32_t>(config_.flowWindow);
   p.selfName = config_.node;
+  p.hello.flags |= kHelloIdleClose;
   if (config_.secret) {
     p.hello.flags |= kHelloAuthenticates;
     p.secrets.push_back(config_.secret->bytes);

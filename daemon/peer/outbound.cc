@@ -87,7 +87,7 @@ void Outbound::makeReady(Flow& f) {
   ready_.push_back(&f);
 }
 
-Status Outbound::send(Connection& conn, uint64_t session, uint64_t msgId, std::string_view src,
+Status Outbound::send(Connection* conn, uint64_t session, uint64_t msgId, std::string_view src,
                       std::string_view dst, std::span<const std::byte> payload,
                       const void*& waitKey) {
   waitKey = nullptr;
@@ -102,12 +102,13 @@ Status Outbound::send(Connection& conn, uint64_t session, uint64_t msgId, std::s
   uint64_t offset = 0;
   bool started = false;
   // The fast path: nothing before it, window and link room now.
-  if (current_ == nullptr && f.queuedMessages == 0 && canStart(f, cost) && conn.messageRoom() > 0) {
+  if (conn != nullptr && current_ == nullptr && f.queuedMessages == 0 && canStart(f, cost) &&
+      conn->messageRoom() > 0) {
     uint64_t seq = nextSeq_++;
     inflight_.push_back({session, msgId, &f, cost, false, false, deadline, sampleTime(seq)});
     unsettled_++;
     f.unconfirmed += cost;
-    if (write(conn, seq, src, dst, payload, offset, started)) return Status();
+    if (write(*conn, seq, src, dst, payload, offset, started)) return Status();
     current_ = &f;
   }
   enqueue(f, session, msgId, deadline, src, payload.subspan(offset), 0, started, cost);
@@ -281,7 +282,11 @@ void Outbound::report(InFlight& m, Errc errc) {
   events_.outcome(m.session, m.msgId, st);
 }
 
-std::string Outbound::timeoutText(const std::string& service) const {
+std::string Outbound::timeoutText(const std::string& service, std::string_view notConnected) const {
+  if (!notConnected.empty())
+    return "not delivered to " + service + " on " + peerName_ + " within " +
+           std::to_string(config_.messageTimeout.count()) + " ms: no connection to " + peerName_ +
+           " (" + std::string(notConnected) + ")";
   return "no delivery confirmation from " + peerName_ + " for service " + service + " within " +
          std::to_string(config_.messageTimeout.count()) + " ms";
 }
@@ -314,7 +319,7 @@ bool Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
   return true;
 }
 
-void Outbound::expire() {
+void Outbound::expire(std::string_view notConnected) {
   auto now = coarseNow();
   // Unconfirmed: told now; the window stays taken until the peer confirms.
   for (size_t i = 0; i < inflight_.size(); i++) {
@@ -332,7 +337,8 @@ void Outbound::expire() {
       if (q.deadline >= now) break;
       popFront(f);
       failed_++;
-      events_.outcome(q.session, q.msgId, Status(Errc::timeout, timeoutText(f.service)));
+      events_.outcome(q.session, q.msgId,
+                      Status(Errc::timeout, timeoutText(f.service, notConnected)));
     }
   }
   std::erase_if(ready_, [](Flow* f) {

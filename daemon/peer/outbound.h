@@ -64,9 +64,11 @@ class Outbound {
   // A new connection: sequence numbers start at 1, with the peer's limits.
   void reset(uint64_t remoteWindow, uint64_t remoteMaxMessage);
 
-  // Accepts a message for `conn` (established). Errors: too_large. Sets
-  // `waitKey` when the client should not be read until queueDrained(key).
-  Status send(Connection& conn, uint64_t session, uint64_t msgId, std::string_view src,
+  // Accepts a message for `conn` (established), or only queues it when
+  // `conn` is null (no connection yet, or one that starts no new message:
+  // pump() sends it later). Errors: too_large. Sets `waitKey` when the
+  // client should not be read until queueDrained(key).
+  Status send(Connection* conn, uint64_t session, uint64_t msgId, std::string_view src,
               std::string_view dst, std::span<const std::byte> payload, const void*& waitKey);
 
   // Writes what the windows and the link allow. Service step only.
@@ -75,11 +77,14 @@ class Outbound {
   // that is not in flight (a protocol error).
   bool settle(uint64_t first, uint64_t last, Errc errc);
   // Fails what has passed message_timeout (queued or unconfirmed).
-  void expire();
+  // `notConnected`: why there is no connection, for queued messages' errors.
+  void expire(std::string_view notConnected = {});
   // The connection is gone: everything fails with `why`.
   void failAll(const Status& why);
 
   size_t queuedBytes() const { return totalQueued_; }
+  // Nothing on the wire and nothing unconfirmed (queued messages aside).
+  bool settled() const { return unsettled_ == 0 && current_ == nullptr; }
   size_t inFlight() const { return unsettled_; }
   uint64_t confirmed() const { return confirmed_; }  // outcomes the peer confirmed
   uint64_t failed() const { return failed_; }        // timed out or lost with the connection
@@ -121,7 +126,7 @@ class Outbound {
   void popFront(Flow& f);
   void report(InFlight& m, Errc errc);
   void collectIdleFlows();
-  std::string timeoutText(const std::string& service) const;
+  std::string timeoutText(const std::string& service, std::string_view notConnected = {}) const;
 
   const config::Config& config_;
   const std::string& peerName_;

@@ -19,14 +19,16 @@ bool edgeAllowed(PeerState from, PeerState to) {
   switch (from) {
     case PeerState::kIdle:
       return to == PeerState::kConnecting || to == PeerState::kStopped;
+    // → idle: connect on demand, with nothing to send (a failed dial, a lost
+    // or idle-closed connection, a backoff that found the queue empty).
     case PeerState::kConnecting:  // connecting → connecting: a new connection replaces the attempt
       return to == PeerState::kConnecting || to == PeerState::kEstablished ||
-             to == PeerState::kBackoff || to == PeerState::kStopping;
+             to == PeerState::kBackoff || to == PeerState::kStopping || to == PeerState::kIdle;
     case PeerState::kEstablished:
       return to == PeerState::kConnecting || to == PeerState::kBackoff ||
-             to == PeerState::kStopping;
+             to == PeerState::kStopping || to == PeerState::kIdle;
     case PeerState::kBackoff:
-      return to == PeerState::kConnecting || to == PeerState::kStopped;
+      return to == PeerState::kConnecting || to == PeerState::kStopped || to == PeerState::kIdle;
     case PeerState::kStopping:
       return to == PeerState::kStopped;
     case PeerState::kStopped:  // a retired peer configured again (reload)
@@ -89,9 +91,15 @@ uint64_t Peer::remoteIncarnation() const {
   return conn_ != nullptr && conn_->remote() ? conn_->remote()->incarnation : 0;
 }
 
+std::chrono::milliseconds Peer::tickPeriod() const {
+  auto period = std::min(config_.heartbeatInterval, std::chrono::milliseconds(1000));
+  if (onDemand() && config_.idleTimeout.count() > 0) period = std::min(period, config_.idleTimeout);
+  return std::max(period / 2, std::chrono::milliseconds(1));
+}
+
 void Peer::start() {
-  tickTimer_->arm(std::min(config_.heartbeatInterval, std::chrono::milliseconds(1000)) / 2);
-  dial();
+  tickTimer_->arm(tickPeriod());
+  dial();  // on demand: only once a message is queued
 }
 
 void Peer::shutdown(const std::string& why) {
@@ -150,8 +158,22 @@ void Peer::redialSoon() {
   dialTimer_->arm(std::chrono::milliseconds(0));
 }
 
+void Peer::applyConnectMode() {
+  if (removed_ || state_ != PeerState::kIdle || onDemand()) return;
+  dialTimer_->arm(std::chrono::milliseconds(0));  // connect: always now
+}
+
+void Peer::dialOnDemand() {
+  if (state_ == PeerState::kIdle && !dialTimer_->armed())
+    dialTimer_->arm(std::chrono::milliseconds(0));
+}
+
 void Peer::dial() {
   if (state_ != PeerState::kIdle && state_ != PeerState::kBackoff) return;
+  if (onDemand() && out_.queuedBytes() == 0) {  // nothing to send: wait for a message
+    if (state_ == PeerState::kBackoff) setState(PeerState::kIdle);
+    return;
+  }
   attempts_++;
   counters_.dials++;
   setState(PeerState::kConnecting);
@@ -254,7 +276,10 @@ void Peer::service() {
   if (state_ != PeerState::kEstablished) return;
   receive();
   if (state_ != PeerState::kEstablished) return;
-  if (writeConfirms()) out_.pump(*conn_);
+  if (!idleIn_.empty()) handleIdleClose();
+  if (conn_->down()) return;  // idle-closed: observed at the next step
+  writeIdleAnswers();
+  if (writeConfirms() && !committed()) out_.pump(*conn_);
 }
 
 void Peer::post() {
@@ -281,6 +306,11 @@ void Peer::onUp() {
   confirmsDue_ = false;
   lazyConfirmBytes_ = 0;
   holdingBack_ = false;
+  idleRequested_ = idleAgreed_ = idleClosing_ = false;
+  idleIn_.clear();
+  idleOut_.clear();
+  awaitingConsume_ = 0;
+  lastActivity_ = Clock::now();
   out_.reset(remote.flowWindow, remote.maxMessage);
   counters_.connects++;
   connUp_ = true;
@@ -299,7 +329,20 @@ void Peer::onDown() {
   std::string why = conn_->closeReason();
   bool wasUp = connUp_;
   connUp_ = false;
-  if (wasUp && (state_ == PeerState::kStopping || redialNow_))
+  // Closed by agreement for being idle: nothing was in flight either way, and
+  // what was queued since stays queued.
+  const bool idleClosed = wasUp && (idleAgreed_ || idleClosing_) &&
+                          state_ != PeerState::kStopping && !redialNow_ && out_.settled();
+  idleRequested_ = idleAgreed_ = idleClosing_ = false;
+  idleIn_.clear();
+  idleOut_.clear();
+  awaitingConsume_ = 0;
+  if (idleClosed) {
+    why = "idle-closed (no messages either way; closed by agreement with the peer)";
+    counters_.idleCloses++;
+    spdlog::info("peer {}: idle connection closed{}", name(),
+                 out_.queuedBytes() > 0 ? ": messages queued meanwhile, dialing again" : "");
+  } else if (wasUp && (state_ == PeerState::kStopping || redialNow_))
     spdlog::info("peer {}: connection closed: {}", name(), why);
   else if (wasUp && lossLog_.admit())
     spdlog::warn("peer {}: connection lost: {}{}", name(), why, lossLog_.suffix());
@@ -313,7 +356,10 @@ void Peer::onDown() {
     spdlog::debug("peer {}: connection attempt failed: {}", name(), why);
   lastError_ = why;
   conn_ = nullptr;
-  out_.failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + why));
+  // A dial on demand that failed keeps its queued messages: they wait for the
+  // next attempt, bounded by message_timeout.
+  if (!idleClosed && (wasUp || !onDemand()))
+    out_.failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + why));
   confirms_.clear();
   confirmsDue_ = false;
   lazyConfirmBytes_ = 0;
@@ -321,6 +367,18 @@ void Peer::onDown() {
   if (wasUp) events_.connectionLost(*this);
   if (state_ == PeerState::kStopping) {
     setState(PeerState::kStopped);
+    return;
+  }
+  if (onDemand() && out_.queuedBytes() == 0) {  // nothing to send: dialed at the next message
+    redialNow_ = false;
+    dialTimer_->cancel();
+    setState(PeerState::kIdle);
+    return;
+  }
+  if (idleClosed) {  // messages queued while it closed (or connect: always): dial at once
+    redialNow_ = false;
+    setState(PeerState::kIdle);
+    dialTimer_->arm(std::chrono::milliseconds(0));
     return;
   }
   setState(PeerState::kBackoff);
@@ -338,14 +396,18 @@ Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
                   std::string_view dstService, std::span<const std::byte> payload,
                   const void*& waitKey) {
   waitKey = nullptr;
-  if (state_ != PeerState::kEstablished || conn_->down())
+  const bool up = state_ == PeerState::kEstablished && !conn_->down();
+  if (!up && (!onDemand() || state_ == PeerState::kStopping || state_ == PeerState::kStopped))
     return Status(Errc::peer_unreachable, "peer " + name() + " is not connected (" +
                                               toString(state_) +
                                               (lastError_.empty() ? "" : ": " + lastError_) + ")");
-  Status st = out_.send(*conn_, session, msgId, srcService, dstService, payload, waitKey);
+  // Not connected (on demand) or closing for idleness: queued for the next connection.
+  Connection* conn = up && !committed() ? conn_ : nullptr;
+  Status st = out_.send(conn, session, msgId, srcService, dstService, payload, waitKey);
   if (st.ok()) {
     counters_.messagesSent++;
     counters_.bytesSent += payload.size();
+    if (!up) dialOnDemand();
     wake_();
   }
   return st;
@@ -354,6 +416,7 @@ Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
 void Peer::confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
                         size_t consumedBytes) {
   if (epoch != epoch_ || state_ != PeerState::kEstablished || count == 0) return;
+  awaitingConsume_ -= std::min(awaitingConsume_, count);
   confirm(seq, errc, false, count);
   lazyConfirmBytes_ += consumedBytes;
   if (consumedBytes == 0 || lazyConfirmBytes_ >= config_.flowWindow / 4) {
@@ -462,6 +525,9 @@ bool Peer::onRecord(const Record& r) {
     case RecordType::kAuth:
       conn_->close("authentication record after the handshake");
       return false;
+    case RecordType::kIdleClose:
+      idleIn_.push_back(r.idleClose);  // answered after the batches are read
+      return true;
   }
   return true;
 }
@@ -542,9 +608,99 @@ bool Peer::handleMessage(const Record& r) {
       confirm(seq, Errc::unknown_service);
       return true;
     case Delivery::kAccepted:
+      awaitingConsume_++;
       return true;
   }
   return true;
+}
+
+// ------------------------------------------------------------ idle close
+
+bool Peer::quiet() const {
+  return out_.settled() && confirms_.empty() && awaitingConsume_ == 0 && !reasm_.active &&
+         !conn_->hasBatch();
+}
+
+// The peer's requests and answers, in order. A request is accepted when
+// this node connects on demand and has nothing to send and nothing pending
+// either way; it then starts no message until the connection closes. On an
+// accept of this node's request, it disconnects (what it queued meanwhile
+// dials again at once).
+void Peer::handleIdleClose() {
+  std::vector<IdleClose> in;
+  in.swap(idleIn_);
+  for (IdleClose action : in) {
+    switch (action) {
+      case IdleClose::kRequest:
+        if (onDemand() && out_.queuedBytes() == 0 && quiet() && !idleClosing_) {
+          if (!idleAgreed_) committedAt_ = Clock::now();
+          idleAgreed_ = true;
+          idleOut_.push_back(IdleClose::kAccept);
+        } else {
+          idleOut_.push_back(IdleClose::kRefuse);
+        }
+        break;
+      case IdleClose::kAccept:
+        if (!idleRequested_) {
+          conn_->close("idle close accepted without a request from this node");
+          return;
+        }
+        idleRequested_ = false;
+        idleClosing_ = true;
+        conn_->close("idle-closed");
+        return;
+      case IdleClose::kRefuse:
+        if (!idleRequested_) {
+          conn_->close("idle close refused without a request from this node");
+          return;
+        }
+        idleRequested_ = false;
+        lastActivity_ = Clock::now();  // asks again after another idle_timeout
+        break;
+    }
+  }
+}
+
+void Peer::writeIdleAnswers() {
+  size_t done = 0;
+  while (done < idleOut_.size()) {
+    if (!conn_->openBatch(false)) break;
+    if (conn_->batch().room() < kIdleCloseRecordSize) {
+      conn_->sealBatch();
+      continue;
+    }
+    conn_->batch().addIdleClose(idleOut_[done++]);
+  }
+  idleOut_.erase(idleOut_.begin(), idleOut_.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+// From the tick: asks to close a connection idle for idle_timeout, and ends
+// an agreement the peer does not complete within heartbeat_timeout.
+void Peer::idleTick(Clock::time_point now) {
+  const uint64_t activity = counters_.messagesSent + counters_.messagesReceived + out_.confirmed();
+  if (activity != activitySeen_) {
+    activitySeen_ = activity;
+    lastActivity_ = now;
+  }
+  if (committed()) {
+    if (!idleClosing_ && now - committedAt_ > config_.heartbeatTimeout) {
+      // Nothing is in flight either way: closing loses nothing.
+      idleRequested_ = false;
+      idleClosing_ = true;
+      conn_->close("idle close not completed by the peer within heartbeat_timeout");
+    }
+    return;
+  }
+  if (!onDemand() || config_.idleTimeout.count() == 0 || !conn_->established()) return;
+  if (!conn_->remote() || !(conn_->remote()->flags & kHelloIdleClose)) return;
+  if (now - lastActivity_ < config_.idleTimeout || out_.queuedBytes() > 0 || !quiet()) return;
+  if (!idleIn_.empty() || !idleOut_.empty()) return;
+  if (!conn_->openBatch(false) || conn_->batch().room() < kIdleCloseRecordSize) return;
+  conn_->batch().addIdleClose(IdleClose::kRequest);
+  idleRequested_ = true;
+  committedAt_ = now;
+  spdlog::debug("peer {}: no messages for {} ms: asking to close the connection", name(),
+                config_.idleTimeout.count());
 }
 
 // ------------------------------------------------------------ timers
@@ -566,11 +722,13 @@ void Peer::onTick() {
         counters_.heartbeatsSent++;
       }
     }
+    if (!conn_->down()) idleTick(now);
     wake_();
   }
-  out_.expire();
+  const bool connected = state_ == PeerState::kEstablished;
+  out_.expire(connected ? std::string_view() : std::string_view(lastError_));
   if (state_ == PeerState::kStopped) return;  // nothing left to watch
-  tickTimer_->arm(std::min(config_.heartbeatInterval, std::chrono::milliseconds(1000)) / 2);
+  tickTimer_->arm(tickPeriod());
 }
 
 }  // namespace rdmamsg::peer

@@ -31,6 +31,17 @@
 // Liveness: a heartbeat when nothing was sent for heartbeat_interval (a
 // batch without messages: it always has its reserved credit); a peer silent
 // for heartbeat_timeout is disconnected.
+//
+// Connect on demand (connect: on_demand): the peer is not dialed at start; it
+// stays idle until a local client sends it a message, which is queued (the
+// usual send_queue_limit and message_timeout apply) and starts a dial. A
+// failed dial keeps the queued messages and retries with the backoff; once
+// nothing is queued (delivered or timed out) the peer goes back to idle
+// instead of dialing again. A connection that carried no message either way
+// for idle_timeout, with nothing queued, in flight, unconfirmed or held for
+// a listener on either side, is closed by agreement (IdleClose records,
+// protocol.h): while a request is open neither side starts a message, new
+// ones are queued, and whatever was queued meanwhile dials again at once.
 #pragma once
 
 #include <algorithm>
@@ -67,6 +78,7 @@ struct PeerCounters {
   uint64_t connects = 0;
   uint64_t dials = 0;
   uint64_t heartbeatsSent = 0;
+  uint64_t idleCloses = 0;  // connections closed by agreement for being idle
 };
 
 class Peer {
@@ -113,8 +125,13 @@ class Peer {
   void requireAuthentication();
   // Dial now (e.g. the device is back), whatever the backoff says.
   void redialSoon();
+  // The configuration's connect mode may have changed (a reload): with
+  // always, an idle peer is dialed.
+  void applyConnectMode();
 
-  // Sends a message. Errors: peer_unreachable, too_large. A non-null
+  // Sends a message. Errors: peer_unreachable (connect: always and not
+  // connected, or stopping), too_large. With connect: on_demand a message to
+  // a peer that is not connected is queued and the peer dialed. A non-null
   // `waitKey` tells the caller to stop reading the client until
   // PeerEvents::queueDrained(waitKey).
   Status send(uint64_t session, uint64_t msgId, std::string_view srcService,
@@ -164,10 +181,22 @@ class Peer {
   };
 
   void setState(PeerState s);
+  bool onDemand() const { return config_.connect == config::ConnectMode::kOnDemand; }
+  std::chrono::milliseconds tickPeriod() const;
+  // Nothing for this connection in either direction: nothing in flight or
+  // unconfirmed (queued messages aside), no outcome to write, nothing held
+  // for a listener, no message half received, no batch unread.
+  bool quiet() const;
+  // This node asked or agreed to close the idle connection: it starts no message.
+  bool committed() const { return idleRequested_ || idleAgreed_ || idleClosing_; }
+  void idleTick(std::chrono::steady_clock::time_point now);
+  void handleIdleClose();
+  void writeIdleAnswers();
   void makeCurrent(Connection* c, const char* whyOldGoes);
   void closeCandidates(const std::string& why, bool onlyUnauthenticating = false);
   void settleCandidates();
   void dial();
+  void dialOnDemand();  // a message is queued: dial unless a dial is under way
   void scheduleDial();
   void observe();
   void onUp();
@@ -209,6 +238,17 @@ class Peer {
   std::vector<ConfirmRange> confirms_;
   bool holdingBack_ = false;                     // batches left on the link (receive_memory_limit)
   std::chrono::steady_clock::time_point heard_;  // liveness while and after holding back
+
+  // Connect on demand and idle close (IdleClose records, protocol.h). Each
+  // request gets one answer; the requester disconnects on an accept.
+  bool idleRequested_ = false;               // this node's request awaits its answer
+  bool idleAgreed_ = false;                  // this node accepted the peer's request
+  bool idleClosing_ = false;                 // this node disconnected after an accept
+  std::vector<IdleClose> idleIn_, idleOut_;  // received, to answer / answers to write
+  std::chrono::steady_clock::time_point committedAt_;
+  std::chrono::steady_clock::time_point lastActivity_;  // last message either way (by tick)
+  uint64_t activitySeen_ = 0;                           // messages counted at that tick
+  uint64_t awaitingConsume_ = 0;                        // messages of this epoch held for listeners
 
   PeerCounters counters_;
 };

@@ -122,6 +122,16 @@ int BatchReader::next(Record& out) {
       std::memcpy(&out.auth, bodyBytes.data(), sizeof out.auth);
       if (out.auth.proofCount < 1 || out.auth.proofCount > 2) return -1;
       break;
+    case RecordType::kIdleClose: {
+      if (h.length != sizeof(IdleCloseBody)) return -1;
+      IdleCloseBody b;
+      std::memcpy(&b, bodyBytes.data(), sizeof b);
+      if (b.action != IdleClose::kRequest && b.action != IdleClose::kAccept &&
+          b.action != IdleClose::kRefuse)
+        return -1;
+      out.idleClose = b.action;
+      break;
+    }
     default:
       return -1;
   }
@@ -192,6 +202,14 @@ void BatchWriter::addAuth(const AuthBody& body) {
   std::byte* p = buf_ + offset_ + sizeof(RecordHeader);
   begin(RecordType::kAuth, sizeof body);
   std::memcpy(p, &body, sizeof body);
+}
+
+void BatchWriter::addIdleClose(IdleClose action) {
+  IdleCloseBody b{};
+  b.action = action;
+  std::byte* p = buf_ + offset_ + sizeof(RecordHeader);
+  begin(RecordType::kIdleClose, sizeof b);
+  std::memcpy(p, &b, sizeof b);
 }
 
 size_t BatchWriter::finish(uint32_t credits, uint16_t released) {

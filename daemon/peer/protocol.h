@@ -77,6 +77,7 @@ static_assert(kHelloSize <= 56, "must fit a REQ's private data");
 
 enum HelloFlags : uint16_t {
   kHelloAuthenticates = 1,  // the sender has a mesh secret and proves it
+  kHelloIdleClose = 2,      // the sender understands kIdleClose records
   // The sender's receive buffers are shared (an SRQ): it lends credits beyond
   // bufferCount to a busy peer, and takes back, in a batch's `released`,
   // what an idle peer no longer needs.
@@ -118,6 +119,7 @@ enum class RecordType : uint8_t {
   kConfirm = 2,    // delivery outcomes for a range of message sequence numbers
   kHeartbeat = 3,  // nothing else to say
   kAuth = 4,       // the handshake's proof: the first record each way, alone in its batch
+  kIdleClose = 5,  // closing an idle connection by agreement (IdleCloseBody)
 };
 
 enum RecordFlags : uint8_t {
@@ -158,6 +160,23 @@ struct AuthBody {
 };
 static_assert(sizeof(AuthBody) == 104);
 
+// A kIdleClose record's body. Sent only to a peer whose Hello carries
+// kHelloIdleClose. A request asks to close the connection, neither side
+// having anything queued, in flight or unconfirmed; the sender starts no
+// message until it has the answer. The peer accepts (and then starts no
+// message on the connection either) or refuses; on accept the requester
+// disconnects. Crossing requests are each accepted.
+enum class IdleClose : uint8_t {
+  kRequest = 1,
+  kAccept = 2,
+  kRefuse = 3,
+};
+struct IdleCloseBody {
+  IdleClose action;
+  uint8_t reserved[7];
+};
+static_assert(sizeof(IdleCloseBody) == 8);
+
 inline constexpr size_t align8(size_t n) {
   return (n + 7) & ~size_t{7};
 }
@@ -171,7 +190,8 @@ struct Record {
   uint64_t totalLength = 0;  // hasTotalLength(flags) only
   std::span<const std::byte> payload;
   ConfirmBody confirm{};
-  AuthBody auth{};  // kAuth
+  AuthBody auth{};                            // kAuth
+  IdleClose idleClose = IdleClose::kRequest;  // kIdleClose
 };
 
 // Walks the records of one received batch, checking every length against
@@ -210,6 +230,7 @@ class BatchWriter {
   void addConfirm(uint64_t first, uint64_t last, uint16_t errc);
   void addHeartbeat();
   void addAuth(const AuthBody& body);
+  void addIdleClose(IdleClose action);
   // Writes the header; returns the bytes to send.
   size_t finish(uint32_t credits, uint16_t released = 0);
 
@@ -228,5 +249,6 @@ inline constexpr uint64_t windowCost(size_t srcLen, size_t dstLen, size_t payloa
 
 inline constexpr size_t kConfirmRecordSize = sizeof(RecordHeader) + sizeof(ConfirmBody);
 inline constexpr size_t kAuthRecordSize = sizeof(RecordHeader) + sizeof(AuthBody);
+inline constexpr size_t kIdleCloseRecordSize = sizeof(RecordHeader) + sizeof(IdleCloseBody);
 
 }  // namespace rdmamsg::peer

@@ -101,6 +101,17 @@ bool nextEvent(Link& l, rdma_cm_event_type& type, std::vector<uint8_t>* data,
         auto h = decodeHello(e->param.conn.private_data, e->param.conn.private_data_len);
         if (h) std::fprintf(stderr, "hostile_peer: rejected: %s\n", toString(h->reason));
       }
+      if (type == RDMA_CM_EVENT_CONNECT_REQUEST && l.id != nullptr) {
+        // A listener already serving a connection: the daemon dialed again
+        // (its previous attempt timed out). Refused, and waited past.
+        Hello no{};
+        no.reason = RejectReason::kDuplicate;
+        rdma_cm_id* again = e->id;
+        rdma_reject(again, &no, sizeof no);
+        rdma_ack_cm_event(e);
+        rdma_destroy_id(again);
+        continue;
+      }
       rdma_ack_cm_event(e);
       return true;
     }
