@@ -122,6 +122,8 @@ Connection::~Connection() {
 void Connection::giveBackBuffers() {
   if (device_ == nullptr) return;
   rdma::SendPool& pool = device_->sendPool();
+  pool.retireUnsignaled(unsignaled_);
+  unsignaled_ = 0;
   if (open_) pool.give(openIdx_);
   for (auto [idx, bytes] : sealed_)
     pool.give(idx);
@@ -608,6 +610,8 @@ void Connection::onCompletion(const ibv_wc& wc) {
   uint64_t tag = wc.wr_id & kTagMask;
   if (tag == kBeaconTag) {
     // Flushed behind every send: they are all done.
+    device_->sendPool().retireUnsignaled(unsignaled_);
+    unsignaled_ = 0;
     while (!sendPosted_.empty()) {
       device_->sendPool().give(sendPosted_.front());
       sendPosted_.pop_front();
@@ -843,7 +847,9 @@ void Connection::postSealed() {
   std::vector<ibv_sge>& sges = sgeScratch_;
   wrs.resize(sealed_.size());
   sges.resize(sealed_.size());
-  rdma::BufferPool& pool = device_->sendPool().buffers();
+  rdma::SendPool& sendPool = device_->sendPool();
+  rdma::BufferPool& pool = sendPool.buffers();
+  const uint32_t signalEvery = std::min(kSignalEvery, std::max<uint32_t>(1, sendCap_ / 2));
   for (size_t i = 0; i < sealed_.size(); i++) {
     auto [idx, bytes] = sealed_[i];
     sges[i] = {pool.addr(idx), bytes, pool.lkey()};
@@ -854,13 +860,23 @@ void Connection::postSealed() {
     w.num_sge = 1;
     w.opcode = IBV_WR_SEND;
     bool last = i + 1 == sealed_.size();
-    // Selective signaling: every kSignalEvery-th send, and the last of every
-    // burst, so that no buffer of the shared pool stays held by a
-    // connection that goes quiet.
-    if (++unsignaled_ >= kSignalEvery || last) {
+    // Selective signaling: every signalEvery-th send, and sooner when the
+    // device's pool has a quarter of its buffers behind unsignaled sends (a
+    // connection that goes quiet keeps those until its next signaled one),
+    // or runs low at the end of a burst.
+    // The last of a burst is signaled too when this connection's own buffers
+    // run low, so that completions free them in time.
+    const uint32_t quarter = std::max<uint32_t>(1, pool.count() / 4);
+    const bool low = sendCap_ - std::min<uint32_t>(sendCap_, sendHeld()) < signalEvery ||
+                     sendPool.available() < quarter;
+    if (unsignaled_ + 1 >= signalEvery || sendPool.unsignaled() >= quarter || (last && low)) {
       w.send_flags = IBV_SEND_SIGNALED;
+      sendPool.retireUnsignaled(unsignaled_);
       unsignaled_ = 0;
       counters_.sendsSignaled++;
+    } else {
+      unsignaled_++;
+      sendPool.addUnsignaled();
     }
     // Only the last send of a train is solicited (docs/architecture.md).
     if (last) w.send_flags |= IBV_SEND_SOLICITED;

@@ -8,7 +8,9 @@
 // SendPool: one registered pool of send buffers per device. A connection
 // takes a buffer when it opens a batch and gives it back when the send's
 // completion says it is done; a connection that found the pool empty is
-// woken when buffers come back.
+// woken when buffers come back. Sends are selectively signaled, so the pool
+// counts the buffers behind unsignaled sends: connections signal sooner
+// when they are a quarter of the pool.
 //
 // SharedReceiveQueue: one SRQ per device, used by every QP on it. Its
 // buffers are registered in chunks as connections need them. Each
@@ -26,6 +28,7 @@
 // event, keep peers from RNR.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -72,6 +75,11 @@ class SendPool {
   uint32_t count() const { return pool_->count(); }
   uint32_t available() const { return static_cast<uint32_t>(free_.size()); }
   uint64_t waits() const { return waits_; }
+  // Sends posted unsignaled whose signaled successor is not posted yet: their
+  // buffers come back only with it.
+  uint32_t unsignaled() const { return unsignaled_; }
+  void addUnsignaled() { unsignaled_++; }
+  void retireUnsignaled(uint32_t n) { unsignaled_ -= std::min(unsignaled_, n); }
 
  private:
   MemoryBudget& budget_;
@@ -79,6 +87,7 @@ class SendPool {
   std::vector<uint32_t> free_;
   std::vector<loop::ServiceQueue::Waker> waiting_;
   uint64_t waits_ = 0;
+  uint32_t unsignaled_ = 0;
 };
 
 struct SrqStats {
