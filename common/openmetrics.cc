@@ -180,6 +180,14 @@ const std::vector<Field> kRdma = {
      "Batches received on the current connection."},
     {"credit_stalls", "rdmamsg_peer_credit_stalls", "counter",
      "Times sending waited for credits on the current connection."},
+    {"send_pool_waits", "rdmamsg_peer_send_pool_waits", "counter",
+     "Times a batch waited for the device's send pool on the current connection."},
+    {"receive_allowance", "rdmamsg_peer_receive_allowance", "gauge",
+     "Receive buffers the peer may fill on the current connection."},
+    {"credits_lent", "rdmamsg_peer_credits_lent", "counter",
+     "Shared receive buffers lent to the peer beyond its initial grant."},
+    {"credits_released", "rdmamsg_peer_credits_released", "counter",
+     "Credits the peer gave back when idle."},
 };
 const std::vector<Field> kFlow = {
     {"unconfirmed_bytes", "rdmamsg_flow_unconfirmed_bytes", "gauge",
@@ -198,6 +206,25 @@ const std::vector<Field> kDevice = {
      "Buffer sets reused by a new connection."},
     {"registered_bytes", "rdmamsg_device_registered_bytes", "gauge",
      "Memory registered with the device."},
+};
+const std::vector<Field> kSendPool = {
+    {"count", "rdmamsg_device_send_buffers", "gauge", "Send buffers of the device's pool."},
+    {"free", "rdmamsg_device_send_buffers_free", "gauge", "Send buffers free in the pool."},
+};
+const std::vector<Field> kSrq = {
+    {"registered", "rdmamsg_device_srq_buffers", "gauge",
+     "Buffers registered for the shared receive queue."},
+    {"posted", "rdmamsg_device_srq_posted", "gauge", "Buffers posted on the shared receive queue."},
+    {"reserved", "rdmamsg_device_srq_reserved", "gauge",
+     "Shared receive buffers reserved by the connections' allowances."},
+    {"limit_events", "rdmamsg_device_srq_limit_events", "counter",
+     "Times the shared receive queue ran below its watermark."},
+    {"refused", "rdmamsg_device_srq_refused", "counter",
+     "Connections refused receive buffers (registered_memory_limit, or the queue full)."},
+};
+const std::vector<Field> kRegistered = {
+    {"bytes", "rdmamsg_registered_bytes", "gauge", "Memory registered with RDMA devices."},
+    {"limit_bytes", "rdmamsg_registered_memory_limit_bytes", "gauge", "registered_memory_limit."},
 };
 
 const json kEmpty = json::object();
@@ -289,8 +316,13 @@ std::string render(const json& s) {
     e.sample("rdmamsg_peer_delivery_seconds", "_sum", pl, number(h["sum"]));
   }
   if (s.contains("devices") && s["devices"].is_array())
-    for (const auto& d : s["devices"])
-      fields(e, d, kDevice, label("device", d.value("name", "")));
+    for (const auto& d : s["devices"]) {
+      const std::string dl = label("device", d.value("name", ""));
+      fields(e, d, kDevice, dl);
+      fields(e, at(d, "send_buffers"), kSendPool, dl);
+      fields(e, at(d, "shared_receive_queue"), kSrq, dl);
+    }
+  fields(e, at(s, "registered_memory"), kRegistered, "");
   return e.text();
 }
 

@@ -67,6 +67,11 @@ socklen_t Address::toSockaddr(sockaddr_storage& out) const {
   return sizeof(sockaddr_in);
 }
 
+std::string Address::textOf(const sockaddr* addr) {
+  auto a = addr != nullptr ? fromSockaddr(*addr) : std::nullopt;
+  return a ? a->toString() : "?";
+}
+
 std::optional<Address> Address::fromSockaddr(const sockaddr& addr) {
   char text[INET6_ADDRSTRLEN];
   if (addr.sa_family == AF_INET) {

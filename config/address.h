@@ -32,6 +32,8 @@ struct Address {
 
   // The inverse, e.g. for the remote address of a connection; nullopt for other families.
   static std::optional<Address> fromSockaddr(const sockaddr& addr);
+  // fromSockaddr() as "host:port" for logs; "?" for nullptr or another family.
+  static std::string textOf(const sockaddr* addr);
 
   bool operator==(const Address&) const = default;
 };

@@ -258,17 +258,10 @@ Principals readPrincipals(const FieldMap& map, bool required) {
 constexpr std::string_view kPatternRule =
     "a name (1..63 characters of A-Z a-z 0-9 . _ -), or a prefix of one followed by '*'";
 
-bool isNameChars(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == '-';
-  });
-}
-
 std::optional<NamePattern> parseNamePattern(std::string_view text) {
   if (!text.empty() && text.back() == '*') {
     const std::string_view stem = text.substr(0, text.size() - 1);
-    if (stem.size() >= kMaxNameLength || !isNameChars(stem)) return std::nullopt;
+    if (stem.size() >= kMaxNameLength || !hasOnlyNameChars(stem)) return std::nullopt;
     return NamePattern{std::string(stem), true};
   }
   if (!isValidName(text)) return std::nullopt;

@@ -12,15 +12,22 @@ inline constexpr std::size_t kMaxNameLength = 63;
 // A human-readable statement of the rule, for error messages.
 inline constexpr std::string_view kNameRule = "1..63 characters of A-Z a-z 0-9 . _ -";
 
+// True for a character a name may hold.
+constexpr bool isNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+// True when every character of `s` may be in a name (whatever its length).
+constexpr bool hasOnlyNameChars(std::string_view s) {
+  for (char c : s)
+    if (!isNameChar(c)) return false;
+  return true;
+}
+
 // True when `name` follows the rule above.
 constexpr bool isValidName(std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameLength) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
+  return !name.empty() && name.size() <= kMaxNameLength && hasOnlyNameChars(name);
 }
 
 }  // namespace rdmamsg::config

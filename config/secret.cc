@@ -39,14 +39,26 @@ std::string fingerprintOf(std::string_view key) {
   return out;
 }
 
+namespace {
+
+std::string lastError() {
+  return std::error_code(errno, std::generic_category()).message();
+}
+
+std::string sizeProblem(const std::string& path, uint64_t size) {
+  return path + " holds " + std::to_string(size) + " bytes; a mesh secret has " +
+         std::to_string(kMinSecretBytes) + ".." + std::to_string(kMaxSecretBytes);
+}
+
+}  // namespace
+
 Parsed<Secret> readSecret(std::string_view pathText) {
   const std::string path(pathText);
   using P = Parsed<Secret>;
   if (path.empty() || path.front() != '/') return P::fail("'" + path + "' is not an absolute path");
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd) {
-    return P::fail("cannot read " + path + ": " +
-                   std::error_code(errno, std::generic_category()).message());
+    return P::fail("cannot read " + path + ": " + lastError());
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
@@ -74,8 +86,7 @@ Parsed<Secret> readSecret(std::string_view pathText) {
   // Whoever may write its directory may replace it (also through a symlink).
   char real[PATH_MAX];
   if (::realpath(path.c_str(), real) == nullptr)
-    return P::fail("cannot resolve " + path + ": " +
-                   std::error_code(errno, std::generic_category()).message());
+    return P::fail("cannot resolve " + path + ": " + lastError());
   for (const std::string& file : {path, std::string(real)}) {
     const std::string dir = file.substr(0, std::max<size_t>(1, file.rfind('/')));
     struct stat ds {};
@@ -90,22 +101,18 @@ Parsed<Secret> readSecret(std::string_view pathText) {
   for (;;) {
     ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      return P::fail("cannot read " + path + ": " +
-                     std::error_code(errno, std::generic_category()).message());
+    if (n < 0) return P::fail("cannot read " + path + ": " + lastError());
     if (n == 0) break;
     bytes.append(buf, static_cast<size_t>(n));
     if (bytes.size() > kMaxSecretBytes + 64)
-      return P::fail(path + " holds " + std::to_string(st.st_size) + " bytes; a mesh secret has " +
-                     std::to_string(kMinSecretBytes) + ".." + std::to_string(kMaxSecretBytes));
+      return P::fail(sizeProblem(path, static_cast<uint64_t>(st.st_size)));
   }
   while (!bytes.empty() && (bytes.back() == '\n' || bytes.back() == '\r' || bytes.back() == ' ' ||
                             bytes.back() == '\t'))
     bytes.pop_back();
   if (bytes.size() < kMinSecretBytes || bytes.size() > kMaxSecretBytes)
-    return P::fail(path + " holds " + std::to_string(bytes.size()) + " bytes; a mesh secret has " +
-                   std::to_string(kMinSecretBytes) + ".." + std::to_string(kMaxSecretBytes) +
-                   " (make one with: openssl rand -base64 48 > " + path + ")");
+    return P::fail(sizeProblem(path, bytes.size()) + " (make one with: openssl rand -base64 48 > " +
+                   path + ")");
   Secret s;
   s.file = path;
   s.fingerprint = fingerprintOf(bytes);

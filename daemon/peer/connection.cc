@@ -28,11 +28,6 @@ std::string errnoText(int e) {
   return std::error_code(e, std::generic_category()).message();
 }
 
-std::string addrText(const sockaddr* a) {
-  auto addr = a != nullptr ? config::Address::fromSockaddr(*a) : std::nullopt;
-  return addr ? addr->toString() : "?";
-}
-
 bool edgeAllowed(ConnState from, ConnState to) {
   switch (from) {
     case ConnState::kIdle:
@@ -183,7 +178,7 @@ void Connection::startActive(rdma_event_channel* channel, const sockaddr* src,
   if (rdma_create_id(channel, &raw, static_cast<rdma::CmHandler*>(this), RDMA_PS_TCP) != 0)
     return fail("rdma_create_id: " + errnoText(errno));
   id_.reset(raw);
-  remoteAddress_ = addrText(dst);
+  remoteAddress_ = config::Address::textOf(dst);
   connectTimer_->arm(params_.connectTimeout);
   setState(ConnState::kResolvingAddress);
   if (rdma_resolve_addr(id_.get(), const_cast<sockaddr*>(src), const_cast<sockaddr*>(dst), 2000) !=
@@ -195,7 +190,7 @@ void Connection::accept(rdma_cm_id* id, const Hello& remote) {
   id_.reset(id);
   id_->context = static_cast<rdma::CmHandler*>(this);
   remote_ = remote;
-  remoteAddress_ = addrText(rdma_get_peer_addr(id_.get()));
+  remoteAddress_ = config::Address::textOf(rdma_get_peer_addr(id_.get()));
   connectTimer_->arm(params_.connectTimeout);
   setState(ConnState::kAccepting);
   if (!createQp(id_.get())) return;
@@ -440,10 +435,9 @@ void Connection::onHandshakeDone(const rdma::CmEvent& e) {
     try {
       ownNonce_ = auth::freshNonce();
       std::memcpy(body.nonce, ownNonce_.data(), kNonceSize);
-      auth::Transcript t{params_.selfName,     name_,     params_.hello.incarnation,
-                         remote_->incarnation, ownNonce_, remoteNonce_};
+      const auth::Transcript t = transcript();
       for (size_t k = 0; k < params_.secrets.size() && k < 2; k++) {
-        auto proof = auth::prove(params_.secrets[k], auth::Role::kDialer, t);
+        auto proof = auth::prove(params_.secrets[k].bytes, auth::Role::kDialer, t);
         std::memcpy(body.proofs[k], proof.data(), kProofSize);
         body.proofCount++;
       }
@@ -479,29 +473,25 @@ void Connection::onAuth(const AuthBody& body) {
     const auto& secrets = params_.secrets;
     if (active_) {
       // The acceptor's proof, under whichever of our secrets it matched.
-      auth::Transcript t{params_.selfName,     name_,     params_.hello.incarnation,
-                         remote_->incarnation, ownNonce_, remoteNonce_};
+      const auth::Transcript t = transcript();
       for (size_t k = 0; k < secrets.size(); k++) {
-        if (auth::verify(secrets[k], auth::Role::kAcceptor, t, body.proofs[0])) {
+        if (auth::verify(secrets[k].bytes, auth::Role::kAcceptor, t, body.proofs[0])) {
           secretIndex_ = k;
           authenticated_ = true;
           return becomeEstablished();
         }
       }
-      return authFail("its proof does not match this node's mesh secret" +
-                      std::string(secrets.size() > 1 ? " or the previous one" : ""));
+      return authFail(proofMismatch());
     }
     // The dialer's proofs (one per secret it holds), against ours, current first.
     std::memcpy(remoteNonce_.data(), body.nonce, kNonceSize);
-    auth::Transcript t{
-        name_,        params_.selfName, remote_->incarnation, params_.hello.incarnation,
-        remoteNonce_, ownNonce_};
+    const auth::Transcript t = transcript();
     for (size_t k = 0; k < secrets.size(); k++) {
       for (uint8_t j = 0; j < body.proofCount && j < 2; j++) {
-        if (!auth::verify(secrets[k], auth::Role::kDialer, t, body.proofs[j])) continue;
+        if (!auth::verify(secrets[k].bytes, auth::Role::kDialer, t, body.proofs[j])) continue;
         AuthBody answer{};
         answer.proofCount = 1;
-        auto proof = auth::prove(secrets[k], auth::Role::kAcceptor, t);
+        auto proof = auth::prove(secrets[k].bytes, auth::Role::kAcceptor, t);
         std::memcpy(answer.proofs[0], proof.data(), kProofSize);
         sendAuth(answer);
         if (down()) return;
@@ -510,11 +500,24 @@ void Connection::onAuth(const AuthBody& body) {
         return becomeEstablished();
       }
     }
-    authFail("its proof does not match this node's mesh secret" +
-             std::string(secrets.size() > 1 ? " or the previous one" : ""));
+    authFail(proofMismatch());
   } catch (const std::exception& e) {
     fail(e.what());
   }
+}
+
+// The proofs' transcript: the dialer's name, incarnation and nonce first.
+auth::Transcript Connection::transcript() const {
+  if (active_)
+    return {params_.selfName,     name_,     params_.hello.incarnation,
+            remote_->incarnation, ownNonce_, remoteNonce_};
+  return {name_,        params_.selfName, remote_->incarnation, params_.hello.incarnation,
+          remoteNonce_, ownNonce_};
+}
+
+std::string Connection::proofMismatch() const {
+  return std::string("its proof does not match this node's mesh secret") +
+         (params_.secrets.size() > 1 ? " or the previous one" : "");
 }
 
 void Connection::sendAuth(const AuthBody& body) {

@@ -54,8 +54,10 @@
 #include <string>
 #include <vector>
 
+#include "config/secret.h"
 #include "daemon/loop/events.h"
 #include "daemon/loop/service_queue.h"
+#include "daemon/peer/auth.h"
 #include "daemon/peer/protocol.h"
 #include "daemon/rdma/buffer_pool.h"
 #include "daemon/rdma/cm_events.h"
@@ -88,8 +90,7 @@ struct ConnParams {
   Hello hello;  // what this daemon says about itself
   // The mesh secrets this node proves and accepts, current first (empty:
   // it does not authenticate), and its own name for the proofs.
-  std::vector<std::string> secrets;
-  std::vector<std::string> fingerprints;  // of each secret, for status
+  std::vector<config::Secret> secrets;
   std::string selfName;
 };
 
@@ -153,8 +154,8 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   size_t secretIndex() const { return secretIndex_; }
   // The fingerprint of the secret it was proven with (authenticated only).
   std::string secretFingerprint() const {
-    return authenticated_ && secretIndex_ < params_.fingerprints.size()
-               ? params_.fingerprints[secretIndex_]
+    return authenticated_ && secretIndex_ < params_.secrets.size()
+               ? params_.secrets[secretIndex_].fingerprint
                : std::string();
   }
   // Why authentication failed, if it did (the connection is then down).
@@ -217,6 +218,8 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   void processAuth();
   void onAuth(const AuthBody& body);
   void sendAuth(const AuthBody& body);
+  auth::Transcript transcript() const;
+  std::string proofMismatch() const;
   void authFail(const std::string& why);
   void becomeEstablished();
 

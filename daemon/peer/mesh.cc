@@ -19,11 +19,6 @@ constexpr int kListenBacklog = 128;
 constexpr auto kShutdownWait = std::chrono::seconds(3);
 constexpr auto kRelistenEvery = std::chrono::milliseconds(500);
 
-std::string addrText(const sockaddr* a) {
-  auto addr = config::Address::fromSockaddr(*a);
-  return addr ? addr->toString() : "?";
-}
-
 // The same host: equal addresses, an IPv4-mapped IPv6 address equal to its IPv4 form.
 bool sameHost(const config::Address& a, const config::Address& b) {
   auto plain = [](const std::string& host) {
@@ -329,11 +324,9 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   p.hello.flags |= kHelloIdleClose;
   if (config_.secret) {
     p.hello.flags |= kHelloAuthenticates;
-    p.secrets.push_back(config_.secret->bytes);
-    p.fingerprints.push_back(config_.secret->fingerprint);
+    p.secrets.push_back(*config_.secret);
     if (config_.previousSecret) {
-      p.secrets.push_back(config_.previousSecret->bytes);
-      p.fingerprints.push_back(config_.previousSecret->fingerprint);
+      p.secrets.push_back(*config_.previousSecret);
     }
   }
   return p;
@@ -513,7 +506,7 @@ void Mesh::reject(rdma_cm_id* id, RejectReason reason, const std::string& who) {
 }
 
 void Mesh::onConnectRequest(const rdma::CmEvent& e) {
-  std::string from = addrText(rdma_get_peer_addr(e.id));
+  std::string from = config::Address::textOf(rdma_get_peer_addr(e.id));
   auto hello = decodeHello(e.privateData.data(), e.privateData.size());
   if (!hello) return reject(e.id, RejectReason::kBadHandshake, from);
   if (hello->version != kProtocolVersion)
