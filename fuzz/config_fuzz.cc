@@ -97,6 +97,10 @@ void checkSettings(const Config& c) {
     if (s.key == "send_queue_limit") checkSize(s.value, c.sendQueueLimit);
     if (s.key == "flow_window") checkSize(s.value, c.flowWindow);
     if (s.key == "receive_memory_limit") checkSize(s.value, c.receiveMemoryLimit);
+    if (s.key == "registered_memory_limit") checkSize(s.value, c.registeredMemoryLimit);
+    if (s.key == "shared_receive_buffers")
+      FUZZ_CHECK(s.value == std::to_string(c.sharedReceiveBuffers));
+    if (s.key == "send_buffers") FUZZ_CHECK(s.value == std::to_string(c.sendBuffers));
     if (s.key == "heartbeat_interval") checkDuration(s.value, c.heartbeatInterval);
     if (s.key == "heartbeat_timeout") checkDuration(s.value, c.heartbeatTimeout);
     if (s.key == "reconnect_backoff_min") checkDuration(s.value, c.reconnectBackoffMin);

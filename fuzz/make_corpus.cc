@@ -196,6 +196,10 @@ void configs(const fs::path& dir, const fs::path& reference) {
       "    verify_address: False\n"
       "buffer_size: 64 KiB\n"
       "buffer_count: 32\n"
+      "receive_queue: per_peer\n"
+      "shared_receive_buffers: 100\n"
+      "send_buffers: 48\n"
+      "registered_memory_limit: 2GiB\n"
       "max_message_size: 1G\n"
       "send_queue_limit: 8M\n"
       "flow_window: 65536\n"
@@ -206,6 +210,8 @@ void configs(const fs::path& dir, const fs::path& reference) {
       "reconnect_backoff_max: 1m\n"
       "connect_timeout: 1h\n"
       "message_timeout: 90s\n"
+      "connect: on_demand\n"
+      "idle_timeout: 10m\n"
       "log_level: debug\n"
       "metrics_listen: 127.0.0.1:9471\n");
   one("problems.yaml",  // several problems at once

@@ -89,7 +89,8 @@ bool sameRecord(const Record& a, const Record& b) {
 }
 
 // Writes `records` with BatchWriter and reads them back.
-void checkRoundTrip(const std::vector<Record>& records, uint32_t credits, size_t originalSize) {
+void checkRoundTrip(const std::vector<Record>& records, uint32_t credits, uint16_t released,
+                    size_t originalSize) {
   // The writer pads every record to 8 bytes; the original's last one may be
   // unpadded, so the copy is at most 7 bytes longer.
   std::vector<std::byte> buffer(align8(originalSize) + 8);
@@ -121,12 +122,13 @@ void checkRoundTrip(const std::vector<Record>& records, uint32_t credits, size_t
         break;
     }
   }
-  const size_t length = writer.finish(credits);
+  const size_t length = writer.finish(credits, released);
   FUZZ_CHECK(length <= align8(originalSize));
 
   BatchReader reader(Bytes(buffer.data(), length));
   FUZZ_CHECK(reader.open());
-  FUZZ_CHECK(reader.records() == records.size() && reader.credits() == credits);
+  FUZZ_CHECK(reader.records() == records.size() && reader.credits() == credits &&
+             reader.released() == released);
   Record again;
   for (const Record& r : records) {
     FUZZ_CHECK(reader.next(again) == 1);
@@ -164,7 +166,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(reader.next(r) == rc);  // the end, or the fault, stays where it is
   if (rc == 0) {
     FUZZ_CHECK(records.size() == reader.records());
-    checkRoundTrip(records, reader.credits(), header.length);
+    checkRoundTrip(records, reader.credits(), reader.released(), header.length);
   }
   return 0;
 }
