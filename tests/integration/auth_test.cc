@@ -52,48 +52,11 @@ class MeshSecret : public ::testing::Test {
   // configuration says `node: beta`, with `secretLine` (a secret_file line,
   // or nothing).
   void startImpostor(const std::string& secretLine, const std::string& host = "127.0.0.2") {
-    const std::string port = std::to_string(c().port());
-    const uint16_t ownPort = pickPort({host});
-    const std::string config = c().dir().file("impostor.yaml");
-    writeFile(config,
-              "node: beta\n"
-              "socket: " +
-                  c().dir().file("impostor.sock") + "\n" + secretLine +
-                  "reconnect_backoff_min: 50ms\n"
-                  "reconnect_backoff_max: 200ms\n"
-                  "peers:\n"
-                  "  - {name: alpha, address: 127.0.0.1:" +
-                  port + "}\n  - {name: beta, address: " + host + ":" + std::to_string(ownPort) +
-                  "}\n");
-    impostor_ = std::make_unique<DaemonProcess>("beta", config, c().dir().file("impostor.sock"),
-                                                c().dir().file("impostor.log"));
-    ASSERT_TRUE(impostor_->start());
+    impostor_ = itest::startImpostor(c(), "beta", host, 0, secretLine);
   }
-
-  // The impostor dials alpha at least `dials` times (or is taken, the failure
-  // this guards against).
-  bool impostorTried(uint64_t dials) {
-    return waitForStatus(impostor_->socket(), [&](const Json& s) {
-      const Json* a = peerEntry(s, "alpha");
-      return a != nullptr &&
-             ((*a)["state"] == "established" || a->value("dials", uint64_t{0}) >= dials);
-    });
-  }
-
-  // The real beta's connection is the one it had, and it carries traffic.
+  bool impostorTried(uint64_t dials) { return dialedAtLeast(impostor_->socket(), "alpha", dials); }
   void expectBetaUntouched(uint64_t connects, const std::string& incarnation) {
-    auto s = statusOf(c().socket("alpha"));
-    ASSERT_TRUE(s);
-    EXPECT_EQ(peerState(*s, "beta"), "established");
-    EXPECT_EQ(peerEntry(*s, "beta")->value("connects", uint64_t{0}), connects);
-    EXPECT_EQ(peerEntry(*s, "beta")->value("incarnation", ""), incarnation);
-    Process listener;
-    ASSERT_TRUE(startListener(listener, c(), "beta", "inbox", 1, c().dir().file("inbox.out")));
-    CliResult sent =
-        runCli(c().dir(), {"--socket", c().socket("alpha"), "send", "beta/inbox"}, "secret\n");
-    EXPECT_EQ(sent.code, 0) << sent.err;
-    EXPECT_EQ(listener.wait(10s), 0);
-    EXPECT_EQ(readFile(c().dir().file("inbox.out")), "secret\n");
+    expectPeerUntouched(c(), "alpha", "beta", connects, incarnation);
   }
 
   TempDir secrets_;

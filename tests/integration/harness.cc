@@ -427,4 +427,47 @@ bool Cluster::waitFullMesh(std::chrono::milliseconds timeout) {
   return true;
 }
 
+std::unique_ptr<DaemonProcess> startImpostor(Cluster& c, const std::string& name,
+                                             const std::string& host, uint16_t port,
+                                             const std::string& extra) {
+  if (port == 0) port = pickPort({host});
+  const std::string config = c.dir().file("impostor.yaml");
+  writeFile(config, "node: " + name + "\nsocket: " + c.dir().file("impostor.sock") + "\n" + extra +
+                        "reconnect_backoff_min: 50ms\n"
+                        "reconnect_backoff_max: 200ms\n"
+                        "peers:\n"
+                        "  - {name: alpha, address: " +
+                        c.address("alpha") + ":" + std::to_string(c.port()) + "}\n  - {name: " +
+                        name + ", address: " + host + ":" + std::to_string(port) + "}\n");
+  auto impostor = std::make_unique<DaemonProcess>(name, config, c.dir().file("impostor.sock"),
+                                                  c.dir().file("impostor.log"));
+  if (!impostor->start()) ADD_FAILURE() << "the impostor did not start: " << impostor->log();
+  return impostor;
+}
+
+bool dialedAtLeast(const std::string& socket, const std::string& peer, uint64_t dials) {
+  return waitForStatus(socket, [&](const Json& s) {
+    const Json* a = peerEntry(s, peer);
+    return a != nullptr &&
+           ((*a)["state"] == "established" || a->value("dials", uint64_t{0}) >= dials);
+  });
+}
+
+void expectPeerUntouched(Cluster& c, const std::string& node, const std::string& peer,
+                         uint64_t connects, const std::string& incarnation) {
+  auto s = statusOf(c.socket(node));
+  ASSERT_TRUE(s);
+  EXPECT_EQ(peerState(*s, peer), "established");
+  EXPECT_EQ(peerEntry(*s, peer)->value("connects", uint64_t{0}), connects);
+  EXPECT_EQ(peerEntry(*s, peer)->value("incarnation", ""), incarnation);
+  Process listener;
+  const std::string out = c.dir().file("untouched-" + peer + ".out");
+  ASSERT_TRUE(startListener(listener, c, peer, "inbox", 1, out));
+  CliResult sent =
+      runCli(c.dir(), {"--socket", c.socket(node), "send", peer + "/inbox"}, "secret\n");
+  EXPECT_EQ(sent.code, 0) << sent.err;
+  EXPECT_EQ(listener.wait(10s), 0);
+  EXPECT_EQ(readFile(out), "secret\n");
+}
+
 }  // namespace rdmamsg::itest

@@ -192,6 +192,20 @@ class Cluster {
 bool startListener(Process& p, const Cluster& c, const std::string& node,
                    const std::string& service, int count, const std::string& outPath);
 
+// A daemon on `host` that calls itself `name` and knows the cluster's alpha,
+// listening on `port` (0: a free one), with `extra` YAML lines (a secret).
+// Its files are impostor.{yaml,sock,log} in the cluster's directory.
+std::unique_ptr<DaemonProcess> startImpostor(Cluster& c, const std::string& name,
+                                             const std::string& host, uint16_t port = 0,
+                                             const std::string& extra = "");
+// `socket`'s daemon dialed `peer` at least `dials` times, or is connected to
+// it (the failure an impostor test guards against).
+bool dialedAtLeast(const std::string& socket, const std::string& peer, uint64_t dials);
+// On `node`, `peer` is still established on the connection it had (same
+// `connects` and `incarnation`) and carries a message.
+void expectPeerUntouched(Cluster& c, const std::string& node, const std::string& peer,
+                         uint64_t connects, const std::string& incarnation);
+
 // Runs a shell command, its output discarded; true when it exits 0.
 bool sh(const std::string& cmd);
 // The path of iproute2's ip, for running a daemon in a network namespace.
