@@ -21,7 +21,6 @@ constexpr uint32_t kSignalEvery = 16;
 constexpr uint64_t kSendTag = 1ULL << 32;
 constexpr uint64_t kRecvTag = 2ULL << 32;
 constexpr uint64_t kBeaconTag = 3ULL << 32;
-constexpr uint64_t kTagMask = ~0xffffffffULL;
 constexpr auto kFlushWait = std::chrono::seconds(2);
 
 std::string errnoText(int e) {
@@ -610,7 +609,7 @@ void Connection::maybeFinishClose() {
 }
 
 void Connection::onCompletion(const ibv_wc& wc) {
-  uint64_t tag = wc.wr_id & kTagMask;
+  uint64_t tag = wc.wr_id & rdma::kWrTagMask;
   if (tag == kBeaconTag) {
     // Flushed behind every send: they are all done.
     device_->sendPool().retireUnsignaled(unsignaled_);

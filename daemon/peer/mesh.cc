@@ -317,7 +317,6 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   p.hello.targetId = peer.id();
   p.hello.incarnation = incarnation_;
   p.hello.bufferSize = static_cast<uint32_t>(config_.bufferSize);
-  p.hello.bufferCount = config_.bufferCount;  // set by the connection: what it grants at once
   p.hello.maxMessage = config_.maxMessageSize;
   p.hello.flowWindow = static_cast<uint32_t>(config_.flowWindow);
   p.selfName = config_.node;
