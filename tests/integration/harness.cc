@@ -38,6 +38,10 @@ std::string hostilePeerBinary() {
   return RDMAMSG_ITEST_HOSTILE_PEER;
 }
 
+std::string slowNamesLibrary() {
+  return RDMAMSG_ITEST_SLOW_NAMES;
+}
+
 std::string softrdmaRun() {
   return RDMAMSG_ITEST_SOFTRDMA_RUN;
 }
