@@ -63,6 +63,8 @@ Daemon::Daemon(config::Config cfg, CommandLine cmdline)
                                                [this] { return router_.statusJson(); });
   sigterm_ = std::make_unique<loop::SignalEvent>(loop_, SIGTERM, [this](int) { stop("SIGTERM"); });
   sigint_ = std::make_unique<loop::SignalEvent>(loop_, SIGINT, [this](int) { stop("SIGINT"); });
+  reader_ = std::make_unique<ConfigReader>(
+      loop_, [this](const config::LoadResult& loaded) { applyReload(loaded); });
   sighup_ = std::make_unique<loop::SignalEvent>(loop_, SIGHUP, [this](int) { reload(); });
   statusTimer_ = std::make_unique<loop::Timer>(loop_, [this] { updateStatus(); });
   // systemd's watchdog (WatchdogSec= in the unit): WATCHDOG=1 at half the
@@ -123,6 +125,12 @@ void Daemon::reload() {
              static_cast<unsigned long long>(now.tv_sec) * 1000000ull +
                  static_cast<unsigned long long>(now.tv_nsec / 1000));
   spdlog::info("SIGHUP: reloading the configuration from {}", config_.sourceFile);
+  // Read and checked off the loop: local_policy's name lookups may block.
+  reader_->request(config_.sourceFile, cmdline_.node);
+}
+
+void Daemon::applyReload(const config::LoadResult& loaded) {
+  if (stopping_) return;
   auto refuse = [this](const std::vector<std::string>& problems) {
     for (const auto& p : problems)
       spdlog::error("reload: {}", p);
@@ -138,7 +146,6 @@ void Daemon::reload() {
     router_.setConfigState(configState_);
     sd_notify(0, "READY=1");
   };
-  auto loaded = config::loadConfig(config_.sourceFile, cmdline_.node);
   if (!loaded.ok()) {
     std::vector<std::string> problems;
     for (const auto& p : loaded.problems())

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "daemon/config_reader.h"
 #include "daemon/local/local_server.h"
 #include "daemon/loop/event_loop.h"
 #include "daemon/loop/events.h"
@@ -43,9 +44,10 @@ class Daemon {
 
  private:
   void stop(const char* why);
-  // SIGHUP: read the file again and apply what changed (config/reload.h);
-  // a file with problems changes nothing.
+  // SIGHUP: read the file again, off the loop (config_reader.h), and apply
+  // what changed (config/reload.h); a file with problems changes nothing.
   void reload();
+  void applyReload(const config::LoadResult& loaded);
   void updateStatus();
   void petWatchdog();  // WATCHDOG=1, and again in half the interval
 
@@ -59,6 +61,7 @@ class Daemon {
   std::unique_ptr<local::LocalServer> server_;
   std::unique_ptr<MetricsServer> metrics_;  // only with metrics_listen
   std::unique_ptr<loop::SignalEvent> sigterm_, sigint_, sighup_;
+  std::unique_ptr<ConfigReader> reader_;
   std::unique_ptr<loop::Timer> statusTimer_;
   std::unique_ptr<loop::Timer> watchdogTimer_;  // only under a systemd watchdog
   std::chrono::microseconds watchdogInterval_{0};

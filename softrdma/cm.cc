@@ -179,6 +179,13 @@ void setCmState(CmId* id, CmState s) {
   id->state = s;
 }
 
+void signalChannel(CmChannel* ch) {
+  if (ch->held)
+    ch->held_tokens++;
+  else
+    signalToken(ch->ch.fd);
+}
+
 void queueEvent(const std::shared_ptr<CmId>& subject, rdma_cm_event_type type, int status,
                 const void* pdata, size_t pdata_len, size_t pdata_size,
                 const std::shared_ptr<CmId>& owner, bool rep) {
@@ -202,7 +209,7 @@ void queueEvent(const std::shared_ptr<CmId>& subject, rdma_cm_event_type type, i
   CmChannel* ch = e->owner->channel;
   ch->queue.push_back(e);
   subject->queued.push_back(e);
-  signalToken(ch->ch.fd);
+  signalChannel(ch);
   debugLog("cm id %p: queued %s status %d", static_cast<void*>(subject.get()), rdma_event_str(type),
            status);
 }

@@ -12,6 +12,8 @@
 #include <cstring>
 
 #include "cm_internal.h"
+#include "counters.h"
+#include "softrdma/testing.h"
 
 #undef ibv_reg_mr
 
@@ -427,6 +429,19 @@ static bool validConnParam(const rdma_conn_param* p, size_t max_pdata) {
   return p->responder_resources <= kMaxRdAtom && p->initiator_depth <= kMaxRdAtom;
 }
 
+// Counts a connect or accept whose QP has no receive posted (counters.h).
+static void countIfNoReceive(ibv_qp* q) {
+  auto qp = q != nullptr ? qpRef(q) : nullptr;
+  if (!qp) return;
+  std::lock_guard ql(qp->mu);
+  size_t posted = qp->rq.count;
+  if (qp->srq != nullptr) {
+    std::lock_guard sl(qp->srq->mu);
+    posted = qp->srq->rq.count;
+  }
+  if (posted == 0) count(Counter::ConnectWithoutRecv);
+}
+
 SOFTRDMA_API int rdma_connect(rdma_cm_id* rid, rdma_conn_param* param) {
   Fabric& f = Fabric::get();
   {
@@ -462,6 +477,7 @@ SOFTRDMA_API int rdma_connect(rdma_cm_id* rid, rdma_conn_param* param) {
     uint32_t qpn = rid->qp != nullptr ? rid->qp->qp_num : param->qp_num;
     CmMessage m = makeMessage(qpn, param);
     sendCm(*c, FrameType::Req, &m);  // queued until the TCP connection is up
+    countIfNoReceive(rid->qp);
     attachQp(id.get());
     setCmState(id.get(), CmState::Connect);
     int err;
@@ -502,6 +518,7 @@ SOFTRDMA_API int rdma_accept(rdma_cm_id* rid, rdma_conn_param* param) {
       if (rc == 0) rc = cmModifyQp(id.get(), IBV_QPS_RTS);
       if (rc != 0) return setErr(rc);
     }
+    countIfNoReceive(rid->qp);
     attachQp(id.get());
     uint32_t qpn = rid->qp != nullptr ? rid->qp->qp_num : param->qp_num;
     CmMessage m = makeMessage(qpn, param);
@@ -658,6 +675,22 @@ SOFTRDMA_API int rdma_ack_cm_event(rdma_cm_event* event) {
   return 0;
 }
 
+SOFTRDMA_API int softrdma_hold_cm_events(rdma_event_channel* channel, int hold) {
+  if (channel == nullptr) return setErr(EINVAL);
+  std::lock_guard lk(Fabric::get().cm_mu);
+  CmChannel* ch = toChannel(channel);
+  const auto n = static_cast<int>(ch->held_tokens);
+  ch->held = hold != 0;
+  if (ch->held) return n;
+  ch->held_tokens = 0;
+  if (n > 0) {  // all at once: one wakeup for every held event
+    uint64_t count = static_cast<uint64_t>(n);
+    ssize_t w = write(ch->ch.fd, &count, sizeof count);
+    (void)w;
+  }
+  return n;
+}
+
 SOFTRDMA_API int rdma_migrate_id(rdma_cm_id* rid, rdma_event_channel* channel) {
   Fabric& f = Fabric::get();
   std::unique_lock lk(f.cm_mu);
@@ -674,7 +707,7 @@ SOFTRDMA_API int rdma_migrate_id(rdma_cm_id* rid, rdma_event_channel* channel) {
     slot = new CmEvent();
     slot->dead = true;
     to->queue.push_back(e);
-    signalToken(to->ch.fd);
+    signalChannel(to);
   }
   bool free_old = id->owns_channel;
   id->channel = to;

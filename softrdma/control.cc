@@ -14,6 +14,8 @@
 //   port-down [keep]    the port loses its link; established connections
 //                       break unless `keep`
 //   port-up             the link is back
+//   counters            the device's statistics (counters.h): the answer is
+//                       "ok" followed by one "name value" line per counter
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -28,6 +30,7 @@
 #include <sstream>
 #include <string>
 
+#include "counters.h"
 #include "internal.h"
 
 namespace softrdma {
@@ -85,6 +88,7 @@ std::string setPort(bool up, bool keep) {
   if (r < 0) return "error: the device is absent";
   if (r == 0) return "ok";  // no change, no event
   debugLog("control: port %s", up ? "up" : "down");
+  if (!up) count(Counter::LinkDowned);
   raiseOnContexts(up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR, kAsyncPort);
   if (!up && !keep) severAll("the port went down");
   return "ok";
@@ -109,9 +113,10 @@ std::string execute(const std::string& line) {
   if (cmd == "add-device" && arg.empty()) return addDevice();
   if (cmd == "port-down" && (arg.empty() || arg == "keep")) return setPort(false, arg == "keep");
   if (cmd == "port-up" && arg.empty()) return setPort(true, false);
+  if (cmd == "counters" && arg.empty()) return "ok\n" + formatCounters();
   if (cmd.empty()) return "error: empty command";
   return "error: unknown command '" + line +
-         "' (remove-device [MS], add-device, port-down [keep], port-up)";
+         "' (remove-device [MS], add-device, port-down [keep], port-up, counters)";
 }
 
 struct ControlEndpoint : Endpoint {

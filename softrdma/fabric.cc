@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -88,6 +89,11 @@ Fabric& Fabric::get() {
   // objects may be used from atexit handlers and other threads' destructors.
   static Fabric* fabric = new Fabric();
   return *fabric;
+}
+
+int maxCqe() {
+  static const int value = std::clamp(envInt("SOFTRDMA_MAX_CQE", kMaxCqe), 1, kMaxCqe);
+  return value;
 }
 
 Fabric::Fabric() {

@@ -43,6 +43,9 @@ constexpr uint32_t kMaxQpWr = 16384;
 constexpr uint32_t kMaxSge = 32;
 constexpr uint32_t kMaxInline = 256;
 constexpr int kMaxCqe = (1 << 22) - 1;
+// The max_cqe the device reports and enforces: kMaxCqe, or less when
+// SOFTRDMA_MAX_CQE says so (a small device, for tests).
+int maxCqe();
 constexpr uint32_t kMaxSrqWr = 16384;
 constexpr uint8_t kMaxRdAtom = 16;
 constexpr size_t kConnectPrivateData = 56;  // IB CM REQ, after the 36-byte CMA header
@@ -273,8 +276,6 @@ class Fabric {
   int timewait_ms = 100;
   int cm_timeout_ms = 3000;
 
-  std::atomic<uint64_t> rnr_naks{0};
-
  private:
   Fabric();
   void run();
@@ -425,7 +426,12 @@ struct CmChannel {
   rdma_event_channel ch;       // fd: an eventfd in semaphore mode, one count per event
   bool sync = false;           // private channel of a synchronous id
   std::deque<CmEvent*> queue;  // one eventfd count per entry (cm_mu)
+  // softrdma_hold_cm_events: counts not yet written to the fd (cm_mu).
+  bool held = false;
+  uint64_t held_tokens = 0;
 };
+// One more event on `ch` (cm_mu held): a count on its fd, unless held.
+void signalChannel(CmChannel* ch);
 
 enum class CmState {
   Idle,

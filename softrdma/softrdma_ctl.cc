@@ -5,6 +5,7 @@
 //
 //   softrdma-ctl /tmp/daemon.ctl remove-device 2000
 //   softrdma-ctl /tmp/daemon.ctl port-down
+//   softrdma-ctl /tmp/daemon.ctl counters    (prints "name value" lines)
 //
 // Exits 0 once the program has carried the command out; 1 with a message
 // when the socket does not exist, nobody reads it, the command is refused or
@@ -29,7 +30,7 @@ constexpr int kSliceMs = 50;
 int usage() {
   std::fprintf(stderr,
                "usage: softrdma-ctl PATH COMMAND [ARGS...]\n"
-               "commands: remove-device [MS], add-device, port-down [keep], port-up\n");
+               "commands: remove-device [MS], add-device, port-down [keep], port-up, counters\n");
   return 2;
 }
 
@@ -135,7 +136,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  char reply[512];
+  char reply[4096];
   const ssize_t got = recv(sock.fd(), reply, sizeof reply - 1, 0);
   if (got < 0) {
     std::fprintf(stderr, "softrdma-ctl: %s: %s\n", path.c_str(), std::strerror(errno));
@@ -143,6 +144,10 @@ int main(int argc, char** argv) {
   }
   reply[got] = '\0';
   if (std::strcmp(reply, "ok") == 0) return 0;
+  if (std::strncmp(reply, "ok\n", 3) == 0) {  // an answer with output (counters)
+    std::fputs(reply + 3, stdout);
+    return 0;
+  }
   std::fprintf(stderr, "softrdma-ctl: %s\n", reply);
   return 1;
 }

@@ -21,7 +21,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "counters.h"
 #include "internal.h"
+#include "softrdma/testing.h"
 
 namespace softrdma {
 
@@ -55,6 +57,20 @@ ibv_wc_status nakStatus(Syndrome s) {
     default:
       return IBV_WC_REM_OP_ERR;
   }
+}
+
+// softrdma_corrupt_next_recv: the next successful receive completion lies.
+std::mutex g_corrupt_mu;
+bool g_corrupt = false;
+ibv_wc_opcode g_corrupt_opcode = IBV_WC_RECV;
+uint32_t g_corrupt_len = 0;
+
+void applyTestCorruption(ibv_wc& wc) {
+  std::lock_guard lk(g_corrupt_mu);
+  if (!g_corrupt) return;
+  g_corrupt = false;
+  wc.opcode = g_corrupt_opcode;
+  if (g_corrupt_len != SOFTRDMA_KEEP_BYTE_LEN) wc.byte_len = g_corrupt_len;
 }
 
 bool isRequest(FrameType t) {
@@ -549,7 +565,7 @@ bool Conn::handleRequest(Qp& q) {
     if (!rnr_timer) {
       rnr_timer = true;
       q.rnr_events++;
-      Fabric::get().rnr_naks++;
+      count(Counter::SendRnr);
       std::weak_ptr<Conn> w = weak_from_this();
       auto delay = std::chrono::microseconds(kRnrMicros[q.attr.min_rnr_timer & 31]);
       Fabric::get().schedule(Clock::now() + delay, [w] {
@@ -692,6 +708,8 @@ void Conn::finishRequest(Qp& q) {
       q.flushAll(IBV_WC_WR_FLUSH_ERR);
       return;
     }
+    count(Counter::RdmaRecvs);
+    applyTestCorruption(wc);
     pending_cqes.emplace_back(wc, (hdr.flags & kFlagSolicited) != 0);
   }
   ack_pending = true;
@@ -785,3 +803,11 @@ void Conn::onPeerGone(const char* why, bool garbage) {
 }
 
 }  // namespace softrdma
+
+SOFTRDMA_API void softrdma_corrupt_next_recv(ibv_wc_opcode opcode, uint32_t byte_len) {
+  using namespace softrdma;
+  std::lock_guard lk(g_corrupt_mu);
+  g_corrupt = true;
+  g_corrupt_opcode = opcode;
+  g_corrupt_len = byte_len;
+}

@@ -121,7 +121,7 @@ SOFTRDMA_API int ibv_destroy_comp_channel(ibv_comp_channel* c) {
 
 SOFTRDMA_API ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context,
                                    ibv_comp_channel* channel, int comp_vector) {
-  if (ctx == nullptr || cqe < 1 || cqe > kMaxCqe || comp_vector < 0 ||
+  if (ctx == nullptr || cqe < 1 || cqe > maxCqe() || comp_vector < 0 ||
       comp_vector >= ctx->num_comp_vectors) {
     errno = EINVAL;
     return nullptr;
@@ -155,7 +155,7 @@ SOFTRDMA_API ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context,
 }
 
 SOFTRDMA_API int ibv_resize_cq(ibv_cq* c, int cqe) {
-  if (c == nullptr || cqe < 1 || cqe > kMaxCqe) return EINVAL;
+  if (c == nullptr || cqe < 1 || cqe > maxCqe()) return EINVAL;
   if (contextDead(c->context)) return EIO;
   auto* cq = reinterpret_cast<Cq*>(c);
   std::lock_guard lk(cq->mu);

@@ -343,7 +343,7 @@ SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->max_sge = kMaxSge;
   a->max_sge_rd = kMaxSge;
   a->max_cq = 1 << 16;
-  a->max_cqe = kMaxCqe;
+  a->max_cqe = maxCqe();
   a->max_mr = 1 << 16;
   a->max_pd = 1 << 16;
   a->max_qp_rd_atom = kMaxRdAtom;

@@ -12,6 +12,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "counters.h"
 #include "internal.h"
 #include "registry.h"
 
@@ -159,7 +160,15 @@ void Qp::setState(ibv_qp_state s) {
   attr.cur_qp_state = s;
 }
 
+// The device counters a completion moves (counters.h).
+static void countCompletion(ibv_wc_opcode op, ibv_wc_status st) {
+  if (st == IBV_WC_SUCCESS && op == IBV_WC_SEND) count(Counter::RdmaSends);
+  if (st == IBV_WC_RNR_RETRY_EXC_ERR) count(Counter::RnrRetryExceeded);
+  if (st == IBV_WC_RETRY_EXC_ERR) count(Counter::RetryExceeded);
+}
+
 void Qp::sendCompletion(const SendWqe& w, ibv_wc_status st) {
+  countCompletion(w.opcode, st);
   if (w.signaled || st != IBV_WC_SUCCESS) {
     ibv_wc wc{};
     wc.wr_id = w.wr_id;

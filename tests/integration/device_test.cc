@@ -86,5 +86,53 @@ TEST_F(DeviceEvents, PortDownClosesConnectionsAndPortUpRedials) {
   EXPECT_TRUE(c().waitFullMesh(5s));
 }
 
+// Seed 004: the shared completion queue is sized within the device's max_cqe. softrdma reports
+// (and enforces) the max_cqe that SOFTRDMA_MAX_CQE sets: one entry short of what the daemon needs
+// keeps it from starting, naming the key and the limit; exactly what it needs is enough.
+class CompletionQueueLimit : public ::testing::Test {
+ protected:
+  // Launches alpha (its peer beta never runs) on a device with `maxCqe` entries per CQ.
+  std::unique_ptr<DaemonProcess> launch(int maxCqe) {
+    const std::string port = std::to_string(pickPort({"127.0.0.1", "127.0.0.2"}));
+    const std::string name = "alpha-" + std::to_string(maxCqe);
+    writeFile(dir_.file(name + ".yaml"),
+              "node: alpha\nsocket: " + dir_.file(name + ".sock") +
+                  "\npeers:\n  - {name: alpha, address: 127.0.0.1:" + port +
+                  "}\n  - {name: beta, address: 127.0.0.2:" + port + "}\n");
+    auto d = std::make_unique<DaemonProcess>("alpha", dir_.file(name + ".yaml"),
+                                             dir_.file(name + ".sock"), dir_.file(name + ".log"));
+    d->setWrapper({"/usr/bin/env", "SOFTRDMA_MAX_CQE=" + std::to_string(maxCqe)});
+    EXPECT_TRUE(d->launch());
+    return d;
+  }
+  // The entries the daemon said it needs ("needs a completion queue of N entries"), or 0.
+  static uint64_t needed(const std::string& log) {
+    const std::string key = "needs a completion queue of ";
+    auto at = log.find(key);
+    return at == std::string::npos ? 0 : std::stoull(log.substr(at + key.size()));
+  }
+  TempDir dir_;
+};
+
+TEST_F(CompletionQueueLimit, OneEntryShortRefusesToStartAndExactlyEnoughRuns) {
+  auto small = launch(64);
+  ASSERT_TRUE(small->waitExit(10s)) << "started with a CQ over max_cqe";
+  const std::string log = small->log();
+  EXPECT_NE(log.find("over the max_cqe of 64"), std::string::npos) << log;
+  const uint64_t needs = needed(log);
+  ASSERT_GT(needs, 64u) << log;
+
+  auto short1 = launch(static_cast<int>(needs - 1));
+  auto code = short1->waitExit(10s);
+  ASSERT_TRUE(code) << "started with max_cqe one short";
+  EXPECT_NE(*code, 0);
+
+  auto exact = launch(static_cast<int>(needs));
+  EXPECT_TRUE(waitForStatus(
+      exact->socket(), [](const Json&) { return true; }, 10s))
+      << exact->log();
+  EXPECT_TRUE(exact->running());
+}
+
 }  // namespace
 }  // namespace rdmamsg::itest

@@ -38,6 +38,10 @@ std::string hostilePeerBinary() {
   return RDMAMSG_ITEST_HOSTILE_PEER;
 }
 
+std::string slowNamesLibrary() {
+  return RDMAMSG_ITEST_SLOW_NAMES;
+}
+
 std::string softrdmaRun() {
   return RDMAMSG_ITEST_SOFTRDMA_RUN;
 }
@@ -195,7 +199,9 @@ void DaemonProcess::printLog() const {
 
 bool DaemonProcess::launch() {
   Process::Options o;
-  o.argv = wrapper_;
+  // Its own control socket (a wrapper may name another: env's last word wins).
+  o.argv = {"/usr/bin/env", "SOFTRDMA_CONTROL=" + controlPath()};
+  o.argv.insert(o.argv.end(), wrapper_.begin(), wrapper_.end());
   for (const auto& a :
        {softrdmaRun(), daemonBinary(), std::string("-c"), config_, std::string("--node"), name_})
     o.argv.push_back(a);
@@ -403,6 +409,40 @@ DaemonProcess& Cluster::operator[](const std::string& name) {
   auto it = daemons_.find(name);
   if (it == daemons_.end()) throw std::out_of_range("no daemon " + name);
   return *it->second;
+}
+
+std::optional<std::map<std::string, uint64_t>> softrdmaCounters(const DaemonProcess& d) {
+  Process ctl;
+  Process::Options o;
+  o.argv = {softrdmaCtl(), d.controlPath(), "counters"};
+  o.stdoutPath = d.logPath() + ".counters";
+  o.stderrPath = d.logPath() + ".counters.err";
+  if (!ctl.start(o) || ctl.wait(10s) != std::optional<ExitCode>(0)) return std::nullopt;
+  std::map<std::string, uint64_t> values;
+  std::istringstream lines(readFile(o.stdoutPath));
+  std::string name;
+  uint64_t value = 0;
+  while (lines >> name >> value)
+    values[name] = value;
+  if (values.empty()) return std::nullopt;
+  return values;
+}
+
+uint64_t expectNoRnr(const DaemonProcess& d) {
+  auto values = softrdmaCounters(d);
+  EXPECT_TRUE(values) << d.name()
+                      << ": no softrdma counters: " << readFile(d.logPath() + ".counters.err");
+  if (!values) return 0;
+  EXPECT_EQ((*values)["send_rnr_err"], 0u) << d.name() << " missed a receive (RNR)";
+  EXPECT_EQ((*values)["retry_rnr_exceeded_err"], 0u) << d.name() << ": a send failed on RNR";
+  return (*values)["rdma_recvs"];
+}
+
+void expectNoRnr(Cluster& c) {
+  uint64_t received = 0;
+  for (const auto& n : c.names())
+    if (c[n].running()) received += expectNoRnr(c[n]);
+  EXPECT_GT(received, 0u) << "no daemon received anything: the counters are not live";
 }
 
 bool startListener(Process& p, const Cluster& c, const std::string& node,

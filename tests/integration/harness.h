@@ -33,6 +33,7 @@ std::string cliBinary();
 std::string softrdmaRun();
 std::string softrdmaCtl();        // sends a command to a program's SOFTRDMA_CONTROL socket
 std::string hostilePeerBinary();  // tests/integration/hostile_peer.cc
+std::string slowNamesLibrary();   // tests/integration/slow_names.c, for LD_PRELOAD
 
 // A private temporary directory, removed with everything in it.
 class TempDir {
@@ -124,6 +125,8 @@ class DaemonProcess {
   void kill9() { process_.kill9(); }
   void signal(int sig) { process_.signal(sig); }
   bool restart(std::chrono::milliseconds timeout = 10s);
+  // The SOFTRDMA_CONTROL socket of its softrdma (next to its log).
+  std::string controlPath() const { return logPath_ + ".ctl"; }
   // Runs the daemon under `wrapper` (e.g. {"ip", "netns", "exec", NAME}).
   void setWrapper(std::vector<std::string> wrapper) { wrapper_ = std::move(wrapper); }
   // Waits until the log contains `text`.
@@ -181,6 +184,7 @@ class Cluster {
   TempDir& dir() { return dir_; }
   // Waits until every running daemon sees every peer established.
   bool waitFullMesh(std::chrono::milliseconds timeout = 10s);
+  const std::vector<std::string>& names() const { return names_; }
 
  private:
   void writeConfigs();
@@ -190,6 +194,18 @@ class Cluster {
   uint16_t port_ = 0;
   std::map<std::string, std::unique_ptr<DaemonProcess>> daemons_;
 };
+
+// softrdma's device counters in a running daemon (`softrdma-ctl PATH counters`, names as rxe's
+// hw_counters: send_rnr_err, retry_rnr_exceeded_err, rdma_recvs, ...); nullopt when they cannot be
+// read.
+std::optional<std::map<std::string, uint64_t>> softrdmaCounters(const DaemonProcess& d);
+// Link credits keep RNR out of normal operation (docs/architecture.md): no receive was ever
+// missing in `d` (send_rnr_err and retry_rnr_exceeded_err zero). Call it while the daemon runs.
+// Returns what it received (rdma_recvs).
+uint64_t expectNoRnr(const DaemonProcess& d);
+// expectNoRnr for every daemon of `c` that runs, and one of them received something (the
+// counters are live).
+void expectNoRnr(Cluster& c);
 
 // Starts `rdmamsg listen SERVICE --count N` on `node` (stdout to `outPath`,
 // stderr next to it) and waits until the service is registered.

@@ -5,6 +5,7 @@
 // change does not concern keeps its connection.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <regex>
 
@@ -206,6 +207,33 @@ TEST_F(Reload, AddedPeersGrowTheCompletionQueue) {
     const Json* e = peerEntry(st, "extra3");
     return e != nullptr && e->value("dials", 0) > 0;
   })) << "an added peer was not dialed";
+}
+
+// local_policy names users and groups; a reload resolves them off the loop
+// (daemon/config_reader.h): a name service that takes 3 s (slow_names.c)
+// delays the new policy, not the daemon, which keeps answering meanwhile.
+TEST(ReloadNames, ASlowNameLookupDoesNotStopTheLoop) {
+  MeshOptions o;
+  o.nodeWrapper["alpha"] = {"/usr/bin/env", "LD_PRELOAD=" + slowNamesLibrary(),
+                            "SLOW_NAMES_MS=3000"};
+  const std::string uid = std::to_string(::getuid());
+  o.nodeExtra["alpha"] = "local_policy:\n  connect:\n    users: [" + uid + "]\n";
+  Cluster c({"alpha"}, o);
+  ASSERT_TRUE(c.start());
+  std::string yaml = readFile(c.configPath("alpha"));
+  yaml.replace(yaml.find("users: [" + uid + "]"), 9 + uid.size(),
+               "users: [" + uid + ", slow-user]");
+  writeFile(c.configPath("alpha"), yaml);
+  c["alpha"].signal(SIGHUP);
+  ASSERT_TRUE(c["alpha"].waitLog("SIGHUP: reloading"));
+  const auto asked = std::chrono::steady_clock::now();
+  auto s = statusOf(c.socket("alpha"), 1s);
+  ASSERT_TRUE(s) << "the daemon did not answer while a name was being looked up";
+  EXPECT_EQ(generation(*s), 1u) << "the new policy applied before its names were resolved";
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 1s);
+  EXPECT_TRUE(waitForStatus(
+      c.socket("alpha"), [](const Json& st) { return generation(st) == 2; }, 10s))
+      << c["alpha"].log();
 }
 
 }  // namespace

@@ -105,6 +105,7 @@ TEST(SharedReceive, ABusyPeerIsLentBuffersAndGivesThemBackWhenIdle) {
   // The link and the send pool are whole: the next message goes through.
   stream(c, "alpha", "beta", 1, 10);
   stream(c, "beta", "alpha", 1, 10);
+  expectNoRnr(c);
 }
 
 // An idle link carries heartbeats, and credit returns only when they give
@@ -136,6 +137,7 @@ TEST(SharedReceive, AnIdleLinkCarriesHeartbeatsNotCreditReturnsAnsweringEachOthe
     ASSERT_TRUE(s);
     // beta's heartbeats and credit returns over the same second: a few dozen at most.
     EXPECT_LT(rdmaOf(*s, "beta", "batches_received") - batches, 60u) << s->dump();
+    expectNoRnr(c);
   }
 }
 
@@ -169,6 +171,7 @@ TEST(SharedReceive, PerPeerAndSharedDaemonsExchangeMessages) {
   // A shared daemon lends to a per-peer one and takes nothing back from it
   // that it did not lend.
   EXPECT_LE(rdmaOf(*b, "alpha", "receive_allowance"), 16u);
+  expectNoRnr(c);
 }
 
 // registered_memory_limit bounds what the daemon registers: with room for
@@ -219,6 +222,7 @@ TEST(SharedReceive, RegisteredMemoryLimitBoundsTheConnectedPeers) {
     stream(c, p, "alpha", 20, 30 * kKiB);
     stream(c, "alpha", p, 20, 30 * kKiB);
   }
+  expectNoRnr(c);
 }
 
 // The SRQ limit is armed: when beta, its receive_memory_limit reached by a
@@ -269,6 +273,8 @@ TEST(SharedReceive, TheLimitEventIsCountedAndTheQueueRefilled) {
       },
       10s))
       << statusOf(c.socket("beta"))->dump();
+  // The shared receive queue ran low, yet no send found it empty.
+  expectNoRnr(c);
 }
 
 }  // namespace

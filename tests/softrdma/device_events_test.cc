@@ -16,7 +16,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "../support/wait.h"
@@ -42,22 +45,37 @@ std::string controlPath(pid_t pid) {
   return setenv("SOFTRDMA_CONTROL", pattern.c_str(), 1) == 0;
 }();
 
-// Runs softrdma-ctl PATH ARGS...; returns its exit status (-1 if it did not end in time).
-int softrdmaCtl(const std::string& path, const std::vector<std::string>& args) {
+// Runs softrdma-ctl PATH ARGS...; returns its exit status (-1 if it did not end in time). Its
+// standard output goes to `out` when given.
+int softrdmaCtl(const std::string& path, const std::vector<std::string>& args,
+                std::string* out = nullptr) {
   std::vector<std::string> all = {SOFTRDMA_CTL, path};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : all)
     argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::string outPath = controlDir() + "/softrdma-ctl-out-XXXXXX";
+  const int outFd = out != nullptr ? mkstemp(outPath.data()) : -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (outFd >= 0) posix_spawn_file_actions_adddup2(&actions, outFd, STDOUT_FILENO);
   pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
   int status = 0;
-  if (!waitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, kDeadline)) {
+  if (spawned == 0 && !waitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, kDeadline)) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
-    return -1;
+    status = -1;
   }
+  if (outFd >= 0) {
+    std::ifstream in(outPath);
+    out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    close(outFd);
+    unlink(outPath.c_str());
+  }
+  if (spawned != 0 || status == -1) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -438,6 +456,74 @@ TEST(DeviceControl, SoftrdmaCtlFailsWithoutSocketAndOnUnknownCommands) {
   EXPECT_EQ(1, ctl("remove-device", "soon"));
   EXPECT_EQ(1, ctl("add-device")) << "the device is present";
   EXPECT_EQ(0, ctl("port-up")) << "already up: nothing to do";
+}
+
+// This process's device counters, read with `softrdma-ctl PATH counters`.
+std::map<std::string, uint64_t> counters() {
+  std::string out;
+  EXPECT_EQ(0, softrdmaCtl(controlPath(getpid()), {"counters"}, &out));
+  std::map<std::string, uint64_t> values;
+  std::istringstream lines(out);
+  std::string name;
+  uint64_t value = 0;
+  while (lines >> name >> value)
+    values[name] = value;
+  return values;
+}
+
+class Counters : public DeviceEvents {};
+
+TEST_F(Counters, ListsTheRxeNamesStartingAtZero) {
+  auto values = counters();
+  for (const char* name : {"send_rnr_err", "retry_rnr_exceeded_err", "retry_exceeded_err",
+                           "link_downed", "rdma_sends", "rdma_recvs"}) {
+    ASSERT_TRUE(values.count(name)) << name << " missing";
+    EXPECT_EQ(0u, values[name]) << name << ": nothing has happened in this process yet";
+  }
+}
+
+TEST_F(Counters, ASendWithoutAReceiveCountsSendRnrErrUntilOneIsPosted) {
+  ConnectOptions options;
+  options.serverRnrRetry = 7;
+  ASSERT_NO_FATAL_FAILURE(connect(options));
+  ASSERT_EQ(0, client_.postSend(1, 0, 8));
+  ASSERT_TRUE(waitFor([] { return counters()["send_rnr_err"] >= 2; }, kDeadline))
+      << "the responder retries every min_rnr_timer, each time an RNR NAK";
+  ASSERT_EQ(0, server_.postRecv(2, 0, kSlot));
+  ASSERT_EQ(1u, server_.poll(1).size());
+  ASSERT_EQ(1u, client_.poll(1).size());
+  auto values = counters();
+  EXPECT_EQ(1u, values["rdma_sends"]);
+  EXPECT_EQ(1u, values["rdma_recvs"]);
+  EXPECT_EQ(0u, values["retry_rnr_exceeded_err"]);
+}
+
+TEST_F(Counters, RnrRetriesExhaustedCountRetryRnrExceededErr) {
+  ConnectOptions options;
+  options.serverRnrRetry = 0;
+  ASSERT_NO_FATAL_FAILURE(connect(options));
+  ASSERT_EQ(0, client_.postSend(1, 0, 8));
+  auto wcs = client_.poll(1);
+  ASSERT_EQ(1u, wcs.size());
+  ASSERT_EQ(IBV_WC_RNR_RETRY_EXC_ERR, wcs[0].status);
+  auto values = counters();
+  EXPECT_EQ(1u, values["retry_rnr_exceeded_err"]);
+  EXPECT_EQ(1u, values["send_rnr_err"]);
+  EXPECT_EQ(0u, values["rdma_sends"]);
+}
+
+TEST_F(Counters, ALostPeerCountsRetryExceededErrAndPortDownLinkDowned) {
+  ConnectOptions options;
+  options.serverRecvs = 1;
+  ASSERT_NO_FATAL_FAILURE(connect(options));
+  ASSERT_EQ(0, ctl("port-down"));
+  EXPECT_EQ(1u, counters()["link_downed"]);
+  ASSERT_TRUE(expectCmEvent(clientCh_, RDMA_CM_EVENT_DISCONNECTED));
+  ASSERT_EQ(0, client_.postSend(1, 0, 8));
+  auto wcs = client_.poll(1);
+  ASSERT_EQ(1u, wcs.size());
+  EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wcs[0].status) << ibv_wc_status_str(wcs[0].status);
+  EXPECT_EQ(1u, counters()["retry_exceeded_err"]);
 }
 
 }  // namespace
