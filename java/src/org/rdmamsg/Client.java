@@ -55,9 +55,9 @@ import java.util.function.Consumer;
  * {@link #receive(Duration)} returns the messages addressed to the services
  * this client registered. A message counts as taken once {@code receive}
  * returned it: the client then tells the daemon (a cumulative CONSUMED), and
- * only then is the sender's message confirmed. With
- * {@link ConnectOptions#confirmExplicitly(boolean)}, the application says so
- * itself with {@link #confirmReceived()}.
+ * only then is the sender's message confirmed. After
+ * {@link #setConfirmOnReceive setConfirmOnReceive(false)}, the application
+ * says so itself with {@link #confirmReceived()}.
  *
  * <h2>Threads</h2>
  * A {@code Client} is thread-safe: any method may be called from any thread.
@@ -101,7 +101,6 @@ public final class Client implements AutoCloseable {
   private final Selector selector;
   private final SelectionKey key;
   private final String socketPath;
-  private final boolean confirmExplicitly;
 
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition changed = lock.newCondition();
@@ -119,6 +118,7 @@ public final class Client implements AutoCloseable {
   private long nextId = 1;
   private long inFlight;
   private final ArrayDeque<Message> inbox = new ArrayDeque<>();
+  private boolean confirmOnReceive = true;
   private long received; // messages handed to the application
   private long taken; // of those, the ones that count as taken
   private long consumedSent; // the last CONSUMED count sent
@@ -213,7 +213,6 @@ public final class Client implements AutoCloseable {
     this.channel = channel;
     this.selector = selector;
     this.socketPath = socketPath;
-    this.confirmExplicitly = options.confirmExplicitly();
     SelectionKey k = channel.keyFor(selector);
     if (k != null) {
       k.interestOps(SelectionKey.OP_READ);
@@ -577,9 +576,25 @@ public final class Client implements AutoCloseable {
   }
 
   /**
-   * With {@link ConnectOptions#confirmExplicitly(boolean)}: every message
-   * returned so far counts as taken, so the daemon confirms them to their
-   * senders. Without that option, receiving does it already.
+   * For applications that hand messages on before they count as taken (that
+   * write them out first): with {@code false}, a message returned by
+   * {@code receive} counts as taken only at the next {@link
+   * #confirmReceived()}, which covers every message returned so far.
+   * Messages never confirmed fail back to their senders when the connection
+   * closes. The default is {@code true}: returned is taken.
+   */
+  public void setConfirmOnReceive(boolean on) {
+    lock.lock();
+    try {
+      confirmOnReceive = on;
+    } finally {
+      unlock();
+    }
+  }
+
+  /**
+   * Every message returned so far counts as taken: the daemon confirms them
+   * to their senders. Needed only after {@code setConfirmOnReceive(false)}.
    */
   public void confirmReceived() throws RdmamsgException {
     lock.lock();
@@ -610,7 +625,7 @@ public final class Client implements AutoCloseable {
   private Message takeMessage() {
     Message m = inbox.poll();
     ++received;
-    if (!confirmExplicitly) taken = received;
+    if (confirmOnReceive) taken = received;
     // Everything read is taken: say so now, so that the last message of a burst is
     // confirmed at once.
     if (inbox.isEmpty() && failure == null) {
@@ -723,8 +738,8 @@ public final class Client implements AutoCloseable {
   }
 
   /**
-   * Says goodbye (best effort, never waiting) and closes. Messages received
-   * count as taken (unless confirmed explicitly); messages still queued for
+   * Says goodbye (best effort, never waiting) and closes. Messages returned
+   * count as taken (with confirmation on receive); messages still queued for
    * this client are not taken, and the daemon fails them back to their
    * senders. Idempotent.
    */

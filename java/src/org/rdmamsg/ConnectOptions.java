@@ -11,7 +11,6 @@ public final class ConnectOptions {
   private String clientName = "rdmamsg-java";
   private Duration timeout = Duration.ofSeconds(5);
   private boolean ioThread;
-  private boolean confirmExplicitly;
 
   /** The defaults: client name {@code rdmamsg-java}, 5 s handshake timeout, no I/O thread. */
   public ConnectOptions() {}
@@ -41,17 +40,6 @@ public final class ConnectOptions {
     return this;
   }
 
-  /**
-   * With {@code true}, a message counts as taken only once the application
-   * calls {@link Client#confirmReceived()}, not when {@code receive} returns
-   * it: for applications that must have written a message out (to a file,
-   * to standard output) before its sender is told it arrived.
-   */
-  public ConnectOptions confirmExplicitly(boolean on) {
-    this.confirmExplicitly = on;
-    return this;
-  }
-
   String clientName() {
     return clientName;
   }
@@ -62,9 +50,5 @@ public final class ConnectOptions {
 
   boolean ioThread() {
     return ioThread;
-  }
-
-  boolean confirmExplicitly() {
-    return confirmExplicitly;
   }
 }

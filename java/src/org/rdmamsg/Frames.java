@@ -195,7 +195,7 @@ final class Frames {
       final int reserved = b.getShort(at + 6) & 0xffff;
       if (version != VERSION) {
         throw protocol("rdmamsgd speaks local protocol version " + version + ", this client "
-            + VERSION);
+            + VERSION + ": use a client library and daemon of the same release");
       }
       if (reserved != 0) throw protocol("reserved header bits set");
       if (kind == 0 || kind > MAX_KIND) throw protocol("unknown frame kind " + kind);

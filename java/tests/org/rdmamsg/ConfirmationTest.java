@@ -15,7 +15,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * Confirmation on consumption: a message is confirmed to its sender only
  * once {@code receive} returned it (or, with explicit confirmation, once the
- * application said so), not when the listener's library read it; messages
+ * application said so with confirmReceived), not when the listener's library read it; messages
  * never taken fail back to their senders.
  */
 @Timeout(120)
@@ -50,9 +50,9 @@ class ConfirmationTest {
   @Test
   void withExplicitConfirmationTheApplicationSaysWhenItTookThem() throws Exception {
     Mesh mesh = Mesh.pair();
-    try (Client listener = mesh.connect("beta", new ConnectOptions().confirmExplicitly(true));
-         Client sender = mesh.connect("alpha")) {
+    try (Client listener = mesh.connect("beta"); Client sender = mesh.connect("alpha")) {
       listener.register("inbox");
+      listener.setConfirmOnReceive(false);
       sender.send("beta", "inbox", "a");
       sender.send("beta", "inbox", "b");
       sender.flush(WAIT);

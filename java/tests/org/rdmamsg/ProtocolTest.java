@@ -111,7 +111,8 @@ class ProtocolTest {
 
   @Test
   void withExplicitConfirmationConsumedWaitsForConfirmReceived() throws Exception {
-    try (Client c = daemon.connect(new ConnectOptions().confirmExplicitly(true), 1 << 20)) {
+    try (Client c = daemon.connect()) {
+      c.setConfirmOnReceive(false);
       daemon.deliver("beta", "", "inbox", "one");
       assertEquals("one", c.receive(Duration.ofSeconds(10)).text());
       assertNull(c.receive(Duration.ofMillis(100)));

@@ -68,8 +68,8 @@ final class ListenCommand {
   private static int listen(String socket, String service, long count) {
     Client client;
     try {
-      client = Client.connect(socket, new ConnectOptions().clientName("rdmamsg-java-listen")
-          .confirmExplicitly(true));
+      client = Client.connect(socket, new ConnectOptions().clientName("rdmamsg-java-listen"));
+      client.setConfirmOnReceive(false); // taken once written out and flushed
     } catch (RdmamsgException e) {
       return Main.report("listen", e);
     }
