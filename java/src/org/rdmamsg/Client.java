@@ -783,6 +783,7 @@ public final class Client implements AutoCloseable {
       if (left <= 0) return false;
       if (Thread.currentThread().isInterrupted()) throw interrupted(null);
       if (ioBusy) {
+        writeNow(); // what this thread queued (a request, CONSUMED) goes out now
         try {
           if (left == FOREVER) {
             changed.await();

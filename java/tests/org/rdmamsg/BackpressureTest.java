@@ -58,6 +58,7 @@ class BackpressureTest {
       // The other service of the same node flows meanwhile.
       for (int i = 0; i < 50; i++) {
         assertNotEquals(Client.WOULD_BLOCK, sender.trySend("beta", "fast", payload));
+        sender.flush(WAIT);
         assertNotNull(fast.receive(WAIT), "fast message " + i + " did not arrive");
       }
       int fastOk = 0;

@@ -38,6 +38,7 @@ class DeliveryTest {
       sender.register("outbox");
       long id = sender.send("beta", "inbox", "héllo");
       assertEquals(1, id);
+      sender.flush(WAIT); // sends are written in batches, or when the client waits
       Message m = listener.receive(WAIT);
       assertNotNull(m, "nothing arrived");
       assertEquals(new Message("alpha", "outbox", "inbox", text("héllo")), m);
