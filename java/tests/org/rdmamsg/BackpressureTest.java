@@ -80,10 +80,12 @@ class BackpressureTest {
         }
       });
       assertFalse(blocked.isDone());
-      for (int i = 0; i <= accepted; i++) {
-        assertNotNull(slow.receive(WAIT), "slow message " + i + " of " + (accepted + 1));
+      for (int i = 0; i < accepted; i++) {
+        assertNotNull(slow.receive(WAIT), "slow message " + i + " of " + accepted);
       }
       assertTrue(blocked.get(WAIT.toSeconds(), TimeUnit.SECONDS) > 0);
+      sender.flush(WAIT);
+      assertNotNull(slow.receive(WAIT), "the message send() waited with did not arrive");
       int slowOk = 0;
       while (slowOk < accepted + 1) {
         Completion c = sender.waitCompletion(WAIT);
