@@ -455,7 +455,10 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
   const uint64_t id = nextId++;
   proto::encodeSend(out, id, node, service, fromService, payload);
   ++inFlight;
-  if (out.size() >= kWriteThreshold) writeSome();
+  if (out.size() >= kWriteThreshold) {
+    writeSome();
+    readSome();  // a HOLD is seen within 64 KiB, not once the socket is full
+  }
   if (mayWait && out.size() >= kWriteBlockLimit) {
     Status st = waitFor([this] { return out.size() < kWriteThreshold; }, std::chrono::hours(24));
     if (!st.ok()) return st;
@@ -496,7 +499,8 @@ void Client::Impl::takeMessage(Message& m) {
   ++taken;
   if (confirmOnReceive) takenMark = taken;
   // Everything read is taken: say so now, so the last message of a burst is
-  // confirmed at once (one CONSUMED per read at full speed).
+  // confirmed at once (one CONSUMED per read at full speed) even if the
+  // application does not call the library again for a while.
   if (confirmOnReceive && inbox.empty()) {
     reportConsumed();
     writeSome();
