@@ -218,10 +218,11 @@ peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_
 void Router::onConsumed(local::SessionId listener, const local::Receipt& r, size_t bytes,
                         Errc errc) {
   if (r.kind == local::Receipt::Kind::peer) {
-    // A listener catching up on a backlog: its confirmations may go together.
-    const size_t lazy = server_->outputCongested(listener) ? bytes : 0;
+    // Confirmations of what listeners took ride with the next batch to
+    // that peer (a reply usually follows at once), or go within 1 ms, or
+    // once a quarter of a window is due.
     if (peer::Peer* p = mesh_->peerByHandle(r.owner))
-      p->confirmLater(r.epoch, r.seq, r.count, errc, lazy);
+      p->confirmLater(r.epoch, r.seq, r.count, errc, std::max<size_t>(bytes, 1));
     return;
   }
   if (errc == Errc::ok) {

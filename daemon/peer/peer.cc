@@ -305,6 +305,7 @@ void Peer::onUp() {
   confirms_.clear();
   confirmsDue_ = false;
   lazyConfirmBytes_ = 0;
+  lazyConfirmCount_ = 0;
   idleRequested_ = idleAgreed_ = idleClosing_ = false;
   idleIn_.clear();
   idleOut_.clear();
@@ -362,6 +363,7 @@ void Peer::onDown() {
   confirms_.clear();
   confirmsDue_ = false;
   lazyConfirmBytes_ = 0;
+  lazyConfirmCount_ = 0;
   reasm_ = Reassembly{};
   if (wasUp) events_.connectionLost(*this);
   if (state_ == PeerState::kStopping) {
@@ -418,7 +420,11 @@ void Peer::confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
   awaitingConsume_ -= std::min(awaitingConsume_, count);
   confirm(seq, errc, false, count);
   lazyConfirmBytes_ += consumedBytes;
-  if (consumedBytes == 0 || lazyConfirmBytes_ >= config_.flowWindow / 4) {
+  lazyConfirmCount_ += count;
+  // Due at once for a stream (a sender's window is counted in messages
+  // too: rdmamsg send keeps 4096 in flight), else with the next batch.
+  if (consumedBytes == 0 || lazyConfirmBytes_ >= config_.flowWindow / 4 ||
+      lazyConfirmCount_ >= kLazyConfirmMessages) {
     confirmsDue_ = true;
     return wake_();
   }
@@ -444,6 +450,7 @@ bool Peer::writeConfirms() {
   if (!confirmsDue_ && !conn_->hasOpenBatch()) return true;  // may wait for company
   confirmsDue_ = false;
   lazyConfirmBytes_ = 0;
+  lazyConfirmCount_ = 0;
   confirmTimer_->cancel();
   size_t done = 0;
   while (done < confirms_.size()) {

@@ -138,10 +138,10 @@ class Peer {
               const void*& waitKey);
   // The outcome of messages seq .. seq + count - 1, which the router
   // accepted: confirmed to the peer if connection `epoch` is still the
-  // current one. With `consumedBytes` (the
-  // listener caught up on a backlog) the confirmation may wait a little to
-  // go with others: until a quarter of a window is due, 1 ms has passed, or
-  // something else is sent.
+  // current one. With `consumedBytes` (messages listeners took) the
+  // confirmation may wait a little to go with others — a reply usually
+  // follows — until a quarter of a window or 128 messages are due, 1 ms has
+  // passed, or something else is sent.
   void confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
                     size_t consumedBytes = 0);
 
@@ -226,7 +226,9 @@ class Peer {
   LogLimit lossLog_, rejectLog_;  // a flapping link, a refusing peer: bounded lines
   int attempts_ = 0;
   std::unique_ptr<loop::Timer> dialTimer_, tickTimer_, confirmTimer_;
-  size_t lazyConfirmBytes_ = 0;  // consumed-backlog confirmations not yet due
+  size_t lazyConfirmBytes_ = 0;  // confirmations of taken messages not yet due
+  uint64_t lazyConfirmCount_ = 0;
+  static constexpr uint64_t kLazyConfirmMessages = 128;
   bool confirmsDue_ = false;     // confirms_ must go out at the next service step
   std::mt19937_64 rng_;
 
