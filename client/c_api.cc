@@ -172,6 +172,14 @@ rdmamsg_errc rdmamsg_receive(rdmamsg_client* c, rdmamsg_message* out, int timeou
   });
 }
 
+void rdmamsg_set_confirm_on_receive(rdmamsg_client* c, int on) {
+  c->client.setConfirmOnReceive(on != 0);
+}
+
+rdmamsg_errc rdmamsg_confirm_received(rdmamsg_client* c) {
+  return guarded(c, [&] { return result(c, c->client.confirmReceived()); });
+}
+
 int rdmamsg_try_receive(rdmamsg_client* c, rdmamsg_message* out) {
   if (out == nullptr) return 0;
   try {

@@ -57,6 +57,14 @@ struct Client::Impl {
   ByteBuffer out{kReadChunk};
   uint64_t nextId = 1;
   size_t inFlight = 0;
+  // Confirmation on consumption: messages handed to the application, how
+  // many of them may be reported taken (all of them, or with
+  // confirmOnReceive off, those up to the last confirmReceived()), and how
+  // many have been reported with CONSUMED.
+  uint64_t taken = 0, takenMark = 0, reported = 0;
+  bool confirmOnReceive = true;
+  // Destinations the daemon told us to HOLD, until their RESUME.
+  std::vector<std::pair<std::string, std::string>> held;
   Status conn;  // ok while connected
   detail::Ring<Message> inbox;
   // Completions not taken yet, in arrival order; an ACK range is one entry.
@@ -80,6 +88,9 @@ struct Client::Impl {
 
   Status writeSome();
   Status readSome();
+  void reportConsumed();
+  bool isHeld(std::string_view node, std::string_view service) const;
+  void setHeld(const proto::Frame& f, bool on);
   void parseInput();
   void handleFrame(const proto::Frame& f);
   void handleError(const proto::Frame& f);
@@ -134,6 +145,12 @@ void Client::Impl::parseInput() {
   while (conn.ok()) {
     const proto::DecodeResult res = proto::decodeFrame(in.readable(), maxBody);
     if (res.outcome == proto::DecodeOutcome::need_more) return;
+    if (res.outcome == proto::DecodeOutcome::error && res.version != 0) {
+      return lose(Status(Errc::protocol_error,
+                         "rdmamsgd speaks local protocol version " + std::to_string(res.version) +
+                             ", this client " + std::to_string(proto::kProtocolVersion) +
+                             ": use a client library and daemon of the same release"));
+    }
     if (res.outcome == proto::DecodeOutcome::error) {
       return lose(Status(Errc::protocol_error, std::string("from rdmamsgd: ") + res.reason));
     }
@@ -178,13 +195,41 @@ void Client::Impl::handleFrame(const proto::Frame& f) {
       return;
     case FrameKind::bye:
       return lose(Status(Errc::not_connected, "rdmamsgd said goodbye"));
+    case FrameKind::hold:
+      return setHeld(f, true);
+    case FrameKind::resume:
+      return setHeld(f, false);
     case FrameKind::hello:
+    case FrameKind::consumed:
     case FrameKind::reg:
     case FrameKind::unreg:
     case FrameKind::send:
     case FrameKind::status_request:
       return lose(Status(Errc::protocol_error, "rdmamsgd sent a client frame"));
   }
+}
+
+bool Client::Impl::isHeld(std::string_view node, std::string_view service) const {
+  for (const auto& [n, s] : held)
+    if (n == node && s == service) return true;
+  return false;
+}
+
+void Client::Impl::setHeld(const proto::Frame& f, bool on) {
+  if (on == isHeld(f.node, f.service)) return;
+  if (on) {
+    held.emplace_back(f.node, f.service);
+    return;
+  }
+  std::erase_if(held, [&f](const auto& d) { return d.first == f.node && d.second == f.service; });
+}
+
+// Tells the daemon what the application has taken (cumulative): its
+// senders are confirmed only then.
+void Client::Impl::reportConsumed() {
+  if (takenMark == reported || !conn.ok()) return;
+  proto::encodeConsumed(out, takenMark);
+  reported = takenMark;
 }
 
 void Client::Impl::handleError(const proto::Frame& f) {
@@ -254,6 +299,7 @@ Status Client::Impl::waitFor(Done done, std::chrono::milliseconds timeout) {
   // Already there (e.g. a completion from an ACK frame read earlier): no I/O.
   if (done()) return {};
   const auto deadline = Clock::now() + timeout;
+  reportConsumed();  // before waiting: the daemon may be waiting for it
   for (;;) {
     if (conn.ok()) writeSome();
     if (conn.ok()) readSome();
@@ -391,6 +437,15 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
                                        " bytes exceeds the maximum of " +
                                        std::to_string(maxMessage));
   }
+  if (isHeld(node, service)) {
+    if (!mayWait)
+      return Status(Errc::would_block, "rdmamsgd holds " + std::string(node) + "/" +
+                                           std::string(service) +
+                                           ": its queue is full (the listener does not keep up)");
+    const std::string n(node), sv(service);
+    Status st = waitFor([&] { return !isHeld(n, sv); }, std::chrono::hours(24));
+    if (!st.ok()) return st;
+  }
   if (!mayWait && out.size() >= kWriteBlockLimit) {
     if (Status st = writeSome(); !st.ok()) return st;
     if (out.size() >= kWriteBlockLimit)
@@ -438,6 +493,14 @@ void Client::Impl::takeMessage(Message& m) {
   assignIfChanged(m.service, first.service);
   m.payload.swap(first.payload);
   inbox.popFront();
+  ++taken;
+  if (confirmOnReceive) takenMark = taken;
+  // Everything read is taken: say so now, so the last message of a burst is
+  // confirmed at once (one CONSUMED per read at full speed).
+  if (confirmOnReceive && inbox.empty()) {
+    reportConsumed();
+    writeSome();
+  }
 }
 
 bool Client::tryReceive(Message& out) {
@@ -482,9 +545,22 @@ Result<std::string> Client::status(std::chrono::milliseconds timeout) {
   return std::move(*im.statusReply);
 }
 
+void Client::setConfirmOnReceive(bool on) {
+  impl_->confirmOnReceive = on;
+  if (on) impl_->takenMark = impl_->taken;
+}
+
+Status Client::confirmReceived() {
+  Impl& im = *impl_;
+  im.takenMark = im.taken;
+  im.reportConsumed();
+  return im.writeSome();
+}
+
 Status Client::processIo() {
   Impl& im = *impl_;
   if (!im.conn.ok()) return im.conn;
+  im.reportConsumed();
   im.writeSome();
   return im.readSome();
 }

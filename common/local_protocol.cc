@@ -48,11 +48,12 @@ class Writer {
 
 // Appends a frame of `bodyLength` bytes to `out`, writes its header and
 // returns the writer for the body (which the caller fills completely).
-Writer frame(ByteBuffer& out, FrameKind kind, size_t bodyLength) {
+Writer frame(ByteBuffer& out, FrameKind kind, size_t bodyLength,
+             uint8_t version = kProtocolVersion) {
   Writer w(out.prepare(kHeaderSize + bodyLength).data());
   out.commit(kHeaderSize + bodyLength);
   w.le<uint32_t>(static_cast<uint32_t>(bodyLength));
-  w.le<uint8_t>(kProtocolVersion);
+  w.le<uint8_t>(version);
   w.le<uint8_t>(static_cast<uint8_t>(kind));
   w.le<uint16_t>(0);
   return w;
@@ -189,6 +190,16 @@ void parseBody(FrameKind kind, Reader& r, Frame& f) {
     case FrameKind::bye:
       r.expectEnd();
       return;
+    case FrameKind::consumed:
+      f.msgId = r.get<uint64_t>("consumed: count");
+      r.expectEnd();
+      return;
+    case FrameKind::hold:
+    case FrameKind::resume:
+      f.node = r.name("hold/resume: invalid node name");
+      f.service = r.name("hold/resume: invalid service name");
+      r.expectEnd();
+      return;
   }
 }
 
@@ -220,6 +231,12 @@ std::string_view toString(FrameKind kind) {
       return "STATUS_REPLY";
     case FrameKind::bye:
       return "BYE";
+    case FrameKind::consumed:
+      return "CONSUMED";
+    case FrameKind::hold:
+      return "HOLD";
+    case FrameKind::resume:
+      return "RESUME";
   }
   return "UNKNOWN";
 }
@@ -261,9 +278,10 @@ DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
   const uint8_t kind = getLe<uint8_t>(in.data() + 5);
   const uint16_t reserved = getLe<uint16_t>(in.data() + 6);
   const char* problem = nullptr;
-  if (version != kProtocolVersion)
+  if (version != kProtocolVersion) {
     problem = "unsupported protocol version";
-  else if (reserved != 0)
+    res.version = version;
+  } else if (reserved != 0)
     problem = "reserved header bits set";
   else if (kind == 0 || kind > kMaxFrameKind)
     problem = "unknown frame kind";
@@ -282,6 +300,7 @@ DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
     res.errc = Errc::protocol_error;
     res.reason = problem;
     res.frame = Frame{};
+    res.consumed = 0;
     return res;
   }
   res.outcome = DecodeOutcome::frame;
@@ -354,14 +373,19 @@ void encodeAck(ByteBuffer& out, std::span<const AckRange> ranges) {
   }
 }
 
-void encodeError(ByteBuffer& out, uint64_t msgId, Errc errc, uint8_t inReplyTo,
-                 std::string_view text) {
+static void encodeErrorFrame(ByteBuffer& out, uint8_t version, uint64_t msgId, Errc errc,
+                             uint8_t inReplyTo, std::string_view text) {
   text = clip(text, kMaxErrorText);
-  Writer w = frame(out, FrameKind::error, 8 + 2 + 1 + 2 + text.size());
+  Writer w = frame(out, FrameKind::error, 8 + 2 + 1 + 2 + text.size(), version);
   w.le<uint64_t>(msgId);
   w.le<uint16_t>(static_cast<uint16_t>(errc));
   w.le<uint8_t>(inReplyTo);
   w.str16(text);
+}
+
+void encodeError(ByteBuffer& out, uint64_t msgId, Errc errc, uint8_t inReplyTo,
+                 std::string_view text) {
+  encodeErrorFrame(out, kProtocolVersion, msgId, errc, inReplyTo, text);
 }
 
 void encodeStatusRequest(ByteBuffer& out) {
@@ -374,6 +398,31 @@ void encodeStatusReply(ByteBuffer& out, std::string_view json) {
 
 void encodeBye(ByteBuffer& out) {
   frame(out, FrameKind::bye, 0);
+}
+
+void encodeConsumed(ByteBuffer& out, uint64_t taken) {
+  frame(out, FrameKind::consumed, 8).le<uint64_t>(taken);
+}
+
+static void encodeDestinationFrame(ByteBuffer& out, FrameKind kind, std::string_view node,
+                                   std::string_view service) {
+  node = clip(node, kMaxNameLength);
+  service = clip(service, kMaxNameLength);
+  Writer w = frame(out, kind, 2 + node.size() + service.size());
+  w.str8(node);
+  w.str8(service);
+}
+
+void encodeHold(ByteBuffer& out, std::string_view node, std::string_view service) {
+  encodeDestinationFrame(out, FrameKind::hold, node, service);
+}
+
+void encodeResume(ByteBuffer& out, std::string_view node, std::string_view service) {
+  encodeDestinationFrame(out, FrameKind::resume, node, service);
+}
+
+void encodeErrorInVersion(ByteBuffer& out, uint8_t version, Errc errc, std::string_view text) {
+  encodeErrorFrame(out, version, 0, errc, 0, text);
 }
 
 }  // namespace rdmamsg::proto

@@ -26,7 +26,7 @@
 
 namespace rdmamsg::proto {
 
-inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr uint8_t kProtocolVersion = 2;
 inline constexpr size_t kHeaderSize = 8;
 inline constexpr size_t kMaxNameLength = 63;
 // Body bytes a SEND or DELIVER needs beside its payload (ids, three names).
@@ -49,8 +49,11 @@ enum class FrameKind : uint8_t {
   status_request = 10,  // c→d  (empty)
   status_reply = 11,    // d→c  JSON text (rest of body)
   bye = 12,             // both (empty): orderly close
+  consumed = 13,        // c→d  u64 taken: DELIVERs the application has taken (cumulative)
+  hold = 14,            // d→c  str8 node, str8 service: send nothing more there until RESUME
+  resume = 15,          // d→c  str8 node, str8 service
 };
-inline constexpr uint8_t kMaxFrameKind = static_cast<uint8_t>(FrameKind::bye);
+inline constexpr uint8_t kMaxFrameKind = static_cast<uint8_t>(FrameKind::resume);
 
 std::string_view toString(FrameKind kind);
 
@@ -76,12 +79,14 @@ constexpr uint32_t maxBodyFor(uint32_t maxMessage) {
 // `kind` are left empty/zero.
 struct Frame {
   FrameKind kind = FrameKind::bye;
-  uint64_t msgId = 0;                  // send, error
+  uint64_t msgId = 0;                  // send, error; consumed: the count taken
   Errc errc = Errc::ok;                // error
   uint8_t inReplyTo = 0;               // error: FrameKind of the request, 0 = connection
   uint32_t maxMessageSize = 0;         // welcome
-  std::string_view node;               // welcome (own), send (destination), deliver (source)
-  std::string_view service;            // reg/registered/unreg; send (dest.); deliver (source)
+  std::string_view node;               // welcome (own), send/hold/resume (destination),
+                                       // deliver (source)
+  std::string_view service;            // reg/registered/unreg; send/hold/resume (destination);
+                                       // deliver (source)
   std::string_view otherService;       // send: fromService; deliver: toService
   std::string_view text;               // hello client name, error text, status JSON
   std::span<const std::byte> payload;  // send, deliver
@@ -99,6 +104,7 @@ struct DecodeResult {
   Frame frame;              // only for `frame`
   Errc errc = Errc::ok;     // only for `error`: protocol_error
   const char* reason = "";  // only for `error`: static text naming the problem
+  uint8_t version = 0;      // only for `error`: the header's version when it is not ours
 };
 
 // Parses the frame at the front of `in`. A body longer than `maxBody` is an
@@ -123,5 +129,11 @@ void encodeError(ByteBuffer& out, uint64_t msgId, Errc errc, uint8_t inReplyTo,
 void encodeStatusRequest(ByteBuffer& out);
 void encodeStatusReply(ByteBuffer& out, std::string_view json);
 void encodeBye(ByteBuffer& out);
+void encodeConsumed(ByteBuffer& out, uint64_t taken);
+void encodeHold(ByteBuffer& out, std::string_view node, std::string_view service);
+void encodeResume(ByteBuffer& out, std::string_view node, std::string_view service);
+// An ERROR framed in protocol version `version` (the header and the ERROR
+// body are the same in every version): the answer to a peer of another version.
+void encodeErrorInVersion(ByteBuffer& out, uint8_t version, Errc errc, std::string_view text);
 
 }  // namespace rdmamsg::proto

@@ -34,8 +34,9 @@ Router::Router(const config::Config& cfg)
 void Router::attach(local::LocalServer* server, peer::Mesh* mesh) {
   server_ = server;
   mesh_ = mesh;
-  server_->setConsumedCallback(
-      [this](const local::Receipt& r, size_t bytes, Errc errc) { onConsumed(r, bytes, errc); });
+  server_->setConsumedCallback([this](local::SessionId listener, const local::Receipt& r,
+                                      size_t bytes,
+                                      Errc errc) { onConsumed(listener, r, bytes, errc); });
 }
 
 Status Router::onRegister(local::SessionId session, std::string_view service) {
@@ -79,13 +80,53 @@ void Router::onSessionClosed(local::SessionId session) {
     }
     sessionServices_.erase(it);
   }
-  for (auto& [peer, sessions] : pausedOnPeer_)
-    std::erase(sessions, session);
-  for (auto& [target, sessions] : pausedOnSession_)
-    std::erase(sessions, session);
-  if (auto waiting = pausedOnSession_.extract(session); !waiting.empty())
-    for (auto s : waiting.mapped())
-      server_->resumeReading(s);
+  const auto bySession = [session](const Holder& h) { return h.session == session; };
+  for (auto& [key, holders] : heldOnPeer_)
+    std::erase_if(holders, bySession);
+  for (auto& [listener, holders] : heldOnSession_)
+    std::erase_if(holders, bySession);
+  // Its senders may go on: their next messages find no listener.
+  if (auto waiting = heldOnSession_.extract(session); !waiting.empty()) release(waiting.mapped());
+}
+
+// What a client may have written before it read a HOLD: its library's
+// buffer (librdmamsg's send() waits above 4 MiB) and the socket's.
+constexpr size_t kHoldSlack = 8u << 20;
+
+void Router::hold(std::vector<Holder>& holders, local::SessionId session, std::string_view node,
+                  std::string_view service, size_t bytes) {
+  for (Holder& h : holders) {
+    if (h.session != session || h.node != node || h.service != service) continue;
+    // Sent before it read the HOLD, or ignoring it: a client that goes on
+    // past a queue's worth and two messages is no longer read.
+    h.overshoot += bytes;
+    if (!h.paused &&
+        h.overshoot > kHoldSlack + config_.sendQueueLimit + 2 * size_t{config_.maxMessageSize}) {
+      h.paused = true;
+      counters_.holdsIgnored++;
+      server_->pauseReading(session);
+    }
+    return;
+  }
+  counters_.backpressurePauses++;
+  holders.push_back({session, std::string(node), std::string(service)});
+  server_->hold(session, node, service);
+}
+
+void Router::release(std::vector<Holder>& holders) {
+  for (const Holder& h : holders) {
+    server_->resume(h.session, h.node, h.service);
+    if (h.paused) server_->resumeReading(h.session);
+  }
+  holders.clear();
+}
+
+std::string Router::servicesOf(local::SessionId session) const {
+  std::string names;
+  if (auto it = sessionServices_.find(session); it != sessionServices_.end())
+    for (const auto& s : it->second)
+      names += (names.empty() ? "" : ", ") + s;
+  return names.empty() ? "its service" : names;
 }
 
 void Router::fail(local::SessionId session, uint64_t msgId, Status why) {
@@ -105,14 +146,12 @@ void Router::onSend(local::SessionId session, const local::SendRequest& r) {
                  "no listener for service " + std::string(r.service) + " on " + config_.node));
     }
     const local::SessionId to = *listener;
-    server_->deliver(to, config_.node, r.fromService, r.service, r.payload);
+    // Acknowledged when the listener's application has taken it (onConsumed).
+    const local::Receipt receipt{local::Receipt::Kind::local, session, 0, r.msgId, 1};
+    server_->deliver(to, config_.node, r.fromService, r.service, r.payload, receipt);
     counters_.localDeliveries++;
-    server_->ack(session, r.msgId);
-    if (server_->outputCongested(to) && to != session) {
-      counters_.backpressurePauses++;
-      server_->pauseReading(session);
-      pausedOnSession_[to].push_back(session);
-    }
+    if (server_->outputCongested(to) && to != session)
+      hold(heldOnSession_[to], session, r.node, r.service, r.payload.size());
     return;
   }
   peer::Peer* p = mesh_->peer(r.node);
@@ -125,11 +164,7 @@ void Router::onSend(local::SessionId session, const local::SendRequest& r) {
   const void* waitKey = nullptr;
   Status st = p->send(session, r.msgId, r.fromService, r.service, r.payload, waitKey);
   if (!st.ok()) return fail(session, r.msgId, std::move(st));
-  if (waitKey != nullptr) {
-    counters_.backpressurePauses++;
-    server_->pauseReading(session);
-    pausedOnPeer_[waitKey].push_back(session);
-  }
+  if (waitKey != nullptr) hold(heldOnPeer_[waitKey], session, r.node, r.service, r.payload.size());
 }
 
 void Router::outcome(uint64_t session, uint64_t msgId, const Status& status) {
@@ -145,17 +180,11 @@ void Router::delivered(uint64_t session, uint64_t msgId, uint64_t count) {
 }
 
 void Router::queueDrained(const void* waitKey) {
-  auto it = pausedOnPeer_.find(waitKey);
-  if (it == pausedOnPeer_.end()) return;
-  for (auto s : it->second)
-    server_->resumeReading(s);
-  pausedOnPeer_.erase(it);
+  if (auto waiting = heldOnPeer_.extract(waitKey); !waiting.empty()) release(waiting.mapped());
 }
 
 void Router::onSessionDrained(local::SessionId session) {
-  if (auto waiting = pausedOnSession_.extract(session); !waiting.empty())
-    for (auto s : waiting.mapped())
-      server_->resumeReading(s);
+  if (auto waiting = heldOnSession_.extract(session); !waiting.empty()) release(waiting.mapped());
 }
 
 peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_t seq,
@@ -166,41 +195,43 @@ peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_
     counters_.unknownService++;
     return peer::Delivery::kUnknownService;
   }
-  // A listener that keeps up has it now: confirmed at once. One that does
-  // not (over its high-water mark) still gets it queued at once — the flow's
-  // window bounds what one peer can have waiting there — but the
-  // confirmation, which returns the window, waits until it has taken it.
-  if (!server_->outputCongested(*listener)) {
-    server_->deliver(*listener, from.name(), srcService, dstService, payload);
-    counters_.remoteDeliveries++;
-    return peer::Delivery::kDelivered;
+  // The link is always drained. What a stuck listener holds is bounded by
+  // its flows' windows; past receive_memory_limit in all, a listener that is
+  // itself behind gets nothing more: its sender is answered busy.
+  if (server_->trackedBytes() >= config_.receiveMemoryLimit &&
+      server_->outputCongested(*listener)) {
+    counters_.receiveMemoryFull++;
+    if (busyLog_.admit())
+      spdlog::warn(
+          "receive_memory_limit ({} bytes) reached: a message from {} for {}, whose listener "
+          "does not keep up, is answered busy{}",
+          config_.receiveMemoryLimit, from.name(), dstService, busyLog_.suffix());
+    return peer::Delivery::kBusy;
   }
-  local::Receipt receipt{&from, epoch, seq};
-  if (!server_->deliver(*listener, from.name(), srcService, dstService, payload, &receipt))
+  const local::Receipt receipt{local::Receipt::Kind::peer, mesh_->handleOf(from), epoch, seq, 1};
+  if (!server_->deliver(*listener, from.name(), srcService, dstService, payload, receipt))
     return peer::Delivery::kUnknownService;
   counters_.remoteDeliveries++;
   return peer::Delivery::kAccepted;
 }
 
-void Router::onConsumed(const local::Receipt& r, size_t bytes, Errc errc) {
-  static_cast<peer::Peer*>(r.owner)->confirmLater(r.epoch, r.seq, r.count, errc, bytes);
-  if (linksHeldBack_ && canHold()) {
-    linksHeldBack_ = false;
-    mesh_->wakeAll();  // peers that left batches on their links can go on
+void Router::onConsumed(local::SessionId listener, const local::Receipt& r, size_t bytes,
+                        Errc errc) {
+  if (r.kind == local::Receipt::Kind::peer) {
+    // A listener catching up on a backlog: its confirmations may go together.
+    const size_t lazy = server_->outputCongested(listener) ? bytes : 0;
+    if (peer::Peer* p = mesh_->peerByHandle(r.owner))
+      p->confirmLater(r.epoch, r.seq, r.count, errc, lazy);
+    return;
   }
-}
-
-bool Router::canHold() {
-  if (server_->trackedBytes() < config_.receiveMemoryLimit) return true;
-  if (!linksHeldBack_) {
-    linksHeldBack_ = true;
-    counters_.receiveMemoryFull++;
-    spdlog::warn(
-        "receive_memory_limit ({} bytes) reached: peers' messages wait on the links "
-        "until listeners read",
-        config_.receiveMemoryLimit);
+  if (errc == Errc::ok) {
+    server_->ack(r.owner, r.seq, r.count);
+    return;
   }
-  return false;
+  const Status why(errc, "the listener of " + servicesOf(listener) + " on " + config_.node +
+                             " went away before taking the message");
+  for (uint64_t i = 0; i < r.count; i++)
+    fail(r.owner, r.seq + i, why);
 }
 
 void Router::connectionLost(peer::Peer&) {
@@ -316,6 +347,7 @@ std::string Router::statusJson() const {
                    {"unknown_node", counters_.unknownNode},
                    {"unknown_service", counters_.unknownService},
                    {"backpressure_pauses", counters_.backpressurePauses},
+                   {"holds_ignored", counters_.holdsIgnored},
                    {"receive_memory_full", counters_.receiveMemoryFull},
                    {"dropped_completions", mesh_->droppedCompletions()}};
   const local::PolicyCounters& pc = server_->policyCounters();

@@ -6,19 +6,26 @@
 // the destination daemon has handed the message to a listener, or an error
 // naming the node or service at fault. Nothing is dropped silently.
 //
-// Backpressure, per flow: a client whose flow to a peer has a full queue
-// (its window is used up: the listener over there does not keep up), or
-// whose local destination cannot keep up, is no longer read until that
-// drains. A message from a peer goes to its listener's queue at once; while
-// the listener keeps up it is confirmed at once, and once the listener is
-// over its high-water mark it is confirmed when the listener has taken it
-// (a receipt), which returns its bytes to the flow's window. So a listener
-// that does not read holds at most its flows' windows (and its high-water
-// mark), and other services and the link are not held up.
+// Confirmation on consumption: every message handed to a listener — from a
+// peer or from a local client — is delivered with a receipt, and its sender
+// is confirmed (a CONFIRM to the peer, an ACK to the local client) only when
+// the listener's client library says its application has taken it
+// (CONSUMED). A listener that goes away first fails what it did not take.
+//
+// Backpressure, per destination: a client whose flow to a peer has a full
+// queue (its window is used up: the listener over there does not keep up),
+// or whose local listener is congested, is told to HOLD that destination
+// until RESUME; it keeps sending everywhere else. Only a client that ignores
+// the HOLD (send_queue_limit plus two maximum-size messages past it) is no
+// longer read. The link from a peer is always drained: a message is queued
+// for its listener at once; what a flow has waiting is bounded by its
+// window. Past receive_memory_limit, a message for a listener that is
+// itself congested is answered busy — the stuck flow fails its own
+// messages; listeners that keep up, and the link, go on.
 //
 // Calls go one way: peers call the router from their service step; the
-// router calls peers only to queue work (send, confirmLater, wakeAll), so
-// it is never re-entered from its own calls.
+// router calls peers only to queue work (send, confirmLater), so it is never
+// re-entered from its own calls.
 #pragma once
 
 #include <chrono>
@@ -28,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/log_limit.h"
 #include "config/config.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/local/local_server.h"
@@ -43,8 +51,9 @@ struct RouterCounters {
   uint64_t failures = 0;          // reported to senders as failed
   uint64_t unknownNode = 0;
   uint64_t unknownService = 0;
-  uint64_t backpressurePauses = 0;
-  uint64_t receiveMemoryFull = 0;  // times receive_memory_limit stopped the links
+  uint64_t backpressurePauses = 0;  // HOLDs sent to clients
+  uint64_t holdsIgnored = 0;        // clients no longer read: they went on sending past a HOLD
+  uint64_t receiveMemoryFull = 0;   // messages answered busy at receive_memory_limit
 };
 
 class Router : public local::LocalHandler, public peer::PeerEvents {
@@ -63,7 +72,6 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   peer::Delivery deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_t seq,
                                  std::string_view srcService, std::string_view dstService,
                                  std::span<const std::byte> payload) override;
-  bool canHold() override;
   void connectionLost(peer::Peer& from) override;
   void outcome(uint64_t session, uint64_t msgId, const Status& status) override;
   void delivered(uint64_t session, uint64_t msgId, uint64_t count) override;
@@ -89,8 +97,19 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   // The session holding `service`, or nullptr. Remembers the last answer:
   // a stream names the same service message after message.
   const local::SessionId* findService(std::string_view service);
-  // A delivery from a peer was taken by its listener (or lost with it).
-  void onConsumed(const local::Receipt& r, size_t bytes, Errc errc);
+  // A delivery was taken by the application of `listener` (or lost with it).
+  void onConsumed(local::SessionId listener, const local::Receipt& r, size_t bytes, Errc errc);
+  // Clients told to HOLD a destination until what they wait for drains.
+  struct Holder {
+    local::SessionId session;
+    std::string node, service;
+    size_t overshoot = 0;  // bytes sent to it since the HOLD
+    bool paused = false;   // no longer read: it ignored the HOLD
+  };
+  void hold(std::vector<Holder>& holders, local::SessionId session, std::string_view node,
+            std::string_view service, size_t bytes);
+  void release(std::vector<Holder>& holders);
+  std::string servicesOf(local::SessionId session) const;
 
   const config::Config& config_;
   local::LocalServer* server_ = nullptr;
@@ -100,11 +119,11 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   std::string lastService_;  // findService's memory; cleared when services_ changes
   local::SessionId lastServiceSession_ = 0;
   std::unordered_map<local::SessionId, std::vector<std::string>> sessionServices_;
-  // Sessions not read until a peer's flow queue drains (by wait key), or a
-  // local listener's output.
-  std::unordered_map<const void*, std::vector<local::SessionId>> pausedOnPeer_;
-  std::unordered_map<local::SessionId, std::vector<local::SessionId>> pausedOnSession_;
-  bool linksHeldBack_ = false;  // canHold() said no: wake the peers when it says yes
+  // Holders by what they wait for: a peer's flow queue (its wait key), or a
+  // congested local listener.
+  std::unordered_map<const void*, std::vector<Holder>> heldOnPeer_;
+  std::unordered_map<local::SessionId, std::vector<Holder>> heldOnSession_;
+  LogLimit busyLog_;
   RouterCounters counters_;
   ConfigState configState_;
 };

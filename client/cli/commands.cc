@@ -142,9 +142,17 @@ Exit runListen(const ListenArgs& args) {
   if (Status st = client->registerService(args.service); !st.ok()) {
     return report("register " + args.service, st);
   }
+  // A message counts as taken once it is written out: its sender is
+  // confirmed only after the flush that wrote it.
+  client->setConfirmOnReceive(false);
   Message m;
   uint64_t received = 0;
   LineWriter out(STDOUT_FILENO);
+  auto flushAndConfirm = [&] {
+    if (!out.flush()) return false;
+    client->confirmReceived();
+    return true;
+  };
   auto print = [&](const Message& msg) {
     ++received;
     return out.write(msg.text());
@@ -153,11 +161,11 @@ Exit runListen(const ListenArgs& args) {
   while (printed && (!args.count || received < *args.count)) {
     if (gStop) break;
     if (!client->tryReceive(m)) {
-      printed = out.flush();  // batch output while messages stream in
+      printed = flushAndConfirm();  // batch output while messages stream in
       Status st = client->receive(m, std::chrono::milliseconds(200));
       if (st.code() == Errc::timeout) continue;
       if (!st.ok()) {
-        out.flush();
+        flushAndConfirm();
         return report("listen " + args.service, st);
       }
     }
@@ -166,7 +174,7 @@ Exit runListen(const ListenArgs& args) {
   // Stopped by a signal: what the daemon already handed over is printed too.
   while (printed && (!args.count || received < *args.count) && client->tryReceive(m))
     printed = print(m);
-  if (!out.flush()) {
+  if (!flushAndConfirm()) {
     std::fprintf(stderr, "rdmamsg: listen %s: writing standard output: %s\n", args.service.c_str(),
                  std::strerror(out.error()));
     return Exit::failure;

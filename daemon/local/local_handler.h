@@ -21,15 +21,26 @@ namespace rdmamsg::local {
 // Identifies one client connection for the daemon's lifetime (never reused).
 using SessionId = uint64_t;
 
-// Who wants to know when delivered messages have been consumed (written to
-// the listener's socket): opaque to the local server, handed back as given.
-// One receipt covers `count` messages numbered seq .. seq + count - 1; the
-// session extends the last receipt when the next message continues it.
+// Who is told when the application has taken a delivered message (or
+// never will: its session closed first). Typed, so the local layer never
+// holds a pointer into the layers that use it:
+//  - peer: a message from peer daemon `owner` (Mesh's handle of the peer),
+//    connection `epoch`, sequence numbers seq .. seq + count - 1;
+//  - local: a message from local session `owner`, its message ids
+//    seq .. seq + count - 1.
+// The session extends the last receipt when the next message continues it.
 struct Receipt {
-  void* owner = nullptr;
+  enum class Kind : uint8_t { peer, local };
+  Kind kind = Kind::peer;
+  uint64_t owner = 0;
   uint64_t epoch = 0;
   uint64_t seq = 0;
   uint64_t count = 1;
+
+  bool continuedBy(const Receipt& next) const {
+    return kind == next.kind && owner == next.owner && epoch == next.epoch &&
+           seq + count == next.seq;
+  }
 };
 
 // The connecting process, read with SO_PEERCRED (and its supplementary
@@ -68,7 +79,8 @@ class LocalHandler {
   // A message to route. The handler must eventually call exactly one of
   // LocalServer::ack(session, msgId) or LocalServer::fail(session, msgId, …),
   // unless the session closes first (onSessionClosed). Calls may be made from
-  // inside onSend. To apply backpressure, call LocalServer::pauseReading.
+  // inside onSend. To apply backpressure, call LocalServer::hold (the
+  // destination) or, for a client that ignores it, LocalServer::pauseReading.
   virtual void onSend(SessionId session, const SendRequest& request) = 0;
 
   // The JSON text of STATUS_REPLY (see docs/protocol.md for the expected keys).

@@ -160,7 +160,11 @@ void LocalServer::handleFrame(Session& s, const proto::Frame& f) {
       return onStatusRequest(s);
     case FrameKind::bye:
       return beginClose(s, Status(), "client said goodbye");
+    case FrameKind::consumed:
+      return onConsumed(s, f.msgId);
     case FrameKind::welcome:
+    case FrameKind::hold:
+    case FrameKind::resume:
     case FrameKind::registered:
     case FrameKind::deliver:
     case FrameKind::ack:
@@ -330,6 +334,23 @@ size_t LocalServer::setPolicy(std::optional<config::LocalPolicy> policy) {
   return closed;
 }
 
+void LocalServer::onConsumed(Session& s, uint64_t taken) {
+  if (!s.consume(taken)) return protocolError(s, "CONSUMED goes back or past the deliveries sent");
+  settleReceipts(s);
+  updateCongestion(s);
+}
+
+// A client of another protocol version reads why in its own framing.
+void LocalServer::versionMismatch(Session& s, uint8_t version) {
+  localLog().warn("{}: speaks local protocol version {}, this daemon {}: closing", s.name(),
+                  version, proto::kProtocolVersion);
+  proto::encodeErrorInVersion(
+      s.outputBuffer(), version, Errc::protocol_error,
+      "this rdmamsgd speaks local protocol version " + std::to_string(proto::kProtocolVersion) +
+          ", the client version " + std::to_string(version) + ": upgrade the client library");
+  beginClose(s, Status(), "protocol version");
+}
+
 void LocalServer::protocolError(Session& s, const char* reason) {
   localLog().warn("{}: protocol error: {}", s.name(), reason);
   beginClose(s, Status(Errc::protocol_error, reason), "protocol error");
@@ -339,16 +360,30 @@ void LocalServer::protocolError(Session& s, const char* reason) {
 
 bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_view srcService,
                           std::string_view toService, std::span<const std::byte> payload,
-                          const Receipt* receipt) {
+                          const Receipt& receipt) {
   Session* s = find(id);
   if (s == nullptr) return false;
   const size_t before = s->outputBuffer().size();
   proto::encodeDeliver(s->outputBuffer(), srcNode, srcService, toService, payload);
-  if (receipt != nullptr) {
-    const size_t bytes = s->outputBuffer().size() - before;
-    s->track(*receipt, bytes);
-    trackedBytes_ += bytes;
-  }
+  const size_t bytes = s->outputBuffer().size() - before;
+  s->track(receipt, bytes);
+  trackedBytes_ += bytes;
+  markDirty(*s);
+  return true;
+}
+
+bool LocalServer::hold(SessionId id, std::string_view node, std::string_view service) {
+  Session* s = find(id);
+  if (s == nullptr) return false;
+  proto::encodeHold(s->outputBuffer(), node, service);
+  markDirty(*s);
+  return true;
+}
+
+bool LocalServer::resume(SessionId id, std::string_view node, std::string_view service) {
+  Session* s = find(id);
+  if (s == nullptr) return false;
+  proto::encodeResume(s->outputBuffer(), node, service);
   markDirty(*s);
   return true;
 }
@@ -431,10 +466,9 @@ void LocalServer::beginClose(Session& s, const Status& reason, std::string_view 
   s.setState(Session::State::closing);
   s.stopEvents();
   s.flush();  // best effort: the client may see why; never waits
-  settleReceipts(s);
-  s.unconsumed([this](const Receipt& r, size_t bytes) {
+  s.unconsumed([this, &s](const Receipt& r, size_t bytes) {
     trackedBytes_ -= bytes;
-    if (consumed_) consumed_(r, bytes, Errc::unknown_service);
+    if (consumed_) consumed_(s.id(), r, bytes, Errc::unknown_service);
   });
   auto it = sessions_.find(s.id());
   lastFound_ = nullptr;
@@ -456,7 +490,7 @@ void LocalServer::reap() {
 void LocalServer::markDirty(Session& s) {
   if (s.state() == Session::State::closing) return;
   const size_t bytes = s.outputBytes();
-  if (bytes >= config_.outputHighWatermark) s.congested = true;
+  if (std::max(bytes, s.unconsumedBytes()) >= config_.outputHighWatermark) s.congested = true;
   // Never stop reading because of a single maximum-size delivery.
   const size_t readStop =
       std::max(config_.outputReadStop, 2 * size_t{proto::maxBodyFor(config_.maxMessageSize)});
@@ -489,20 +523,23 @@ void LocalServer::flushDirty() {
 }
 
 void LocalServer::settleReceipts(Session& s) {
-  s.consumed([this](const Receipt& r, size_t bytes) {
+  s.consumed([this, &s](const Receipt& r, size_t bytes) {
     trackedBytes_ -= bytes;
-    if (consumed_) consumed_(r, bytes, Errc::ok);
+    if (consumed_) consumed_(s.id(), r, bytes, Errc::ok);
   });
 }
 
 void LocalServer::afterFlush(Session& s) {
-  settleReceipts(s);
-  if (s.outputBytes() >= config_.outputLowWatermark) return;
-  if (s.pausedBy(Session::kPausedByOutput)) s.resume(Session::kPausedByOutput);
-  if (s.congested) {
-    s.congested = false;
-    if (drained_) drained_(s.id());
-  }
+  if (s.outputBytes() < config_.outputLowWatermark && s.pausedBy(Session::kPausedByOutput))
+    s.resume(Session::kPausedByOutput);
+  updateCongestion(s);
+}
+
+void LocalServer::updateCongestion(Session& s) {
+  if (!s.congested || std::max(s.outputBytes(), s.unconsumedBytes()) >= config_.outputLowWatermark)
+    return;
+  s.congested = false;
+  if (drained_) drained_(s.id());
 }
 
 }  // namespace rdmamsg::local

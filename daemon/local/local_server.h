@@ -11,9 +11,12 @@
 // Backpressure:
 //  - pauseReading/resumeReading: the router stops consuming a client's
 //    requests (e.g. its destination peer has no credits and a full queue).
-//  - Output: a session whose pending output reaches outputHighWatermark is
-//    "congested"; when it drains below outputLowWatermark the drained
-//    callback fires, so the router can resume delivering to it. A session
+//  - hold/resume: the router tells a client to send nothing more to one
+//    destination (HOLD), and later that it may again (RESUME).
+//  - Listeners: a session whose deliveries not yet taken by its application
+//    (or whose pending output) reach outputHighWatermark is "congested"; when
+//    they drop below outputLowWatermark the drained callback fires, so the
+//    router can resume the senders it held. A session
 //    whose own output exceeds outputReadStop stops being read until its
 //    output drains below the low watermark (a client that never reads its
 //    acks cannot grow the daemon's memory without bound).
@@ -81,12 +84,12 @@ class LocalServer {
 
   // --- answers to the router's requests -----------------------------------
   // Queues a DELIVER of a message for `toService` (a service the session
-  // registered). The payload is copied. With a receipt, the consumed
-  // callback gets it back once the socket has taken the whole frame (ok), or
-  // when the session closes before that (unknown_service).
+  // registered). The payload is copied. The consumed callback gets the
+  // receipt back once the client says its application has taken the message
+  // (CONSUMED: ok), or when the session closes before that (unknown_service).
   bool deliver(SessionId id, std::string_view srcNode, std::string_view srcService,
                std::string_view toService, std::span<const std::byte> payload,
-               const Receipt* receipt = nullptr);
+               const Receipt& receipt);
   // Confirms msgId delivered to a listener. Acks are batched: all acks queued
   // in one loop turn go out in one ACK frame.
   bool ack(SessionId id, uint64_t msgId, uint64_t count = 1);  // ids msgId .. msgId + count - 1
@@ -94,15 +97,20 @@ class LocalServer {
   bool fail(SessionId id, uint64_t msgId, const Status& why);
 
   // --- flow control --------------------------------------------------------
+  // HOLD / RESUME of one destination for one client.
+  bool hold(SessionId id, std::string_view node, std::string_view service);
+  bool resume(SessionId id, std::string_view node, std::string_view service);
   bool pauseReading(SessionId id);
   bool resumeReading(SessionId id);
   size_t outputBytes(SessionId id) const;  // 0 for unknown sessions
   bool outputCongested(SessionId id) const;
   void setDrainedCallback(DrainedCallback cb) { drained_ = std::move(cb); }
-  // A tracked delivery of `bytes` was consumed (ok) or lost with its session.
-  using ConsumedCallback = std::function<void(const Receipt&, size_t bytes, Errc)>;
+  // A delivery of `bytes` to session `listener` was taken by its application
+  // (ok) or lost with its session (unknown_service).
+  using ConsumedCallback =
+      std::function<void(SessionId listener, const Receipt&, size_t bytes, Errc)>;
   void setConsumedCallback(ConsumedCallback cb) { consumed_ = std::move(cb); }
-  // Bytes of delivered frames with receipts not yet consumed, all sessions.
+  // Bytes of deliveries not yet taken by the applications, all sessions.
   size_t trackedBytes() const { return trackedBytes_; }
 
   // --- local policy ----------------------------------------------------------
@@ -132,6 +140,7 @@ class LocalServer {
   void markDirty(Session& s);
   void handleFrame(Session& s, const proto::Frame& frame);
   void protocolError(Session& s, const char* reason);
+  void versionMismatch(Session& s, uint8_t version);
   void helloTimedOut(Session& s);
   void beginClose(Session& s, const Status& reason, std::string_view logWhy);
   // Request handlers.
@@ -140,6 +149,7 @@ class LocalServer {
   void onUnregister(Session& s, std::string_view service);
   void onSend(Session& s, const proto::Frame& frame);
   void onStatusRequest(Session& s);
+  void onConsumed(Session& s, uint64_t taken);
   // Policy checks: log, count and answer a refusal (the caller stops).
   bool mayRegister(Session& s, std::string_view service);
   bool maySend(Session& s, const proto::Frame& frame);
@@ -148,6 +158,9 @@ class LocalServer {
   void flushDirty();
   void afterFlush(Session& s);
   void settleReceipts(Session& s);  // hands back the receipts of consumed frames
+  // Congested at outputHighWatermark of deliveries not taken or output not
+  // written; drained (the callback) below outputLowWatermark of both.
+  void updateCongestion(Session& s);
   void reap();
 
   loop::EventLoop& loop_;

@@ -127,6 +127,7 @@ void Session::processInput() {
       case proto::DecodeOutcome::need_more:
         return;
       case proto::DecodeOutcome::error:
+        if (res.version != 0) return server_.versionMismatch(*this, res.version);
         server_.protocolError(*this, res.reason);
         return;
       case proto::DecodeOutcome::frame:
@@ -161,11 +162,11 @@ void Session::encodePendingAcks() {
 }
 
 void Session::track(const Receipt& r, size_t frameBytes) {
-  const uint64_t end = written_ + out_.size();
+  const uint64_t end = ++delivered_;
+  unconsumedBytes_ += frameBytes;
   if (!tracked_.empty()) {
     Tracked& last = tracked_.back();
-    if (last.receipt.owner == r.owner && last.receipt.epoch == r.epoch &&
-        last.receipt.seq + last.receipt.count == r.seq && last.bytes < kReceiptSpan) {
+    if (last.receipt.continuedBy(r) && last.bytes < kReceiptSpan) {
       last.end = end;
       last.receipt.count += r.count;
       last.bytes += frameBytes;
@@ -173,6 +174,12 @@ void Session::track(const Receipt& r, size_t frameBytes) {
     }
   }
   tracked_.push_back({end, r, frameBytes});
+}
+
+bool Session::consume(uint64_t taken) {
+  if (taken < taken_ || taken > delivered_) return false;
+  taken_ = taken;
+  return true;
 }
 
 Session::FlushResult Session::flush() {
@@ -186,7 +193,6 @@ Session::FlushResult Session::flush() {
     loop::syscalls().socketWrites++;
     if (n >= 0) {
       out_.consume(static_cast<size_t>(n));
-      written_ += static_cast<uint64_t>(n);
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (state_ != State::closing) writeEvent_.enable();
       return FlushResult::blocked;

@@ -67,27 +67,52 @@ class Session {
   size_t outputBytes() const { return out_.size() + pendingAcks_.size() * proto::kAckRangeSize; }
   FlushResult flush();  // writes until drained or EAGAIN
 
-  // Receipts: the frame just appended is tracked; consumed() hands back the
-  // receipts of every tracked frame the socket has taken completely. A frame
-  // that continues the last receipt (same owner and epoch, next seq) extends
-  // it, up to kReceiptSpan bytes, so a backlog is handed back in runs.
+  // Deliveries and their receipts. Every DELIVER appended is numbered (1,
+  // 2, 3, … on this connection) and tracked with its receipt until the
+  // client's CONSUMED count covers it. A delivery that continues the last
+  // receipt (same owner and epoch, next seq) extends it, up to kReceiptSpan
+  // bytes, so a stream is handed back in runs.
   static constexpr size_t kReceiptSpan = 64 * 1024;
   void track(const Receipt& r, size_t frameBytes);
+  // The client's CONSUMED: false when `taken` goes back or past the
+  // deliveries sent (a protocol error). Then consumed() hands back the
+  // receipts it covers.
+  bool consume(uint64_t taken);
   template <typename F>
   void consumed(F&& f) {
-    while (!tracked_.empty() && tracked_.front().end <= written_) {
-      f(tracked_.front().receipt, tracked_.front().bytes);
-      tracked_.pop_front();
+    while (!tracked_.empty()) {
+      Tracked& t = tracked_.front();
+      if (t.end <= taken_) {
+        unconsumedBytes_ -= t.bytes;
+        f(t.receipt, t.bytes);
+        tracked_.pop_front();
+        continue;
+      }
+      // A run taken in part: its first messages go back now, exactly those.
+      const uint64_t first = t.end - t.receipt.count + 1;
+      if (first > taken_) return;
+      Receipt part = t.receipt;
+      part.count = taken_ - first + 1;
+      const size_t partBytes = t.bytes / t.receipt.count * part.count;
+      t.receipt.seq += part.count;
+      t.receipt.count -= part.count;
+      t.bytes -= partBytes;
+      unconsumedBytes_ -= partBytes;
+      f(part, partBytes);
+      return;
     }
   }
-  // Every tracked frame not consumed (the session is closing).
+  // Every delivery not consumed (the session is closing).
   template <typename F>
   void unconsumed(F&& f) {
     while (!tracked_.empty()) {
+      unconsumedBytes_ -= tracked_.front().bytes;
       f(tracked_.front().receipt, tracked_.front().bytes);
       tracked_.pop_front();
     }
   }
+  // Bytes of DELIVER frames the application has not taken yet.
+  size_t unconsumedBytes() const { return unconsumedBytes_; }
   bool hasPendingAcks() const { return !pendingAcks_.empty(); }
   int lastErrno() const { return lastErrno_; }
 
@@ -122,9 +147,11 @@ class Session {
   int lastErrno_ = 0;
   ByteBuffer in_;
   ByteBuffer out_;
-  uint64_t written_ = 0;  // bytes of output ever written to the socket
+  uint64_t delivered_ = 0;  // DELIVER frames appended
+  uint64_t taken_ = 0;      // the client's last CONSUMED count
+  size_t unconsumedBytes_ = 0;
   struct Tracked {
-    uint64_t end;  // written_ at which the frame is completely written
+    uint64_t end;  // the delivery number of the run's last frame
     Receipt receipt;
     size_t bytes;
   };

@@ -31,7 +31,8 @@
 // Send buffers come from the device's shared pool, at most send_buffers / 2
 // (and buffer_count) per connection; a connection holds one from when it
 // opens a batch until the send's completion. Sends are selectively
-// signaled (every 16th, and sooner when a quarter of the device's pool is
+// signaled (every half of what the connection may hold — every 8th with the
+// defaults — and sooner when a quarter of the device's pool is
 // behind unsignaled sends or the pool runs low); a signaled completion
 // frees every send buffer posted before it.
 //

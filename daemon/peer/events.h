@@ -18,6 +18,7 @@ enum class Delivery {
   kUnknownService,  // no listener: confirm with unknown_service now
   kAccepted,        // queued for the listener: the router confirms it (confirmLater)
                     // once the listener has taken it
+  kBusy,            // no memory for it (its listener does not keep up): confirm busy now
 };
 
 class PeerEvents {
@@ -28,10 +29,6 @@ class PeerEvents {
   virtual Delivery deliverIncoming(Peer& from, uint64_t epoch, uint64_t seq,
                                    std::string_view srcService, std::string_view dstService,
                                    std::span<const std::byte> payload) = 0;
-  // Whether the router can take more messages (receive_memory_limit: bytes
-  // accepted and not yet taken by listeners). When it cannot, the peer stops
-  // taking batches with messages off the link until it is woken.
-  virtual bool canHold() = 0;
   // The connection of `from` is gone (its senders were told).
   virtual void connectionLost(Peer& from) = 0;
   // The outcome of a message a local client sent.

@@ -84,6 +84,12 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   Peer* peer(std::string_view name);
   // Every peer object, removed ones included (Peer::removed()).
   const std::vector<std::unique_ptr<Peer>>& peers() const { return peers_; }
+  // A handle that names a peer for as long as the mesh lives (receipts of
+  // deliveries carry it), and the peer it names (nullptr: none).
+  uint64_t handleOf(const Peer& peer) const { return index_.at(&peer); }
+  Peer* peerByHandle(uint64_t handle) const {
+    return handle < peers_.size() ? peers_[handle].get() : nullptr;
+  }
   uint64_t incarnation() const { return incarnation_; }
   size_t connectionCount() const;
   // Bytes of buffers one connected peer registers: buffer_size x buffer_count,

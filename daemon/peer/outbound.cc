@@ -11,7 +11,10 @@ namespace {
 
 constexpr size_t kMinFragment = 4096;
 constexpr size_t kTurnBytes = 256 * 1024;  // what one flow writes before the next has its turn
-constexpr size_t kTotalFactor = 8;         // all flows together: 8 × send_queue_limit
+// Past 8 × send_queue_limit queued over all flows, a flow may queue one
+// message more (not a queue's worth): memory stays bounded, and a flow whose
+// window reopens still goes.
+constexpr size_t kTotalFactor = 8;
 
 using Clock = std::chrono::steady_clock;
 
@@ -113,12 +116,12 @@ Status Outbound::send(Connection* conn, uint64_t session, uint64_t msgId, std::s
   }
   enqueue(f, session, msgId, deadline, src, payload.subspan(offset), 0, started, cost);
   if (!started) makeReady(f);
-  if (f.queuedBytes > config_.sendQueueLimit) {
+  // Only this flow's senders are held (HOLD of this destination): a full
+  // flow never stops another.
+  if (f.queuedBytes > config_.sendQueueLimit ||
+      (f.queuedMessages > 1 && totalQueued_ > kTotalFactor * config_.sendQueueLimit)) {
     f.paused = true;
     waitKey = &f;
-  } else if (totalQueued_ > kTotalFactor * config_.sendQueueLimit) {
-    totalPaused_ = true;
-    waitKey = this;
   }
   return Status();
 }
@@ -150,13 +153,9 @@ void Outbound::popFront(Flow& f) {
   f.queuedBytes -= bytes;
   f.queuedMessages--;
   totalQueued_ -= bytes;
-  if (f.paused && f.queuedBytes <= config_.sendQueueLimit / 2) {
+  if (f.paused && (f.queuedBytes <= config_.sendQueueLimit / 2 || f.queuedMessages == 0)) {
     f.paused = false;
     events_.queueDrained(&f);
-  }
-  if (totalPaused_ && totalQueued_ <= kTotalFactor * config_.sendQueueLimit / 2) {
-    totalPaused_ = false;
-    events_.queueDrained(this);
   }
 }
 
@@ -272,7 +271,11 @@ void Outbound::report(InFlight& m, Errc errc) {
   const std::string& service = m.flow->service;
   Status st;
   if (errc == Errc::unknown_service)
-    st = Status(errc, "no listener for service " + service + " on " + peerName_);
+    st = Status(errc, "no listener for service " + service + " on " + peerName_ +
+                          " (none registered, or it went away before taking the message)");
+  else if (errc == Errc::busy)
+    st = Status(errc, "the listener of " + service + " on " + peerName_ + " does not keep up and " +
+                          peerName_ + "'s receive_memory_limit is reached");
   else if (errc == Errc::too_large)
     st = Status(errc, "message to " + service + " is over the max_message_size of " + peerName_);
   else if (errc == Errc::timeout)
@@ -372,8 +375,6 @@ void Outbound::failAll(const Status& why) {
   inflight_.clear();
   unsettled_ = 0;
   std::vector<const void*> paused;
-  if (totalPaused_) paused.push_back(this);
-  totalPaused_ = false;
   for (auto& [name, fp] : flows_) {
     Flow& f = *fp;
     if (f.paused) paused.push_back(&f);

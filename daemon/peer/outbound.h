@@ -16,9 +16,10 @@
 // before any other starts (the peer reassembles one message at a time).
 // Sequence numbers are given as messages go on the wire.
 //
-// Backpressure: a flow with more than send_queue_limit queued, or a peer
-// with more than 8 × that over all its flows, pauses the clients that fill
-// it (send() returns a wait key) until it drains to half.
+// Backpressure, per flow: a flow with more than send_queue_limit queued (or,
+// once the peer has 8 × that queued over all its flows, a second message)
+// holds the clients that fill it (send() returns the flow's wait key) until
+// it drains to half. Other flows are never held by it.
 //
 // Every accepted message gets exactly one outcome: delivered (confirmed),
 // an error confirmed by the peer, timeout (message_timeout passed), or
@@ -139,7 +140,6 @@ class Outbound {
   size_t readyNext_ = 0;
   Flow* current_ = nullptr;  // its front message is started: finished first
   size_t totalQueued_ = 0;
-  bool totalPaused_ = false;
 
   uint64_t nextSeq_ = 1;
   uint64_t baseSeq_ = 1;  // seq of inflight_.front()

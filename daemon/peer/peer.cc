@@ -305,7 +305,6 @@ void Peer::onUp() {
   confirms_.clear();
   confirmsDue_ = false;
   lazyConfirmBytes_ = 0;
-  holdingBack_ = false;
   idleRequested_ = idleAgreed_ = idleClosing_ = false;
   idleIn_.clear();
   idleOut_.clear();
@@ -462,36 +461,11 @@ bool Peer::writeConfirms() {
 
 // ------------------------------------------------------------ receiving
 
+// The link is always drained: every batch is read as it arrives, so the
+// peer's credits, heartbeats and confirmations never wait for listeners.
 void Peer::receive() {
-  if (holdingBack_) heard_ = Clock::now();  // the batches we held count as heard now
-  holdingBack_ = false;
-  while (conn_->hasBatch()) {
-    if (!events_.canHold()) {
-      holdingBack_ = true;  // woken again when the router has room
-      receiveControl();
-      return;
-    }
+  while (conn_->hasBatch())
     if (!readBatch(0)) return;
-  }
-}
-
-// Holding messages back, the peer still reads batches without messages:
-// the peer's last credit only ever carries one (heartbeats, confirmations,
-// credit returns), so liveness and credits keep flowing both ways.
-void Peer::receiveControl() {
-  for (size_t i = 0; i < conn_->pendingBatches();) {
-    BatchReader reader(conn_->batchAt(i));
-    reader.open();
-    Record rec;
-    bool messages = false;
-    while (!messages && reader.next(rec) == 1)
-      messages = rec.type == RecordType::kMessage;
-    if (messages) {
-      i++;
-      continue;
-    }
-    if (!readBatch(i)) return;
-  }
 }
 
 // Reads every record of batch i; false when the connection was closed.
@@ -510,11 +484,30 @@ bool Peer::readBatch(size_t i) {
   return true;
 }
 
+namespace {
+// The outcomes a CONFIRM may carry (docs/protocol.md).
+bool isConfirmOutcome(uint16_t errc) {
+  switch (static_cast<Errc>(errc)) {
+    case Errc::ok:
+    case Errc::unknown_service:
+    case Errc::too_large:
+    case Errc::busy:
+      return true;
+    default:
+      return false;
+  }
+}
+}  // namespace
+
 bool Peer::onRecord(const Record& r) {
   switch (r.type) {
     case RecordType::kHeartbeat:
       return true;
     case RecordType::kConfirm:
+      if (!isConfirmOutcome(r.confirm.errc)) {
+        conn_->close("confirmation with an unknown outcome " + std::to_string(r.confirm.errc));
+        return false;
+      }
       if (!out_.settle(r.seq, r.confirm.lastSeq, static_cast<Errc>(r.confirm.errc))) {
         conn_->close("confirmation for a message not in flight");
         return false;
@@ -609,6 +602,9 @@ bool Peer::handleMessage(const Record& r) {
       return true;
     case Delivery::kAccepted:
       awaitingConsume_++;
+      return true;
+    case Delivery::kBusy:
+      confirm(seq, Errc::busy);
       return true;
   }
   return true;
@@ -708,12 +704,7 @@ void Peer::idleTick(Clock::time_point now) {
 void Peer::onTick() {
   auto now = Clock::now();
   if (state_ == PeerState::kEstablished && !conn_->down()) {
-    // A peer we hold back (batches left on the link) cannot answer: its
-    // silence is ours, not a sign that it is gone.
-    bool holding = holdingBack_ && conn_->hasBatch();
-    if (holding) heard_ = now;  // its silence is ours while we hold it back
-    auto lastHeard = std::max(conn_->lastReceived(), heard_);
-    if (!holding && now - lastHeard > config_.heartbeatTimeout) {
+    if (now - conn_->lastReceived() > config_.heartbeatTimeout) {
       conn_->close("no traffic from peer for " + std::to_string(config_.heartbeatTimeout.count()) +
                    " ms");
     } else if (now - conn_->lastSent() >= config_.heartbeatInterval) {

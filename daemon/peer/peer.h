@@ -21,12 +21,11 @@
 // and mark the peer: they never call back into the router.
 //
 // Inbound: the peer always takes batches off the link. A message goes to
-// its listener's queue at once and is confirmed when the listener has taken
-// it, so the flow's window (not the link) holds back a listener that does
-// not keep up: the link's credits keep flowing and liveness never depends
-// on consumers. Only when the router's receive_memory_limit is reached does
-// the peer leave batches with messages on the link; it then does not count
-// the peer's silence against it.
+// its listener's queue at once and is confirmed when the listener's
+// application has taken it, so the flow's window (not the link) holds back
+// a listener that does not keep up: the link's credits keep flowing and
+// liveness never depends on consumers. (Past receive_memory_limit the
+// router answers a stuck listener's messages busy; the link still drains.)
 //
 // Liveness: a heartbeat when nothing was sent for heartbeat_interval (a
 // batch without messages: it always has its reserved credit); a peer silent
@@ -202,7 +201,6 @@ class Peer {
   void onUp();
   void onDown();
   void receive();
-  void receiveControl();
   bool readBatch(size_t i);
   bool onRecord(const Record& r);
   bool handleMessage(const Record& r);
@@ -236,8 +234,6 @@ class Peer {
   uint64_t expectedSeq_ = 1;
   Reassembly reasm_;
   std::vector<ConfirmRange> confirms_;
-  bool holdingBack_ = false;                     // batches left on the link (receive_memory_limit)
-  std::chrono::steady_clock::time_point heard_;  // liveness while and after holding back
 
   // Connect on demand and idle close (IdleClose records, protocol.h). Each
   // request gets one answer; the requester disconnects on an accept.

@@ -90,13 +90,16 @@ class Mesh(unittest.TestCase):
             listener.register("inbox")
             sender.register("outbox")
             msg_id = sender.send("beta", "inbox", "héllo")
-            done = sender.wait_completion(timeout=10)
-            self.assertEqual(done.msg_id, msg_id)
-            self.assertTrue(done.ok, done)
+            sender.flush()
+            # Confirmed only once the listening application has taken it.
+            self.assertIsNone(sender.wait_completion(timeout=0.2))
             m = listener.receive(timeout=10)
             self.assertEqual(m, rdmamsg.Message("alpha", "outbox", "inbox",
                                                 "héllo".encode("utf-8")))
             self.assertIsNone(listener.receive(timeout=0))
+            done = sender.wait_completion(timeout=10)
+            self.assertEqual(done.msg_id, msg_id)
+            self.assertTrue(done.ok, done)
 
     def test_failures_are_named(self):
         with rdmamsg.Client(self.socket("alpha")) as c:

@@ -194,10 +194,12 @@ TEST(LocalProtocolMalformedTest, OversizedLengthRejectedFromTheHeaderAlone) {
 }
 
 TEST(LocalProtocolMalformedTest, BadVersionUnknownKindReservedBits) {
-  EXPECT_EQ(decodeRaw({0, 0, 0, 0, 2, 12, 0, 0}).outcome, DecodeOutcome::error);
+  EXPECT_EQ(decodeRaw({0, 0, 0, 0, 1, 12, 0, 0}).outcome, DecodeOutcome::error);
+  EXPECT_EQ(decodeRaw({0, 0, 0, 0, 1, 12, 0, 0}).version, 1);
+  EXPECT_EQ(decodeRaw({0, 0, 0, 0, 3, 12, 0, 0}).outcome, DecodeOutcome::error);
   EXPECT_EQ(decodeRaw({0, 0, 0, 0, 0, 12, 0, 0}).outcome, DecodeOutcome::error);
   EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 0, 0, 0}).outcome, DecodeOutcome::error);
-  EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 13, 0, 0}).outcome, DecodeOutcome::error);
+  EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 16, 0, 0}).outcome, DecodeOutcome::error);
   EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 12, 1, 0}).outcome, DecodeOutcome::error);
   EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 12, 0, 0}).outcome, DecodeOutcome::frame);
 }

@@ -38,7 +38,6 @@ class RecordingEvents : public PeerEvents {
   std::vector<std::pair<uint64_t, Status>> failures;
   std::vector<const void*> drained;
   int lost = 0;
-  bool room = true;
 
   size_t incomingFor(const std::string& service) const {
     size_t n = 0;
@@ -57,7 +56,6 @@ class RecordingEvents : public PeerEvents {
            std::string(reinterpret_cast<const char*>(payload.data()), payload.size())});
     return d;
   }
-  bool canHold() override { return room; }
   void connectionLost(Peer&) override { lost++; }
   void outcome(uint64_t, uint64_t msgId, const Status& status) override {
     failures.emplace_back(msgId, status);

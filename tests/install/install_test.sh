@@ -38,4 +38,10 @@ out=$("$softrdma_run" --help 2>&1) || fail "installed softrdma-run --help failed
 out=$("$softrdma_run" "$rdmamsgd" --version 2>&1) ||
   fail "installed softrdma-run rdmamsgd --version failed: $out"
 echo "$out" | grep -q "rdmamsgd" || fail "softrdma-run rdmamsgd --version printed: $out"
+# The Java client's jar, under <datadir>/java with its version, runs as a tool.
+jar=$top/share/java/rdmamsg.jar
+[ -e "$jar" ] || fail "share/java/rdmamsg.jar was not installed below $prefix"
+ls "$top"/share/java/rdmamsg-*.jar >/dev/null 2>&1 || fail "no versioned rdmamsg-VERSION.jar below $prefix"
+out=$(java -jar "$jar" --help 2>&1) || fail "java -jar rdmamsg.jar --help failed: $out"
+echo "$out" | grep -q "usage" || fail "java -jar rdmamsg.jar --help printed: $out"
 echo "installed at $prefix (in $root): rdmamsgd, rdmamsg and softrdma-run run"

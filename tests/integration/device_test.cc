@@ -50,10 +50,9 @@ class DeviceEvents : public ::testing::Test {
 };
 
 TEST_F(DeviceEvents, DeviceRemovalIsSurvived) {
-  auto listener = Client::connect(c().socket("beta"));
+  auto listener = Taker::start(c().socket("beta"), "svc");
   auto sender = Client::connect(c().socket("alpha"));
   ASSERT_TRUE(listener && sender);
-  ASSERT_TRUE(listener->registerService("svc").ok());
   ASSERT_TRUE(sender->sendAndWait("beta", "svc", bytes("before"), 5s).ok());
 
   ASSERT_EQ(ctl({"remove-device", "1500"}), 0);

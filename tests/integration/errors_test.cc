@@ -58,9 +58,8 @@ TEST_F(Errors, UnknownServiceOnTheLocalNodeIsReportedNamingServiceAndNode) {
 }
 
 TEST_F(Errors, PipelinedFailuresAreEachAnsweredAndDoNotDisturbGoodMessages) {
-  auto listener = Client::connect(cluster_.socket("beta"));
+  auto listener = Taker::start(cluster_.socket("beta"), "svc");
   ASSERT_TRUE(listener);
-  ASSERT_TRUE(listener->registerService("svc").ok());
   std::map<uint64_t, Errc> expected;
   for (int i = 0; i < 300; i++) {
     const char* node = i % 3 == 0 ? "beta" : i % 3 == 1 ? "nowhere" : "beta";

@@ -18,7 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/taker.h"
+
 namespace rdmamsg::itest {
+
+using test::Taker;
 
 using namespace std::chrono_literals;
 using Json = nlohmann::json;

@@ -88,11 +88,14 @@ TEST(Mesh, MessagesFlowBetweenEveryPair) {
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.waitFullMesh(10s));
   std::map<std::string, Client> clients;
+  std::map<std::string, std::unique_ptr<Taker>> inboxes;
   for (const std::string n : {"alpha", "beta", "gamma"}) {
     auto cl = Client::connect(c.socket(n));
     ASSERT_TRUE(cl) << cl.status().toString();
-    ASSERT_TRUE(cl->registerService("inbox").ok());
+    ASSERT_TRUE(cl->registerService("outbox").ok());
     clients.emplace(n, std::move(*cl));
+    inboxes[n] = Taker::start(c.socket(n), "inbox");
+    ASSERT_TRUE(inboxes[n]);
   }
   for (auto& [from, client] : clients) {
     for (const std::string to : {"alpha", "beta", "gamma"}) {
@@ -101,10 +104,10 @@ TEST(Mesh, MessagesFlowBetweenEveryPair) {
           client.sendAndWait(to, "inbox", std::as_bytes(std::span(text.data(), text.size())), 10s);
       EXPECT_TRUE(st.ok()) << text << ": " << st.toString();
       Message m;
-      ASSERT_TRUE(clients.at(to).receive(m, 10s).ok()) << text;
+      ASSERT_TRUE(inboxes.at(to)->receive(m, 10s).ok()) << text;
       EXPECT_EQ(m.text(), text);
       EXPECT_EQ(m.srcNode, from);
-      EXPECT_EQ(m.srcService, "inbox");
+      EXPECT_EQ(m.srcService, "outbox");
       EXPECT_EQ(m.service, "inbox");
     }
   }
@@ -157,9 +160,8 @@ TEST(Mesh, PeerNotInTheConfigurationIsRejected) {
   // ...and keeps serving: beta's connection was untouched, messages flow.
   EXPECT_EQ(peerState(*a, "beta"), "established");
   EXPECT_EQ(peerEntry(*a, "beta")->value("connects", 0), 1);
-  auto listener = Client::connect(c.socket("beta"));
+  auto listener = Taker::start(c.socket("beta"), "svc");
   ASSERT_TRUE(listener);
-  ASSERT_TRUE(listener->registerService("svc").ok());
   auto sender = Client::connect(c.socket("alpha"));
   ASSERT_TRUE(sender);
   std::string text = "still serving";

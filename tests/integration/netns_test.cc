@@ -130,10 +130,9 @@ TEST(Netns, DaemonsStartedBeforeTheirNetworkConnectOnceItIsUp) {
   EXPECT_TRUE(m.connected(5s)) << "not connected 5 s after the link came up\n"
                                << m.d[0]->log() << m.d[1]->log();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
-  auto onBeta = Client::connect(m.socket(1));
+  auto onBeta = Taker::start(m.socket(1), "svc");
   auto onAlpha = Client::connect(m.socket(0));
   ASSERT_TRUE(onBeta && onAlpha);
-  ASSERT_TRUE(onBeta->registerService("svc").ok());
   EXPECT_TRUE(onAlpha->sendAndWait("beta", "svc", bytes("over the veth"), 5s).ok());
   Message msg;
   ASSERT_TRUE(onBeta->receive(msg, 5s).ok());

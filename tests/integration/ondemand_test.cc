@@ -91,9 +91,8 @@ TEST(OnDemand, IdleConnectionsCloseOnBothEndsAndReopenForTheNextMessage) {
   o.extra = kIdle300;
   Cluster c({"alpha", "beta"}, o);
   ASSERT_TRUE(c.start());
-  auto listener = Client::connect(c.socket("beta"));
+  auto listener = Taker::start(c.socket("beta"), "inbox");
   ASSERT_TRUE(listener);
-  ASSERT_TRUE(listener->registerService("inbox").ok());
   auto sender = Client::connect(c.socket("alpha"));
   ASSERT_TRUE(sender);
   ASSERT_TRUE(sender->sendAndWait("beta", "inbox", bytesOf("one"), 10s).ok());
@@ -334,9 +333,8 @@ TEST(OnDemand, MixedWithAlwaysNodes) {
   auto da = statusOf(d.socket("alpha"));
   ASSERT_TRUE(da);
   EXPECT_TRUE(peerIs(*da, "gamma", "idle", 0)) << da->dump(2);
-  auto listener = Client::connect(d.socket("alpha"));
+  auto listener = Taker::start(d.socket("alpha"), "inbox");
   ASSERT_TRUE(listener);
-  ASSERT_TRUE(listener->registerService("inbox").ok());
   auto sender = Client::connect(d.socket("gamma"));
   ASSERT_TRUE(sender);
   ASSERT_TRUE(sender->sendAndWait("alpha", "inbox", bytesOf("g->a"), 10s).ok());
@@ -376,9 +374,8 @@ TEST(OnDemand, FailedDialsKeepMessagesQueuedUntilMessageTimeout) {
   Completion done;
   EXPECT_FALSE(sender->pollCompletion(done)) << done.status.toString();
   ASSERT_TRUE(c["beta"].restart());
-  auto listener = Client::connect(c.socket("beta"));
+  auto listener = Taker::start(c.socket("beta"), "inbox");
   ASSERT_TRUE(listener);
-  ASSERT_TRUE(listener->registerService("inbox").ok());
   // The message was sent before the listener registered: it may have been
   // answered unknown_service if the connection came first. Either way it
   // has an outcome, and it is not peer_unreachable.

@@ -72,9 +72,8 @@ TEST(Relay, ThousandsOfMessagesFromTwoSendersArriveInOrderOnceAndAreAllAcked) {
   Cluster c({"alpha", "beta", "gamma"});
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.waitFullMesh(10s));
-  auto sink = Client::connect(c.socket("gamma"));
+  auto sink = Taker::start(c.socket("gamma"), "sink");
   ASSERT_TRUE(sink);
-  ASSERT_TRUE(sink->registerService("sink").ok());
 
   SendReport fromAlpha, fromBeta;
   std::thread a([&] { fromAlpha = sendMany(c.socket("alpha"), "alpha", kCount); });
@@ -182,9 +181,8 @@ TEST(Relay, MessageOverMaxMessageSizeIsRefusedWithTooLarge) {
   Cluster c({"alpha", "beta"}, o);
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.waitFullMesh(10s));
-  auto listener = Client::connect(c.socket("beta"));
+  auto listener = Taker::start(c.socket("beta"), "big");
   ASSERT_TRUE(listener);
-  ASSERT_TRUE(listener->registerService("big").ok());
 
   // Through librdmamsg (which checks against the daemon's WELCOME)...
   auto sender = Client::connect(c.socket("alpha"));
@@ -222,10 +220,11 @@ TEST(Relay, ReceiverWithASmallerMaximumRefusesWithTooLarge) {
   Cluster c({"alpha", "beta"}, o);
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.waitFullMesh(10s));
-  auto listener = Client::connect(c.socket("beta"));
+  auto beta = Client::connect(c.socket("beta"));
+  ASSERT_TRUE(beta);
+  ASSERT_EQ(beta->maxMessageSize(), 1u << 20);
+  auto listener = Taker::start(c.socket("beta"), "big");
   ASSERT_TRUE(listener);
-  ASSERT_EQ(listener->maxMessageSize(), 1u << 20);
-  ASSERT_TRUE(listener->registerService("big").ok());
   auto sender = Client::connect(c.socket("alpha"));
   ASSERT_TRUE(sender);
 
@@ -271,9 +270,8 @@ TEST(Relay, SlowListenerPushesBackOnTheSenderWithBoundedMemory) {
   Cluster c({"alpha", "beta"});
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.waitFullMesh(10s));
-  auto listener = Client::connect(c.socket("beta"));
+  auto listener = Taker::start(c.socket("beta"), "slow");
   ASSERT_TRUE(listener);
-  ASSERT_TRUE(listener->registerService("slow").ok());
   const size_t rssBefore = rssKiB(c["alpha"].pid()) + rssKiB(c["beta"].pid());
 
   std::atomic<int> queued{0};

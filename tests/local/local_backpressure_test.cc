@@ -1,6 +1,8 @@
 // Flow control of the local server: pauseReading stops consuming a client's
-// requests until resumed; a listener that does not read becomes congested
-// and the drained callback fires once it catches up.
+// requests until resumed; a listener whose application does not take its
+// messages becomes congested and the drained callback fires once it catches
+// up; deliveries are handed back (receipts) only when the client says its
+// application took them (CONSUMED).
 #include "daemon/local/session.h"
 #include "local_fixture.h"
 
@@ -10,6 +12,10 @@ namespace {
 using proto::FrameKind;
 
 class LocalBackpressureTest : public LocalFixture {};
+
+local::Receipt peerReceipt(uint64_t owner, uint64_t seq) {
+  return {local::Receipt::Kind::peer, owner, 7, seq, 1};
+}
 
 TEST_F(LocalBackpressureTest, PausedSessionIsNotReadUntilResumed) {
   auto listener = connect();
@@ -57,13 +63,13 @@ TEST_F(LocalBackpressureTest, SlowListenerBecomesCongestedThenDrains) {
   const local::SessionId id = server_->sessionIds().front();
   const std::string payload(4000, 'd');
   // Deliver far more than the socket buffer holds without the client reading.
-  for (int i = 0; i < 1000 && !server_->outputCongested(id); ++i) {
+  for (uint64_t i = 1; i <= 1000 && !server_->outputCongested(id); ++i) {
     server_->deliver(id, "nodeB", "src", "slow",
-                     std::as_bytes(std::span(payload.data(), payload.size())));
+                     std::as_bytes(std::span(payload.data(), payload.size())), peerReceipt(1, i));
     loop_.runOnce();
   }
   ASSERT_TRUE(server_->outputCongested(id));
-  EXPECT_GE(server_->outputBytes(id), cfg.outputHighWatermark);
+  EXPECT_GE(server_->trackedBytes(), cfg.outputHighWatermark);
   EXPECT_TRUE(drained.empty());
   // The client catches up.
   proto::Frame f;
@@ -71,6 +77,7 @@ TEST_F(LocalBackpressureTest, SlowListenerBecomesCongestedThenDrains) {
   EXPECT_TRUE(stepUntil([&] {
     while (listener->next(f))
       ++got;
+    listener->consumeAll();
     return !drained.empty();
   }));
   EXPECT_EQ(drained, std::vector<local::SessionId>{id});
@@ -86,30 +93,31 @@ TEST_F(LocalBackpressureTest, ReceiptsComeBackInRunsCoveringEveryMessageOnce) {
   ASSERT_EQ(registerService(*listener, "slow").kind, FrameKind::registered);
   const local::SessionId id = server_->sessionIds().front();
   struct Back {
-    void* owner;
+    uint64_t owner;
     uint64_t seq, count;
     size_t bytes;
   };
   std::vector<Back> back;
-  server_->setConsumedCallback([&](const local::Receipt& r, size_t bytes, Errc errc) {
-    EXPECT_EQ(errc, Errc::ok);
-    back.push_back({r.owner, r.seq, r.count, bytes});
-  });
-  int ownerA = 0, ownerB = 0;
+  server_->setConsumedCallback(
+      [&](local::SessionId to, const local::Receipt& r, size_t bytes, Errc errc) {
+        EXPECT_EQ(errc, Errc::ok);
+        EXPECT_EQ(to, id);
+        back.push_back({r.owner, r.seq, r.count, bytes});
+      });
+  const uint64_t ownerA = 1, ownerB = 2;
   const std::string payload(1000, 'r');
   const auto body = std::as_bytes(std::span(payload.data(), payload.size()));
   // Owner A: 1..600 then, after a gap, 700..899; owner B's 1..100 in between.
-  std::vector<std::pair<void*, uint64_t>> sent;
+  std::vector<std::pair<uint64_t, uint64_t>> sent;
   for (uint64_t s = 1; s <= 600; ++s)
-    sent.push_back({&ownerA, s});
+    sent.push_back({ownerA, s});
   for (uint64_t s = 1; s <= 100; ++s)
-    sent.push_back({&ownerB, s});
+    sent.push_back({ownerB, s});
   for (uint64_t s = 700; s < 900; ++s)
-    sent.push_back({&ownerA, s});
+    sent.push_back({ownerA, s});
   size_t trackedMax = 0;
   for (auto [owner, seq] : sent) {
-    local::Receipt r{owner, 7, seq};
-    ASSERT_TRUE(server_->deliver(id, "nodeB", "src", "slow", body, &r));
+    ASSERT_TRUE(server_->deliver(id, "nodeB", "src", "slow", body, peerReceipt(owner, seq)));
     trackedMax = std::max(trackedMax, server_->trackedBytes());
   }
   proto::Frame f;
@@ -117,11 +125,12 @@ TEST_F(LocalBackpressureTest, ReceiptsComeBackInRunsCoveringEveryMessageOnce) {
   ASSERT_TRUE(stepUntil([&] {
     while (listener->next(f))
       ++got;
+    listener->consumeAll();
     return got == sent.size() && server_->trackedBytes() == 0;
   })) << got
       << " of " << sent.size() << " read";
   // Runs in delivery order; expanded, they are exactly the messages sent.
-  std::vector<std::pair<void*, uint64_t>> covered;
+  std::vector<std::pair<uint64_t, uint64_t>> covered;
   size_t bytes = 0;
   for (const Back& b : back) {
     for (uint64_t s = b.seq; s < b.seq + b.count; ++s)
@@ -136,11 +145,99 @@ TEST_F(LocalBackpressureTest, ReceiptsComeBackInRunsCoveringEveryMessageOnce) {
     EXPECT_LE(b.bytes, local::Session::kReceiptSpan + 2 * payload.size());
 }
 
+// A message read from the socket is not taken: its receipt comes back only
+// when CONSUMED covers it, and exactly the ones it covers.
+TEST_F(LocalBackpressureTest, ADeliveryReadButNotTakenIsNotHandedBack) {
+  auto listener = connect();
+  ASSERT_EQ(registerService(*listener, "svc").kind, FrameKind::registered);
+  const local::SessionId id = server_->sessionIds().front();
+  std::vector<uint64_t> back;
+  server_->setConsumedCallback([&](local::SessionId, const local::Receipt& r, size_t, Errc errc) {
+    EXPECT_EQ(errc, Errc::ok);
+    for (uint64_t s = r.seq; s < r.seq + r.count; ++s)
+      back.push_back(s);
+  });
+  const std::string payload(100, 'x');
+  const auto body = std::as_bytes(std::span(payload.data(), payload.size()));
+  for (uint64_t s = 1; s <= 10; ++s)
+    ASSERT_TRUE(server_->deliver(id, "nodeB", "src", "svc", body, peerReceipt(1, s)));
+  proto::Frame f;
+  ASSERT_TRUE(stepUntil([&] {
+    while (listener->next(f)) {
+    }
+    return listener->delivered() == 10;
+  }));
+  for (int i = 0; i < 20; ++i)
+    loop_.runOnce(std::chrono::milliseconds(1));
+  EXPECT_TRUE(back.empty()) << "a delivery came back before the client said it took it";
+  EXPECT_EQ(server_->trackedBytes(), 10 * (payload.size() + 8 + 3 + 5 + 3 + 3));
+  proto::encodeConsumed(listener->out(), 4);
+  listener->write();
+  ASSERT_TRUE(stepUntil([&] { return back.size() == 4; }));
+  EXPECT_EQ(back, (std::vector<uint64_t>{1, 2, 3, 4}));
+  listener->consumeAll();
+  ASSERT_TRUE(stepUntil([&] { return back.size() == 10; }));
+  EXPECT_EQ(server_->trackedBytes(), 0u);
+}
+
+// A CONSUMED that goes back, or claims more than was delivered, closes the
+// client's connection with a protocol error; what it did not take fails.
+TEST_F(LocalBackpressureTest, ConsumedPastTheDeliveriesIsAProtocolError) {
+  for (uint64_t claim : {5u, 1u}) {
+    auto listener = connect();
+    ASSERT_EQ(registerService(*listener, "svc" + std::to_string(claim)).kind,
+              FrameKind::registered);
+    const local::SessionId id = server_->sessionIds().back();
+    uint64_t taken = 0, failed = 0;
+    server_->setConsumedCallback([&](local::SessionId, const local::Receipt& r, size_t, Errc errc) {
+      (errc == Errc::ok ? taken : failed) += r.count;
+    });
+    const std::string payload(10, 'x');
+    const auto body = std::as_bytes(std::span(payload.data(), payload.size()));
+    for (uint64_t s = 1; s <= 3; ++s)
+      server_->deliver(id, "nodeB", "src", "svc" + std::to_string(claim), body, peerReceipt(1, s));
+    if (claim == 1) {  // goes back: 2, then 1
+      proto::encodeConsumed(listener->out(), 2);
+      proto::encodeConsumed(listener->out(), 1);
+    } else {  // past the 3 delivered
+      proto::encodeConsumed(listener->out(), claim);
+    }
+    listener->write();
+    proto::Frame f;
+    bool sawError = false;
+    ASSERT_TRUE(stepUntil([&] {
+      while (listener->next(f))
+        sawError = sawError || (f.kind == FrameKind::error && f.errc == Errc::protocol_error);
+      return listener->sawEof();
+    }));
+    EXPECT_TRUE(sawError);
+    EXPECT_EQ(taken, claim == 1 ? 2u : 0u);
+    EXPECT_EQ(taken + failed, 3u) << "every delivery is handed back once";
+  }
+}
+
+// A client of another protocol version reads why, framed in its own version.
+TEST_F(LocalBackpressureTest, AClientOfAnotherVersionIsToldInItsOwnFraming) {
+  auto old = std::make_unique<RawClient>(server_->socketPath());
+  ASSERT_TRUE(old->connected());
+  proto::encodeHello(old->out(), "old");
+  auto bytes = std::span(const_cast<std::byte*>(old->out().data()), old->out().size());
+  bytes[4] = std::byte{1};  // a version 1 HELLO
+  old->write();
+  ASSERT_TRUE(stepUntil([&] { return old->sawEof(); }));
+  const std::string raw = old->rawInput();
+  ASSERT_GE(raw.size(), proto::kHeaderSize);
+  EXPECT_EQ(static_cast<uint8_t>(raw[4]), 1) << "not framed in the client's version";
+  EXPECT_EQ(static_cast<uint8_t>(raw[5]), static_cast<uint8_t>(FrameKind::error));
+  EXPECT_NE(raw.find("local protocol version 2, the client version 1"), std::string::npos) << raw;
+}
+
 TEST_F(LocalBackpressureTest, RouterCallsForUnknownSessionsAreIgnored) {
   EXPECT_FALSE(server_->ack(12345, 1));
   EXPECT_FALSE(server_->fail(12345, 1, Status(Errc::timeout, "x")));
   EXPECT_FALSE(server_->pauseReading(12345));
-  EXPECT_FALSE(server_->deliver(12345, "a", "b", "c", {}));
+  EXPECT_FALSE(server_->deliver(12345, "a", "b", "c", {}, peerReceipt(1, 1)));
+  EXPECT_FALSE(server_->hold(12345, "a", "b"));
   EXPECT_EQ(server_->outputBytes(12345), 0u);
 }
 

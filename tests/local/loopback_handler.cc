@@ -36,8 +36,19 @@ void LoopbackHandler::onSend(local::SessionId session, const local::SendRequest&
                                           "' on node '" + node_ + "'"));
     return;
   }
-  server_->deliver(it->second, node_, req.fromService, req.service, req.payload);
-  server_->ack(session, req.msgId);
+  const local::Receipt receipt{local::Receipt::Kind::local, session, 0, req.msgId, 1};
+  server_->deliver(it->second, node_, req.fromService, req.service, req.payload, receipt);
+}
+
+void LoopbackHandler::attach(local::LocalServer& server) {
+  server_ = &server;
+  server.setConsumedCallback([this](local::SessionId, const local::Receipt& r, size_t, Errc errc) {
+    for (uint64_t i = 0; i < r.count; i++)
+      if (errc == Errc::ok)
+        server_->ack(r.owner, r.seq + i);
+      else
+        server_->fail(r.owner, r.seq + i, Status(errc, "the listener went away"));
+  });
 }
 
 std::string LoopbackHandler::onStatus(local::SessionId) {

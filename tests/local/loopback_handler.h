@@ -1,6 +1,7 @@
 // Test support: a trivial in-process LocalHandler standing in for the
 // router. A message to this node is delivered to the session that registered
-// the destination service and acknowledged; anything else fails with the
+// the destination service and acknowledged once the listener's application
+// has taken it (CONSUMED); anything else fails with the
 // error a router would give (unknown_node / unknown_service).
 #pragma once
 
@@ -16,7 +17,7 @@ namespace rdmamsg::test {
 class LoopbackHandler : public local::LocalHandler {
  public:
   explicit LoopbackHandler(std::string node) : node_(std::move(node)) {}
-  void attach(local::LocalServer& server) { server_ = &server; }
+  void attach(local::LocalServer& server);
 
   Status onRegister(local::SessionId session, std::string_view service) override;
   void onUnregister(local::SessionId session, std::string_view service) override;

@@ -58,7 +58,20 @@ class RawClient {
     if (r.outcome != proto::DecodeOutcome::frame) return false;
     f = r.frame;
     pending_ = r.consumed;
+    if (f.kind == proto::FrameKind::deliver) ++delivered_;
     return true;
+  }
+  // Says that the application took every DELIVER read so far (CONSUMED).
+  bool consumeAll() {
+    proto::encodeConsumed(out_, delivered_);
+    return write();
+  }
+  uint64_t delivered() const { return delivered_; }
+  // Every byte read and not yet decoded, as text (for frames of another version).
+  std::string rawInput() {
+    readAvailable();
+    auto r = in_.readable();
+    return std::string(reinterpret_cast<const char*>(r.data()), r.size());
   }
   // True once the server closed the connection (and every byte was read).
   bool sawEof() {
@@ -87,6 +100,7 @@ class RawClient {
   ByteBuffer in_;
   ByteBuffer out_;
   size_t pending_ = 0;
+  uint64_t delivered_ = 0;
 };
 
 }  // namespace rdmamsg::test

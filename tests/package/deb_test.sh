@@ -11,7 +11,8 @@
 #     dpkg-shlibdeps name Debian's libraries.
 #  3. What was installed works: rdmamsgd checks the installed configuration
 #     and serves a client through softrdma-run; the C example builds against
-#     the installed headers with pkg-config; the Python module imports.
+#     the installed headers with pkg-config; the Python module imports; the
+#     Java client's jar runs as a tool and the Java examples build against it.
 #  4. A local edit of the configuration survives reinstalling the package;
 #     removing keeps it; purging removes it.
 set -eu
@@ -23,7 +24,7 @@ fail() {
 }
 [ "$(id -u)" -eq 0 ] || fail "run as root: dpkg --root and systemd-sysusers --root set owners"
 debs=$(ls "$pkgdir"/*.deb 2>/dev/null) || fail "no .deb in $pkgdir (run cpack --preset deb)"
-for p in rdmamsg librdmamsg0 librdmamsg-dev softrdma python3-rdmamsg; do
+for p in rdmamsg librdmamsg0 librdmamsg-dev softrdma python3-rdmamsg librdmamsg-java; do
   ls "$pkgdir"/${p}_*.deb >/dev/null 2>&1 || fail "package $p was not built"
 done
 
@@ -82,7 +83,8 @@ for f in usr/sbin/rdmamsgd usr/bin/rdmamsg usr/bin/softrdma-run usr/bin/softrdma
   usr/share/man/man8/rdmamsgd.8.gz usr/share/man/man1/rdmamsg.1.gz \
   usr/share/man/man5/rdmamsgd.yaml.5.gz usr/share/man/man1/softrdma-run.1.gz \
   usr/share/doc/rdmamsg/operations.md usr/share/doc/rdmamsg/copyright \
-  usr/lib/python3/dist-packages/rdmamsg/__init__.py; do
+  usr/lib/python3/dist-packages/rdmamsg/__init__.py usr/share/java/rdmamsg.jar \
+  usr/share/doc/rdmamsg/java-api/index.html usr/share/doc/rdmamsg/examples/java/Sender.java; do
   [ -e "$root/$f" ] || fail "/$f is not installed"
 done
 libdir=$(dirname "$(find "$root/usr/lib" -name 'librdmamsg.so.0' | head -n 1)")
@@ -148,6 +150,15 @@ assert rdmamsg._lib._name.startswith(sys.argv[2]), rdmamsg._lib._name
 with rdmamsg.Client(sys.argv[1]) as c:
     print(c.node)' "$run/rdmamsgd.sock" "$root/") || fail "the installed Python module does not reach rdmamsgd"
 [ "$node" = solo ] || fail "the Python module reports node '$node', not solo"
+# The Java client: the jar's tool reaches the daemon and exits as rdmamsg does.
+jar=$root/usr/share/java/rdmamsg.jar
+[ -f "$(readlink -f "$jar")" ] || fail "/usr/share/java/rdmamsg.jar does not lead to the versioned jar"
+java -jar "$jar" --socket "$run/rdmamsgd.sock" status >"$run/jstatus" 2>&1 ||
+  fail "java -jar rdmamsg.jar status failed: $(cat "$run/jstatus")"
+grep -q '"solo"' "$run/jstatus" || fail "java -jar rdmamsg.jar status does not name the node: $(cat "$run/jstatus")"
+rc=0
+java -jar "$jar" --socket "$run/rdmamsgd.sock" send solo/nobody hi 2>"$run/jsend" || rc=$?
+[ "$rc" = 5 ] || fail "java -jar rdmamsg.jar send to a missing service exited $rc, not 5: $(cat "$run/jsend")"
 stop_daemon || fail "the installed rdmamsgd did not exit 0 on SIGTERM within 10 s"
 echo "the installed rdmamsgd served the installed rdmamsg"
 
@@ -158,6 +169,10 @@ PKG_CONFIG_SYSROOT_DIR=$root PKG_CONFIG_LIBDIR=$libdir/pkgconfig \
 "$cc" -std=c11 -Wall -Werror -o "$run/ping" "$src/examples/c/ping.c" $(cat "$run/pc") ||
   fail "examples/c/ping.c does not build against the installed librdmamsg-dev"
 echo "the C example builds against the installed headers"
+mkdir -p "$run/java"
+javac -Xlint:all -Werror -cp "$jar" -d "$run/java" "$src"/examples/java/*.java ||
+  fail "examples/java does not build against the installed jar"
+echo "the Java examples build against the installed jar"
 
 # --- 4. conffile life cycle ---------------------------------------------------
 echo "# edited by the operator" >>"$root/etc/rdmamsg/rdmamsgd.yaml"

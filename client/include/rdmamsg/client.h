@@ -9,10 +9,14 @@
 //
 // Sends are buffered and written in batches (when the buffer passes a
 // threshold, or on flush(), or while waiting for anything); the daemon
-// answers every message with an ACK (delivered to a listener of the service)
-// or an ERROR naming the reason. A Client is not thread-safe. For an
-// application's own event loop: poll fd() for POLLIN (and POLLOUT while
-// wantsWrite()), then call processIo() and drain tryReceive / pollCompletion.
+// answers every message with an ACK — the receiving application has taken
+// it: its receive() returned it — or an ERROR naming the reason. The
+// library tells its daemon what the application has taken, so that the
+// senders are confirmed: when everything read is taken, and before it waits.
+// A destination whose listener does not keep up is held: send() to it
+// waits, trySend() returns would_block; other destinations go on. A Client is not thread-safe. For
+// an application's own event loop: poll fd() for POLLIN (and POLLOUT while wantsWrite()), then call
+// processIo() and drain tryReceive / pollCompletion.
 #pragma once
 
 #include <chrono>
@@ -41,8 +45,9 @@ struct Message {
   }
 };
 
-// The outcome of one sent message: ok once the destination daemon handed it
-// to a listener of the service, otherwise why it failed.
+// The outcome of one sent message: ok once the receiving application has
+// taken it (its receive() returned it), otherwise why it failed.
+// Completions may come in any order, also for one destination.
 struct Completion {
   uint64_t msgId = 0;
   Status status;
@@ -76,16 +81,19 @@ class Client {
 
   // Queues a message and returns its id (never 0). Does not wait for the
   // daemon; may write (or, when more than a few MiB are unwritten, wait for
-  // the socket) — it never waits for acknowledgements. `fromService` names
-  // which registered service sends (default: the first registered).
+  // the socket; or, when the daemon holds this destination because its
+  // listener does not keep up, wait for the daemon to resume it) — it never
+  // waits for acknowledgements. `fromService` names which registered service
+  // sends (default: the first registered).
   Result<uint64_t> send(std::string_view node, std::string_view service,
                         std::span<const std::byte> payload, std::string_view fromService = {});
   Result<uint64_t> send(std::string_view node, std::string_view service, std::string_view text,
                         std::string_view fromService = {});
-  // The same, never waiting: when more than a few MiB are already unwritten
-  // (the daemon is not reading, e.g. it holds this client back), the
-  // message is not queued and would_block is returned; poll fd() for
-  // POLLOUT, call processIo(), and try again. For applications that drive
+  // The same, never waiting: when the daemon holds this destination (its
+  // listener does not keep up), or more than a few MiB are already
+  // unwritten, the message is not queued and would_block is returned; poll
+  // fd() (POLLIN, and POLLOUT while wantsWrite()), call processIo(), and try
+  // again — other destinations are not held. For applications that drive
   // the client from their own event loop.
   Result<uint64_t> trySend(std::string_view node, std::string_view service,
                            std::span<const std::byte> payload, std::string_view fromService = {});
@@ -98,8 +106,16 @@ class Client {
   Status flush(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   // Waits up to `timeout` (0 = do not wait) for a message; timeout → Errc::timeout.
+  // A message returned counts as taken: its sender is confirmed.
   Status receive(Message& out, std::chrono::milliseconds timeout);
   bool tryReceive(Message& out);
+  // For applications that hand messages on before they count as taken (the
+  // CLI writes them out first): with false, messages returned by receive()
+  // count as taken only at the next confirmReceived(), which covers every
+  // message returned so far. Messages never confirmed fail back to their
+  // senders when the connection closes.
+  void setConfirmOnReceive(bool on);
+  Status confirmReceived();
 
   // Waits up to `timeout` for the next completion; timeout → Errc::timeout.
   Status waitCompletion(Completion& out, std::chrono::milliseconds timeout);

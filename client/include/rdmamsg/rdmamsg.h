@@ -100,22 +100,30 @@ rdmamsg_errc rdmamsg_register(rdmamsg_client* c, const char* service, int timeou
 rdmamsg_errc rdmamsg_unregister(rdmamsg_client* c, const char* service);
 
 /* Queues a message to node/service; *id (if not NULL) gets its id, which
- * its completion names. Never waits for delivery; when more than a few MiB
- * are unwritten it waits for the socket. */
+ * its completion names: RDMAMSG_OK once the receiving application has taken
+ * it. Never waits for delivery; when more than a few MiB are unwritten it
+ * waits for the socket, and while the daemon holds node/service (its
+ * listener does not keep up) it waits for the daemon to resume it. */
 rdmamsg_errc rdmamsg_send(rdmamsg_client* c, const char* node, const char* service,
                           const void* payload, size_t size, uint64_t* id);
 /* The same, never waiting: RDMAMSG_WOULD_BLOCK (nothing queued) when the
- * socket is full. */
+ * daemon holds node/service or the socket is full; other destinations are
+ * not held. */
 rdmamsg_errc rdmamsg_try_send(rdmamsg_client* c, const char* node, const char* service,
                               const void* payload, size_t size, uint64_t* id);
 /* Writes everything queued, up to timeout_ms. */
 rdmamsg_errc rdmamsg_flush(rdmamsg_client* c, int timeout_ms);
 
 /* Waits up to timeout_ms (0: does not wait) for a message; RDMAMSG_TIMEOUT
- * if none came. */
+ * if none came. A message returned counts as taken: its sender is confirmed. */
 rdmamsg_errc rdmamsg_receive(rdmamsg_client* c, rdmamsg_message* out, int timeout_ms);
 /* 1 and *out set when a message was waiting, else 0. */
 int rdmamsg_try_receive(rdmamsg_client* c, rdmamsg_message* out);
+/* With on = 0, messages returned count as taken (their senders confirmed)
+ * only at the next rdmamsg_confirm_received(), which covers every message
+ * returned so far: for applications that hand messages on first. */
+void rdmamsg_set_confirm_on_receive(rdmamsg_client* c, int on);
+rdmamsg_errc rdmamsg_confirm_received(rdmamsg_client* c);
 
 /* Waits up to timeout_ms for the next completion; RDMAMSG_TIMEOUT if none. */
 rdmamsg_errc rdmamsg_wait_completion(rdmamsg_client* c, rdmamsg_completion* out, int timeout_ms);

@@ -1,0 +1,48 @@
+package org.rdmamsg;
+
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * A future completed by a client's I/O that drives that I/O while it is
+ * waited on: {@code get} and {@code join} read from the daemon (or wait for
+ * the thread that does) until the future is done, so a client without an I/O
+ * thread completes it all the same. Futures derived from it
+ * ({@code thenApply}, ...) do the same.
+ */
+final class DrivenFuture<T> extends CompletableFuture<T> {
+  private final Client client;
+
+  DrivenFuture(Client client) {
+    this.client = client;
+  }
+
+  @Override
+  public <U> CompletableFuture<U> newIncompleteFuture() {
+    return new DrivenFuture<>(client);
+  }
+
+  @Override
+  public T get() throws InterruptedException, ExecutionException {
+    if (!isDone()) client.driveUntil(this::isDone, Long.MAX_VALUE);
+    return super.get();
+  }
+
+  @Override
+  public T get(long timeout, TimeUnit unit)
+      throws InterruptedException, ExecutionException, TimeoutException {
+    if (!isDone()) {
+      client.driveUntil(this::isDone, Client.deadlineAfter(Duration.ofNanos(unit.toNanos(timeout))));
+    }
+    return super.get(0, TimeUnit.NANOSECONDS);
+  }
+
+  @Override
+  public T join() {
+    if (!isDone()) client.driveUntil(this::isDone, Long.MAX_VALUE);
+    return super.join();
+  }
+}
