@@ -112,7 +112,10 @@ bool ThroughputRun::sendSome(Sender& s) {
     if (s.sent >= s.quota || s.client.inFlight() >= args_.window) return false;
     if (s.unwritten != 0 && s.unwritten + frame > kUnwrittenBudget) return false;
     writeHeader(s.payload, s.sent, s.index);
-    Result<uint64_t> id = s.client.send(dest_.node, dest_.service, s.payload);
+    // Never waits: a held destination (its listener, maybe this run's own
+    // sink, is behind) must not stop this thread from draining the sink.
+    Result<uint64_t> id = s.client.trySend(dest_.node, dest_.service, s.payload);
+    if (!id && id.status().code() == Errc::would_block) return false;
     if (!id) {
       noteFailure(id.status());
       return false;
@@ -199,7 +202,8 @@ Status ThroughputRun::loop() {
       fds[i] = {senders_[i].client.fd(),
                 static_cast<short>(POLLIN | (senders_[i].client.wantsWrite() ? POLLOUT : 0)), 0};
     }
-    fds.back() = {sink_ ? sink_->fd() : -1, POLLIN, 0};
+    fds.back() = {sink_ ? sink_->fd() : -1,
+                  static_cast<short>(POLLIN | (sink_ && sink_->wantsWrite() ? POLLOUT : 0)), 0};
     if (::poll(fds.data(), fds.size(), more ? 0 : 50) < 0 && errno != EINTR) {
       return Status(Errc::io_error, "poll failed");
     }

@@ -70,8 +70,10 @@ LocalServer::LocalServer(loop::EventLoop& loop, LocalServerConfig config, LocalH
       handler_(handler),
       listener_(config_.listener),
       acceptRetry_(loop, [this] { acceptAll(); }),
-      flush_(loop, [this] { flushDirty(); }),
-      reaper_(loop, [this] { reap(); }),
+      service_(loop, loop::Phase::service, [this] { serviceSessions(); }),
+      report_(loop, loop::Phase::report, [this] { report(); }),
+      flush_(loop, loop::Phase::flush, [this] { flushDirty(); }),
+      reaper_(loop, loop::Phase::reap, [this] { reap(); }),
       acceptEvent_(loop, listener_.fd(), EV_READ | EV_PERSIST | EV_ET,
                    [this](short) { acceptAll(); }) {
   localLog().info("listening on {} for node {} (max message {} bytes)", listener_.path(),
@@ -113,8 +115,9 @@ void LocalServer::addSession(UniqueFd fd) {
   }
   const SessionId id = nextId_++;
   const uint32_t maxBody = proto::maxBodyFor(config_.maxMessageSize);
-  auto session = std::make_unique<Session>(*this, loop_, id, std::move(fd), cred, maxBody,
-                                           (maxBody - 4) / proto::kAckRangeSize);
+  auto session = std::make_unique<Session>(loop_, id, std::move(fd), cred, maxBody,
+                                           (maxBody - 4) / proto::kAckRangeSize,
+                                           config_.helloTimeout, [this, id] { mark(id); });
   localLog().debug("{}: connected (gid {})", session->name(), cred.gid);
   Session& s = *session;
   sessions_.emplace(id, std::move(session));
@@ -137,6 +140,56 @@ Session* LocalServer::find(SessionId id) const {
   if (it == sessions_.end()) return nullptr;
   lastFound_ = it->second.get();
   return lastFound_;
+}
+
+// --- the service phase: what sessions marked ----------------------------------------
+
+void LocalServer::mark(SessionId id) {
+  Session* s = find(id);
+  if (s == nullptr || s->marked) return;
+  s->marked = true;
+  marked_.push_back(id);
+  service_.schedule();
+}
+
+void LocalServer::serviceSessions() {
+  servicing_.swap(marked_);
+  for (SessionId id : servicing_) {
+    Session* s = find(id);
+    if (s == nullptr) continue;
+    s->marked = false;
+    serviceSession(*s);
+  }
+  servicing_.clear();
+}
+
+void LocalServer::serviceSession(Session& s) {
+  if (s.helloExpired() && s.state() == Session::State::awaiting_hello) return helloTimedOut(s);
+  if (s.takeWritable()) markDirty(s);
+  processInput(s);
+  // Frames before the end are handled first; a paused session reads its
+  // end again when it resumes.
+  if (s.inputEnded() && s.state() != Session::State::closing && !s.paused())
+    beginClose(s, Status(), s.endReason());
+}
+
+void LocalServer::processInput(Session& s) {
+  while (s.state() != Session::State::closing && !s.paused()) {
+    const proto::DecodeResult res = proto::decodeFrame(s.input(), s.maxBody());
+    switch (res.outcome) {
+      case proto::DecodeOutcome::need_more:
+        return;
+      case proto::DecodeOutcome::error:
+        // An older client reads why in its own framing; other bytes are garbage.
+        if (res.version >= 1 && res.version < proto::kProtocolVersion)
+          return versionMismatch(s, res.version);
+        return protocolError(s, res.reason);
+      case proto::DecodeOutcome::frame:
+        handleFrame(s, res.frame);
+        s.consumeInput(res.consumed);
+        break;
+    }
+  }
 }
 
 // --- requests ----------------------------------------------------------------------
@@ -468,8 +521,9 @@ void LocalServer::beginClose(Session& s, const Status& reason, std::string_view 
   s.flush();  // best effort: the client may see why; never waits
   s.unconsumed([this, &s](const Receipt& r, size_t bytes) {
     trackedBytes_ -= bytes;
-    if (consumed_) consumed_(s.id(), r, bytes, Errc::unknown_service);
+    consumedReports_.push_back({s.id(), r, bytes, Errc::unknown_service});
   });
+  if (!consumedReports_.empty()) report_.schedule();
   auto it = sessions_.find(s.id());
   lastFound_ = nullptr;
   graveyard_.push_back(std::move(it->second));
@@ -525,8 +579,21 @@ void LocalServer::flushDirty() {
 void LocalServer::settleReceipts(Session& s) {
   s.consumed([this, &s](const Receipt& r, size_t bytes) {
     trackedBytes_ -= bytes;
-    if (consumed_) consumed_(s.id(), r, bytes, Errc::ok);
+    consumedReports_.push_back({s.id(), r, bytes, Errc::ok});
   });
+  if (!consumedReports_.empty()) report_.schedule();
+}
+
+// The report phase: the router hears what the local layer learned this turn.
+void LocalServer::report() {
+  reporting_.swap(consumedReports_);
+  for (const Consumed& c : reporting_)
+    if (consumed_) consumed_(c.listener, c.receipt, c.bytes, c.errc);
+  reporting_.clear();
+  drainedReporting_.swap(drainedReports_);
+  for (SessionId id : drainedReporting_)
+    if (drained_) drained_(id);
+  drainedReporting_.clear();
 }
 
 void LocalServer::afterFlush(Session& s) {
@@ -539,7 +606,8 @@ void LocalServer::updateCongestion(Session& s) {
   if (!s.congested || std::max(s.outputBytes(), s.unconsumedBytes()) >= config_.outputLowWatermark)
     return;
   s.congested = false;
-  if (drained_) drained_(s.id());
+  drainedReports_.push_back(s.id());
+  report_.schedule();
 }
 
 }  // namespace rdmamsg::local

@@ -2,11 +2,19 @@
 // and runs one Session per client on the caller's EventLoop.
 //
 // Requests are decoded and validated here and handed to a LocalHandler (the
-// router); the router answers through the methods below. Answers are queued
-// on the session and written once per loop turn (a Deferred flushes every
-// session that has output). Methods taking a SessionId are no-ops (returning
-// false) for sessions that are closing or gone, so the router may call them
-// after a session died and before it heard onSessionClosed.
+// router); the router answers through the methods below. Calls go one way:
+//  - sessions only mark themselves; their input is parsed and dispatched to
+//    the handler in the loop turn's service phase (loop/turn.h);
+//  - the router's calls (deliver, ack, fail, hold, …) only queue output or
+//    change a session's flow control: they never call back into the router;
+//  - what the router is told besides requests — deliveries taken or lost
+//    (the consumed callback), listeners that caught up (the drained
+//    callback) — is collected and handed over in the report phase, and a
+//    closed session in the reap phase (onSessionClosed).
+// Output is written once per loop turn (the flush phase). Methods taking a
+// SessionId are no-ops (returning false) for sessions that are closing or
+// gone, so the router may call them after a session died and before it
+// heard onSessionClosed.
 //
 // Backpressure:
 //  - pauseReading/resumeReading: the router stops consuming a client's
@@ -154,7 +162,12 @@ class LocalServer {
   bool mayRegister(Session& s, std::string_view service);
   bool maySend(Session& s, const proto::Frame& frame);
   void refused(Session& s, int action, const config::Verdict& v);
-  // Deferred work.
+  // The turn's phases.
+  void mark(SessionId id);
+  void serviceSessions();
+  void serviceSession(Session& s);
+  void processInput(Session& s);
+  void report();
   void flushDirty();
   void afterFlush(Session& s);
   void settleReceipts(Session& s);  // hands back the receipts of consumed frames
@@ -177,6 +190,16 @@ class LocalServer {
   std::vector<std::unique_ptr<Session>> graveyard_;  // closed, freed by reaper_
   DrainedCallback drained_;
   ConsumedCallback consumed_;
+  std::vector<SessionId> marked_, servicing_;
+  // For the report phase: receipts taken or lost, and listeners drained.
+  struct Consumed {
+    SessionId listener;
+    Receipt receipt;
+    size_t bytes;
+    Errc errc;
+  };
+  std::vector<Consumed> consumedReports_, reporting_;
+  std::vector<SessionId> drainedReports_, drainedReporting_;
   size_t trackedBytes_ = 0;
   uint64_t policyGeneration_ = 1;  // +1 at every setPolicy (sessions cache allowed sends)
   PolicyCounters policyCounters_;
@@ -184,8 +207,10 @@ class LocalServer {
   // Declared last: destroyed first, so no callback runs on a half-destroyed server.
   loop::Timer acceptRetry_;
   LogLimit acceptLog_, refuseLog_;  // repeated failures: bounded lines
-  loop::Deferred flush_;
-  loop::Deferred reaper_;
+  loop::PhaseTask service_;
+  loop::PhaseTask report_;
+  loop::PhaseTask flush_;
+  loop::PhaseTask reaper_;
   loop::IoEvent acceptEvent_;
 };
 

@@ -10,9 +10,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 
 #include "common/local_protocol.h"
-#include "daemon/local/local_server.h"
 #include "daemon/local/log.h"
 
 namespace rdmamsg::local {
@@ -37,10 +38,11 @@ std::string_view toString(Session::State s) {
 
 }  // namespace
 
-Session::Session(LocalServer& server, loop::EventLoop& loop, SessionId id, UniqueFd fd,
-                 PeerCred cred, uint32_t maxBody, size_t maxAcksPerFrame)
-    : server_(server),
-      id_(id),
+Session::Session(loop::EventLoop& loop, SessionId id, UniqueFd fd, PeerCred cred, uint32_t maxBody,
+                 size_t maxAcksPerFrame, std::chrono::milliseconds helloTimeout,
+                 std::function<void()> wake)
+    : id_(id),
+      wake_(std::move(wake)),
       fd_(std::move(fd)),
       cred_(cred),
       maxBody_(maxBody),
@@ -52,15 +54,39 @@ Session::Session(LocalServer& server, loop::EventLoop& loop, SessionId id, Uniqu
       readEvent_(loop, fd_.get(), EV_READ | EV_PERSIST | EV_ET, [this](short) { onReadable(); }),
       writeEvent_(
           loop, fd_.get(), EV_WRITE | EV_PERSIST | EV_ET,
-          [this](short) { server_.markDirty(*this); }, false),
+          [this](short) {
+            writable_ = true;
+            wake_();
+          },
+          false),
       helloTimer_(loop, [this] {
-        if (state_ == State::awaiting_hello) server_.helloTimedOut(*this);
+        if (state_ != State::awaiting_hello) return;
+        helloExpired_ = true;
+        wake_();
       }) {
   pendingAcks_.reserve(256);
-  helloTimer_.arm(server_.config().helloTimeout);
+  helloTimer_.arm(helloTimeout);
 }
 
+namespace {
+bool edgeAllowed(Session::State from, Session::State to) {
+  using S = Session::State;
+  return (from == S::awaiting_hello && (to == S::ready || to == S::closing)) ||
+         (from == S::ready && to == S::closing);
+}
+}  // namespace
+
 void Session::setState(State next) {
+  if (next == state_) return;
+  if (!edgeAllowed(state_, next)) {
+    // A bug: said where it cannot be lost (the logger may be asynchronous), then stop.
+    const std::string line = name_ + ": invalid session state change " +
+                             std::string(toString(state_)) + " -> " + std::string(toString(next));
+    localLog().critical("{}", line);
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+    std::abort();
+  }
   localLog().debug("{}: {} -> {}", name_, toString(state_), toString(next));
   state_ = next;
 }
@@ -92,14 +118,16 @@ void Session::kickRead() {
   readEvent_.activate(EV_READ);
 }
 
+// Reads until EAGAIN (edge-triggered) or the budget, then marks the
+// session: its owner parses what came in its service phase. Nothing is read
+// while the session is paused, so a paused client's writes block.
 void Session::onReadable() {
+  if (state_ == State::closing || pauseMask_ != 0 || endReason_ != nullptr) return;
   size_t budget = kReadBudget;
   for (;;) {
-    processInput();
-    if (state_ == State::closing || pauseMask_ != 0) return;
     if (budget == 0) {
-      readEvent_.activate(EV_READ);
-      return;
+      readEvent_.activate(EV_READ);  // the rest on the next iteration
+      break;
     }
     auto room = in_.prepare(kReadChunk);
     const ssize_t n = ::read(fd_.get(), room.data(), room.size());
@@ -108,34 +136,21 @@ void Session::onReadable() {
       in_.commit(static_cast<size_t>(n));
       budget -= std::min(budget, static_cast<size_t>(n));
     } else if (n == 0) {
-      server_.beginClose(*this, Status(), "client closed the connection");
-      return;
+      endInput("client closed the connection", 0);
+      break;
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      return;
+      break;
     } else if (errno != EINTR) {
-      lastErrno_ = errno;
-      server_.beginClose(*this, Status(), "read failed");
-      return;
+      endInput("read failed", errno);
+      break;
     }
   }
+  wake_();
 }
 
-void Session::processInput() {
-  while (state_ != State::closing && pauseMask_ == 0) {
-    const proto::DecodeResult res = proto::decodeFrame(in_.readable(), maxBody_);
-    switch (res.outcome) {
-      case proto::DecodeOutcome::need_more:
-        return;
-      case proto::DecodeOutcome::error:
-        if (res.version != 0) return server_.versionMismatch(*this, res.version);
-        server_.protocolError(*this, res.reason);
-        return;
-      case proto::DecodeOutcome::frame:
-        server_.handleFrame(*this, res.frame);
-        in_.consume(res.consumed);
-        break;
-    }
-  }
+void Session::endInput(const char* why, int err) {
+  endReason_ = why;
+  lastErrno_ = err;
 }
 
 void Session::queueAcks(uint64_t msgId, uint64_t count) {

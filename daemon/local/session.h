@@ -1,15 +1,29 @@
 // Session: one connected application, as seen by LocalServer.
 //
 // It owns the client's socket, its input buffer (filled by big reads until
-// EAGAIN — the socket is edge-triggered — and parsed frame by frame), its
-// output buffer (frames appended by LocalServer, written by flush() once per
-// loop turn) and the list of services the client registered. Protocol
-// semantics live in LocalServer; Session does the I/O.
+// EAGAIN — the socket is edge-triggered), its output buffer (frames
+// appended by LocalServer, written by flush() once per loop turn) and the
+// list of services the client registered. Protocol semantics live in
+// LocalServer; Session does the I/O.
+//
+// Calls go one way: Session never calls its owner. Its events — bytes read,
+// the end of its input, the socket writable again, no HELLO in time — only
+// change what it exposes (input(), inputEnded(), takeWritable(),
+// helloExpired()) and mark it with its waker; LocalServer's service phase
+// reads that state and acts. Its state changes in one place, setState(),
+// which refuses an edge the state machine does not have:
+//
+//   awaiting_hello → ready → closing
+//          └─────────────────────┘
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/byte_buffer.h"
@@ -21,8 +35,6 @@
 
 namespace rdmamsg::local {
 
-class LocalServer;
-
 class Session {
  public:
   enum class State : uint8_t { awaiting_hello, ready, closing };
@@ -31,8 +43,10 @@ class Session {
   static constexpr uint8_t kPausedByRouter = 1;
   static constexpr uint8_t kPausedByOutput = 2;
 
-  Session(LocalServer& server, loop::EventLoop& loop, SessionId id, UniqueFd fd, PeerCred cred,
-          uint32_t maxBody, size_t maxAcksPerFrame);
+  // `wake` marks the session for its owner's service phase.
+  Session(loop::EventLoop& loop, SessionId id, UniqueFd fd, PeerCred cred, uint32_t maxBody,
+          size_t maxAcksPerFrame, std::chrono::milliseconds helloTimeout,
+          std::function<void()> wake);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -40,7 +54,18 @@ class Session {
   const PeerCred& cred() const { return cred_; }
   const std::string& name() const { return name_; }  // for log lines
   State state() const { return state_; }
-  void setState(State next);
+  void setState(State next);  // a transition the machine does not have is a bug: aborts
+
+  // What the reads left for the owner: bytes not yet parsed, and whether
+  // the input ended (the client closed, or a read failed: `endReason()`).
+  std::span<const std::byte> input() const { return in_.readable(); }
+  void consumeInput(size_t n) { in_.consume(n); }
+  uint32_t maxBody() const { return maxBody_; }
+  bool inputEnded() const { return endReason_ != nullptr; }
+  const char* endReason() const { return endReason_; }
+  bool helloExpired() const { return helloExpired_; }
+  // The socket became writable again (once per edge).
+  bool takeWritable() { return std::exchange(writable_, false); }
 
   // Services this client registered (few: a linear search is fastest).
   bool ownsService(std::string_view service) const;
@@ -53,6 +78,7 @@ class Session {
   void pause(uint8_t reason) { pauseMask_ |= reason; }
   void resume(uint8_t reason);
   bool pausedBy(uint8_t reason) const { return (pauseMask_ & reason) != 0; }
+  bool paused() const { return pauseMask_ != 0; }
   // Runs the read callback on this loop turn (bytes may predate registration).
   void kickRead();
 
@@ -117,9 +143,10 @@ class Session {
   int lastErrno() const { return lastErrno_; }
 
   // Set by LocalServer: output above the high watermark / queued for flush /
-  // the handler has been told about this session.
+  // marked for the service phase / the handler has been told about this session.
   bool congested = false;
   bool dirty = false;
+  bool marked = false;
   bool knownToHandler = false;
   // Set when the local policy refuses this client: the answer to its next
   // frame (HELLO), after which the session closes.
@@ -133,10 +160,10 @@ class Session {
 
  private:
   void onReadable();
-  void processInput();
+  void endInput(const char* why, int err);
 
-  LocalServer& server_;
   const SessionId id_;
+  std::function<void()> wake_;
   UniqueFd fd_;
   const PeerCred cred_;
   const uint32_t maxBody_;
@@ -145,6 +172,9 @@ class Session {
   State state_ = State::awaiting_hello;
   uint8_t pauseMask_ = 0;
   int lastErrno_ = 0;
+  const char* endReason_ = nullptr;
+  bool writable_ = false;
+  bool helloExpired_ = false;
   ByteBuffer in_;
   ByteBuffer out_;
   uint64_t delivered_ = 0;  // DELIVER frames appended

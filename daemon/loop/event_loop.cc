@@ -22,6 +22,7 @@ EventLoop::EventLoop() : base_(event_base_new()) {
   wakeup_.reset(event_new(
       base_.get(), -1, 0, [](int, short, void*) {}, nullptr));
   if (!wakeup_) throw std::runtime_error("event_new failed");
+  turn_ = std::make_unique<Turn>(*this);
 }
 
 EventLoop::~EventLoop() = default;

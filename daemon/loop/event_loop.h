@@ -9,6 +9,8 @@
 #include <chrono>
 #include <memory>
 
+#include "daemon/loop/turn.h"
+
 struct event;
 struct event_base;
 
@@ -22,6 +24,8 @@ class EventLoop {
   EventLoop& operator=(const EventLoop&) = delete;
 
   event_base* base() const { return base_.get(); }
+  // The phases that end every turn (turn.h).
+  Turn& turn() { return *turn_; }
 
   // Runs until exit() is called or nothing is registered any more.
   void run();
@@ -40,6 +44,7 @@ class EventLoop {
   };
   std::unique_ptr<event_base, BaseDeleter> base_;  // declared first: destroyed last
   std::unique_ptr<event, EventDeleter> wakeup_;    // bounds runOnce(timeout)
+  std::unique_ptr<Turn> turn_;
   bool exiting_ = false;
 };
 

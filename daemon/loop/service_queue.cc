@@ -3,8 +3,8 @@
 
 namespace rdmamsg::loop {
 
-ServiceQueue::ServiceQueue(EventLoop& loop, Service service)
-    : service_(std::move(service)), step_(loop, [this] { run(); }) {}
+ServiceQueue::ServiceQueue(EventLoop& loop, Service service, Phase phase)
+    : service_(std::move(service)), step_(loop, phase, [this] { run(); }) {}
 
 void ServiceQueue::mark(uint32_t key) {
   if (key >= isMarked_.size()) isMarked_.resize(key + 1, 0);

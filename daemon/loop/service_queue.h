@@ -11,14 +11,14 @@
 #include <functional>
 #include <vector>
 
-#include "daemon/loop/events.h"
+#include "daemon/loop/turn.h"
 
 namespace rdmamsg::loop {
 
 class ServiceQueue {
  public:
   using Service = std::function<void(uint32_t key)>;
-  ServiceQueue(EventLoop& loop, Service service);
+  ServiceQueue(EventLoop& loop, Service service, Phase phase = Phase::service);
   ServiceQueue(const ServiceQueue&) = delete;
   ServiceQueue& operator=(const ServiceQueue&) = delete;
 
@@ -44,7 +44,7 @@ class ServiceQueue {
   Service service_;
   std::vector<uint32_t> marked_, running_;
   std::vector<uint8_t> isMarked_;
-  Deferred step_;
+  PhaseTask step_;
 };
 
 }  // namespace rdmamsg::loop

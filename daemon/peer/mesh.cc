@@ -43,14 +43,14 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
       events_(events),
       incarnation_(incarnation),
       queue_(loop, [this](uint32_t key) { service(key); }),
-      postStep_(std::make_unique<loop::Deferred>(loop,
-                                                 [this] {
-                                                   for (uint32_t i : toPost_) {
-                                                     posting_[i] = 0;
-                                                     peers_[i]->post();
-                                                   }
-                                                   toPost_.clear();
-                                                 })),
+      postStep_(std::make_unique<loop::PhaseTask>(loop, loop::Phase::post,
+                                                  [this] {
+                                                    for (uint32_t i : toPost_) {
+                                                      posting_[i] = 0;
+                                                      peers_[i]->post();
+                                                    }
+                                                    toPost_.clear();
+                                                  })),
       relistenTimer_(std::make_unique<loop::Timer>(loop, [this] { relisten(); })) {
   budget_.limit = cfg.registeredMemoryLimit;
   for (const auto& p : cfg.peers)

@@ -159,7 +159,7 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // a post hands off to the device, and the listener is on the critical path).
   std::vector<uint32_t> toPost_;
   std::vector<uint8_t> posting_;
-  std::unique_ptr<loop::Deferred> postStep_;
+  std::unique_ptr<loop::PhaseTask> postStep_;
   std::unique_ptr<loop::Timer> relistenTimer_;
   std::function<void()> shutdownDone_;
   std::unique_ptr<loop::Timer> shutdownTimer_;

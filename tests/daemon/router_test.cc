@@ -160,6 +160,7 @@ TEST_F(RouterPair, ALaggingListenerIsConfirmedAsItConsumes) {
   Status st = inThread([&] {
     Result<uint64_t> id = other->send("beta", "live", bytes("hi"));
     if (!id.ok()) return id.status();
+    if (Status f = other->flush(5s); !f.ok()) return f;
     Message m;
     if (Status r = live->receive(m, 5s); !r.ok()) return r;
     Completion c;

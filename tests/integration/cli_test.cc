@@ -62,7 +62,6 @@ TEST(Cli, ADaemonLostMidStreamIsReportedWithWhereToResume) {
   Process listener;
   std::string out = c.dir().file("listen.out");
   ASSERT_TRUE(startListener(listener, c, "beta", "inbox", 1000000, out));
-  listener.signal(SIGSTOP);  // it reads nothing: the stream stalls on its window
   const int lines = 300000;
   {
     std::ofstream in(c.dir().file("lines.txt"));
@@ -79,6 +78,9 @@ TEST(Cli, ADaemonLostMidStreamIsReportedWithWhereToResume) {
   o.stdoutPath = c.dir().file("send.out");
   o.stderrPath = c.dir().file("send.err");
   ASSERT_TRUE(sender.start(o));
+  // The listener takes some, then nothing more: the stream stalls on its window.
+  ASSERT_TRUE(rdmamsg::test::waitFor([&] { return readFile(out).size() >= 64 * 1024; }, 20s));
+  listener.signal(SIGSTOP);
   // Beta holds deliveries the listener has not taken: the stream is stalled.
   ASSERT_TRUE(waitForStatus(
       c.socket("beta"),

@@ -143,11 +143,13 @@ TEST(OnDemand, NoMessageIsLostAcrossIdleCloses) {
   Cluster c({"alpha", "beta"}, o);
   ASSERT_TRUE(c.start());
   std::map<std::string, Client> clients;
+  std::map<std::string, std::unique_ptr<Taker>> inboxes;  // listeners that keep up
   for (const std::string n : {"alpha", "beta"}) {
     auto cl = Client::connect(c.socket(n));
     ASSERT_TRUE(cl) << cl.status().toString();
-    ASSERT_TRUE(cl->registerService("inbox").ok());
     clients.emplace(n, std::move(*cl));
+    inboxes[n] = Taker::start(c.socket(n), "inbox");
+    ASSERT_TRUE(inboxes[n]);
   }
   const std::map<std::string, std::string> other = {{"alpha", "beta"}, {"beta", "alpha"}};
   std::map<std::string, int> sent, okCount, failCount;
@@ -197,11 +199,11 @@ TEST(OnDemand, NoMessageIsLostAcrossIdleCloses) {
     const std::string from = other.at(to);
     Message m;
     for (int i = 0; i < sent[from]; i++) {
-      ASSERT_TRUE(clients.at(to).receive(m, 10s).ok())
+      ASSERT_TRUE(inboxes.at(to)->receive(m, 10s).ok())
           << to << " got " << i << " of " << sent[from];
       ASSERT_EQ(m.text(), from + "-" + std::to_string(i));
     }
-    EXPECT_FALSE(clients.at(to).receive(m, 0ms).ok()) << "a message arrived twice";
+    EXPECT_FALSE(inboxes.at(to)->receive(m, 0ms).ok()) << "a message arrived twice";
   }
   // The connection was closed for idleness and reopened along the way.
   uint64_t closes = peerCount(c.socket("alpha"), "beta", "idle_closes");
@@ -299,18 +301,20 @@ TEST(OnDemand, MixedWithAlwaysNodes) {
   EXPECT_EQ(peerEntry(*b, "alpha")->value("connect", ""), "always");
 
   std::map<std::string, Client> clients;
+  std::map<std::string, std::unique_ptr<Taker>> inboxes;
   for (const std::string n : {"alpha", "beta"}) {
     auto cl = Client::connect(c.socket(n));
     ASSERT_TRUE(cl);
-    ASSERT_TRUE(cl->registerService("inbox").ok());
     clients.emplace(n, std::move(*cl));
+    inboxes[n] = Taker::start(c.socket(n), "inbox");
+    ASSERT_TRUE(inboxes[n]);
   }
   ASSERT_TRUE(clients.at("alpha").sendAndWait("beta", "inbox", bytesOf("a->b"), 10s).ok());
   ASSERT_TRUE(clients.at("beta").sendAndWait("alpha", "inbox", bytesOf("b->a"), 10s).ok());
   Message m;
-  ASSERT_TRUE(clients.at("beta").receive(m, 10s).ok());
+  ASSERT_TRUE(inboxes.at("beta")->receive(m, 10s).ok());
   EXPECT_EQ(m.text(), "a->b");
-  ASSERT_TRUE(clients.at("alpha").receive(m, 10s).ok());
+  ASSERT_TRUE(inboxes.at("alpha")->receive(m, 10s).ok());
   EXPECT_EQ(m.text(), "b->a");
 
   // alpha asks to close its idle connections every 300ms; beta and gamma

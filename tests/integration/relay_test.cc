@@ -270,8 +270,9 @@ TEST(Relay, SlowListenerPushesBackOnTheSenderWithBoundedMemory) {
   Cluster c({"alpha", "beta"});
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.waitFullMesh(10s));
-  auto listener = Taker::start(c.socket("beta"), "slow");
+  auto listener = Client::connect(c.socket("beta"));
   ASSERT_TRUE(listener);
+  ASSERT_TRUE(listener->registerService("slow").ok());
   const size_t rssBefore = rssKiB(c["alpha"].pid()) + rssKiB(c["beta"].pid());
 
   std::atomic<int> queued{0};

@@ -10,6 +10,9 @@
 
 #include "daemon/loop/event_loop.h"
 #include "daemon/loop/events.h"
+#include "daemon/loop/turn.h"
+
+#include <string>
 
 namespace rdmamsg::loop {
 namespace {
@@ -26,6 +29,38 @@ TEST(EventLoopTest, DeferredRunsOnceAfterSchedule) {
   EXPECT_FALSE(d.scheduled());
   loop.runOnce();
   EXPECT_EQ(runs, 1);
+}
+
+// The turn's phases run in their named order whatever the order of
+// scheduling; work marked for an earlier phase sends the turn round again
+// within the same iteration; a destroyed task never runs.
+TEST(TurnTest, PhasesRunInOrderAndGoRoundForEarlierWork) {
+  EventLoop loop;
+  std::string trace;
+  auto gone = std::make_unique<PhaseTask>(loop, Phase::reap, [&] { trace += "X"; });
+  PhaseTask service(loop, Phase::service, [&] { trace += "s"; });
+  PhaseTask reap(loop, Phase::reap, [&] { trace += "r"; });
+  PhaseTask flush(loop, Phase::flush, [&] { trace += "f"; });
+  bool again = true;
+  PhaseTask post(loop, Phase::post, [&] {
+    trace += "p";
+    if (std::exchange(again, false)) service.schedule();  // work for an earlier phase
+  });
+  PhaseTask report(loop, Phase::report, [&] {
+    trace += "R";
+    gone.reset();  // destroyed while scheduled
+  });
+  gone->schedule();
+  reap.schedule();
+  post.schedule();
+  flush.schedule();
+  report.schedule();
+  service.schedule();
+  loop.runOnce();
+  EXPECT_EQ(trace, "sRfpsr");
+  trace.clear();
+  loop.runOnce();
+  EXPECT_EQ(trace, "");
 }
 
 TEST(EventLoopTest, TimerFiresAndCanBeCancelled) {

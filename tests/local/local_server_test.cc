@@ -1,6 +1,9 @@
 // LocalServer over real Unix sockets: handshake, registration, routing
 // through the loopback handler, errors to the sender, protocol violations.
+#include <sys/socket.h>
+
 #include <unistd.h>
+#include "daemon/local/session.h"
 
 #include "local_fixture.h"
 
@@ -231,6 +234,29 @@ TEST_F(LocalServerTest, ClientThatNeverSaysHelloIsDisconnected) {
   EXPECT_TRUE(stepUntil([&] { return server_->sessionCount() == 0; }));
   auto c = connect();  // others are served as before
   EXPECT_EQ(server_->sessionCount(), 1u);
+}
+
+// A session's state changes only along its machine's edges; anything else
+// is a bug and stops the daemon loudly, as ConnState does.
+TEST(SessionStateTest, OnlyTheMachinesEdgesAreTaken) {
+  loop::EventLoop loop;
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+  UniqueFd other(sv[1]);
+  int marks = 0;
+  local::Session s(loop, 1, UniqueFd(sv[0]), local::PeerCred{}, 1024, 8, std::chrono::seconds(5),
+                   [&] { ++marks; });
+  EXPECT_EQ(s.state(), local::Session::State::awaiting_hello);
+  // Bytes from the client only mark the session; its owner parses them.
+  ASSERT_EQ(::write(other.get(), "x", 1), 1);
+  for (int i = 0; i < 10 && marks == 0; i++)
+    loop.runOnce(std::chrono::milliseconds(10));
+  EXPECT_EQ(marks, 1);
+  EXPECT_EQ(s.input().size(), 1u);
+  s.setState(local::Session::State::ready);
+  EXPECT_DEATH(s.setState(local::Session::State::awaiting_hello), "invalid session state");
+  s.setState(local::Session::State::closing);
+  EXPECT_DEATH(s.setState(local::Session::State::ready), "invalid session state");
 }
 
 }  // namespace

@@ -915,6 +915,18 @@ public final class Client implements AutoCloseable {
       completions.add(first, count, errc, text);
       return;
     }
+    if (listener == null && count > futures.size()) {
+      // A long range and a few futures: find those, queue the rest as ranges.
+      long next = first;
+      for (long id : futuresIn(first, count)) {
+        if (id > next) completions.add(next, id - next, errc, text);
+        dispatchFutures.add(futures.remove(id));
+        dispatchCompletions.add(new Completion(id, errc, text));
+        next = id + 1;
+      }
+      if (next - first < count) completions.add(next, count - (next - first), errc, text);
+      return;
+    }
     for (long i = 0; i < count; i++) {
       long id = first + i;
       CompletableFuture<Completion> f = futures.remove(id);
@@ -925,6 +937,12 @@ public final class Client implements AutoCloseable {
         completions.add(id, 1, errc, text);
       }
     }
+  }
+
+  /** The ids of futures in {@code first .. first + count - 1}, in order. */
+  private long[] futuresIn(long first, long count) {
+    return futures.keySet().stream().mapToLong(Long::longValue)
+        .filter(id -> id - first >= 0 && id - first < count).sorted().toArray();
   }
 
   /** Releases the lock, then hands out the completions collected meanwhile. */

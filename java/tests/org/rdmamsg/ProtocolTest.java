@@ -217,6 +217,25 @@ class ProtocolTest {
   }
 
   @Test
+  void aFutureInTheMiddleOfAnAckRangeGetsItsCompletionAndTheRestQueue() throws Exception {
+    try (Client c = daemon.connect()) {
+      c.send("beta", "svc", text("1"));
+      c.send("beta", "svc", text("2"));
+      CompletableFuture<Completion> third = c.sendAsync("beta", "svc", text("3"));
+      c.send("beta", "svc", text("4"));
+      c.send("beta", "svc", text("5"));
+      c.flush(Duration.ofSeconds(10));
+      for (int i = 0; i < 5; i++) assertEquals(Frames.SEND, daemon.read().kind());
+      daemon.ack(1, 5);
+      assertEquals(new Completion(3, Errc.OK, ""), third.get(10, TimeUnit.SECONDS));
+      List<Long> polled = new ArrayList<>();
+      for (Completion x; (x = c.pollCompletion()) != null;) polled.add(x.msgId());
+      assertEquals(List.of(1L, 2L, 4L, 5L), polled);
+      assertEquals(0, c.inFlight());
+    }
+  }
+
+  @Test
   void requestErrorsAreThrownNamingTheReason() throws Exception {
     try (Client c = daemon.connect()) {
       CompletableFuture<RdmamsgException> register = CompletableFuture.supplyAsync(() -> {
