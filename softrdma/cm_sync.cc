@@ -69,7 +69,7 @@ int initQpAttr(rdma_cm_id* rid, ibv_qp_attr* a, int* mask) {
       return 0;
     case IBV_QPS_RTS:
       a->sq_psn = 0;
-      a->timeout = 14;
+      a->timeout = id->ack_timeout;
       a->retry_cnt = id->remote_retry & 7;
       a->rnr_retry = id->remote_rnr_retry & 7;
       a->max_rd_atomic = id->initiator_depth ? id->initiator_depth : 1;
@@ -297,6 +297,13 @@ SOFTRDMA_API const char* rdma_event_str(rdma_cm_event_type event) {
   }
 }
 
+static int setAckTimeout(rdma_cm_id* rid, const void* optval, size_t optlen) {
+  if (optlen != sizeof(uint8_t)) return setErr(EINVAL);
+  std::lock_guard lk(Fabric::get().cm_mu);
+  toCmId(rid)->ack_timeout = *static_cast<const uint8_t*>(optval) & 31;  // 5-bit field
+  return 0;
+}
+
 SOFTRDMA_API int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval,
                                  size_t optlen) {
   if (id == nullptr || optval == nullptr) return setErr(EINVAL);
@@ -307,8 +314,8 @@ SOFTRDMA_API int rdma_set_option(rdma_cm_id* id, int level, int optname, void* o
       case RDMA_OPTION_ID_REUSEADDR:
       case RDMA_OPTION_ID_AFONLY:
         return optlen == sizeof(int) ? 0 : setErr(EINVAL);
-      case RDMA_OPTION_ID_ACK_TIMEOUT:
-        return optlen == sizeof(uint8_t) ? 0 : setErr(EINVAL);
+      case RDMA_OPTION_ID_ACK_TIMEOUT:  // the QP's local ACK timeout, set at RTS
+        return setAckTimeout(id, optval, optlen);
       default:
         return setErr(ENOSYS);
     }
@@ -340,13 +347,13 @@ SOFTRDMA_API void rdma_destroy_srq(rdma_cm_id* id) {
 }
 
 SOFTRDMA_API int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) {
-  return setErr(ENOSYS);
+  return setErr(EOPNOTSUPP);
 }
 SOFTRDMA_API int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) {
-  return setErr(ENOSYS);
+  return setErr(EOPNOTSUPP);
 }
 SOFTRDMA_API int rdma_leave_multicast(rdma_cm_id*, sockaddr*) {
-  return setErr(ENOSYS);
+  return setErr(EOPNOTSUPP);
 }
 SOFTRDMA_API int rdma_set_local_ece(rdma_cm_id*, ibv_ece*) {
   return setErr(EOPNOTSUPP);

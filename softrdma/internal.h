@@ -479,6 +479,7 @@ struct CmId {
   // Connection parameters
   uint8_t remote_rnr_retry = 7, remote_retry = 7;
   uint8_t responder_resources = 1, initiator_depth = 1;
+  uint8_t ack_timeout = 14;  // RDMA_OPTION_ID_ACK_TIMEOUT; the kernel CM's default
   uint32_t remote_qpn = 0;
   bool qp_created_by_cm = false;
   bool cm_created_cqs = false;

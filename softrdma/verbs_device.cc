@@ -52,6 +52,10 @@ DeviceState& device() {
 }
 
 constexpr uint64_t kNodeGuid = 0x02005e00536f6674ULL;  // "...Soft"
+// No IEEE OUI of its own: the value rxe reports (RXE_VENDOR_ID); a part id
+// of 1, so that neither reads as "unset".
+constexpr uint32_t kVendorId = 0xFFFFFF;
+constexpr uint32_t kVendorPartId = 1;
 
 }  // namespace
 
@@ -334,8 +338,8 @@ SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->sys_image_guid = htobe64(kNodeGuid);
   a->max_mr_size = UINT64_MAX;
   a->page_size_cap = 0xfffff000;
-  a->vendor_id = 0;
-  a->vendor_part_id = 0;
+  a->vendor_id = kVendorId;
+  a->vendor_part_id = kVendorPartId;
   a->hw_ver = 1;
   a->max_qp = 1 << 16;
   a->max_qp_wr = kMaxQpWr;
@@ -391,10 +395,22 @@ SOFTRDMA_API ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entri
   if (ctx == nullptr || entries == nullptr) return -EINVAL;
   if (contextDead(ctx)) return -EIO;
   auto t = gidTable();
-  size_t n = t.size() < max_entries ? t.size() : max_entries;
+  if (max_entries < t.size()) return -EINVAL;  // ibv_query_gid_table.3: too small
+  const size_t n = t.size();
   for (size_t i = 0; i < n; i++)
     _ibv_query_gid_ex(ctx, 1, static_cast<uint32_t>(i), &entries[i], 0, 0);
   return static_cast<ssize_t>(n);
+}
+
+// libibverbs' private helper (driver.h), which reads the GID type from
+// sysfs; programs such as ibv_devinfo call it. Type 1 is RoCE v2
+// (IBV_GID_TYPE_SYSFS_ROCE_V2), like every entry of the table.
+SOFTRDMA_API int ibv_query_gid_type(ibv_context* ctx, uint8_t port, unsigned int index, int* type) {
+  if (ctx == nullptr || type == nullptr || port != 1) return EINVAL;
+  if (contextDead(ctx)) return EIO;
+  if (index >= gidTable().size()) return EINVAL;
+  *type = 1;
+  return 0;
 }
 
 SOFTRDMA_API int ibv_query_pkey(ibv_context* ctx, uint8_t port, int index, __be16* pkey) {

@@ -19,7 +19,7 @@ namespace {
 
 constexpr uint32_t kSignalEvery = 16;
 constexpr uint64_t kSendTag = 1ULL << 32;
-constexpr uint64_t kRecvTag = 2ULL << 32;
+constexpr uint64_t kRecvTag = rdma::kQpRecvTag;
 constexpr uint64_t kBeaconTag = 3ULL << 32;
 constexpr auto kFlushWait = std::chrono::seconds(2);
 

@@ -175,7 +175,10 @@ void Mesh::listen() {
     rdma::Device* d = deviceFor(listenId_->verbs);
     if (d == nullptr) throw std::runtime_error("cannot open the RDMA device of the listener");
     checkLimits(*d);
-  } else if (!checkedLimits_) {
+  } else {
+    openAllDevices();
+  }
+  if (listenId_->verbs == nullptr && !checkedLimits_) {
     // A wildcard address binds no device: check against the first one.
     std::string error;
     if (auto info = rdma::probeDevice(config_.listen, error)) {
@@ -184,6 +187,18 @@ void Mesh::listen() {
       checkedLimits_ = true;
     }
   }
+}
+
+// A wildcard listener binds no device: every device rdma_cm knows is opened
+// now, so that its pools are registered at start rather than by the first
+// connection through it (rdma_cm ids share these contexts).
+void Mesh::openAllDevices() {
+  int n = 0;
+  ibv_context** list = rdma_get_devices(&n);
+  if (list == nullptr) return;
+  for (int i = 0; i < n; i++)
+    if (list[i] != nullptr) deviceFor(list[i]);
+  rdma_free_devices(list);
 }
 
 // After a device was removed: listen again as soon as a device answers.
@@ -292,6 +307,10 @@ rdma::Device* Mesh::deviceFor(ibv_context* ctx) {
     pools.initialGrant = config_.initialGrant();
     pools.burst = config_.sharedReceiveBuffers;
     pools.chunk = config_.bufferCount;
+    pools.startPeers = config_.connect == config::ConnectMode::kAlways
+                           ? static_cast<uint32_t>(config_.peers.size())
+                           : 0;
+    pools.perPeerCount = config_.bufferCount;
     auto d = std::make_unique<rdma::Device>(
         loop_, ctx, static_cast<int>(std::min<uint64_t>(cqe, 1u << 30)), pools, budget_, this);
     rdma::Device* raw = d.get();

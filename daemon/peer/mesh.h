@@ -120,6 +120,7 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   rdma::Device* deviceFor(ibv_context* ctx);
   Connection& newConnection(uint32_t index);
   void listen();  // throws std::runtime_error
+  void openAllDevices();
   void relisten();
   void checkLimits(rdma::Device& device);
   void service(uint32_t key);

@@ -49,6 +49,7 @@ Device::Device(loop::EventLoop& loop, ibv_context* context, int cqEntries, const
         std::make_unique<SharedReceiveQueue>(pd_.get(), attr_, pools.bufferSize, pools.initialGrant,
                                              pools.burst, pools.chunk, kSrqRecvTag, budget);
   }
+  registerAtStart();
   io_ = std::make_unique<loop::IoEvent>(loop, channel_->fd, EV_READ | EV_PERSIST | EV_ET,
                                         [this](short) { onWakeup(); });
   if (setNonBlocking(context->async_fd))
@@ -112,6 +113,25 @@ std::unique_ptr<ReceiveSet> Device::takeReceiveSet(uint32_t count, uint64_t tag)
   } catch (...) {
     budget_.give(bytes);
     throw;
+  }
+}
+
+// Pools are registered once, at start, not when the first connections need
+// them; what the budget cannot hold waits for them. The burst (buffers lent
+// to busy peers) is registered when it is first lent: it is growth, beyond
+// what connected peers hold.
+void Device::registerAtStart() {
+  if (srq_) {
+    srq_->prepare(pools_.startPeers * pools_.initialGrant);
+    return;
+  }
+  const uint64_t bytes = BufferPool::registeredBytesFor(pools_.bufferSize, pools_.perPeerCount);
+  for (uint32_t i = 0; i < pools_.startPeers && pools_.perPeerCount > 0; i++) {
+    if (!budget_.take(bytes)) return;
+    spare_.push_back(std::make_unique<ReceiveSet>(pd_.get(), pools_.bufferSize, pools_.perPeerCount,
+                                                  kQpRecvTag));
+    counters_.bufferSetsCreated++;
+    counters_.registeredBytes += spare_.back()->registeredBytes();
   }
 }
 

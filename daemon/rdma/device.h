@@ -74,7 +74,16 @@ struct PoolParams {
   uint32_t initialGrant = 2;
   uint32_t burst = 32;
   uint32_t chunk = 16;
+  // Registered when the device opens, so that connecting registers nothing
+  // (within the budget): this many peers' initial grants on the shared
+  // receive queue, or this many per-peer receive sets of `perPeerCount`
+  // buffers.
+  uint32_t startPeers = 0;
+  uint32_t perPeerCount = 0;
 };
+
+// wr_id tag of a QP's own receive work requests (| buffer index).
+inline constexpr uint64_t kQpRecvTag = 2ULL << 32;
 
 // wr_id tag of the shared receive queue's work requests (| buffer index).
 inline constexpr uint64_t kSrqRecvTag = 4ULL << 32;
@@ -125,6 +134,7 @@ class Device {
  private:
   void onWakeup();
   void onAsyncEvents();
+  void registerAtStart();
   ibv_context* context_;
   DeviceListener* listener_;
   ibv_device_attr attr_{};

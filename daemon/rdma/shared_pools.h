@@ -119,6 +119,9 @@ class SharedReceiveQueue {
   // A new connection's allowance: the initial grant, registering a chunk if
   // needed. "" on success, else why not (the budget, or a failed registration).
   std::string reserveInitial();
+  // Registers (and posts) up to `buffers`, as the budget allows: at start,
+  // so that connections find them registered.
+  void prepare(uint32_t buffers) { grow(std::min(buffers, maxWr_)); }
   // The connection is gone (after giveBack() of what it was lent).
   void releaseInitial();
   // More for a busy connection holding `allowance` (up to `max`): up to as

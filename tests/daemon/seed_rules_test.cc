@@ -120,6 +120,30 @@ TEST_P(SeedPair, ReceivesArePostedBeforeConnectAndAcceptAndNoSendMeetsRnr) {
   EXPECT_GT(softrdma_counter("rdma_recvs"), recvsBefore) << "the counters are not live";
 }
 
+// Registered memory: pools are registered when the daemon starts — also on a
+// wildcard address, which binds no device — and the first connection
+// registers nothing more.
+TEST_P(SeedPair, PoolsAreRegisteredAtStartNotByTheFirstConnection) {
+  ASSERT_NE(port, 0);
+  const std::vector<std::pair<std::string, std::string>> nodes{{"alpha", "127.0.0.1"},
+                                                               {"beta", "127.0.0.2"}};
+  auto a = meshConfig("alpha", nodes, port), b = meshConfig("beta", nodes, port);
+  // A wildcard listener takes its port on every address: beta listens on another.
+  a.listen = addressOf("0.0.0.0", port);
+  b.listen = a.peers[0].address = addressOf("127.0.0.2", static_cast<uint16_t>(port + 1));
+  a.receiveQueue = b.receiveQueue = GetParam();
+  alpha = std::make_unique<Node>(loop, a);
+  alpha->mesh->start();
+  const uint64_t atStart = alpha->mesh->registeredBytes();
+  const uint64_t sendPool = uint64_t{a.sendBuffers} * a.bufferSize;
+  EXPECT_GE(atStart, sendPool + uint64_t{a.initialGrant()} * a.bufferSize)
+      << "the send pool and the receive buffers of its peer are registered at start";
+  beta = std::make_unique<Node>(loop, b);
+  beta->mesh->start();
+  ASSERT_TRUE(stepUntil(loop, [&] { return bothEstablished(); }));
+  EXPECT_EQ(atStart, alpha->mesh->registeredBytes()) << "the first connection registered memory";
+}
+
 TEST_P(SeedPair, AReceiveCompletionWithTheWrongOpcodeClosesTheConnection) {
   expectMalformedReceiveCloses(IBV_WC_SEND, SOFTRDMA_KEEP_BYTE_LEN);  // a good message
 }

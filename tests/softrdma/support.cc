@@ -298,6 +298,11 @@ void CmFixture::connect(const ConnectOptions& options) {
   ASSERT_NO_FATAL_FAILURE(resolveClient());
   ASSERT_NO_FATAL_FAILURE(client_.create(client_.id, options.clientQp));
   ASSERT_NO_FATAL_FAILURE(postRecvs(client_, options.clientRecvs));
+  if (options.clientAckTimeout >= 0) {
+    auto timeout = static_cast<uint8_t>(options.clientAckTimeout);
+    ASSERT_EQ(0, rdma_set_option(client_.id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &timeout,
+                                 sizeof timeout));
+  }
   rdma_conn_param param{};
   param.private_data = options.connectData.data();
   param.private_data_len = static_cast<uint8_t>(options.connectData.size());

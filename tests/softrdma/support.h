@@ -119,6 +119,7 @@ struct ConnectOptions {
   uint8_t clientRnrRetry = 7;  // governs the SERVER's sends (rdma_connect.3)
   uint8_t serverRnrRetry = 7;  // governs the CLIENT's sends (rdma_accept.3)
   int clientRecvs = 0;         // receives posted before connecting: wr_id kRecvBase+i, slot i
+  int clientAckTimeout = -1;   // >= 0: RDMA_OPTION_ID_ACK_TIMEOUT on the client id
   int serverRecvs = 0;
 };
 inline constexpr uint64_t kRecvBase = 1000;
