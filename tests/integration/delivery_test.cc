@@ -246,6 +246,7 @@ TEST_P(Isolation, ALiveFlowKeepsGoingBesideStuckServicesOfTheLargestSize) {
     ASSERT_EQ(m.text(), "live " + std::to_string(i));
   }
 
+#if !defined(__SANITIZE_ADDRESS__)  // the sanitizer's own memory would blur the bound
   // docs/architecture.md: per stuck flow, the receiver holds at most its
   // window and one message, the sender its queue, one message past it and
   // what the client wrote before it read the HOLD.
@@ -255,6 +256,7 @@ TEST_P(Isolation, ALiveFlowKeepsGoingBesideStuckServicesOfTheLargestSize) {
   const uint64_t beforeHold = (2u << 20) + (8u << 20) + 2 * kMaxMessage;
   EXPECT_LE(rssOf(c.socket("beta")), rssBeta0 + stuckCount * perFlowBeta + slack);
   EXPECT_LE(rssOf(c.socket("alpha")), rssAlpha0 + stuckCount * perFlowAlpha + beforeHold + slack);
+#endif
   EXPECT_TRUE(c["alpha"].running() && c["beta"].running());
 }
 
