@@ -229,7 +229,7 @@ class Peer {
   size_t lazyConfirmBytes_ = 0;  // confirmations of taken messages not yet due
   uint64_t lazyConfirmCount_ = 0;
   static constexpr uint64_t kLazyConfirmMessages = 128;
-  bool confirmsDue_ = false;     // confirms_ must go out at the next service step
+  bool confirmsDue_ = false;  // confirms_ must go out at the next service step
   std::mt19937_64 rng_;
 
   Outbound out_;
