@@ -129,9 +129,11 @@ const std::vector<Field> kCounters = {
     {"failures", "rdmamsg_send_failures", "counter",
      "Messages reported to their senders as failed, for any reason."},
     {"backpressure_pauses", "rdmamsg_backpressure_pauses", "counter",
-     "Times a client's sends were paused by a full flow queue."},
+     "HOLDs sent to clients: a destination's flow queue was full."},
+    {"holds_ignored", "rdmamsg_holds_ignored", "counter",
+     "Clients no longer read because they went on sending past a HOLD."},
     {"receive_memory_full", "rdmamsg_receive_memory_full", "counter",
-     "Times receive_memory_limit held the links back."},
+     "Messages answered busy at receive_memory_limit (their listener was behind)."},
     {"dropped_completions", "rdmamsg_dropped_completions", "counter",
      "Work completions for connections already gone."},
 };

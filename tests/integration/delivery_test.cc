@@ -190,7 +190,8 @@ TEST_P(Isolation, ALiveFlowKeepsGoingBesideStuckServicesOfTheLargestSize) {
   Cluster c({"alpha", "beta"}, o);
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.waitFullMesh(10s));
-  const uint64_t rssAlpha0 = rssOf(c.socket("alpha")), rssBeta0 = rssOf(c.socket("beta"));
+  [[maybe_unused]] const uint64_t rssAlpha0 = rssOf(c.socket("alpha")),
+                                  rssBeta0 = rssOf(c.socket("beta"));
   auto stuck = Client::connect(c.socket("beta"));  // registers them all, takes nothing
   ASSERT_TRUE(stuck);
   for (int i = 0; i < stuckCount; i++)
