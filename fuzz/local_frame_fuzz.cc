@@ -97,6 +97,14 @@ void checkFields(const Frame& f, Bytes body) {
     case FrameKind::bye:
       FUZZ_CHECK(body.empty());
       return;
+    case FrameKind::consumed:
+      FUZZ_CHECK(body.size() == 8);
+      return;
+    case FrameKind::hold:
+    case FrameKind::resume:
+      FUZZ_CHECK(isValidName(f.node) && isValidName(f.service));
+      FUZZ_CHECK(f.node.size() + f.service.size() + 2 == body.size());
+      return;
   }
   FUZZ_CHECK(!"decoded an unknown frame kind");
 }
@@ -145,6 +153,15 @@ bool encodeAgain(const Frame& f, ByteBuffer& out) {
       return true;
     case FrameKind::bye:
       encodeBye(out);
+      return true;
+    case FrameKind::consumed:
+      encodeConsumed(out, f.msgId);
+      return true;
+    case FrameKind::hold:
+      encodeHold(out, f.node, f.service);
+      return true;
+    case FrameKind::resume:
+      encodeResume(out, f.node, f.service);
       return true;
   }
   return false;

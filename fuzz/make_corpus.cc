@@ -68,6 +68,9 @@ void localFrames(const fs::path& dir) {
     encodeStatusReply(b, R"({"node":"alpha","peers":[],"services":["orders"]})");
   });
   one("bye", [](ByteBuffer& b) { encodeBye(b); });
+  one("consumed", [](ByteBuffer& b) { encodeConsumed(b, 4096); });
+  one("hold", [](ByteBuffer& b) { encodeHold(b, "nodeB", "inbox"); });
+  one("resume", [](ByteBuffer& b) { encodeResume(b, "nodeB", "inbox"); });
   // What each side reads from its socket in a short session.
   one("client_session", [](ByteBuffer& b) {
     encodeHello(b, "cli");
