@@ -139,12 +139,10 @@ class LocalServer {
   size_t sessionCount() const { return sessions_.size(); }
 
  private:
-  friend class Session;
-
   void acceptAll();
   void addSession(UniqueFd fd);
   Session* find(SessionId id) const;  // nullptr when unknown or closing
-  // Called by Session.
+  // Frames and events of one session (its service phase).
   void markDirty(Session& s);
   void handleFrame(Session& s, const proto::Frame& frame);
   void protocolError(Session& s, const char* reason);
