@@ -105,7 +105,7 @@ void Daemon::petWatchdog() {
 
 void Daemon::updateStatus() {
   size_t up = 0;
-  for (const auto& p : mesh_->peers())
+  for (const peer::Peer* p : mesh_->configuredPeers())
     up += p->established() ? 1 : 0;
   std::string s = "STATUS=" + std::to_string(up) + "/" + std::to_string(config_.peers.size()) +
                   " peers established, " + std::to_string(server_->sessionCount()) + " clients, " +

@@ -266,8 +266,7 @@ std::string Router::statusJson() const {
       {"reloads_failed", configState_.reloadsFailed},
       {"restart_pending", configState_.restartPending}};
   json peers = json::array();
-  for (const auto& p : mesh_->peers()) {
-    if (p->removed()) continue;
+  for (const peer::Peer* p : mesh_->configuredPeers()) {
     json e;
     e["name"] = p->name();
     e["address"] = p->address().toString();

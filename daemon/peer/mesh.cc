@@ -47,7 +47,7 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
                                                   [this] {
                                                     for (uint32_t i : toPost_) {
                                                       posting_[i] = 0;
-                                                      peers_[i]->post();
+                                                      if (peers_[i]) peers_[i]->post();
                                                     }
                                                     toPost_.clear();
                                                   })),
@@ -57,20 +57,58 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
     addPeer(p);
 }
 
-void Mesh::addPeer(const config::Peer& p) {
-  auto i = static_cast<uint32_t>(peers_.size());
-  peers_.push_back(
-      std::make_unique<Peer>(loop_, *this, config_, p, events_, queue_.waker(keyOf(i))));
-  index_[peers_.back().get()] = i;
-  conns_.emplace_back();
-  posting_.push_back(0);
+Peer& Mesh::addPeer(const config::Peer& p) {
+  uint32_t i;
+  if (!freeSlots_.empty()) {
+    i = freeSlots_.back();
+    freeSlots_.pop_back();
+  } else {
+    i = static_cast<uint32_t>(peers_.size());
+    peers_.emplace_back();
+    generation_.push_back(0);
+    conns_.emplace_back();
+    posting_.push_back(0);
+  }
+  peers_[i] = std::make_unique<Peer>(loop_, *this, config_, p, events_, queue_.waker(keyOf(i)));
+  index_[peers_[i].get()] = i;
+  return *peers_[i];
+}
+
+void Mesh::freeIfRetired(uint32_t i) {
+  Peer* p = peers_[i].get();
+  if (p == nullptr || !p->removed() || p->state() != PeerState::kStopped || !conns_[i].empty())
+    return;
+  spdlog::debug("peer {}: removed and closed: freed", p->name());
+  if (lastPeer_ == p) lastPeer_ = nullptr;
+  index_.erase(p);
+  peers_[i].reset();
+  generation_[i]++;  // receipts that name it name nobody now
+  freeSlots_.push_back(i);
+}
+
+Peer* Mesh::peerByHandle(uint64_t handle) const {
+  const auto i = static_cast<uint32_t>(handle);
+  if (i >= peers_.size() || generation_[i] != static_cast<uint32_t>(handle >> 32)) return nullptr;
+  return peers_[i].get();
+}
+
+std::vector<const Peer*> Mesh::configuredPeers() const {
+  std::vector<const Peer*> out;
+  for (const auto& p : peers_)
+    if (p && !p->removed()) out.push_back(p.get());
+  return out;
+}
+
+size_t Mesh::peerObjectCount() const {
+  return peers_.size() - freeSlots_.size();
 }
 
 std::vector<std::string> Mesh::prepareReload(const config::Config& next) {
   // Sized for the new peers and the old ones still closing (two QPs each).
   size_t closing = 0;
   for (size_t i = 0; i < peers_.size(); i++)
-    if (peers_[i]->removed() ? !conns_[i].empty() : next.findPeer(peers_[i]->name()) == nullptr)
+    if (peers_[i] &&
+        (peers_[i]->removed() ? !conns_[i].empty() : next.findPeer(peers_[i]->name()) == nullptr))
       closing++;
   const size_t peers = next.peers.size() + closing;
   std::vector<std::string> problems;
@@ -89,30 +127,23 @@ std::vector<std::string> Mesh::prepareReload(const config::Config& next) {
 
 void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
   lastPeer_ = nullptr;
-  for (auto& p : peers_)
-    if (!p->removed() && config_.findPeer(p->name()) == nullptr)
-      p->retire(p->name() + " was removed from the configuration of " + config_.node);
-  for (const auto& c : config_.peers) {
-    if (peer(c.name) != nullptr || shutdownDone_) continue;
-    // Back after a removal: the retired object is reused once it is closed.
-    auto old = std::find_if(peers_.begin(), peers_.end(), [&](const auto& p) {
-      return p->removed() && p->name() == c.name && p->state() == PeerState::kStopped &&
-             conns_[index_.at(p.get())].empty();
-    });
-    if (old != peers_.end()) {
-      (*old)->revive(c.address);
-      continue;
-    }
-    addPeer(c);
-    peers_.back()->start();
+  for (uint32_t i = 0; i < peers_.size(); i++) {
+    Peer* p = peers_[i].get();
+    if (p == nullptr || p->removed() || config_.findPeer(p->name()) != nullptr) continue;
+    p->retire(p->name() + " was removed from the configuration of " + config_.node);
+    queue_.mark(keyOf(i));  // the service step frees it once it is closed
   }
+  // A peer configured again gets a new object (a removed one may still be
+  // closing its connection).
+  for (const auto& c : config_.peers)
+    if (peer(c.name) == nullptr && !shutdownDone_) addPeer(c).start();
   for (const auto& name : readdressed)
     if (Peer* p = peer(name)) p->readdress(config_.findPeer(name)->address);
   if (config_.secret)
-    for (auto& p : peers_)
-      if (!p->removed()) p->requireAuthentication();
-  for (auto& p : peers_)
-    p->applyConnectMode();  // connect may have changed to always
+    forEachPeer([](Peer& p) {
+      if (!p.removed()) p.requireAuthentication();
+    });
+  forEachPeer([](Peer& p) { p.applyConnectMode(); });  // connect may have changed to always
   warnUnverified();
 }
 
@@ -135,8 +166,7 @@ void Mesh::start() {
                      ? "; connections idle for " + config::formatDuration(config_.idleTimeout) +
                            " are closed"
                      : "");
-  for (auto& p : peers_)
-    p->start();
+  forEachPeer([](Peer& p) { p.start(); });
 }
 
 void Mesh::warnUnverified() const {
@@ -208,8 +238,7 @@ void Mesh::relisten() {
     listen();
     spdlog::info("RDMA device available again: listening for peers on {}",
                  config_.listen.toString());
-    for (auto& p : peers_)
-      p->redialSoon();
+    forEachPeer([](Peer& p) { p.redialSoon(); });
   } catch (const LimitError& e) {
     listenId_.reset();
     spdlog::error("the RDMA device that came back cannot hold the configuration: {}", e.what());
@@ -230,8 +259,7 @@ void Mesh::checkLimits(rdma::Device& device) {
 void Mesh::shutdown(std::function<void()> done) {
   shutdownDone_ = std::move(done);
   relistenTimer_->cancel();
-  for (auto& p : peers_)
-    p->shutdown();
+  forEachPeer([](Peer& p) { p.shutdown(); });
   shutdownTimer_ = std::make_unique<loop::Timer>(loop_, [this] {
     spdlog::warn("{} connection(s) did not finish their teardown in time", connectionCount());
     if (auto d = std::move(shutdownDone_)) d();
@@ -258,7 +286,7 @@ size_t Mesh::connectionCount() const {
 Peer* Mesh::peer(std::string_view name) {
   if (lastPeer_ != nullptr && lastPeer_->name() == name) return lastPeer_;
   for (auto& p : peers_) {
-    if (p->name() == name && !p->removed()) {
+    if (p && p->name() == name && !p->removed()) {
       lastPeer_ = p.get();
       return lastPeer_;
     }
@@ -384,6 +412,7 @@ void Mesh::service(uint32_t key) {
     return;
   }
   const uint32_t i = key - 1;
+  if (!peers_[i]) return;  // freed; a wake-up of the peer it was
   Peer& p = *peers_[i];
   p.service();
   if (!posting_[i]) {
@@ -400,6 +429,7 @@ void Mesh::service(uint32_t key) {
     if (reap && !c->authFailure().empty()) countAuthFailure(p, *c);
     return reap;
   });
+  freeIfRetired(i);
   if (shutdownDone_) checkShutdownDone();
   if (std::any_of(devices_.begin(), devices_.end(),
                   [](const auto& d) { return d.second->failed(); }))
@@ -459,8 +489,7 @@ void Mesh::onDeviceEvent(rdma::Device& device, ibv_event_type type) {
       return;
     case IBV_EVENT_PORT_ACTIVE:
       spdlog::info("RDMA device {}: port active: dialing peers", device.name());
-      for (auto& p : peers_)
-        p->redialSoon();
+      forEachPeer([](Peer& p) { p.redialSoon(); });
       return;
     default:
       spdlog::info("RDMA device {}: {}", device.name(), ibv_event_type_str(type));
@@ -534,8 +563,9 @@ void Mesh::onConnectRequest(const rdma::CmEvent& e) {
   if (hello->targetId != nodeId(config_.node))
     return reject(e.id, RejectReason::kWrongTarget, from);
   Peer* peer = nullptr;
-  for (auto& p : peers_)
-    if (p->id() == hello->nodeId && !p->removed()) peer = p.get();
+  forEachPeer([&](Peer& p) {
+    if (p.id() == hello->nodeId && !p.removed()) peer = &p;
+  });
   if (peer == nullptr) return reject(e.id, RejectReason::kUnknownPeer, from);
   // A name is only a claim: it must come from that node's address.
   if (const config::Peer* cfg = config_.findPeer(peer->name()); cfg && cfg->verifyAddress) {

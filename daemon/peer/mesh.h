@@ -82,14 +82,19 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
 
   // The configured peer named `name` (never a removed one), or nullptr.
   Peer* peer(std::string_view name);
-  // Every peer object, removed ones included (Peer::removed()).
-  const std::vector<std::unique_ptr<Peer>>& peers() const { return peers_; }
-  // A handle that names a peer for as long as the mesh lives (receipts of
-  // deliveries carry it), and the peer it names (nullptr: none).
-  uint64_t handleOf(const Peer& peer) const { return index_.at(&peer); }
-  Peer* peerByHandle(uint64_t handle) const {
-    return handle < peers_.size() ? peers_[handle].get() : nullptr;
+  // The configured peers, in the order they were added.
+  std::vector<const Peer*> configuredPeers() const;
+  // Peer objects alive: the configured ones and removed ones still closing.
+  size_t peerObjectCount() const;
+  // A handle that names one peer object and never another (receipts of
+  // deliveries carry it: a slot and that slot's generation), and the peer it
+  // names: nullptr once that peer was removed and freed, even if its slot
+  // holds a newer peer.
+  uint64_t handleOf(const Peer& peer) const {
+    const uint32_t i = index_.at(&peer);
+    return uint64_t{generation_[i]} << 32 | i;
   }
+  Peer* peerByHandle(uint64_t handle) const;
   uint64_t incarnation() const { return incarnation_; }
   size_t connectionCount() const;
   // Bytes of buffers one connected peer registers: buffer_size x buffer_count,
@@ -115,7 +120,14 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // Service keys: the devices, then peer i at i + 1.
   static constexpr uint32_t kDevicesKey = 0;
   static uint32_t keyOf(uint32_t index) { return index + 1; }
-  void addPeer(const config::Peer& p);
+  Peer& addPeer(const config::Peer& p);  // in a free slot, not started
+  // Frees slot i's peer if it was removed and is closed (no connection left).
+  void freeIfRetired(uint32_t i);
+  template <typename F>
+  void forEachPeer(F&& f) {
+    for (auto& p : peers_)
+      if (p) f(*p);
+  }
   ConnParams paramsFor(const Peer& peer) const;
   rdma::Device* deviceFor(ibv_context* ctx);
   Connection& newConnection(uint32_t index);
@@ -146,9 +158,12 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   std::map<ibv_context*, std::unique_ptr<rdma::Device>> devices_;
   rdma::CmIdPtr listenId_;
   loop::ServiceQueue queue_;  // keys: kDevicesKey, keyOf(peer index)
-  // Only grows: a removed peer stays, retired (receipts may name it), and is
-  // revived if its name is configured again.
-  std::vector<std::unique_ptr<Peer>> peers_;
+  // Peer slots: a removed peer is retired (its messages failed, its
+  // connection closed) and freed once its last connection is reaped; its
+  // slot is reused, under a new generation, by the next peer added.
+  std::vector<std::unique_ptr<Peer>> peers_;  // nullptr: a free slot
+  std::vector<uint32_t> generation_;          // by slot
+  std::vector<uint32_t> freeSlots_;
   std::unordered_map<const Peer*, uint32_t> index_;
   Peer* lastPeer_ = nullptr;  // peer()'s last answer
   // Connections of each peer (by index): the current one, and old ones still closing.

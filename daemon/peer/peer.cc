@@ -31,8 +31,8 @@ bool edgeAllowed(PeerState from, PeerState to) {
       return to == PeerState::kConnecting || to == PeerState::kStopped || to == PeerState::kIdle;
     case PeerState::kStopping:
       return to == PeerState::kStopped;
-    case PeerState::kStopped:  // a retired peer configured again (reload)
-      return to == PeerState::kIdle;
+    case PeerState::kStopped:  // for good (a peer configured again is a new object)
+      return false;
   }
   return false;
 }
@@ -118,14 +118,6 @@ void Peer::shutdown(const std::string& why) {
 void Peer::retire(const std::string& why) {
   removed_ = true;
   shutdown(why);
-}
-
-void Peer::revive(const config::Address& address) {
-  removed_ = false;
-  cfg_.address = address;
-  attempts_ = 0;
-  setState(PeerState::kIdle);
-  start();
 }
 
 void Peer::readdress(const config::Address& address) {

@@ -109,13 +109,10 @@ class Peer {
   // Stops dialing and closes the connection; its messages in flight fail
   // with `why`.
   void shutdown(const std::string& why = "daemon stopping");
-  // Removed from the configuration (a reload): shut down for good. The
-  // object stays (receipts of deliveries still name it) but is no longer
-  // found by name, dialed, or listed.
+  // Removed from the configuration (a reload): shut down for good, no longer
+  // found by name, dialed, or listed; the mesh frees it once it is closed.
   void retire(const std::string& why);
   bool removed() const { return removed_; }
-  // A retired peer configured again: dials `address` (its counters go on).
-  void revive(const config::Address& address);
   // A reload gave it another address: the connection (or the attempt) is
   // closed, and it dials the new address at once.
   void readdress(const config::Address& address);

@@ -71,6 +71,40 @@ TEST_F(MeshPair, OneConnectionPerPairCarriesMessagesInOrderAndConfirmsThem) {
   EXPECT_EQ(alpha->peer("beta").inFlight(), 0u);
 }
 
+// A peer removed by a reload is freed once its connection is closed: a
+// mesh whose peer is removed and configured again twenty times holds one
+// peer object, a receipt that named the removed peer names nobody (not the
+// new peer in its slot), and the peer configured again carries messages.
+TEST_F(MeshPair, ARemovedPeerIsFreedAndItsHandleNamesNoPeerAfterIt) {
+  start();
+  const uint64_t old = alpha->mesh->handleOf(alpha->peer("beta"));
+  ASSERT_EQ(alpha->mesh->peerByHandle(old), &alpha->peer("beta"));
+  const config::Config full = alpha->config;
+  config::Config without = full;
+  without.peers.clear();
+  for (int round = 0; round < 20; round++) {
+    ASSERT_TRUE(alpha->mesh->prepareReload(without).empty());
+    alpha->config = without;
+    alpha->mesh->applyPeers({});
+    ASSERT_TRUE(stepUntil(loop, [&] { return alpha->mesh->peerObjectCount() == 0; }))
+        << "round " << round << ": the removed peer was not freed";
+    EXPECT_EQ(alpha->mesh->peerByHandle(old), nullptr);
+    ASSERT_TRUE(alpha->mesh->prepareReload(full).empty());
+    alpha->config = full;
+    alpha->mesh->applyPeers({});
+    ASSERT_EQ(alpha->mesh->peerObjectCount(), 1u);
+    ASSERT_EQ(alpha->mesh->configuredPeers().size(), 1u);
+    EXPECT_EQ(alpha->mesh->peerByHandle(old), nullptr) << "round " << round;
+  }
+  ASSERT_TRUE(stepUntil(loop, [&] {
+    return alpha->peer("beta").established() && beta->peer("alpha").established();
+  }));
+  uint64_t id = 1;
+  send("svc", 10, 100, id);
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.deliveredCount[1] == 10; }));
+  EXPECT_NE(alpha->mesh->peerByHandle(alpha->mesh->handleOf(alpha->peer("beta"))), nullptr);
+}
+
 TEST_F(MeshPair, LargeMessagesAreFragmentedAndReassembled) {
   start();
   uint64_t id = 1;
