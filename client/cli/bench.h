@@ -98,7 +98,11 @@ class DaemonWatch {
 // and service (the remote half of `bench latency`).
 class Echoer {
  public:
-  Echoer(Client& client, std::string service) : client_(client), service_(std::move(service)) {}
+  // Confirms each message with its echo, in the same write: a message counts
+  // as taken once its echo is queued (Client::confirmReceived).
+  Echoer(Client& client, std::string service) : client_(client), service_(std::move(service)) {
+    client_.setConfirmOnReceive(false);
+  }
   // Echoes whatever has arrived (reading the socket when nothing is queued,
   // which also writes the echoes) and collects the echoes' completions.
   void serviceIo();

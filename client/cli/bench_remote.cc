@@ -131,6 +131,7 @@ void Echoer::serviceIo() {
       continue;
     }
     ++echoed_;
+    client_.confirmReceived();  // writes the echo and the confirmation together
   }
   if (!client_.connectionStatus().ok() && failure_.ok()) failure_ = client_.connectionStatus();
 }

@@ -117,12 +117,11 @@ std::unique_ptr<ReceiveSet> Device::takeReceiveSet(uint32_t count, uint64_t tag)
 }
 
 // Pools are registered once, at start, not when the first connections need
-// them; what the budget cannot hold waits for them. The burst (buffers lent
-// to busy peers) is registered when it is first lent: it is growth, beyond
-// what connected peers hold.
+// them or a busy peer is first lent buffers (the memory plan counts the
+// burst): what the budget cannot hold waits for them.
 void Device::registerAtStart() {
   if (srq_) {
-    srq_->prepare(pools_.startPeers * pools_.initialGrant);
+    srq_->prepare(pools_.startPeers * pools_.initialGrant + pools_.burst);
     return;
   }
   const uint64_t bytes = BufferPool::registeredBytesFor(pools_.bufferSize, pools_.perPeerCount);

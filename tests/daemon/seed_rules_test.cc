@@ -121,8 +121,9 @@ TEST_P(SeedPair, ReceivesArePostedBeforeConnectAndAcceptAndNoSendMeetsRnr) {
 }
 
 // Registered memory: pools are registered when the daemon starts — also on a
-// wildcard address, which binds no device — and the first connection
-// registers nothing more.
+// wildcard address, which binds no device; with a shared receive queue, the
+// buffers lent to busy peers too — and the first connection registers
+// nothing more.
 TEST_P(SeedPair, PoolsAreRegisteredAtStartNotByTheFirstConnection) {
   ASSERT_NE(port, 0);
   const std::vector<std::pair<std::string, std::string>> nodes{{"alpha", "127.0.0.1"},
@@ -138,6 +139,11 @@ TEST_P(SeedPair, PoolsAreRegisteredAtStartNotByTheFirstConnection) {
   const uint64_t sendPool = uint64_t{a.sendBuffers} * a.bufferSize;
   EXPECT_GE(atStart, sendPool + uint64_t{a.initialGrant()} * a.bufferSize)
       << "the send pool and the receive buffers of its peer are registered at start";
+  if (GetParam() == config::ReceiveQueue::kShared) {
+    EXPECT_GE(atStart,
+              sendPool + uint64_t{a.initialGrant() + a.sharedReceiveBuffers} * a.bufferSize)
+        << "the buffers lent to busy peers are registered at start, not at the first lending";
+  }
   beta = std::make_unique<Node>(loop, b);
   beta->mesh->start();
   ASSERT_TRUE(stepUntil(loop, [&] { return bothEstablished(); }));
