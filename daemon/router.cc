@@ -146,6 +146,18 @@ void Router::onSend(local::SessionId session, const local::SendRequest& r) {
                  "no listener for service " + std::string(r.service) + " on " + config_.node));
     }
     const local::SessionId to = *listener;
+    // Other local senders are held (HOLD) while the listener is congested;
+    // a client sending to its own service cannot be (it would wait for
+    // itself). Past receive_memory_limit, a message for a listener that does
+    // not keep up is answered busy, as from a peer.
+    if (server_->trackedBytes() >= config_.receiveMemoryLimit && server_->outputCongested(to)) {
+      counters_.receiveMemoryFull++;
+      return fail(session, r.msgId,
+                  Status(Errc::busy,
+                         "the listener of " + std::string(r.service) + " on " + config_.node +
+                             " does not keep up and " + "receive_memory_limit (" +
+                             std::to_string(config_.receiveMemoryLimit) + " bytes) is reached"));
+    }
     // Acknowledged when the listener's application has taken it (onConsumed).
     const local::Receipt receipt{local::Receipt::Kind::local, session, 0, r.msgId, 1};
     server_->deliver(to, config_.node, r.fromService, r.service, r.payload, receipt);

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "harness.h"
+#include "raw_session.h"
 #include "rdmamsg/client.h"
 #include "tests/support/wait.h"
 
@@ -262,6 +263,58 @@ TEST_P(Isolation, ALiveFlowKeepsGoingBesideStuckServicesOfTheLargestSize) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StuckServices, Isolation, ::testing::Values(8, 32));
+
+// A client sending to its own service cannot be held (it would wait for
+// itself): one that sends without reading is answered busy once
+// receive_memory_limit is reached, every message is either delivered or
+// answered, and the daemon serves everyone else meanwhile.
+TEST(SelfSend, AClientSendingToItselfWithoutReadingIsAnsweredBusyPastTheLimit) {
+  MeshOptions o;
+  o.extra = "receive_memory_limit: 4MiB\n";
+  Cluster c({"alpha", "beta"}, o);
+  ASSERT_TRUE(c.start());
+  RawSession raw(c.socket("alpha"));
+  ASSERT_TRUE(raw.handshake()) << raw.error();
+  raw.setSendTimeout(20s);
+  ASSERT_TRUE(raw.registerService("me")) << raw.error();
+  const std::vector<std::byte> payload(64 * 1024, std::byte{'m'});
+  constexpr uint64_t kSent = 256;  // 16 MiB: four times the limit
+  for (uint64_t i = 1; i <= kSent; i++)
+    ASSERT_TRUE(raw.sendMessage(i, "alpha", "me", payload))
+        << "message " << i << ": " << raw.error();
+  ASSERT_TRUE(waitForStatus(c.socket("alpha"), [](const Json& s) {
+    return s.contains("counters") && s["counters"].value("receive_memory_full", uint64_t{0}) > 0;
+  })) << "no message was answered busy";
+
+  // Everyone else is served meanwhile.
+  auto other = Client::connect(c.socket("alpha"));
+  ASSERT_TRUE(other) << other.status().toString();
+  ASSERT_TRUE(other->registerService("other").ok());
+  const std::string x = "x";
+  EXPECT_EQ(other->sendAndWait("beta", "nobody", std::as_bytes(std::span(x)), 10s).code(),
+            Errc::unknown_service);
+
+  uint64_t delivered = 0, busy = 0;
+  bool registered = false;
+  while (delivered + busy < kSent) {
+    auto f = raw.nextFrame(10s);
+    ASSERT_TRUE(f) << raw.error() << " after " << delivered << " delivered, " << busy << " busy";
+    if (f->kind == proto::FrameKind::registered) {
+      registered = true;
+    } else if (f->kind == proto::FrameKind::deliver) {
+      delivered++;
+    } else {
+      ASSERT_EQ(f->kind, proto::FrameKind::error) << f->text;
+      EXPECT_EQ(f->errc, Errc::busy) << f->text;
+      EXPECT_NE(f->text.find("receive_memory_limit"), std::string::npos) << f->text;
+      busy++;
+    }
+  }
+  EXPECT_TRUE(registered);
+  EXPECT_GT(busy, 0u);
+  EXPECT_LE(delivered * payload.size(), (4u << 20) + (8u << 20))
+      << "the daemon held far more than receive_memory_limit for a listener that does not read";
+}
 
 }  // namespace
 }  // namespace rdmamsg::itest

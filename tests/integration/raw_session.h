@@ -55,6 +55,19 @@ class RawSession {
     return true;
   }
 
+  bool registerService(std::string_view service) {
+    ByteBuffer out;
+    proto::encodeRegister(out, service);
+    return writeAll(out);
+  }
+
+  // Bounds every later write: a daemon that stops reading fails it.
+  void setSendTimeout(std::chrono::milliseconds t) {
+    timeval tv{static_cast<time_t>(t.count() / 1000),
+               static_cast<suseconds_t>(t.count() % 1000 * 1000)};
+    ::setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
+
   bool sendMessage(uint64_t msgId, std::string_view node, std::string_view service,
                    std::span<const std::byte> payload) {
     ByteBuffer out;
