@@ -11,17 +11,23 @@
 
 namespace rdmamsg {
 
-ConfigReader::ConfigReader(loop::EventLoop& loop, Done done) : done_(std::move(done)) {
-  efd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (efd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
-  io_ = std::make_unique<loop::IoEvent>(loop, efd_, EV_READ | EV_PERSIST | EV_ET,
+ConfigReader::Shared::~Shared() {
+  if (efd >= 0) ::close(efd);
+}
+
+ConfigReader::ConfigReader(loop::EventLoop& loop, Done done)
+    : done_(std::move(done)), shared_(std::make_shared<Shared>()) {
+  shared_->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (shared_->efd < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  io_ = std::make_unique<loop::IoEvent>(loop, shared_->efd, EV_READ | EV_PERSIST | EV_ET,
                                         [this](short) { onReady(); });
 }
 
 ConfigReader::~ConfigReader() {
-  if (thread_.joinable()) thread_.join();
   io_.reset();
-  ::close(efd_);
+  // A name lookup may take as long as the name service wants: stopping does
+  // not wait for it. The thread keeps the state it writes alive.
+  if (thread_.joinable()) thread_.detach();
 }
 
 void ConfigReader::request(const std::string& path, const std::optional<std::string>& node) {
@@ -36,18 +42,18 @@ void ConfigReader::request(const std::string& path, const std::optional<std::str
 
 void ConfigReader::start() {
   again_ = false;
-  result_.reset();
-  thread_ = std::thread([this, path = path_, node = node_] {
-    result_.emplace(config::loadConfig(path, node));
+  shared_->result.reset();
+  thread_ = std::thread([shared = shared_, path = path_, node = node_] {
+    shared->result.emplace(config::loadConfig(path, node));
     const uint64_t one = 1;
-    while (::write(efd_, &one, sizeof one) < 0 && errno == EINTR) {
+    while (::write(shared->efd, &one, sizeof one) < 0 && errno == EINTR) {
     }
   });
 }
 
 void ConfigReader::onReady() {
   uint64_t n = 0;
-  while (::read(efd_, &n, sizeof n) < 0 && errno == EINTR) {
+  while (::read(shared_->efd, &n, sizeof n) < 0 && errno == EINTR) {
   }
   if (!thread_.joinable()) return;
   thread_.join();  // it has written its result and is ending
@@ -55,8 +61,8 @@ void ConfigReader::onReady() {
     start();  // a newer SIGHUP came meanwhile: only its read counts
     return;
   }
-  const config::LoadResult result = std::move(*result_);
-  result_.reset();
+  const config::LoadResult result = std::move(*shared_->result);
+  shared_->result.reset();
   done_(result);
 }
 

@@ -7,8 +7,10 @@
 // the last SIGHUP always sees the file as it was when it was sent.
 //
 // The thread shares nothing with the loop while it runs: it gets its
-// arguments by value, writes its result before signalling, and the loop
-// joins it before reading the result (the join orders the two).
+// arguments by value, writes its result (into state it co-owns) before
+// signalling, and the loop joins it before reading the result (the join
+// orders the two). A daemon stopping while a read is under way does not wait
+// for it: the thread is left to end on its own, with the state it owns.
 #pragma once
 
 #include <functional>
@@ -29,7 +31,7 @@ class ConfigReader {
   // `done` runs on the loop with each result. Throws std::system_error when
   // no eventfd can be had.
   ConfigReader(loop::EventLoop& loop, Done done);
-  ~ConfigReader();  // waits for a read under way
+  ~ConfigReader();  // leaves a read under way to end on its own
   ConfigReader(const ConfigReader&) = delete;
   ConfigReader& operator=(const ConfigReader&) = delete;
 
@@ -41,11 +43,17 @@ class ConfigReader {
   void start();
   void onReady();
 
+  // What a reader thread writes: its result and the eventfd it signals.
+  struct Shared {
+    int efd = -1;
+    std::optional<config::LoadResult> result;  // written by the thread, read after the join
+    ~Shared();
+  };
+
   Done done_;
-  int efd_ = -1;
+  std::shared_ptr<Shared> shared_;  // the thread holds a copy while it runs
   std::unique_ptr<loop::IoEvent> io_;
   std::thread thread_;
-  std::optional<config::LoadResult> result_;  // written by the thread, read after the join
   std::string path_;
   std::optional<std::string> node_;
   bool again_ = false;

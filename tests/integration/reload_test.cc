@@ -236,5 +236,29 @@ TEST(ReloadNames, ASlowNameLookupDoesNotStopTheLoop) {
       << c["alpha"].log();
 }
 
+// Stopping does not wait for a name lookup under way: SIGTERM while a
+// reload waits 60 s for a name service ends the daemon at once, cleanly.
+TEST(ReloadNames, SigtermDuringASlowLookupStopsAtOnce) {
+  MeshOptions o;
+  o.nodeWrapper["alpha"] = {"/usr/bin/env", "LD_PRELOAD=" + slowNamesLibrary(),
+                            "SLOW_NAMES_MS=60000"};
+  const std::string uid = std::to_string(::getuid());
+  o.nodeExtra["alpha"] = "local_policy:\n  connect:\n    users: [" + uid + "]\n";
+  Cluster c({"alpha"}, o);
+  ASSERT_TRUE(c.start());
+  std::string yaml = readFile(c.configPath("alpha"));
+  yaml.replace(yaml.find("users: [" + uid + "]"), 9 + uid.size(),
+               "users: [" + uid + ", slow-user]");
+  writeFile(c.configPath("alpha"), yaml);
+  c["alpha"].signal(SIGHUP);
+  ASSERT_TRUE(c["alpha"].waitLog("SIGHUP: reloading"));
+  ASSERT_TRUE(statusOf(c.socket("alpha"), 1s)) << "the lookup is not under way off the loop";
+  const auto asked = std::chrono::steady_clock::now();
+  auto code = c["alpha"].stop(10s);
+  ASSERT_TRUE(code) << "the daemon did not stop within 10 s of SIGTERM";
+  EXPECT_EQ(*code, 0) << c["alpha"].log();
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 5s) << "stopping waited for the lookup";
+}
+
 }  // namespace
 }  // namespace rdmamsg::itest
