@@ -236,13 +236,13 @@ const json& at(const json& obj, const char* key) {
 
 }  // namespace
 
-std::string render(const json& s) {
-  Exposition e;
-  const std::string node = s.value("node", "");
+namespace {
+
+void daemonFamilies(Exposition& e, const json& s) {
   e.family("rdmamsg_build", "info", "The daemon's node name, version and incarnation.");
   e.sample("rdmamsg_build", "_info",
-           label("node", node) + "," + label("version", s.value("version", "")) + "," +
-               label("incarnation", s.value("incarnation", "")),
+           label("node", s.value("node", "")) + "," + label("version", s.value("version", "")) +
+               "," + label("incarnation", s.value("incarnation", "")),
            "1");
   fields(e, s, kDaemon, "");
   fields(e, at(s, "config"), kConfig, "");
@@ -253,17 +253,6 @@ std::string render(const json& s) {
   for (const char* cause : {"unknown_node", "unknown_service"})
     if (c.contains(cause))
       e.sample("rdmamsg_send_failures_by_cause", "_total", label("cause", cause), number(c[cause]));
-  const json& policy = at(s, "local_policy");
-  e.family("rdmamsg_permission_denied", "counter",
-           "Local client requests refused by local_policy, by action (connect, register, send).");
-  for (const auto& [action, count] : at(policy, "permission_denied").items())
-    if (count.is_number())
-      e.sample("rdmamsg_permission_denied", "_total", label("action", action), number(count));
-  e.family("rdmamsg_local_policy_revoked_sessions", "counter",
-           "Local clients closed by a reload whose local_policy no longer allows what they held.");
-  if (policy.contains("revoked_sessions"))
-    e.sample("rdmamsg_local_policy_revoked_sessions", "_total", "",
-             number(policy["revoked_sessions"]));
   fields(e, at(s, "log"), kLog, "");
   e.family("rdmamsg_rejected_connections", "counter",
            "Incoming peer connections refused, by reason (wrong_address: not from the "
@@ -276,6 +265,23 @@ std::string render(const json& s) {
     e.family("rdmamsg_services", "gauge", "Services registered by local clients.");
     e.sample("rdmamsg_services", "", "", std::to_string(s["services"].size()));
   }
+}
+
+void policyFamilies(Exposition& e, const json& s) {
+  const json& policy = at(s, "local_policy");
+  e.family("rdmamsg_permission_denied", "counter",
+           "Local client requests refused by local_policy, by action (connect, register, send).");
+  for (const auto& [action, count] : at(policy, "permission_denied").items())
+    if (count.is_number())
+      e.sample("rdmamsg_permission_denied", "_total", label("action", action), number(count));
+  e.family("rdmamsg_local_policy_revoked_sessions", "counter",
+           "Local clients closed by a reload whose local_policy no longer allows what they held.");
+  if (policy.contains("revoked_sessions"))
+    e.sample("rdmamsg_local_policy_revoked_sessions", "_total", "",
+             number(policy["revoked_sessions"]));
+}
+
+void loopFamilies(Exposition& e, const json& s) {
   const json& loop = at(s, "loop");
   e.family("rdmamsg_loop_wakeups", "counter", "Event loop iterations that handled events.");
   if (loop.contains("wakeups"))
@@ -285,7 +291,27 @@ std::string render(const json& s) {
        {"socket_reads", "socket_writes", "accepts", "cq_event_reads", "cm_event_reads"})
     if (loop.contains(call))
       e.sample("rdmamsg_loop_syscalls", "_total", label("call", call), number(loop[call]));
+}
 
+void deliveryHistograms(Exposition& e, const json& peers) {
+  e.family("rdmamsg_peer_delivery_seconds", "histogram",
+           "Time from a message's first fragment on the link to the peer's confirmation that "
+           "its listener has it (1 in 16 messages).");
+  for (const auto& p : peers) {
+    const json& h = at(p, "delivery_seconds");
+    if (!h.contains("buckets")) continue;
+    const std::string pl = label("peer", p.value("name", ""));
+    for (const auto& b : h["buckets"])
+      e.sample("rdmamsg_peer_delivery_seconds", "_bucket",
+               pl + "," + label("le", canonical(b[0].get<double>())), number(b[1]));
+    e.sample("rdmamsg_peer_delivery_seconds", "_bucket", pl + "," + label("le", "+Inf"),
+             number(h["count"]));
+    e.sample("rdmamsg_peer_delivery_seconds", "_count", pl, number(h["count"]));
+    e.sample("rdmamsg_peer_delivery_seconds", "_sum", pl, number(h["sum"]));
+  }
+}
+
+void peerFamilies(Exposition& e, const json& s) {
   const json peers = s.contains("peers") && s["peers"].is_array() ? s["peers"] : json::array();
   e.family("rdmamsg_peer_up", "gauge", "1 while the connection to the peer is established.");
   for (const auto& p : peers) {
@@ -302,21 +328,10 @@ std::string render(const json& s) {
       fields(e, f, kFlow,
              label("peer", p.value("name", "")) + "," + label("service", f.value("service", "")));
   }
-  e.family("rdmamsg_peer_delivery_seconds", "histogram",
-           "Time from a message's first fragment on the link to the peer's confirmation that "
-           "its listener has it (1 in 16 messages).");
-  for (const auto& p : peers) {
-    const json& h = at(p, "delivery_seconds");
-    if (!h.contains("buckets")) continue;
-    const std::string pl = label("peer", p.value("name", ""));
-    for (const auto& b : h["buckets"])
-      e.sample("rdmamsg_peer_delivery_seconds", "_bucket",
-               pl + "," + label("le", canonical(b[0].get<double>())), number(b[1]));
-    e.sample("rdmamsg_peer_delivery_seconds", "_bucket", pl + "," + label("le", "+Inf"),
-             number(h["count"]));
-    e.sample("rdmamsg_peer_delivery_seconds", "_count", pl, number(h["count"]));
-    e.sample("rdmamsg_peer_delivery_seconds", "_sum", pl, number(h["sum"]));
-  }
+  deliveryHistograms(e, peers);
+}
+
+void deviceFamilies(Exposition& e, const json& s) {
   if (s.contains("devices") && s["devices"].is_array())
     for (const auto& d : s["devices"]) {
       const std::string dl = label("device", d.value("name", ""));
@@ -325,6 +340,17 @@ std::string render(const json& s) {
       fields(e, at(d, "shared_receive_queue"), kSrq, dl);
     }
   fields(e, at(s, "registered_memory"), kRegistered, "");
+}
+
+}  // namespace
+
+std::string render(const json& s) {
+  Exposition e;
+  daemonFamilies(e, s);
+  policyFamilies(e, s);
+  loopFamilies(e, s);
+  peerFamilies(e, s);
+  deviceFamilies(e, s);
   return e.text();
 }
 

@@ -59,8 +59,8 @@ Daemon::Daemon(config::Config cfg, CommandLine cmdline)
   server_->setDrainedCallback([this](local::SessionId s) { router_.onSessionDrained(s); });
   mesh_->start();
   if (config_.metricsListen)
-    metrics_ = std::make_unique<MetricsServer>(loop_, *config_.metricsListen,
-                                               [this] { return router_.statusJson(); });
+    metrics_ = std::make_unique<MetricsServer>(
+        loop_, *config_.metricsListen, [this] { return status::toJson(router_.snapshot()); });
   sigterm_ = std::make_unique<loop::SignalEvent>(loop_, SIGTERM, [this](int) { stop("SIGTERM"); });
   sigint_ = std::make_unique<loop::SignalEvent>(loop_, SIGINT, [this](int) { stop("SIGINT"); });
   reader_ = std::make_unique<ConfigReader>(

@@ -19,7 +19,7 @@ void MetricsServer::HttpDeleter::operator()(evhttp* h) const {
 }
 
 MetricsServer::MetricsServer(loop::EventLoop& loop, const config::Address& address,
-                             std::function<std::string()> status)
+                             std::function<nlohmann::json()> status)
     : http_(evhttp_new(loop.base())), status_(std::move(status)) {
   if (!http_) throw std::runtime_error("metrics_listen: cannot create the HTTP server");
   evhttp_set_allowed_methods(http_.get(), EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
@@ -52,8 +52,7 @@ void MetricsServer::onRequest(evhttp_request* req, void* arg) {
     return;
   }
   self->scrapes_++;
-  const std::string text =
-      metrics::render(nlohmann::json::parse(self->status_(), nullptr, /*allow_exceptions=*/false));
+  const std::string text = metrics::render(self->status_());
   evhttp_add_header(headers, "Content-Type", std::string(metrics::kContentType).c_str());
   evbuffer* body = evbuffer_new();
   evbuffer_add(body, text.data(), text.size());

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "config/address.h"
 #include "daemon/loop/event_loop.h"
 
@@ -18,10 +20,10 @@ namespace rdmamsg {
 
 class MetricsServer {
  public:
-  // `status` gives the status JSON. Throws std::runtime_error when the
-  // address cannot be bound.
+  // `status` gives the status snapshot's JSON form (status.h). Throws
+  // std::runtime_error when the address cannot be bound.
   MetricsServer(loop::EventLoop& loop, const config::Address& address,
-                std::function<std::string()> status);
+                std::function<nlohmann::json()> status);
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -34,7 +36,7 @@ class MetricsServer {
     void operator()(evhttp* h) const;
   };
   std::unique_ptr<evhttp, HttpDeleter> http_;
-  std::function<std::string()> status_;
+  std::function<nlohmann::json()> status_;
   uint64_t scrapes_ = 0;
 };
 

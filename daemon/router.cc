@@ -256,170 +256,44 @@ std::string Router::onStatus(local::SessionId) {
   return statusJson();
 }
 
-std::string Router::statusJson() const {
-  using nlohmann::json;
-  json j;
-  j["node"] = config_.node;
-  j["version"] = RDMAMSG_VERSION;
-  j["listen"] = config_.listen.toString();
-  j["socket"] = config_.socket;
-  char inc[24];
-  snprintf(inc, sizeof inc, "%016llx", static_cast<unsigned long long>(mesh_->incarnation()));
-  j["incarnation"] = inc;
-  j["uptime_seconds"] =
+status::Snapshot Router::snapshot() const {
+  status::Snapshot s;
+  s.node = config_.node;
+  s.version = RDMAMSG_VERSION;
+  s.listen = config_.listen.toString();
+  s.socket = config_.socket;
+  s.configFile = config_.sourceFile;
+  const auto level = spdlog::level::to_string_view(spdlog::get_level());
+  s.logLevel.assign(level.data(), level.size());
+  s.connectMode = config::toString(config_.connect);
+  s.receiveQueue = config::toString(config_.receiveQueue);
+  s.uptimeSeconds = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
-          .count();
-  j["config"] = {
-      {"file", config_.sourceFile},
-      {"generation", configState_.generation},
-      {"log_level", std::string(spdlog::level::to_string_view(spdlog::get_level()).data(),
-                                spdlog::level::to_string_view(spdlog::get_level()).size())},
-      {"last_reload", configState_.lastReload},
-      {"reloads_failed", configState_.reloadsFailed},
-      {"restart_pending", configState_.restartPending}};
-  json peers = json::array();
-  for (const peer::Peer* p : mesh_->configuredPeers()) {
-    json e;
-    e["name"] = p->name();
-    e["address"] = p->address().toString();
-    e["state"] = peer::toString(p->state());
-    e["connect"] = config::toString(config_.connect);
-    if (!p->lastError().empty()) e["last_error"] = p->lastError();
-    e["queued_bytes"] = p->queuedBytes();
-    e["in_flight"] = p->inFlight();
-    const auto& c = p->counters();
-    e["messages_sent"] = c.messagesSent;
-    e["messages_received"] = c.messagesReceived;
-    e["bytes_sent"] = c.bytesSent;
-    e["bytes_received"] = c.bytesReceived;
-    e["connects"] = c.connects;
-    e["heartbeats_sent"] = c.heartbeatsSent;
-    e["dials"] = c.dials;
-    e["idle_closes"] = c.idleCloses;
-    e["confirmed"] = p->confirmedCount();
-    const LatencyHistogram& h = p->deliveryLatency();
-    json buckets = json::array();
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < LatencyHistogram::kBounds.size(); i++)
-      buckets.push_back({LatencyHistogram::kBounds[i], cumulative += h.bucket(i)});
-    e["delivery_seconds"] = {
-        {"buckets", std::move(buckets)}, {"count", h.count()}, {"sum", h.sum()}};
-    e["failed"] = p->failedCount();
-    json flows = json::array();
-    for (const auto& f : p->flowStats())
-      flows.push_back({{"service", f.service},
-                       {"unconfirmed_bytes", f.unconfirmed},
-                       {"queued_bytes", f.queuedBytes},
-                       {"queued_messages", f.queuedMessages},
-                       {"paused", f.paused}});
-    e["flows"] = std::move(flows);
-    if (const peer::Connection* conn = p->connection()) {
-      const auto& k = conn->counters();
-      snprintf(inc, sizeof inc, "%016llx", static_cast<unsigned long long>(p->remoteIncarnation()));
-      e["incarnation"] = inc;
-      if (conn->established()) {
-        // Against the configuration as it is now: a reload may have rotated it.
-        const std::string fp = conn->secretFingerprint();
-        const char* how = "no";
-        if (conn->authenticated()) {
-          how = "a secret no longer configured";
-          if (config_.secret && fp == config_.secret->fingerprint)
-            how = "current secret";
-          else if (config_.previousSecret && fp == config_.previousSecret->fingerprint)
-            how = "previous secret";
-        }
-        e["authenticated"] = how;
-      }
-      e["rdma"] = {{"credits", conn->credits()},
-                   {"send_wrs", k.sendsPosted},
-                   {"send_wrs_signaled", k.sendsSignaled},
-                   {"post_send_calls", k.postSendCalls},
-                   {"recv_wrs", k.recvsPosted},
-                   {"post_recv_calls", k.postRecvCalls},
-                   {"batches_received", k.batchesReceived},
-                   {"credit_stalls", k.creditStalls},
-                   {"send_pool_waits", k.sendPoolWaits},
-                   {"receive_allowance", conn->allowance()},
-                   {"receive_lent", conn->lent()},
-                   {"credits_lent", k.creditsLent},
-                   {"credits_released", k.creditsReleased}};
-    }
-    peers.push_back(std::move(e));
-  }
-  j["peers"] = std::move(peers);
-  std::vector<std::string> names;
+          .count());
+  s.config = configState_;
+  if (config_.secret) s.secret = config_.secret->fingerprint;
+  if (config_.previousSecret) s.previousSecret = config_.previousSecret->fingerprint;
   for (const auto& [name, session] : services_)
-    names.push_back(name);
-  std::sort(names.begin(), names.end());
-  j["services"] = names;
-  j["counters"] = {{"messages_routed", counters_.messagesRouted},
-                   {"local_deliveries", counters_.localDeliveries},
-                   {"remote_deliveries", counters_.remoteDeliveries},
-                   {"failures", counters_.failures},
-                   {"unknown_node", counters_.unknownNode},
-                   {"unknown_service", counters_.unknownService},
-                   {"backpressure_pauses", counters_.backpressurePauses},
-                   {"holds_ignored", counters_.holdsIgnored},
-                   {"receive_memory_full", counters_.receiveMemoryFull},
-                   {"dropped_completions", mesh_->droppedCompletions()}};
-  const local::PolicyCounters& pc = server_->policyCounters();
-  j["local_policy"] = {
-      {"enabled", config_.localPolicy.has_value()},
-      {"permission_denied", {{"connect", pc.connect}, {"register", pc.reg}, {"send", pc.send}}},
-      {"revoked_sessions", pc.revokedSessions}};
-  j["log"] = {{"dropped", logging::dropped()}, {"suppressed", logging::suppressed()}};
-  json rejected = json::object();
-  const auto& r = mesh_->rejected();
-  for (size_t i = 1; i < r.size(); i++)
-    rejected[peer::keyOf(static_cast<peer::RejectReason>(i))] = r[i];
-  j["rejected_connections"] = std::move(rejected);
-  const auto fingerprint = [](const std::optional<config::Secret>& s) {
-    return s ? json(s->fingerprint) : json(nullptr);
-  };
-  j["authentication"] = {{"secret", fingerprint(config_.secret)},
-                         {"previous_secret", fingerprint(config_.previousSecret)}};
-  j["unconsumed"] = {{"bytes", server_->trackedBytes()},
-                     {"limit_bytes", config_.receiveMemoryLimit}};
-  json devices = json::array();
-  for (const auto& d : mesh_->deviceStats()) {
-    json dev = {{"name", d.name},
-                {"failed", d.failed},
-                {"cq_entries", d.cqEntries},
-                {"async_events", d.counters.asyncEvents},
-                {"buffer_sets_created", d.counters.bufferSetsCreated},
-                {"buffer_sets_reused", d.counters.bufferSetsReused},
-                {"registered_bytes", d.counters.registeredBytes},
-                {"send_buffers", {{"count", d.sendBuffers}, {"free", d.sendBuffersFree}}}};
-    if (d.srq)
-      dev["shared_receive_queue"] = {
-          {"registered", d.srq->registered},    {"posted", d.srq->posted},
-          {"reserved", d.srq->reserved},        {"connections", d.srq->connections},
-          {"limit_events", d.srq->limitEvents}, {"refused", d.srq->refused}};
-    devices.push_back(std::move(dev));
-  }
-  j["devices"] = std::move(devices);
-  const rdma::MemoryPlan plan = mesh_->memoryPlan();
-  j["registered_memory"] = {{"bytes", mesh_->registeredBytes()},
-                            {"limit_bytes", plan.limit},
-                            {"receive_queue", config::toString(config_.receiveQueue)},
-                            {"per_peer_bytes", plan.perPeer},
-                            {"send_pool_bytes", plan.sendPool},
-                            {"lendable_bytes", plan.burst},
-                            {"all_peers_bytes", plan.allPeers}};
-  j["listening"] = mesh_->listening();
-  const auto& sc = loop::syscalls();
-  j["loop"] = {{"wakeups", sc.loopWakeups},
-               {"socket_reads", sc.socketReads},
-               {"socket_writes", sc.socketWrites},
-               {"accepts", sc.accepts},
-               {"cq_event_reads", sc.cqEventReads},
-               {"cm_event_reads", sc.cmEventReads},
-               {"syscalls", sc.total()}};
-  j["rss_bytes"] = residentBytes();
-  j["heap_allocations"] = heapAllocations();
+    s.services.push_back(name);
+  std::sort(s.services.begin(), s.services.end());
+  s.counters = counters_;
+  s.localPolicy = config_.localPolicy.has_value();
+  s.policy = server_->policyCounters();
+  s.unconsumedBytes = server_->trackedBytes();
+  s.receiveMemoryLimit = config_.receiveMemoryLimit;
+  s.mesh = mesh_->snapshot();
+  s.logDropped = logging::dropped();
+  s.logSuppressed = logging::suppressed();
+  s.loop = loop::syscalls();
+  s.rssBytes = residentBytes();
+  s.heapAllocations = heapAllocations();
+  return s;
+}
+
+std::string Router::statusJson() const {
   // Text from files and peers (a path, a reload problem) may not be UTF-8:
   // replaced, never thrown.
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return status::toJson(snapshot()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace rdmamsg

@@ -41,20 +41,11 @@
 #include "daemon/local/local_server.h"
 #include "daemon/peer/mesh.h"
 #include "daemon/peer/peer.h"
+#include "daemon/status.h"
 
 namespace rdmamsg {
 
-struct RouterCounters {
-  uint64_t messagesRouted = 0;    // accepted from local clients
-  uint64_t localDeliveries = 0;   // handed to a listener on this node
-  uint64_t remoteDeliveries = 0;  // from peers, handed to a listener here
-  uint64_t failures = 0;          // reported to senders as failed
-  uint64_t unknownNode = 0;
-  uint64_t unknownService = 0;
-  uint64_t backpressurePauses = 0;  // HOLDs sent to clients
-  uint64_t holdsIgnored = 0;        // clients no longer read: they went on sending past a HOLD
-  uint64_t receiveMemoryFull = 0;   // messages answered busy at receive_memory_limit
-};
+using RouterCounters = status::RouterCounters;
 
 class Router : public local::LocalHandler, public peer::PeerEvents {
  public:
@@ -80,14 +71,11 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   // The local server's drained callback.
   void onSessionDrained(local::SessionId session);
 
+  // The status: each layer fills its part of the snapshot (status.h).
+  status::Snapshot snapshot() const;
   std::string statusJson() const;
   // The configuration's provenance, shown in status under "config".
-  struct ConfigState {
-    uint64_t generation = 1;  // 1 at start, +1 for every reload applied
-    std::string lastReload;   // "" (none yet), "applied", or why it was refused
-    uint64_t reloadsFailed = 0;
-    std::vector<std::string> restartPending;  // changes that wait for a restart
-  };
+  using ConfigState = status::ConfigState;
   void setConfigState(ConfigState s) { configState_ = std::move(s); }
   const RouterCounters& counters() const { return counters_; }
   size_t serviceCount() const { return services_.size(); }

@@ -316,6 +316,20 @@ std::vector<DeviceStats> Mesh::deviceStats() const {
   return out;
 }
 
+MeshSnapshot Mesh::snapshot() const {
+  MeshSnapshot s;
+  s.incarnation = incarnation_;
+  s.listening = listening();
+  for (const Peer* p : configuredPeers())
+    s.peers.push_back(p->snapshot());
+  s.devices = deviceStats();
+  s.rejected = rejected_;
+  s.droppedCompletions = droppedCompletions();
+  s.registeredBytes = registeredBytes();
+  s.plan = memoryPlan();
+  return s;
+}
+
 void Mesh::wakeAll() {
   for (uint32_t i = 0; i < peers_.size(); i++)
     queue_.mark(keyOf(i));

@@ -58,6 +58,18 @@ struct DeviceStats {
   std::optional<rdma::SrqStats> srq;  // receive_queue: shared
 };
 
+// The mesh, for the status (daemon/status.h).
+struct MeshSnapshot {
+  uint64_t incarnation = 0;
+  bool listening = false;
+  std::vector<PeerSnapshot> peers;  // the configured ones
+  std::vector<DeviceStats> devices;
+  std::array<uint64_t, kRejectReasons> rejected{};  // by RejectReason
+  uint64_t droppedCompletions = 0;
+  uint64_t registeredBytes = 0;
+  rdma::MemoryPlan plan;
+};
+
 class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
  public:
   Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events, uint64_t incarnation);
@@ -107,6 +119,7 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   const std::array<uint64_t, kRejectReasons>& rejected() const { return rejected_; }
   std::vector<DeviceStats> deviceStats() const;
   bool listening() const { return listenId_ != nullptr; }
+  MeshSnapshot snapshot() const;
   // Marks every peer for the service step (e.g. the router has room again).
   void wakeAll();
 

@@ -91,6 +91,18 @@ uint64_t Peer::remoteIncarnation() const {
   return conn_ != nullptr && conn_->remote() ? conn_->remote()->incarnation : 0;
 }
 
+PeerSnapshot Peer::snapshot() const {
+  PeerSnapshot s{cfg_.name,          cfg_.address.toString(), lastError_,       state_,
+                 out_.queuedBytes(), out_.inFlight(),         counters_,        out_.confirmed(),
+                 out_.failed(),      out_.deliveryLatency(),  out_.flowStats(), std::nullopt};
+  if (conn_ != nullptr)
+    s.link = LinkSnapshot{remoteIncarnation(),    conn_->established(),
+                          conn_->authenticated(), conn_->secretFingerprint(),
+                          conn_->credits(),       conn_->allowance(),
+                          conn_->lent(),          conn_->counters()};
+  return s;
+}
+
 std::chrono::milliseconds Peer::tickPeriod() const {
   auto period = std::min(config_.heartbeatInterval, std::chrono::milliseconds(1000));
   if (onDemand() && config_.idleTimeout.count() > 0) period = std::min(period, config_.idleTimeout);

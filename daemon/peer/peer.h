@@ -80,6 +80,28 @@ struct PeerCounters {
   uint64_t idleCloses = 0;  // connections closed by agreement for being idle
 };
 
+// A peer's current connection, for the status (daemon/status.h).
+struct LinkSnapshot {
+  uint64_t remoteIncarnation = 0;
+  bool established = false;
+  bool authenticated = false;
+  std::string secretFingerprint;  // of the secret it was proven with
+  uint32_t credits = 0, allowance = 0, lent = 0;
+  ConnCounters counters;
+};
+
+// A peer, for the status (daemon/status.h).
+struct PeerSnapshot {
+  std::string name, address, lastError;
+  PeerState state = PeerState::kIdle;
+  size_t queuedBytes = 0, inFlight = 0;
+  PeerCounters counters;
+  uint64_t confirmed = 0, failed = 0;
+  LatencyHistogram deliveryLatency;
+  std::vector<OutFlowStats> flows;
+  std::optional<LinkSnapshot> link;  // while it has a connection
+};
+
 class Peer {
  public:
   Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config::Peer peer,
@@ -96,6 +118,7 @@ class Peer {
   const std::string& lastError() const { return lastError_; }
   const PeerCounters& counters() const { return counters_; }
   const Connection* connection() const { return conn_; }
+  PeerSnapshot snapshot() const;
   uint64_t epoch() const { return epoch_; }
   size_t queuedBytes() const { return out_.queuedBytes(); }
   size_t inFlight() const { return out_.inFlight(); }

@@ -1,0 +1,192 @@
+// The status snapshot's JSON form (status.h).
+#include "daemon/status.h"
+
+#include <cstdio>
+
+namespace rdmamsg::status {
+
+using nlohmann::json;
+
+namespace {
+
+std::string hex16(uint64_t v) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+json histogramJson(const LatencyHistogram& h) {
+  json buckets = json::array();
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < LatencyHistogram::kBounds.size(); i++)
+    buckets.push_back({LatencyHistogram::kBounds[i], cumulative += h.bucket(i)});
+  return {{"buckets", std::move(buckets)}, {"count", h.count()}, {"sum", h.sum()}};
+}
+
+json flowsJson(const std::vector<peer::OutFlowStats>& flows) {
+  json out = json::array();
+  for (const auto& f : flows)
+    out.push_back({{"service", f.service},
+                   {"unconfirmed_bytes", f.unconfirmed},
+                   {"queued_bytes", f.queuedBytes},
+                   {"queued_messages", f.queuedMessages},
+                   {"paused", f.paused}});
+  return out;
+}
+
+// How an established connection was authenticated, against the
+// configuration as it is now (a reload may have rotated the secrets).
+const char* authenticatedText(const Snapshot& s, const peer::LinkSnapshot& l) {
+  if (!l.authenticated) return "no";
+  if (s.secret && l.secretFingerprint == *s.secret) return "current secret";
+  if (s.previousSecret && l.secretFingerprint == *s.previousSecret) return "previous secret";
+  return "a secret no longer configured";
+}
+
+json rdmaJson(const peer::LinkSnapshot& l) {
+  const peer::ConnCounters& k = l.counters;
+  return {{"credits", l.credits},
+          {"send_wrs", k.sendsPosted},
+          {"send_wrs_signaled", k.sendsSignaled},
+          {"post_send_calls", k.postSendCalls},
+          {"recv_wrs", k.recvsPosted},
+          {"post_recv_calls", k.postRecvCalls},
+          {"batches_received", k.batchesReceived},
+          {"credit_stalls", k.creditStalls},
+          {"send_pool_waits", k.sendPoolWaits},
+          {"receive_allowance", l.allowance},
+          {"receive_lent", l.lent},
+          {"credits_lent", k.creditsLent},
+          {"credits_released", k.creditsReleased}};
+}
+
+json peerJson(const Snapshot& s, const peer::PeerSnapshot& p) {
+  const peer::PeerCounters& c = p.counters;
+  json e = {{"name", p.name},
+            {"address", p.address},
+            {"state", peer::toString(p.state)},
+            {"connect", s.connectMode},
+            {"queued_bytes", p.queuedBytes},
+            {"in_flight", p.inFlight},
+            {"messages_sent", c.messagesSent},
+            {"messages_received", c.messagesReceived},
+            {"bytes_sent", c.bytesSent},
+            {"bytes_received", c.bytesReceived},
+            {"connects", c.connects},
+            {"heartbeats_sent", c.heartbeatsSent},
+            {"dials", c.dials},
+            {"idle_closes", c.idleCloses},
+            {"confirmed", p.confirmed},
+            {"delivery_seconds", histogramJson(p.deliveryLatency)},
+            {"failed", p.failed},
+            {"flows", flowsJson(p.flows)}};
+  if (!p.lastError.empty()) e["last_error"] = p.lastError;
+  if (p.link) {
+    e["incarnation"] = hex16(p.link->remoteIncarnation);
+    if (p.link->established) e["authenticated"] = authenticatedText(s, *p.link);
+    e["rdma"] = rdmaJson(*p.link);
+  }
+  return e;
+}
+
+json deviceJson(const peer::DeviceStats& d) {
+  json dev = {{"name", d.name},
+              {"failed", d.failed},
+              {"cq_entries", d.cqEntries},
+              {"async_events", d.counters.asyncEvents},
+              {"buffer_sets_created", d.counters.bufferSetsCreated},
+              {"buffer_sets_reused", d.counters.bufferSetsReused},
+              {"registered_bytes", d.counters.registeredBytes},
+              {"send_buffers", {{"count", d.sendBuffers}, {"free", d.sendBuffersFree}}}};
+  if (d.srq)
+    dev["shared_receive_queue"] = {
+        {"registered", d.srq->registered},    {"posted", d.srq->posted},
+        {"reserved", d.srq->reserved},        {"connections", d.srq->connections},
+        {"limit_events", d.srq->limitEvents}, {"refused", d.srq->refused}};
+  return dev;
+}
+
+void meshJson(const Snapshot& s, json& j) {
+  json peers = json::array();
+  for (const auto& p : s.mesh.peers)
+    peers.push_back(peerJson(s, p));
+  j["peers"] = std::move(peers);
+  json devices = json::array();
+  for (const auto& d : s.mesh.devices)
+    devices.push_back(deviceJson(d));
+  j["devices"] = std::move(devices);
+  json rejected = json::object();
+  for (size_t i = 1; i < s.mesh.rejected.size(); i++)
+    rejected[peer::keyOf(static_cast<peer::RejectReason>(i))] = s.mesh.rejected[i];
+  j["rejected_connections"] = std::move(rejected);
+  const rdma::MemoryPlan& plan = s.mesh.plan;
+  j["registered_memory"] = {{"bytes", s.mesh.registeredBytes},  {"limit_bytes", plan.limit},
+                            {"receive_queue", s.receiveQueue},  {"per_peer_bytes", plan.perPeer},
+                            {"send_pool_bytes", plan.sendPool}, {"lendable_bytes", plan.burst},
+                            {"all_peers_bytes", plan.allPeers}};
+  j["listening"] = s.mesh.listening;
+  j["incarnation"] = hex16(s.mesh.incarnation);
+}
+
+json countersJson(const Snapshot& s) {
+  const RouterCounters& c = s.counters;
+  return {{"messages_routed", c.messagesRouted},
+          {"local_deliveries", c.localDeliveries},
+          {"remote_deliveries", c.remoteDeliveries},
+          {"failures", c.failures},
+          {"unknown_node", c.unknownNode},
+          {"unknown_service", c.unknownService},
+          {"backpressure_pauses", c.backpressurePauses},
+          {"holds_ignored", c.holdsIgnored},
+          {"receive_memory_full", c.receiveMemoryFull},
+          {"dropped_completions", s.mesh.droppedCompletions}};
+}
+
+void processJson(const Snapshot& s, json& j) {
+  const loop::SyscallCounters& sc = s.loop;
+  j["loop"] = {{"wakeups", sc.loopWakeups},
+               {"socket_reads", sc.socketReads},
+               {"socket_writes", sc.socketWrites},
+               {"accepts", sc.accepts},
+               {"cq_event_reads", sc.cqEventReads},
+               {"cm_event_reads", sc.cmEventReads},
+               {"syscalls", sc.total()}};
+  j["log"] = {{"dropped", s.logDropped}, {"suppressed", s.logSuppressed}};
+  j["rss_bytes"] = s.rssBytes;
+  j["heap_allocations"] = s.heapAllocations;
+}
+
+}  // namespace
+
+json toJson(const Snapshot& s) {
+  json j;
+  j["node"] = s.node;
+  j["version"] = s.version;
+  j["listen"] = s.listen;
+  j["socket"] = s.socket;
+  j["uptime_seconds"] = s.uptimeSeconds;
+  j["config"] = {{"file", s.configFile},
+                 {"generation", s.config.generation},
+                 {"log_level", s.logLevel},
+                 {"last_reload", s.config.lastReload},
+                 {"reloads_failed", s.config.reloadsFailed},
+                 {"restart_pending", s.config.restartPending}};
+  j["services"] = s.services;
+  j["counters"] = countersJson(s);
+  j["local_policy"] = {
+      {"enabled", s.localPolicy},
+      {"permission_denied",
+       {{"connect", s.policy.connect}, {"register", s.policy.reg}, {"send", s.policy.send}}},
+      {"revoked_sessions", s.policy.revokedSessions}};
+  const auto fingerprint = [](const std::optional<std::string>& f) {
+    return f ? json(*f) : json(nullptr);
+  };
+  j["authentication"] = {{"secret", fingerprint(s.secret)},
+                         {"previous_secret", fingerprint(s.previousSecret)}};
+  j["unconsumed"] = {{"bytes", s.unconsumedBytes}, {"limit_bytes", s.receiveMemoryLimit}};
+  meshJson(s, j);
+  processJson(s, j);
+  return j;
+}
+
+}  // namespace rdmamsg::status
