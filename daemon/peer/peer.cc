@@ -304,8 +304,7 @@ void Peer::onUp() {
   const Hello& remote = *conn_->remote();
   attempts_ = 0;
   epoch_++;
-  expectedSeq_ = 1;
-  reasm_ = Reassembly{};
+  in_.reset();
   confirms_.clear();
   confirmsDue_ = false;
   lazyConfirmBytes_ = 0;
@@ -368,7 +367,7 @@ void Peer::onDown() {
   confirmsDue_ = false;
   lazyConfirmBytes_ = 0;
   lazyConfirmCount_ = 0;
-  reasm_ = Reassembly{};
+  in_.reset();
   if (wasUp) events_.connectionLost(*this);
   if (state_ == PeerState::kStopping) {
     setState(PeerState::kStopped);
@@ -537,85 +536,34 @@ bool Peer::onRecord(const Record& r) {
 }
 
 bool Peer::handleMessage(const Record& r) {
-  bool first = r.flags & kFirstFragment, last = r.flags & kLastFragment;
-  std::span<const std::byte> payload = r.payload;
-  if (first) {
-    if (r.seq != expectedSeq_ || reasm_.active) {
-      conn_->close("message out of sequence from peer");
-      return false;
-    }
-    uint64_t total = last ? r.payload.size() : r.totalLength;
-    if (!last && r.payload.size() > r.totalLength) {
-      conn_->close("fragment longer than its announced message");
-      return false;
-    }
-    if (total > config_.maxMessageSize) {
-      // Over our limit: nothing is kept, the sender is told, the connection stays.
-      expectedSeq_ = r.seq + 1;
-      if (last) {
-        confirm(r.seq, Errc::too_large);
-        return true;
-      }
-      reasm_.active = reasm_.discard = true;
-      reasm_.seq = r.seq;
+  const Inbound::Result m = in_.onRecord(r);
+  switch (m.kind) {
+    case Inbound::Result::Kind::kMore:
       return true;
-    }
-    if (!last) {
-      reasm_.active = true;
-      reasm_.complete = reasm_.discard = false;
-      reasm_.seq = r.seq;
-      reasm_.total = r.totalLength;
-      reasm_.src.assign(r.srcService);
-      reasm_.dst.assign(r.dstService);
-      reasm_.bytes.assign(r.payload.begin(), r.payload.end());
-      expectedSeq_ = r.seq + 1;
+    case Inbound::Result::Kind::kViolation:
+      conn_->close(m.why);
+      return false;
+    case Inbound::Result::Kind::kTooLarge:
+      confirm(m.seq, Errc::too_large);
       return true;
-    }
-    expectedSeq_ = r.seq + 1;
-  } else {
-    if (!reasm_.active || r.seq != reasm_.seq) {
-      conn_->close("fragment out of sequence from peer");
-      return false;
-    }
-    if (reasm_.discard) {
-      if (last) {
-        reasm_.active = reasm_.discard = false;
-        confirm(r.seq, Errc::too_large);
-      }
-      return true;
-    }
-    if (reasm_.bytes.size() + r.payload.size() > reasm_.total) {
-      conn_->close("fragments exceed the announced message length");
-      return false;
-    }
-    reasm_.bytes.insert(reasm_.bytes.end(), r.payload.begin(), r.payload.end());
-    if (!last) return true;
-    if (reasm_.bytes.size() != reasm_.total) {
-      conn_->close("fragments do not add up to the announced message length");
-      return false;
-    }
-    payload = reasm_.bytes;
+    case Inbound::Result::Kind::kMessage:
+      break;
   }
-  std::string_view src = first ? r.srcService : std::string_view(reasm_.src);
-  std::string_view dst = first ? r.dstService : std::string_view(reasm_.dst);
-  uint64_t seq = first ? r.seq : reasm_.seq;
-  Delivery d = events_.deliverIncoming(*this, epoch_, seq, src, dst, payload);
+  const Delivery d = events_.deliverIncoming(*this, epoch_, m.seq, m.src, m.dst, m.payload);
   counters_.messagesReceived++;
-  counters_.bytesReceived += payload.size();
-  reasm_.active = false;
-  if (!first) reasm_.bytes.clear();
+  counters_.bytesReceived += m.payload.size();
   switch (d) {
     case Delivery::kDelivered:
-      confirm(seq, Errc::ok);
+      confirm(m.seq, Errc::ok);
       return true;
     case Delivery::kUnknownService:
-      confirm(seq, Errc::unknown_service);
+      confirm(m.seq, Errc::unknown_service);
       return true;
     case Delivery::kAccepted:
       awaitingConsume_++;
       return true;
     case Delivery::kBusy:
-      confirm(seq, Errc::busy);
+      confirm(m.seq, Errc::busy);
       return true;
   }
   return true;
@@ -624,7 +572,7 @@ bool Peer::handleMessage(const Record& r) {
 // ------------------------------------------------------------ idle close
 
 bool Peer::quiet() const {
-  return out_.settled() && confirms_.empty() && awaitingConsume_ == 0 && !reasm_.active &&
+  return out_.settled() && confirms_.empty() && awaitingConsume_ == 0 && !in_.midMessage() &&
          !conn_->hasBatch();
 }
 

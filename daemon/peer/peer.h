@@ -60,6 +60,7 @@
 #include "daemon/loop/service_queue.h"
 #include "daemon/peer/connection.h"
 #include "daemon/peer/events.h"
+#include "daemon/peer/inbound.h"
 #include "daemon/peer/outbound.h"
 
 namespace rdmamsg::peer {
@@ -186,14 +187,6 @@ class Peer {
   void post();
 
  private:
-  struct Reassembly {
-    bool active = false;
-    bool complete = false;
-    bool discard = false;  // over our max_message_size: answered too_large
-    uint64_t seq = 0, total = 0;
-    std::string src, dst;
-    std::vector<std::byte> bytes;
-  };
   struct ConfirmRange {
     uint64_t first, last;
     uint16_t errc;
@@ -253,8 +246,7 @@ class Peer {
   std::mt19937_64 rng_;
 
   Outbound out_;
-  uint64_t expectedSeq_ = 1;
-  Reassembly reasm_;
+  Inbound in_{config_};  // reassembly of this connection's messages
   std::vector<ConfirmRange> confirms_;
 
   // Connect on demand and idle close (IdleClose records, protocol.h). Each

@@ -1,0 +1,64 @@
+// A peer's receiving side: the message records of one connection, in
+// sequence, reassembled into messages. Verbs-free, like Outbound: the peer
+// hands it every kMessage record in arrival order and acts on what it says
+// — a whole message to deliver, one over max_message_size to answer
+// too_large (nothing of it is kept), or a violation that closes the
+// connection (out of sequence, fragments that do not add up).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+#include "daemon/peer/protocol.h"
+
+namespace rdmamsg::peer {
+
+class Inbound {
+ public:
+  // Reads max_message_size from `cfg` at every first fragment (a reload may change it).
+  explicit Inbound(const config::Config& cfg) : cfg_(cfg) {}
+
+  struct Result {
+    enum class Kind {
+      kMore,       // a fragment kept; the message is not whole yet
+      kMessage,    // seq, src, dst, payload: a whole message
+      kTooLarge,   // seq: over max_message_size, to be answered too_large
+      kViolation,  // why: the connection must close
+    };
+    Kind kind = Kind::kMore;
+    uint64_t seq = 0;
+    std::string_view src, dst;
+    std::span<const std::byte> payload;  // valid until the next record
+    const char* why = "";                // kViolation
+  };
+
+  // The next kMessage record of this connection.
+  Result onRecord(const Record& r);
+  // A new connection: sequence numbers start at 1, nothing partly received.
+  void reset();
+  // A message is partly received.
+  bool midMessage() const { return active_; }
+
+ private:
+  Result first(const Record& r, bool last);
+  Result next(const Record& r, bool last);
+  static Result violation(const char* why) {
+    return {Result::Kind::kViolation, 0, {}, {}, {}, why};
+  }
+  static Result tooLarge(uint64_t seq) { return {Result::Kind::kTooLarge, seq, {}, {}, {}, ""}; }
+
+  const config::Config& cfg_;
+  uint64_t expectedSeq_ = 1;
+  // The message being reassembled (active_), or skipped (discard_).
+  bool active_ = false;
+  bool discard_ = false;
+  uint64_t seq_ = 0, total_ = 0;
+  std::string src_, dst_;
+  std::vector<std::byte> bytes_;
+};
+
+}  // namespace rdmamsg::peer
