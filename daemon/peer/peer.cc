@@ -466,6 +466,9 @@ bool Peer::writeConfirms() {
     conn_->batch().addConfirm(r.first, r.last, r.errc);
   }
   confirms_.erase(confirms_.begin(), confirms_.begin() + static_cast<std::ptrdiff_t>(done));
+  // What did not fit (no credit or send buffer now) goes as soon as one comes
+  // back — the connection marks the peer then — not with some later batch.
+  if (!confirms_.empty()) confirmsDue_ = true;
   return confirms_.empty();
 }
 
