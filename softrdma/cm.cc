@@ -38,6 +38,12 @@ std::unordered_map<uint32_t, std::weak_ptr<Conn>>& pendingBinds() {
   return *t;
 }
 
+void forkCm(ForkStep s) {
+  if (s != ForkStep::Child) return;
+  abandon(idTable());  // the parent's ids: every rdma_cm call on them fails with EINVAL
+  abandon(pendingBinds());
+}
+
 struct Listener : Endpoint {
   std::weak_ptr<CmId> id;
   void onEvents(uint32_t) override;

@@ -236,9 +236,13 @@ inline bool contextDead(ibv_context* c) {
 
 // ------------------------------------------------------------- progress
 
-// Something the progress thread polls.
+// Something the progress thread polls. Every endpoint is listed process-wide
+// (fork.cc), so that a forked child can close its copies of their sockets.
 struct Endpoint {
+  Endpoint();
   virtual ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
   virtual void onEvents(uint32_t events) = 0;
   int fd = -1;
   std::atomic<bool> dead{false};
@@ -276,14 +280,31 @@ class Fabric {
   int timewait_ms = 100;
   int cm_timeout_ms = 3000;
 
+  // fork() (fork.cc). Before: the progress thread stops between two turns
+  // and the Fabric's locks are taken. After, in the parent: released, the
+  // thread goes on. In the child, which has no progress thread: the
+  // inherited Fabric is abandoned without touching the kernel objects it
+  // shares with the parent (its epoll instance above all); the next get()
+  // builds a new one.
+  static void forkPrepare();
+  static void forkParent();
+  static void forkChild();
+
  private:
   Fabric();
   void run();
   void wake();
+  void park();  // progress thread: waits while a fork is under way
   bool onProgressThread() const { return std::this_thread::get_id() == thread_id_; }
   Context* cmContextLocked();
+  static std::atomic<Fabric*> instance_;
+  static std::mutex instance_mu_;  // creating the instance
   int epfd_ = -1;
   int wakefd_ = -1;
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  std::atomic<int> park_requests_{0};
+  bool parked_ = false;
   std::mutex mu_;
   std::multimap<Clock::time_point, std::function<void()>> timers_;
   std::vector<std::shared_ptr<Endpoint>> live_, graveyard_;
@@ -297,6 +318,30 @@ class Fabric {
 // Starts the control channel if SOFTRDMA_CONTROL names a path (control.cc);
 // called once, by the Fabric's constructor.
 void startControl(Fabric& f);
+
+// ---------------------------------------------------------------- fork
+//
+// The atfork handlers (Fabric::forkPrepare/Parent/Child, fork.cc) call each
+// module's hook with the step: Prepare takes the module's process-wide locks
+// (in the lock order, after the Fabric's), Parent releases them, Child
+// releases them and forgets what belonged to the parent (QPs, ids,
+// connections, contexts), which the child's new objects never meet.
+enum class ForkStep { Prepare, Parent, Child };
+// Empties `table` in a forked child: its contents move to a heap object that
+// is never freed, since the program may still hold pointers into them.
+template <typename T>
+void abandon(T& table) {
+  new T(std::move(table));
+  table.clear();
+}
+void forkEndpoints(ForkStep s);  // fabric.cc: closes the child's copies of every socket
+void forkDevice(ForkStep s);     // verbs_device.cc
+void forkCqs(ForkStep s);        // verbs_cq.cc
+void forkQps(ForkStep s);        // verbs_qp.cc
+void forkCm(ForkStep s);         // cm.cc (its tables are guarded by the Fabric's cm_mu)
+void forkManual(ForkStep s);     // manual_qp.cc
+void forkTransport(ForkStep s);  // transport.cc
+void forkCounters(ForkStep s);   // counters.cc
 
 // ---------------------------------------------------------- transport
 

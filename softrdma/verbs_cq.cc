@@ -22,6 +22,13 @@ static Registry<Cq>& cqs() {
   return *r;
 }
 
+void forkCqs(ForkStep s) {
+  if (s == ForkStep::Prepare)
+    cqs().lockForFork();
+  else
+    cqs().unlockAfterFork();
+}
+
 Cq* findCq(uint32_t id) {
   return cqs().find(id >> 8, id);
 }

@@ -169,6 +169,26 @@ Registry<Mr>& mrs() {
   return *r;
 }
 
+void forkDevice(ForkStep s) {
+  DeviceState& d = device();
+  switch (s) {
+    case ForkStep::Prepare:
+      d.mu.lock();
+      mrs().lockForFork();
+      return;
+    case ForkStep::Child:
+      // The parent's contexts stay usable by the child (their async pipe is
+      // shared, as the uverbs file is), but device events and removals in
+      // the child reach only the contexts it opens itself.
+      abandon(d.contexts);
+      [[fallthrough]];
+    case ForkStep::Parent:
+      mrs().unlockAfterFork();
+      d.mu.unlock();
+      return;
+  }
+}
+
 Mr* findMrByKey(uint32_t key) {
   return mrs().find(key >> 8, key);
 }
@@ -545,11 +565,3 @@ SOFTRDMA_API int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
 }
 
 SOFTRDMA_API void ibv_ack_async_event(ibv_async_event*) {}
-
-SOFTRDMA_API int ibv_fork_init(void) {
-  return 0;
-}
-
-SOFTRDMA_API ibv_fork_status ibv_is_fork_initialized(void) {
-  return IBV_FORK_UNNEEDED;
-}

@@ -5,11 +5,12 @@
 // a PSN and hands the frame to the QP's connection, which writes it to the
 // socket at once (the doorbell). A send completes when the responder
 // acknowledges it, in posting order. The receive side lives in transport.cc.
+#include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <unordered_map>
 
 #include "counters.h"
@@ -28,13 +29,23 @@ std::unordered_map<uint32_t, std::shared_ptr<Qp>>& qpTable() {
   return *t;
 }
 
+// QP numbers start at a random point in each process (and again in a forked
+// child), so that processes on one machine rarely share one.
+uint32_t randomQpnBase() {
+  uint32_t r = 0;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
+    r = static_cast<uint32_t>(getpid()) * 2654435761u;
+  return r & 0xffff00;
+}
+
+std::atomic<uint32_t>& nextQpn() {
+  static std::atomic<uint32_t> next{randomQpnBase()};
+  return next;
+}
+
 uint32_t allocQpn() {
-  static std::atomic<uint32_t> next = [] {
-    std::random_device rd;
-    return static_cast<uint32_t>(rd()) & 0xffff00;
-  }();
   for (;;) {
-    uint32_t n = next++ & 0xffffff;
+    uint32_t n = nextQpn()++ & 0xffffff;
     if (n > 1) return n;
   }
 }
@@ -107,6 +118,23 @@ std::vector<std::shared_ptr<Qp>> allQps() {
   for (auto& [n, q] : qpTable())
     v.push_back(q);
   return v;
+}
+
+void forkQps(ForkStep s) {
+  switch (s) {
+    case ForkStep::Prepare:
+      qps_mu.lock();
+      srqs().lockForFork();
+      return;
+    case ForkStep::Child:
+      abandon(qpTable());  // the parent's QPs: unknown to the child's verbs
+      nextQpn() = randomQpnBase();
+      [[fallthrough]];
+    case ForkStep::Parent:
+      srqs().unlockAfterFork();
+      qps_mu.unlock();
+      return;
+  }
 }
 
 Srq* findSrq(uint32_t id) {
