@@ -326,18 +326,23 @@ SOFTRDMA_API int rdma_resolve_route(rdma_cm_id* rid, int) {
   return syncComplete(rid);
 }
 
-SOFTRDMA_API int rdma_create_qp(rdma_cm_id* rid, ibv_pd* pd, ibv_qp_init_attr* attr) {
-  if (attr == nullptr) return setErr(EINVAL);
+// librdmacm's rdma_create_qp_ex: the id's PD unless one is given, a send and
+// a receive CQ (each with its own channel) when none are, and an extended QP
+// when the attributes ask for one (ibv_create_qp_ex's own dispatch).
+SOFTRDMA_API int rdma_create_qp_ex(rdma_cm_id* rid, ibv_qp_init_attr_ex* ax) {
+  if (ax == nullptr) return setErr(EINVAL);
   std::shared_ptr<CmId> id;
   {
     std::lock_guard lk(Fabric::get().cm_mu);
     id = liveId(rid);
   }
   if (!id || rid->verbs == nullptr || rid->qp != nullptr) return setErr(EINVAL);
-  if (pd == nullptr) pd = rid->pd;
-  if (pd == nullptr) return setErr(EINVAL);
-  if (pd->context != rid->verbs) return setErr(EINVAL);
-  ibv_qp_init_attr a = *attr;
+  ibv_qp_init_attr_ex a = *ax;
+  if (!(a.comp_mask & IBV_QP_INIT_ATTR_PD) || a.pd == nullptr) {
+    a.comp_mask |= IBV_QP_INIT_ATTR_PD;
+    a.pd = rid->pd;
+  }
+  if (a.pd == nullptr || a.pd->context != rid->verbs) return setErr(EINVAL);
   bool own_cqs = false;
   if (a.send_cq == nullptr || a.recv_cq == nullptr) {
     // librdmacm creates CQs, each with its own channel, whose context is the id.
@@ -362,7 +367,9 @@ SOFTRDMA_API int rdma_create_qp(rdma_cm_id* rid, ibv_pd* pd, ibv_qp_init_attr* a
     own_cqs = true;
   }
   if (a.srq == nullptr) a.srq = rid->srq;
-  ibv_qp* qp = ibv_create_qp(pd, &a);
+  ibv_qp* qp = a.comp_mask == IBV_QP_INIT_ATTR_PD
+                   ? ibv_create_qp(a.pd, reinterpret_cast<ibv_qp_init_attr*>(&a))
+                   : createQpExOp(rid->verbs, &a);
   if (qp == nullptr) {
     int e = errno;
     if (own_cqs) {
@@ -375,10 +382,10 @@ SOFTRDMA_API int rdma_create_qp(rdma_cm_id* rid, ibv_pd* pd, ibv_qp_init_attr* a
     }
     return setErr(e);
   }
-  attr->cap = a.cap;
+  *ax = a;  // as librdmacm: the PD, the CQs and the granted capabilities
   std::lock_guard lk(Fabric::get().cm_mu);
   rid->qp = qp;
-  rid->pd = pd;
+  rid->pd = a.pd;
   id->cm_created_cqs = own_cqs;
   id->qp_created_by_cm = true;
   int rc = cmModifyQp(id.get(), IBV_QPS_INIT);
@@ -386,19 +393,16 @@ SOFTRDMA_API int rdma_create_qp(rdma_cm_id* rid, ibv_pd* pd, ibv_qp_init_attr* a
   return 0;
 }
 
-SOFTRDMA_API int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* ax) {
-  if (ax == nullptr) return setErr(EINVAL);
-  if (ax->comp_mask & ~static_cast<uint32_t>(IBV_QP_INIT_ATTR_PD)) return setErr(EOPNOTSUPP);
-  ibv_qp_init_attr a{};
-  a.qp_context = ax->qp_context;
-  a.send_cq = ax->send_cq;
-  a.recv_cq = ax->recv_cq;
-  a.srq = ax->srq;
-  a.cap = ax->cap;
-  a.qp_type = ax->qp_type;
-  a.sq_sig_all = ax->sq_sig_all;
-  int rc = rdma_create_qp(id, (ax->comp_mask & IBV_QP_INIT_ATTR_PD) ? ax->pd : nullptr, &a);
-  if (rc == 0) ax->cap = a.cap;
+SOFTRDMA_API int rdma_create_qp(rdma_cm_id* rid, ibv_pd* pd, ibv_qp_init_attr* attr) {
+  if (attr == nullptr) return setErr(EINVAL);
+  // librdmacm copies the attributes into an ibv_qp_init_attr_ex (whose
+  // beginning has the same layout) and back.
+  ibv_qp_init_attr_ex ax{};
+  memcpy(&ax, attr, sizeof *attr);
+  ax.comp_mask = IBV_QP_INIT_ATTR_PD;
+  ax.pd = pd;
+  int rc = rdma_create_qp_ex(rid, &ax);
+  memcpy(attr, &ax, sizeof *attr);
   return rc;
 }
 

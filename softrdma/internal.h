@@ -41,7 +41,9 @@ using Clock = std::chrono::steady_clock;
 // Device limits reported by ibv_query_device and enforced on every call.
 constexpr uint32_t kMaxQpWr = 16384;
 constexpr uint32_t kMaxSge = 32;
-constexpr uint32_t kMaxInline = 256;
+// Inline data: rxe's limit. A QP is granted max(16 * max_send_sge,
+// max_inline_data) bytes (grantSendCap, verbs_qp.cc).
+constexpr uint32_t kMaxInline = 512;
 constexpr int kMaxCqe = (1 << 22) - 1;
 // The max_cqe the device reports and enforces: kMaxCqe, or less when
 // SOFTRDMA_MAX_CQE says so (a small device, for tests).
@@ -138,7 +140,12 @@ void signalToken(int fd);
 bool takeToken(int fd);
 
 struct Cq {
-  ibv_cq cq;
+  // ibv_cq_ex begins with ibv_cq's fields (ibv_cq_ex_to_cq is a cast): a CQ
+  // made by ibv_create_cq_ex is the same object seen through ibv_cq_ex.
+  union {
+    ibv_cq cq;
+    ibv_cq_ex cqx;
+  };
   uint32_t id = 0;  // handle carried in completion-channel records
   CompChannel* channel = nullptr;
   std::mutex mu;
@@ -147,6 +154,18 @@ struct Cq {
   bool armed = false, solicited_only = false, overrun = false;
   uint32_t events_reported = 0;  // guarded by cq.mutex (ibv_ack_cq_events uses it)
   std::atomic<int> qps{0};
+
+  // The extended poll API (ibv_start_poll, ibv_next_poll, ibv_end_poll):
+  // start_poll takes poll_mu and end_poll releases it (unless the CQ was
+  // created single-threaded), so that batches of two pollers never mix.
+  // Each completion is taken out of the ring when the iterator reaches it,
+  // under mu like ibv_poll_cq; `current` is what the read_* accessors read.
+  std::mutex poll_mu;
+  bool single_threaded = false;
+  ibv_wc current{};
+  // Takes the next completion into `current`: 0, ENOENT (none) or
+  // EOVERFLOW (the CQ overran).
+  int takeCurrent();
 
   // Adds a completion; raises a channel event if armed and eligible.
   void push(const ibv_wc& wc, bool solicited);
@@ -190,8 +209,36 @@ struct SendWqe {
   uint32_t sge_off;
 };
 
+// A work request built with the ibv_wr_* API, waiting for ibv_wr_complete.
+struct PendingWr {
+  ibv_send_wr wr;        // sg_list and num_sge are set when the batch is posted
+  uint32_t sge_off = 0;  // into WrBatch::sges
+  uint32_t num_sge = 0;
+  bool inline_data = false;  // the data is WrBatch::inline_data[inline_off, +inline_len)
+  uint32_t inline_off = 0;
+  uint32_t inline_len = 0;
+};
+
+struct WrBatch {
+  std::vector<PendingWr> wrs;
+  std::vector<ibv_sge> sges;
+  std::vector<uint8_t> inline_data;
+  int err = 0;  // the first error a builder or setter found (posting nothing)
+  void clear() {
+    wrs.clear();
+    sges.clear();
+    inline_data.clear();
+    err = 0;
+  }
+};
+
 struct Qp {
-  ibv_qp qp;  // first: ibv_qp* and Qp* convert with reinterpret_cast
+  // First: ibv_qp* and Qp* convert with reinterpret_cast. ibv_qp_ex begins
+  // with an ibv_qp, as libibverbs' verbs_qp does.
+  union {
+    ibv_qp qp;
+    ibv_qp_ex qpx;
+  };
   std::weak_ptr<Qp> self;
   bool transport_lost = false;
   std::mutex mu;
@@ -215,6 +262,11 @@ struct Qp {
   RecvQueue rq;
   std::shared_ptr<Conn> conn;
   uint64_t rnr_events = 0;
+  // Made by ibv_create_qp_ex: ibv_qp_to_qp_ex returns &qpx, whose wr_*
+  // functions post through the batch (verbs_qp_ex.cc).
+  bool extended = false;
+  std::mutex wr_mu;  // held from ibv_wr_start to ibv_wr_complete / ibv_wr_abort
+  WrBatch batch;
 
   ibv_qp_state state() const { return qp.state; }
   void setState(ibv_qp_state s);
@@ -225,6 +277,17 @@ struct Qp {
   int modify(ibv_qp_attr* a, int mask);
 };
 std::shared_ptr<Qp> qpRef(ibv_qp* q);
+// Posts `wr` (the data path of ibv_post_send). `all_or_nothing`: every WR is
+// checked before any is posted, and an error posts none (ibv_wr_complete).
+int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing);
+// The extended ops of a context (verbs_context): verbs_qp_ex.cc, verbs_cq.cc,
+// verbs_device.cc.
+ibv_qp* createQpExOp(ibv_context* ctx, ibv_qp_init_attr_ex* ax);
+ibv_cq_ex* createCqExOp(ibv_context* ctx, ibv_cq_init_attr_ex* a);
+int queryDeviceExOp(ibv_context* ctx, const ibv_query_device_ex_input* input,
+                    ibv_device_attr_ex* attr, size_t attr_size);
+// Sets the ibv_wr_* functions of an extended QP for `send_ops_flags`.
+void setWrOps(Qp* qp, uint64_t send_ops_flags);
 std::shared_ptr<Qp> findQpByNum(uint32_t qpn);
 // Every QP not destroyed (taken after detachDevice: none is created later
 // on a dead context).
