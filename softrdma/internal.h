@@ -588,6 +588,14 @@ struct CmId {
   uint8_t remote_rnr_retry = 7, remote_retry = 7;
   uint8_t responder_resources = 1, initiator_depth = 1;
   uint8_t ack_timeout = 14;  // RDMA_OPTION_ID_ACK_TIMEOUT; the kernel CM's default
+  // rdma_set_option (cm_sync.cc). TOS: the connection's IP TOS / traffic
+  // class and the path's traffic class. REUSEADDR and AFONLY: the port rules
+  // among this process's ids (checkPort, cm_api.cc) and IPV6_V6ONLY.
+  bool tos_set = false;
+  uint8_t tos = 0;
+  bool reuseaddr = false;
+  int afonly = -1;          // -1: not set; at bind, 1 for IPv4, bindv6only for IPv6
+  uint16_t bound_port = 0;  // host order; the port this id holds (0: none)
   uint32_t remote_qpn = 0;
   bool qp_created_by_cm = false;
   bool cm_created_cqs = false;
