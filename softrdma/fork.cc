@@ -25,6 +25,11 @@
 
 namespace softrdma {
 
+std::vector<const void*>& abandonedInChild() {
+  static auto* v = new std::vector<const void*>();
+  return *v;
+}
+
 void Fabric::park() {
   std::unique_lock lk(park_mu_);
   parked_ = true;
@@ -97,7 +102,8 @@ void Fabric::forkChild() {
     close(f->epfd_);
     close(f->wakefd_);
     f->epfd_ = f->wakefd_ = -1;
-    instance_.store(nullptr);  // the old Fabric is leaked: its timers never run here
+    abandonedInChild().push_back(f);  // never run again here, nor freed
+    instance_.store(nullptr);
   }
   instance_mu_.unlock();
 }

@@ -390,11 +390,15 @@ void startControl(Fabric& f);
 // releases them and forgets what belonged to the parent (QPs, ids,
 // connections, contexts), which the child's new objects never meet.
 enum class ForkStep { Prepare, Parent, Child };
-// Empties `table` in a forked child: its contents move to a heap object that
-// is never freed, since the program may still hold pointers into them.
+// What a forked child abandoned of its parent's: never freed (the program
+// may still hold pointers into it), and reachable from here, so that leak
+// checkers do not report it.
+std::vector<const void*>& abandonedInChild();
+// Empties `table` in a forked child: its contents move to a heap object kept
+// in abandonedInChild().
 template <typename T>
 void abandon(T& table) {
-  new T(std::move(table));
+  abandonedInChild().push_back(new T(std::move(table)));
   table.clear();
 }
 void forkEndpoints(ForkStep s);  // fabric.cc: closes the child's copies of every socket
