@@ -38,6 +38,12 @@ std::unordered_map<uint32_t, std::weak_ptr<Conn>>& pendingBinds() {
   return *t;
 }
 
+void forkCm(ForkStep s) {
+  if (s != ForkStep::Child) return;
+  abandon(idTable());  // the parent's ids: every rdma_cm call on them fails with EINVAL
+  abandon(pendingBinds());
+}
+
 struct Listener : Endpoint {
   std::weak_ptr<CmId> id;
   void onEvents(uint32_t) override;
@@ -46,6 +52,25 @@ struct Listener : Endpoint {
 void setNoDelay(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void setTos(int fd, int family, uint8_t tos) {
+  int v = tos;
+  if (family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &v, sizeof v);
+  setsockopt(fd, IPPROTO_IP, IP_TOS, &v, sizeof v);  // also for IPv4 on a dual-stack socket
+}
+
+// An IPv4-mapped IPv6 address (an IPv4 peer of a dual-stack listener)
+// becomes the IPv4 address the kernel's CM reports for it.
+static void unmapV4(sockaddr_storage& a) {
+  auto* a6 = reinterpret_cast<sockaddr_in6*>(&a);
+  if (a.ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) return;
+  sockaddr_in a4{};
+  a4.sin_family = AF_INET;
+  a4.sin_port = a6->sin6_port;
+  memcpy(&a4.sin_addr, &a6->sin6_addr.s6_addr[12], 4);
+  memset(&a, 0, sizeof a);
+  memcpy(&a, &a4, sizeof a4);
 }
 
 socklen_t addrLen(const sockaddr* a) {
@@ -377,7 +402,15 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   socklen_t ll = sizeof local, pl = sizeof peer;
   getsockname(c->fd, reinterpret_cast<sockaddr*>(&local), &ll);
   getpeername(c->fd, reinterpret_cast<sockaddr*>(&peer), &pl);
+  unmapV4(local);
+  unmapV4(peer);
   setAddrs(id.get(), reinterpret_cast<sockaddr*>(&local), reinterpret_cast<sockaddr*>(&peer));
+  if (listener->tos_set) {  // the listener's TOS: its connections' and their path's
+    id->tos_set = true;
+    id->tos = listener->tos;
+    setTos(c->fd, local.ss_family, listener->tos);
+  }
+  id->path.traffic_class = id->tos;
   id->remote_qpn = m.qpn;
   c->remote_qpn = m.qpn;
   pendingBinds()[m.qpn] = c;  // for a QP the program moves itself (no QP on the id)

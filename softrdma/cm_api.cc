@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "cm_internal.h"
@@ -74,13 +75,70 @@ static bool validAddr(const sockaddr* a) {
   return a != nullptr && (a->sa_family == AF_INET || a->sa_family == AF_INET6);
 }
 
-// Opens the TCP socket that stands for `id`'s bound address.
+static bool isWildcard(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr == htonl(INADDR_ANY);
+  return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+}
+
+static uint16_t portOf(const sockaddr* a) {
+  return ntohs(a->sa_family == AF_INET ? reinterpret_cast<const sockaddr_in*>(a)->sin_port
+                                       : reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
+}
+
+static bool sameAddress(const sockaddr* a, const sockaddr* b) {
+  if (a->sa_family != b->sa_family) return false;
+  if (a->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
+  return IN6_ARE_ADDR_EQUAL(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
+                            &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr);
+}
+
+// rdma_cm's port rules (the kernel's cma_check_port) among this process's
+// ids: another id holding the port conflicts unless both allow reuse (a
+// listener no longer does); ids of different families do not meet when both
+// are AF-only; a wildcard meets every address of the port (EADDRNOTAVAIL),
+// the same address is EADDRINUSE. Other processes' ids are seen only
+// through TCP: their listening ports. 0 or an errno value (cm_mu held).
+static int checkPort(const CmId* id, const sockaddr* addr, bool reuse) {
+  const uint16_t port = portOf(addr);
+  if (port == 0) return 0;  // a free port is chosen
+  for (auto& [rid, other] : idTable()) {
+    if (other.get() == id || other->destroyed || other->bound_port != port) continue;
+    if (reuse && other->reuseaddr) continue;
+    const sockaddr* held = &other->id.route.addr.src_addr;
+    if (id->afonly == 1 && other->afonly == 1 && held->sa_family != addr->sa_family) continue;
+    if (isWildcard(addr) || isWildcard(held)) return EADDRNOTAVAIL;
+    if (sameAddress(addr, held)) return EADDRINUSE;
+  }
+  return 0;
+}
+
+// The kernel's default for IPv6 ids that did not set RDMA_OPTION_ID_AFONLY.
+static int bindV6Only() {
+  FILE* f = fopen("/proc/sys/net/ipv6/bindv6only", "r");
+  int v = 0;
+  if (f != nullptr) {
+    if (fscanf(f, "%d", &v) != 1) v = 0;
+    fclose(f);
+  }
+  return v != 0 ? 1 : 0;
+}
+
+// Opens the TCP socket that stands for `id`'s bound address. The socket
+// always has SO_REUSEADDR (a listener must rebind while its old connections
+// linger in TIME_WAIT; rdma_cm ports have no TIME_WAIT): the port rules are
+// checkPort's.
 static int bindSocket(CmId* id, const sockaddr* addr) {
+  if (id->afonly < 0) id->afonly = addr->sa_family == AF_INET ? 1 : bindV6Only();
+  if (int e = checkPort(id, addr, id->reuseaddr); e != 0) return setErr(e);
   int s = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s < 0) return -1;
   int one = 1;
   setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (addr->sa_family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (addr->sa_family == AF_INET6)
+    setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &id->afonly, sizeof id->afonly);
   if (bind(s, addr, addrLen(addr)) != 0) {
     int e = errno;
     close(s);
@@ -90,6 +148,7 @@ static int bindSocket(CmId* id, const sockaddr* addr) {
   socklen_t l = sizeof local;
   getsockname(s, reinterpret_cast<sockaddr*>(&local), &l);
   setAddrs(id, reinterpret_cast<sockaddr*>(&local), nullptr);
+  id->bound_port = portOf(reinterpret_cast<sockaddr*>(&local));
   id->listener = makeListener(s, id->self.lock());
   return 0;
 }
@@ -108,12 +167,6 @@ static void scheduleCmTimeout(const std::shared_ptr<CmId>& id, CmState state,
     if (i->destroyed || i->timer_gen != gen || i->state != state) return;
     expire(i);
   });
-}
-
-static bool isWildcard(const sockaddr* a) {
-  if (a->sa_family == AF_INET)
-    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr == htonl(INADDR_ANY);
-  return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
 }
 
 }  // namespace softrdma
@@ -228,6 +281,12 @@ SOFTRDMA_API int rdma_listen(rdma_cm_id* rid, int backlog) {
   auto id = liveId(rid);
   if (removed(id)) return setErr(ENXIO);
   if (!id || id->state != CmState::AddrBound || !id->listener) return setErr(EINVAL);
+  // A listener holds its port alone (the kernel's rdma_listen checks the
+  // port again, without reuse, and then no longer shares it).
+  if (id->reuseaddr) {
+    if (int e = checkPort(id.get(), &rid->route.addr.src_addr, false); e != 0) return setErr(e);
+    id->reuseaddr = false;
+  }
   if (listen(id->listener->fd, SOMAXCONN) != 0) return -1;
   id->backlog = backlog > 0 && backlog < 1024 ? backlog : 1024;
   setCmState(id.get(), CmState::Listen);
@@ -315,6 +374,7 @@ SOFTRDMA_API int rdma_resolve_route(rdma_cm_id* rid, int) {
     p.pkey = htons(0xffff);
     p.mtu = IBV_MTU_4096;
     p.hop_limit = 64;
+    p.traffic_class = id->tos_set ? id->tos : 0;  // RDMA_OPTION_ID_TOS; the kernel's default 0
     p.reversible = 1;
     p.numb_path = 1;
     id->id.route.path_rec = &p;
@@ -326,18 +386,23 @@ SOFTRDMA_API int rdma_resolve_route(rdma_cm_id* rid, int) {
   return syncComplete(rid);
 }
 
-SOFTRDMA_API int rdma_create_qp(rdma_cm_id* rid, ibv_pd* pd, ibv_qp_init_attr* attr) {
-  if (attr == nullptr) return setErr(EINVAL);
+// librdmacm's rdma_create_qp_ex: the id's PD unless one is given, a send and
+// a receive CQ (each with its own channel) when none are, and an extended QP
+// when the attributes ask for one (ibv_create_qp_ex's own dispatch).
+SOFTRDMA_API int rdma_create_qp_ex(rdma_cm_id* rid, ibv_qp_init_attr_ex* ax) {
+  if (ax == nullptr) return setErr(EINVAL);
   std::shared_ptr<CmId> id;
   {
     std::lock_guard lk(Fabric::get().cm_mu);
     id = liveId(rid);
   }
   if (!id || rid->verbs == nullptr || rid->qp != nullptr) return setErr(EINVAL);
-  if (pd == nullptr) pd = rid->pd;
-  if (pd == nullptr) return setErr(EINVAL);
-  if (pd->context != rid->verbs) return setErr(EINVAL);
-  ibv_qp_init_attr a = *attr;
+  ibv_qp_init_attr_ex a = *ax;
+  if (!(a.comp_mask & IBV_QP_INIT_ATTR_PD) || a.pd == nullptr) {
+    a.comp_mask |= IBV_QP_INIT_ATTR_PD;
+    a.pd = rid->pd;
+  }
+  if (a.pd == nullptr || a.pd->context != rid->verbs) return setErr(EINVAL);
   bool own_cqs = false;
   if (a.send_cq == nullptr || a.recv_cq == nullptr) {
     // librdmacm creates CQs, each with its own channel, whose context is the id.
@@ -362,7 +427,9 @@ SOFTRDMA_API int rdma_create_qp(rdma_cm_id* rid, ibv_pd* pd, ibv_qp_init_attr* a
     own_cqs = true;
   }
   if (a.srq == nullptr) a.srq = rid->srq;
-  ibv_qp* qp = ibv_create_qp(pd, &a);
+  ibv_qp* qp = a.comp_mask == IBV_QP_INIT_ATTR_PD
+                   ? ibv_create_qp(a.pd, reinterpret_cast<ibv_qp_init_attr*>(&a))
+                   : createQpExOp(rid->verbs, &a);
   if (qp == nullptr) {
     int e = errno;
     if (own_cqs) {
@@ -375,10 +442,10 @@ SOFTRDMA_API int rdma_create_qp(rdma_cm_id* rid, ibv_pd* pd, ibv_qp_init_attr* a
     }
     return setErr(e);
   }
-  attr->cap = a.cap;
+  *ax = a;  // as librdmacm: the PD, the CQs and the granted capabilities
   std::lock_guard lk(Fabric::get().cm_mu);
   rid->qp = qp;
-  rid->pd = pd;
+  rid->pd = a.pd;
   id->cm_created_cqs = own_cqs;
   id->qp_created_by_cm = true;
   int rc = cmModifyQp(id.get(), IBV_QPS_INIT);
@@ -386,19 +453,16 @@ SOFTRDMA_API int rdma_create_qp(rdma_cm_id* rid, ibv_pd* pd, ibv_qp_init_attr* a
   return 0;
 }
 
-SOFTRDMA_API int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* ax) {
-  if (ax == nullptr) return setErr(EINVAL);
-  if (ax->comp_mask & ~static_cast<uint32_t>(IBV_QP_INIT_ATTR_PD)) return setErr(EOPNOTSUPP);
-  ibv_qp_init_attr a{};
-  a.qp_context = ax->qp_context;
-  a.send_cq = ax->send_cq;
-  a.recv_cq = ax->recv_cq;
-  a.srq = ax->srq;
-  a.cap = ax->cap;
-  a.qp_type = ax->qp_type;
-  a.sq_sig_all = ax->sq_sig_all;
-  int rc = rdma_create_qp(id, (ax->comp_mask & IBV_QP_INIT_ATTR_PD) ? ax->pd : nullptr, &a);
-  if (rc == 0) ax->cap = a.cap;
+SOFTRDMA_API int rdma_create_qp(rdma_cm_id* rid, ibv_pd* pd, ibv_qp_init_attr* attr) {
+  if (attr == nullptr) return setErr(EINVAL);
+  // librdmacm copies the attributes into an ibv_qp_init_attr_ex (whose
+  // beginning has the same layout) and back.
+  ibv_qp_init_attr_ex ax{};
+  memcpy(&ax, attr, sizeof *attr);
+  ax.comp_mask = IBV_QP_INIT_ATTR_PD;
+  ax.pd = pd;
+  int rc = rdma_create_qp_ex(rid, &ax);
+  memcpy(attr, &ax, sizeof *attr);
   return rc;
 }
 
@@ -470,6 +534,7 @@ SOFTRDMA_API int rdma_connect(rdma_cm_id* rid, rdma_conn_param* param) {
     }
     if (s < 0) return -1;
     setNoDelay(s);
+    if (id->tos_set) setTos(s, dst->sa_family, id->tos);
     auto c = std::make_shared<Conn>(s, ConnRole::Active);
     c->connecting = true;
     c->id = id;

@@ -18,6 +18,8 @@ std::unordered_map<rdma_cm_id*, std::shared_ptr<CmId>>& idTable();
 std::shared_ptr<CmId> idRef(rdma_cm_id* id);
 CmChannel* newChannel(bool sync);  // no lock needed
 void setNoDelay(int fd);
+// The IP TOS (IPv6 traffic class) of a connection's socket: RDMA_OPTION_ID_TOS.
+void setTos(int fd, int family, uint8_t tos);
 socklen_t addrLen(const sockaddr* a);
 void setAddrs(CmId* id, const sockaddr* src, const sockaddr* dst);
 bool bindToDevice(CmId* id);  // false while the device is absent

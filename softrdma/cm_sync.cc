@@ -3,6 +3,7 @@
 // programs that move their own QPs (rdma_init_qp_attr), and the small
 // informational calls.
 #include <arpa/inet.h>
+#include <infiniband/sa.h>
 #include <netdb.h>
 
 #include <cerrno>
@@ -64,6 +65,7 @@ int initQpAttr(rdma_cm_id* rid, ibv_qp_attr* a, int* mask) {
       a->ah_attr.port_num = 1;
       a->ah_attr.grh.dgid = rid->route.addr.addr.ibaddr.dgid;
       a->ah_attr.grh.hop_limit = 64;
+      a->ah_attr.grh.traffic_class = id->path.traffic_class;  // RDMA_OPTION_ID_TOS
       *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
       return 0;
@@ -297,31 +299,96 @@ SOFTRDMA_API const char* rdma_event_str(rdma_cm_event_type event) {
   }
 }
 
-static int setAckTimeout(rdma_cm_id* rid, const void* optval, size_t optlen) {
-  if (optlen != sizeof(uint8_t)) return setErr(EINVAL);
-  std::lock_guard lk(Fabric::get().cm_mu);
-  toCmId(rid)->ack_timeout = *static_cast<const uint8_t*>(optval) & 31;  // 5-bit field
+// RDMA_OPTION_ID options, as the kernel's ucma_set_option_id takes them
+// (cm_mu held): a wrong length is EINVAL, an unknown option ENOSYS.
+static int setIdOption(CmId* id, int optname, const void* optval, size_t optlen) {
+  switch (optname) {
+    case RDMA_OPTION_ID_TOS:
+      if (optlen != sizeof(uint8_t)) return EINVAL;
+      id->tos = *static_cast<const uint8_t*>(optval);
+      id->tos_set = true;
+      return 0;
+    case RDMA_OPTION_ID_REUSEADDR: {
+      if (optlen != sizeof(int)) return EINVAL;
+      bool reuse = *static_cast<const int*>(optval) != 0;
+      // rdma_set_reuseaddr: before binding, or (to allow reuse) before listening.
+      if (!((reuse && id->state != CmState::Listen) || id->state == CmState::Idle)) return EINVAL;
+      id->reuseaddr = reuse;
+      return 0;
+    }
+    case RDMA_OPTION_ID_AFONLY:
+      if (optlen != sizeof(int)) return EINVAL;
+      if (id->state != CmState::Idle) return EINVAL;  // rdma_set_afonly: before binding
+      id->afonly = *static_cast<const int*>(optval) != 0 ? 1 : 0;
+      return 0;
+    case RDMA_OPTION_ID_ACK_TIMEOUT:  // the QP's local ACK timeout, set at RTS
+      if (optlen != sizeof(uint8_t)) return EINVAL;
+      id->ack_timeout = *static_cast<const uint8_t*>(optval) & 31;  // a 5-bit field
+      return 0;
+    default:
+      return ENOSYS;
+  }
+}
+
+// RDMA_OPTION_IB_PATH (the kernel's ucma_set_ib_path): the route given by
+// the program instead of rdma_resolve_route. The array must hold a primary,
+// bidirectional GMP record; the id must have resolved its address; the
+// route becomes that record and ROUTE_RESOLVED follows (cm_mu held).
+static int setIbPath(const std::shared_ptr<CmId>& id, const void* optval, size_t optlen) {
+  if (optlen == 0 || optlen % sizeof(ibv_path_data) != 0) return EINVAL;
+  constexpr uint32_t kPrimary =
+      IBV_PATH_FLAG_GMP | IBV_PATH_FLAG_PRIMARY | IBV_PATH_FLAG_BIDIRECTIONAL;
+  const auto* data = static_cast<const ibv_path_data*>(optval);
+  const ibv_path_data* found = nullptr;
+  for (size_t i = 0; i < optlen / sizeof(ibv_path_data) && found == nullptr; i++)
+    if (data[i].flags == kPrimary) found = &data[i];
+  if (found == nullptr || id->id.verbs == nullptr || id->state != CmState::AddrResolved)
+    return EINVAL;
+  const ibv_path_record& r = found->path;
+  ibv_sa_path_rec& p = id->path;
+  memset(&p, 0, sizeof p);
+  p.dgid = r.dgid;
+  p.sgid = r.sgid;
+  p.dlid = r.dlid;
+  p.slid = r.slid;
+  p.flow_label = htonl((ntohl(r.flowlabel_hoplimit) >> 8) & 0xfffff);
+  p.hop_limit = static_cast<uint8_t>(ntohl(r.flowlabel_hoplimit) & 0xff);
+  p.traffic_class = r.tclass;
+  p.reversible = (r.reversible_numpath & 0x80) != 0;
+  p.numb_path = 1;
+  p.pkey = r.pkey;
+  p.sl = static_cast<uint8_t>(ntohs(r.qosclass_sl) & 0xf);
+  p.mtu_selector = r.mtu >> 6;
+  p.mtu = r.mtu & 0x3f;
+  p.rate_selector = r.rate >> 6;
+  p.rate = r.rate & 0x3f;
+  p.packet_life_time_selector = r.packetlifetime >> 6;
+  p.packet_life_time = r.packetlifetime & 0x3f;
+  p.preference = r.preference;
+  id->id.route.path_rec = &p;
+  id->id.route.num_paths = 1;
+  setCmState(id.get(), CmState::RouteResolved);
+  queueEvent(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
   return 0;
 }
 
-SOFTRDMA_API int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval,
+// Every option is honoured or refused as the kernel's ucma_set_option does
+// (docs/softrdma.md, rdma_cm): unknown levels and names are ENOSYS.
+SOFTRDMA_API int rdma_set_option(rdma_cm_id* rid, int level, int optname, void* optval,
                                  size_t optlen) {
-  if (id == nullptr || optval == nullptr) return setErr(EINVAL);
-  if (level == RDMA_OPTION_ID) {
-    switch (optname) {
-      case RDMA_OPTION_ID_TOS:
-        return optlen == sizeof(uint8_t) ? 0 : setErr(EINVAL);
-      case RDMA_OPTION_ID_REUSEADDR:
-      case RDMA_OPTION_ID_AFONLY:
-        return optlen == sizeof(int) ? 0 : setErr(EINVAL);
-      case RDMA_OPTION_ID_ACK_TIMEOUT:  // the QP's local ACK timeout, set at RTS
-        return setAckTimeout(id, optval, optlen);
-      default:
-        return setErr(ENOSYS);
-    }
-  }
-  if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH) return setErr(ENOSYS);
-  return setErr(EINVAL);
+  if (rid == nullptr) return setErr(EINVAL);
+  if (optval == nullptr && optlen > 0) return setErr(EFAULT);  // the kernel cannot copy it
+  std::lock_guard lk(Fabric::get().cm_mu);
+  auto id = idRef(rid);
+  if (!id || id->destroyed) return setErr(EINVAL);
+  int rc;
+  if (level == RDMA_OPTION_ID)
+    rc = setIdOption(id.get(), optname, optval, optlen);
+  else if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH)
+    rc = setIbPath(id, optval, optlen);
+  else
+    rc = ENOSYS;
+  return rc == 0 ? 0 : setErr(rc);
 }
 
 SOFTRDMA_API int rdma_notify(rdma_cm_id* id, ibv_event_type) {

@@ -27,6 +27,12 @@ void count(Counter c) {
   g_counters[static_cast<size_t>(c)].fetch_add(1, std::memory_order_relaxed);
 }
 
+void forkCounters(ForkStep s) {
+  if (s != ForkStep::Child) return;
+  for (auto& c : g_counters)  // a new process: counted from its start
+    c.store(0, std::memory_order_relaxed);
+}
+
 uint64_t counterValue(Counter c) {
   return g_counters[static_cast<size_t>(c)].load(std::memory_order_relaxed);
 }

@@ -16,6 +16,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_set>
 
 #include "internal.h"
 
@@ -80,15 +81,67 @@ bool takeToken(int fd) {
   }
 }
 
+namespace {
+// Every endpoint of the process, whichever Fabric polls it (or none yet).
+std::mutex g_endpoints_mu;
+std::unordered_set<Endpoint*>& endpointList() {
+  static auto* l = new std::unordered_set<Endpoint*>();
+  return *l;
+}
+}  // namespace
+
+Endpoint::Endpoint() {
+  std::lock_guard lk(g_endpoints_mu);
+  endpointList().insert(this);
+}
+
 Endpoint::~Endpoint() {
+  {
+    std::lock_guard lk(g_endpoints_mu);
+    endpointList().erase(this);
+  }
   if (fd >= 0) close(fd);
 }
+
+void forkEndpoints(ForkStep s) {
+  switch (s) {
+    case ForkStep::Prepare:
+      g_endpoints_mu.lock();
+      break;
+    case ForkStep::Parent:
+      g_endpoints_mu.unlock();
+      break;
+    case ForkStep::Child:
+      // The sockets are the parent's: the child drops its references (so that
+      // a connection or listener the parent closes is really closed) and never
+      // writes to them, shuts them down or changes their epoll registration.
+      for (Endpoint* ep : endpointList()) {
+        if (ep->fd >= 0) close(ep->fd);
+        ep->fd = -1;
+        ep->dead = true;
+      }
+      g_endpoints_mu.unlock();
+      break;
+  }
+}
+
+std::atomic<Fabric*> Fabric::instance_{nullptr};
+std::mutex Fabric::instance_mu_;
 
 Fabric& Fabric::get() {
   // Never destroyed: the progress thread runs until the process exits, and
   // objects may be used from atexit handlers and other threads' destructors.
-  static Fabric* fabric = new Fabric();
-  return *fabric;
+  // A forked child abandons its parent's (Fabric::forkChild) and builds its
+  // own here.
+  Fabric* f = instance_.load(std::memory_order_acquire);
+  if (f != nullptr) return *f;
+  std::lock_guard lk(instance_mu_);
+  f = instance_.load(std::memory_order_relaxed);
+  if (f == nullptr) {
+    f = new Fabric();
+    instance_.store(f, std::memory_order_release);
+  }
+  return *f;
 }
 
 int maxCqe() {
@@ -174,6 +227,7 @@ void Fabric::run() {
   pthread_setname_np(pthread_self(), "softrdma");
   epoll_event evs[128];
   for (;;) {
+    if (park_requests_.load() > 0) park();
     // Timers are due to the microsecond (RNR timers, coalesced ACKs).
     bool timed = false;
     timespec ts{};

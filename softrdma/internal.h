@@ -41,7 +41,9 @@ using Clock = std::chrono::steady_clock;
 // Device limits reported by ibv_query_device and enforced on every call.
 constexpr uint32_t kMaxQpWr = 16384;
 constexpr uint32_t kMaxSge = 32;
-constexpr uint32_t kMaxInline = 256;
+// Inline data: rxe's limit. A QP is granted max(16 * max_send_sge,
+// max_inline_data) bytes (grantSendCap, verbs_qp.cc).
+constexpr uint32_t kMaxInline = 512;
 constexpr int kMaxCqe = (1 << 22) - 1;
 // The max_cqe the device reports and enforces: kMaxCqe, or less when
 // SOFTRDMA_MAX_CQE says so (a small device, for tests).
@@ -138,7 +140,12 @@ void signalToken(int fd);
 bool takeToken(int fd);
 
 struct Cq {
-  ibv_cq cq;
+  // ibv_cq_ex begins with ibv_cq's fields (ibv_cq_ex_to_cq is a cast): a CQ
+  // made by ibv_create_cq_ex is the same object seen through ibv_cq_ex.
+  union {
+    ibv_cq cq;
+    ibv_cq_ex cqx;
+  };
   uint32_t id = 0;  // handle carried in completion-channel records
   CompChannel* channel = nullptr;
   std::mutex mu;
@@ -147,6 +154,18 @@ struct Cq {
   bool armed = false, solicited_only = false, overrun = false;
   uint32_t events_reported = 0;  // guarded by cq.mutex (ibv_ack_cq_events uses it)
   std::atomic<int> qps{0};
+
+  // The extended poll API (ibv_start_poll, ibv_next_poll, ibv_end_poll):
+  // start_poll takes poll_mu and end_poll releases it (unless the CQ was
+  // created single-threaded), so that batches of two pollers never mix.
+  // Each completion is taken out of the ring when the iterator reaches it,
+  // under mu like ibv_poll_cq; `current` is what the read_* accessors read.
+  std::mutex poll_mu;
+  bool single_threaded = false;
+  ibv_wc current{};
+  // Takes the next completion into `current`: 0, ENOENT (none) or
+  // EOVERFLOW (the CQ overran).
+  int takeCurrent();
 
   // Adds a completion; raises a channel event if armed and eligible.
   void push(const ibv_wc& wc, bool solicited);
@@ -190,8 +209,36 @@ struct SendWqe {
   uint32_t sge_off;
 };
 
+// A work request built with the ibv_wr_* API, waiting for ibv_wr_complete.
+struct PendingWr {
+  ibv_send_wr wr;        // sg_list and num_sge are set when the batch is posted
+  uint32_t sge_off = 0;  // into WrBatch::sges
+  uint32_t num_sge = 0;
+  bool inline_data = false;  // the data is WrBatch::inline_data[inline_off, +inline_len)
+  uint32_t inline_off = 0;
+  uint32_t inline_len = 0;
+};
+
+struct WrBatch {
+  std::vector<PendingWr> wrs;
+  std::vector<ibv_sge> sges;
+  std::vector<uint8_t> inline_data;
+  int err = 0;  // the first error a builder or setter found (posting nothing)
+  void clear() {
+    wrs.clear();
+    sges.clear();
+    inline_data.clear();
+    err = 0;
+  }
+};
+
 struct Qp {
-  ibv_qp qp;  // first: ibv_qp* and Qp* convert with reinterpret_cast
+  // First: ibv_qp* and Qp* convert with reinterpret_cast. ibv_qp_ex begins
+  // with an ibv_qp, as libibverbs' verbs_qp does.
+  union {
+    ibv_qp qp;
+    ibv_qp_ex qpx;
+  };
   std::weak_ptr<Qp> self;
   bool transport_lost = false;
   std::mutex mu;
@@ -215,6 +262,11 @@ struct Qp {
   RecvQueue rq;
   std::shared_ptr<Conn> conn;
   uint64_t rnr_events = 0;
+  // Made by ibv_create_qp_ex: ibv_qp_to_qp_ex returns &qpx, whose wr_*
+  // functions post through the batch (verbs_qp_ex.cc).
+  bool extended = false;
+  std::mutex wr_mu;  // held from ibv_wr_start to ibv_wr_complete / ibv_wr_abort
+  WrBatch batch;
 
   ibv_qp_state state() const { return qp.state; }
   void setState(ibv_qp_state s);
@@ -225,6 +277,17 @@ struct Qp {
   int modify(ibv_qp_attr* a, int mask);
 };
 std::shared_ptr<Qp> qpRef(ibv_qp* q);
+// Posts `wr` (the data path of ibv_post_send). `all_or_nothing`: every WR is
+// checked before any is posted, and an error posts none (ibv_wr_complete).
+int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing);
+// The extended ops of a context (verbs_context): verbs_qp_ex.cc, verbs_cq.cc,
+// verbs_device.cc.
+ibv_qp* createQpExOp(ibv_context* ctx, ibv_qp_init_attr_ex* ax);
+ibv_cq_ex* createCqExOp(ibv_context* ctx, ibv_cq_init_attr_ex* a);
+int queryDeviceExOp(ibv_context* ctx, const ibv_query_device_ex_input* input,
+                    ibv_device_attr_ex* attr, size_t attr_size);
+// Sets the ibv_wr_* functions of an extended QP for `send_ops_flags`.
+void setWrOps(Qp* qp, uint64_t send_ops_flags);
 std::shared_ptr<Qp> findQpByNum(uint32_t qpn);
 // Every QP not destroyed (taken after detachDevice: none is created later
 // on a dead context).
@@ -236,9 +299,13 @@ inline bool contextDead(ibv_context* c) {
 
 // ------------------------------------------------------------- progress
 
-// Something the progress thread polls.
+// Something the progress thread polls. Every endpoint is listed process-wide
+// (fork.cc), so that a forked child can close its copies of their sockets.
 struct Endpoint {
+  Endpoint();
   virtual ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
   virtual void onEvents(uint32_t events) = 0;
   int fd = -1;
   std::atomic<bool> dead{false};
@@ -276,14 +343,31 @@ class Fabric {
   int timewait_ms = 100;
   int cm_timeout_ms = 3000;
 
+  // fork() (fork.cc). Before: the progress thread stops between two turns
+  // and the Fabric's locks are taken. After, in the parent: released, the
+  // thread goes on. In the child, which has no progress thread: the
+  // inherited Fabric is abandoned without touching the kernel objects it
+  // shares with the parent (its epoll instance above all); the next get()
+  // builds a new one.
+  static void forkPrepare();
+  static void forkParent();
+  static void forkChild();
+
  private:
   Fabric();
   void run();
   void wake();
+  void park();  // progress thread: waits while a fork is under way
   bool onProgressThread() const { return std::this_thread::get_id() == thread_id_; }
   Context* cmContextLocked();
+  static std::atomic<Fabric*> instance_;
+  static std::mutex instance_mu_;  // creating the instance
   int epfd_ = -1;
   int wakefd_ = -1;
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  std::atomic<int> park_requests_{0};
+  bool parked_ = false;
   std::mutex mu_;
   std::multimap<Clock::time_point, std::function<void()>> timers_;
   std::vector<std::shared_ptr<Endpoint>> live_, graveyard_;
@@ -297,6 +381,34 @@ class Fabric {
 // Starts the control channel if SOFTRDMA_CONTROL names a path (control.cc);
 // called once, by the Fabric's constructor.
 void startControl(Fabric& f);
+
+// ---------------------------------------------------------------- fork
+//
+// The atfork handlers (Fabric::forkPrepare/Parent/Child, fork.cc) call each
+// module's hook with the step: Prepare takes the module's process-wide locks
+// (in the lock order, after the Fabric's), Parent releases them, Child
+// releases them and forgets what belonged to the parent (QPs, ids,
+// connections, contexts), which the child's new objects never meet.
+enum class ForkStep { Prepare, Parent, Child };
+// What a forked child abandoned of its parent's: never freed (the program
+// may still hold pointers into it), and reachable from here, so that leak
+// checkers do not report it.
+std::vector<const void*>& abandonedInChild();
+// Empties `table` in a forked child: its contents move to a heap object kept
+// in abandonedInChild().
+template <typename T>
+void abandon(T& table) {
+  abandonedInChild().push_back(new T(std::move(table)));
+  table.clear();
+}
+void forkEndpoints(ForkStep s);  // fabric.cc: closes the child's copies of every socket
+void forkDevice(ForkStep s);     // verbs_device.cc
+void forkCqs(ForkStep s);        // verbs_cq.cc
+void forkQps(ForkStep s);        // verbs_qp.cc
+void forkCm(ForkStep s);         // cm.cc (its tables are guarded by the Fabric's cm_mu)
+void forkManual(ForkStep s);     // manual_qp.cc
+void forkTransport(ForkStep s);  // transport.cc
+void forkCounters(ForkStep s);   // counters.cc
 
 // ---------------------------------------------------------- transport
 
@@ -480,6 +592,14 @@ struct CmId {
   uint8_t remote_rnr_retry = 7, remote_retry = 7;
   uint8_t responder_resources = 1, initiator_depth = 1;
   uint8_t ack_timeout = 14;  // RDMA_OPTION_ID_ACK_TIMEOUT; the kernel CM's default
+  // rdma_set_option (cm_sync.cc). TOS: the connection's IP TOS / traffic
+  // class and the path's traffic class. REUSEADDR and AFONLY: the port rules
+  // among this process's ids (checkPort, cm_api.cc) and IPV6_V6ONLY.
+  bool tos_set = false;
+  uint8_t tos = 0;
+  bool reuseaddr = false;
+  int afonly = -1;          // -1: not set; at bind, 1 for IPv4, bindv6only for IPv6
+  uint16_t bound_port = 0;  // host order; the port this id holds (0: none)
   uint32_t remote_qpn = 0;
   bool qp_created_by_cm = false;
   bool cm_created_cqs = false;

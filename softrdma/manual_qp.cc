@@ -63,6 +63,19 @@ std::map<in_addr_t, std::shared_ptr<ManualListener>>& listeners() {
   return *m;
 }
 
+}  // namespace
+
+void forkManual(ForkStep s) {
+  if (s == ForkStep::Prepare) {
+    mu.lock();
+    return;
+  }
+  if (s == ForkStep::Child) abandon(listeners());  // their sockets are the parent's
+  mu.unlock();
+}
+
+namespace {
+
 // The listener for `ip`, created on first use; nullptr on failure.
 ManualListener* listenerFor(in_addr ip) {
   std::lock_guard lk(mu);

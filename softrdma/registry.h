@@ -45,6 +45,10 @@ class Registry {
     return s.obj.load(std::memory_order_relaxed);
   }
 
+  // fork (fork.cc): held across it, so the child inherits a consistent table.
+  void lockForFork() { mu_.lock(); }
+  void unlockAfterFork() { mu_.unlock(); }
+
   void erase(uint32_t idx, T* obj) {
     std::lock_guard lk(mu_);
     if (idx == 0 || idx >= kSlots) return;

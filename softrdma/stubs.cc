@@ -196,10 +196,6 @@ SOFTRDMA_API ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int,
   errno = EOPNOTSUPP;
   return nullptr;
 }
-SOFTRDMA_API ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
 SOFTRDMA_API int ibv_set_ece(ibv_qp*, ibv_ece*) {
   return EOPNOTSUPP;
 }

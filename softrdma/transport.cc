@@ -65,6 +65,19 @@ bool g_corrupt = false;
 ibv_wc_opcode g_corrupt_opcode = IBV_WC_RECV;
 uint32_t g_corrupt_len = 0;
 
+}  // namespace
+
+void forkTransport(ForkStep s) {
+  if (s == ForkStep::Prepare) {
+    g_corrupt_mu.lock();
+    return;
+  }
+  if (s == ForkStep::Child) g_corrupt = false;
+  g_corrupt_mu.unlock();
+}
+
+namespace {
+
 void applyTestCorruption(ibv_wc& wc) {
   std::lock_guard lk(g_corrupt_mu);
   if (!g_corrupt) return;

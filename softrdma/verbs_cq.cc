@@ -22,6 +22,13 @@ static Registry<Cq>& cqs() {
   return *r;
 }
 
+void forkCqs(ForkStep s) {
+  if (s == ForkStep::Prepare)
+    cqs().lockForFork();
+  else
+    cqs().unlockAfterFork();
+}
+
 Cq* findCq(uint32_t id) {
   return cqs().find(id >> 8, id);
 }
@@ -75,6 +82,121 @@ int pollCqOp(ibv_cq* c, int n, ibv_wc* wc) {
     cq->count--;
   }
   return got;
+}
+
+int Cq::takeCurrent() {
+  std::lock_guard lk(mu);
+  if (overrun) return EOVERFLOW;
+  if (count == 0) return ENOENT;
+  current = ring[head];
+  head = (head + 1) % ring.size();
+  count--;
+  cqx.status = current.status;
+  cqx.wr_id = current.wr_id;
+  return 0;
+}
+
+namespace {
+
+// The work-completion fields rxe's provider offers (RXE_SUP_WC_FLAGS); the
+// others (timestamps, VLAN, flow tag) are refused with EOPNOTSUPP.
+constexpr uint64_t kSupportedWcFlags =
+    IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
+    IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS;
+
+Cq* toCq(ibv_cq_ex* c) {
+  return reinterpret_cast<Cq*>(c);
+}
+
+int startPoll(ibv_cq_ex* c, ibv_poll_cq_attr* attr) {
+  if (attr != nullptr && attr->comp_mask != 0) return EINVAL;
+  Cq* cq = toCq(c);
+  if (!cq->single_threaded) cq->poll_mu.lock();
+  int rc = cq->takeCurrent();
+  if (rc != 0 && !cq->single_threaded) cq->poll_mu.unlock();  // no end_poll follows an error
+  return rc;
+}
+
+int nextPoll(ibv_cq_ex* c) {
+  return toCq(c)->takeCurrent();
+}
+
+void endPoll(ibv_cq_ex* c) {
+  Cq* cq = toCq(c);
+  if (!cq->single_threaded) cq->poll_mu.unlock();
+}
+
+ibv_wc_opcode readOpcode(ibv_cq_ex* c) {
+  return toCq(c)->current.opcode;
+}
+uint32_t readVendorErr(ibv_cq_ex* c) {
+  return toCq(c)->current.vendor_err;
+}
+uint32_t readByteLen(ibv_cq_ex* c) {
+  return toCq(c)->current.byte_len;
+}
+__be32 readImmData(ibv_cq_ex* c) {
+  return toCq(c)->current.imm_data;
+}
+uint32_t readQpNum(ibv_cq_ex* c) {
+  return toCq(c)->current.qp_num;
+}
+uint32_t readSrcQp(ibv_cq_ex* c) {
+  return toCq(c)->current.src_qp;
+}
+unsigned int readWcFlags(ibv_cq_ex* c) {
+  return toCq(c)->current.wc_flags;
+}
+uint32_t readSlid(ibv_cq_ex* c) {
+  return toCq(c)->current.slid;
+}
+uint8_t readSl(ibv_cq_ex* c) {
+  return toCq(c)->current.sl;
+}
+uint8_t readDlidPathBits(ibv_cq_ex* c) {
+  return toCq(c)->current.dlid_path_bits;
+}
+
+}  // namespace
+
+// verbs_context.create_cq_ex (the inline ibv_create_cq_ex). What rxe takes:
+// its wc_flags; IBV_CQ_INIT_ATTR_MASK_FLAGS with SINGLE_THREADED (a hint:
+// no locking between start_poll and end_poll) but not IGNORE_OVERRUN, which
+// rxe's kernel driver refuses; IBV_CQ_INIT_ATTR_MASK_PD, whose parent domain
+// rxe ignores. The read_* accessors of fields not asked for stay NULL.
+ibv_cq_ex* createCqExOp(ibv_context* ctx, ibv_cq_init_attr_ex* a) {
+  if (ctx == nullptr || a == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const bool with_flags = (a->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) != 0;
+  if ((a->comp_mask &
+       ~static_cast<uint32_t>(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) ||
+      (a->wc_flags & ~kSupportedWcFlags) ||
+      (with_flags && (a->flags & ~static_cast<uint32_t>(IBV_CREATE_CQ_ATTR_SINGLE_THREADED)))) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  ibv_cq* c = ibv_create_cq(ctx, static_cast<int>(a->cqe), a->cq_context, a->channel,
+                            static_cast<int>(a->comp_vector));
+  if (c == nullptr) return nullptr;
+  Cq* cq = reinterpret_cast<Cq*>(c);
+  cq->single_threaded = with_flags && (a->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED);
+  ibv_cq_ex& x = cq->cqx;
+  x.start_poll = startPoll;
+  x.next_poll = nextPoll;
+  x.end_poll = endPoll;
+  x.read_opcode = readOpcode;
+  x.read_vendor_err = readVendorErr;
+  x.read_wc_flags = readWcFlags;
+  if (a->wc_flags & IBV_WC_EX_WITH_BYTE_LEN) x.read_byte_len = readByteLen;
+  if (a->wc_flags & IBV_WC_EX_WITH_IMM) x.read_imm_data = readImmData;
+  if (a->wc_flags & IBV_WC_EX_WITH_QP_NUM) x.read_qp_num = readQpNum;
+  if (a->wc_flags & IBV_WC_EX_WITH_SRC_QP) x.read_src_qp = readSrcQp;
+  if (a->wc_flags & IBV_WC_EX_WITH_SLID) x.read_slid = readSlid;
+  if (a->wc_flags & IBV_WC_EX_WITH_SL) x.read_sl = readSl;
+  if (a->wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS) x.read_dlid_path_bits = readDlidPathBits;
+  return &cq->cqx;
 }
 
 int reqNotifyCqOp(ibv_cq* c, int solicited_only) {

@@ -169,6 +169,26 @@ Registry<Mr>& mrs() {
   return *r;
 }
 
+void forkDevice(ForkStep s) {
+  DeviceState& d = device();
+  switch (s) {
+    case ForkStep::Prepare:
+      d.mu.lock();
+      mrs().lockForFork();
+      return;
+    case ForkStep::Child:
+      // The parent's contexts stay usable by the child (their async pipe is
+      // shared, as the uverbs file is), but device events and removals in
+      // the child reach only the contexts it opens itself.
+      abandon(d.contexts);
+      [[fallthrough]];
+    case ForkStep::Parent:
+      mrs().unlockAfterFork();
+      d.mu.unlock();
+      return;
+  }
+}
+
 Mr* findMrByKey(uint32_t key) {
   return mrs().find(key >> 8, key);
 }
@@ -277,6 +297,9 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   memset(&c->vctx, 0, sizeof c->vctx);
   c->vctx.sz = sizeof(verbs_context);
   c->vctx.query_port = queryPortImpl;
+  c->vctx.query_device_ex = queryDeviceExOp;
+  c->vctx.create_cq_ex = createCqExOp;
+  c->vctx.create_qp_ex = createQpExOp;
   ibv_context* ctx = c->ctx();
   ctx->device = dev;
   ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -343,7 +366,11 @@ SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->hw_ver = 1;
   a->max_qp = 1 << 16;
   a->max_qp_wr = kMaxQpWr;
-  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ;
+  // Of rxe's flags, those softrdma lives up to (PORT_ACTIVE_EVENT: the
+  // control channel's port-up; SYS_IMAGE_GUID: reported below), and
+  // N_NOTIFY_CQ, which softrdma's arming honours.
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
+                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID;
   a->max_sge = kMaxSge;
   a->max_sge_rd = kMaxSge;
   a->max_cq = 1 << 16;
@@ -362,6 +389,28 @@ SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->phys_port_cnt = 1;
   return 0;
 }
+
+namespace softrdma {
+
+// verbs_context.query_device_ex (the inline ibv_query_device_ex, which has
+// checked input->comp_mask). What rxe's kernel driver reports beyond
+// ibv_query_device: the device capability flags again (64 bits), the port
+// count, and no ODP, timestamps, TSO, RSS, packet pacing, tag matching, CQ
+// moderation or device memory. Only attr_size bytes are written (the
+// program's struct may be older than this one).
+int queryDeviceExOp(ibv_context* ctx, const ibv_query_device_ex_input*, ibv_device_attr_ex* attr,
+                    size_t attr_size) {
+  if (attr == nullptr || attr_size < sizeof(ibv_device_attr)) return EINVAL;
+  ibv_device_attr_ex ex{};
+  int rc = ibv_query_device(ctx, &ex.orig_attr);
+  if (rc != 0) return rc;
+  ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
+  ex.phys_port_cnt_ex = ex.orig_attr.phys_port_cnt;
+  memcpy(attr, &ex, std::min(attr_size, sizeof ex));
+  return 0;
+}
+
+}  // namespace softrdma
 
 SOFTRDMA_API int ibv_query_port(ibv_context* ctx, uint8_t port, _compat_ibv_port_attr* a) {
   return queryPortImpl(ctx, port, reinterpret_cast<ibv_port_attr*>(a), sizeof(ibv_port_attr));
@@ -545,11 +594,3 @@ SOFTRDMA_API int ibv_get_async_event(ibv_context* ctx, ibv_async_event* event) {
 }
 
 SOFTRDMA_API void ibv_ack_async_event(ibv_async_event*) {}
-
-SOFTRDMA_API int ibv_fork_init(void) {
-  return 0;
-}
-
-SOFTRDMA_API ibv_fork_status ibv_is_fork_initialized(void) {
-  return IBV_FORK_UNNEEDED;
-}

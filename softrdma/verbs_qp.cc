@@ -5,11 +5,12 @@
 // a PSN and hands the frame to the QP's connection, which writes it to the
 // socket at once (the doorbell). A send completes when the responder
 // acknowledges it, in posting order. The receive side lives in transport.cc.
+#include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <random>
 #include <unordered_map>
 
 #include "counters.h"
@@ -28,13 +29,23 @@ std::unordered_map<uint32_t, std::shared_ptr<Qp>>& qpTable() {
   return *t;
 }
 
+// QP numbers start at a random point in each process (and again in a forked
+// child), so that processes on one machine rarely share one.
+uint32_t randomQpnBase() {
+  uint32_t r = 0;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != sizeof r)
+    r = static_cast<uint32_t>(getpid()) * 2654435761u;
+  return r & 0xffff00;
+}
+
+std::atomic<uint32_t>& nextQpn() {
+  static std::atomic<uint32_t> next{randomQpnBase()};
+  return next;
+}
+
 uint32_t allocQpn() {
-  static std::atomic<uint32_t> next = [] {
-    std::random_device rd;
-    return static_cast<uint32_t>(rd()) & 0xffff00;
-  }();
   for (;;) {
-    uint32_t n = next++ & 0xffffff;
+    uint32_t n = nextQpn()++ & 0xffffff;
     if (n > 1) return n;
   }
 }
@@ -75,6 +86,16 @@ FrameType frameType(ibv_wr_opcode op) {
   }
 }
 
+// The send queue's capabilities as rxe grants them: a send WQE holds
+// max_send_sge entries of 16 bytes or max_inline_data bytes, whichever is
+// larger, and both are granted at that size (at least one SGE). So a QP
+// asked for one SGE and no inline data may send 16 bytes inline.
+void grantSendCap(ibv_qp_cap& c) {
+  uint32_t wqe = std::max(std::max(c.max_send_sge, 1u) * 16, c.max_inline_data);
+  c.max_send_sge = std::min(wqe / 16, kMaxSge);
+  c.max_inline_data = wqe;
+}
+
 // Local protection: every non-empty SGE must lie in an MR of the QP's PD.
 bool sgesValid(const Qp* qp, const ibv_sge* sg, int n, bool need_write) {
   for (int i = 0; i < n; i++) {
@@ -107,6 +128,23 @@ std::vector<std::shared_ptr<Qp>> allQps() {
   for (auto& [n, q] : qpTable())
     v.push_back(q);
   return v;
+}
+
+void forkQps(ForkStep s) {
+  switch (s) {
+    case ForkStep::Prepare:
+      qps_mu.lock();
+      srqs().lockForFork();
+      return;
+    case ForkStep::Child:
+      abandon(qpTable());  // the parent's QPs: unknown to the child's verbs
+      nextQpn() = randomQpnBase();
+      [[fallthrough]];
+    case ForkStep::Parent:
+      srqs().unlockAfterFork();
+      qps_mu.unlock();
+      return;
+  }
 }
 
 Srq* findSrq(uint32_t id) {
@@ -307,18 +345,60 @@ int Qp::modify(ibv_qp_attr* a, int mask) {
 
 // -------------------------------------------------------- data path ops
 
+namespace {
+
+bool opcodeSupported(ibv_wr_opcode op) {
+  return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
+         op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ;
+}
+
+// The checks a device makes of each work request when it is posted
+// (the queue's room apart): EINVAL or 0. qp.mu held.
+int checkWr(const Qp& qp, const ibv_send_wr* w) {
+  bool inl = (w->send_flags & IBV_SEND_INLINE) != 0;
+  if (!opcodeSupported(w->opcode)) return EINVAL;
+  if (w->num_sge < 0 || static_cast<uint32_t>(w->num_sge) > qp.cap.max_send_sge ||
+      (inl && w->opcode == IBV_WR_RDMA_READ))
+    return EINVAL;
+  uint64_t len = 0;
+  for (int i = 0; i < w->num_sge; i++)
+    len += w->sg_list[i].length;
+  if ((inl && len > qp.cap.max_inline_data) || len > kMaxFramePayload) return EINVAL;
+  return 0;
+}
+
+}  // namespace
+
 int postSendOp(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
-  auto* qp = reinterpret_cast<Qp*>(q);
+  return postSend(reinterpret_cast<Qp*>(q), wr, bad, false);
+}
+
+int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
   std::unique_lock lk(qp->mu);
   ibv_qp_state st = qp->qp.state;
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
     *bad = wr;
     return EINVAL;
   }
+  if (all_or_nothing) {
+    uint32_t n = 0;
+    for (ibv_send_wr* w = wr; w != nullptr; w = w->next, n++) {
+      if (int rc = checkWr(*qp, w); rc != 0) {
+        *bad = w;
+        return rc;
+      }
+    }
+    if (n > qp->cap.max_send_wr - qp->sq_used) {
+      *bad = wr;
+      return ENOMEM;
+    }
+  }
   constexpr int kBatch = 64;
   Conn::TxIov iov[kBatch * 2 + kMaxSge];
   FrameHeader hdrs[kBatch];
-  uint8_t inl[kBatch][kMaxInline];
+  // Inline payloads of this call, until the connection has taken them (the
+  // QP's lock is released before that): the calling thread's own buffer.
+  static thread_local std::vector<uint8_t> inl_buf;
   int niov = 0, nhdr = 0;
   auto flush = [&] {
     if (niov > 0 && qp->conn) qp->conn->sendv(iov, niov);
@@ -331,18 +411,10 @@ int postSendOp(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   };
   for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
     bool inl_flag = (w->send_flags & IBV_SEND_INLINE) != 0;
-    if (w->opcode != IBV_WR_SEND && w->opcode != IBV_WR_SEND_WITH_IMM &&
-        w->opcode != IBV_WR_RDMA_WRITE && w->opcode != IBV_WR_RDMA_WRITE_WITH_IMM &&
-        w->opcode != IBV_WR_RDMA_READ)
-      return reject(w, EINVAL);
-    if (w->num_sge < 0 || static_cast<uint32_t>(w->num_sge) > qp->cap.max_send_sge ||
-        (inl_flag && w->opcode == IBV_WR_RDMA_READ))
-      return reject(w, EINVAL);
+    if (int rc = checkWr(*qp, w); rc != 0) return reject(w, rc);
     uint64_t len = 0;
     for (int i = 0; i < w->num_sge; i++)
       len += w->sg_list[i].length;
-    if ((inl_flag && len > qp->cap.max_inline_data) || len > kMaxFramePayload)
-      return reject(w, EINVAL);
     if (qp->sq_used >= qp->cap.max_send_wr) return reject(w, ENOMEM);
     SendWqe e{};
     e.wr_id = w->wr_id;
@@ -394,12 +466,14 @@ int postSendOp(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
     iov[niov++] = {&h, sizeof h, false, true, true};
     if (!is_read && len > 0) {
       if (inl_flag) {
-        uint8_t* p = inl[nhdr];
+        if (inl_buf.empty()) inl_buf.resize(static_cast<size_t>(kBatch) * kMaxInline);
+        uint8_t* p = &inl_buf[static_cast<size_t>(nhdr) * kMaxInline];
         for (int i = 0; i < w->num_sge; i++) {
           memcpy(p, reinterpret_cast<void*>(w->sg_list[i].addr), w->sg_list[i].length);
           p += w->sg_list[i].length;
         }
-        iov[niov++] = {inl[nhdr], static_cast<size_t>(len), false, false, true};
+        iov[niov++] = {&inl_buf[static_cast<size_t>(nhdr) * kMaxInline], static_cast<size_t>(len),
+                       false, false, true};
       } else {
         for (int i = 0; i < w->num_sge; i++) {
           if (w->sg_list[i].length == 0) continue;
@@ -461,13 +535,15 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
     errno = EIO;
     return nullptr;
   }
-  ibv_qp_cap& c = a->cap;
+  ibv_qp_cap c = a->cap;  // becomes what is granted
   if (c.max_send_wr > kMaxQpWr || c.max_recv_wr > kMaxQpWr || c.max_send_sge > kMaxSge ||
       c.max_recv_sge > kMaxSge || c.max_inline_data > kMaxInline) {
     errno = EINVAL;
     return nullptr;
   }
   if (a->srq == nullptr) c.max_recv_wr = c.max_recv_wr ? c.max_recv_wr : 1;
+  c.max_send_wr = c.max_send_wr ? c.max_send_wr : 1;
+  grantSendCap(c);
   auto qp = std::make_shared<Qp>();
   qp->self = qp;
   qp->qp.context = pd->context;
@@ -481,9 +557,7 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qp->qp.state = IBV_QPS_RESET;
   pthread_mutex_init(&qp->qp.mutex, nullptr);
   pthread_cond_init(&qp->qp.cond, nullptr);
-  qp->cap = c;
-  qp->cap.max_send_wr = c.max_send_wr ? c.max_send_wr : 1;
-  qp->cap.max_send_sge = c.max_send_sge ? c.max_send_sge : 1;
+  qp->cap = c;  // granted, and written back to the caller
   qp->sq_sig_all = a->sq_sig_all != 0;
   qp->scq = reinterpret_cast<Cq*>(a->send_cq);
   qp->rcq = reinterpret_cast<Cq*>(a->recv_cq);
@@ -506,6 +580,7 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qp->rcq->qps++;
   if (qp->srq != nullptr) qp->srq->qps++;
   qp->pd->users++;
+  a->cap = c;
   return &qp->qp;
 }
 

@@ -3,7 +3,10 @@
 # softrdma: starts the server under softrdma-run, waits until its TCP port listens, runs the
 # client with a timeout, then waits for the server. Every process it starts is stopped.
 #
-#   run_pair.sh SOFTRDMA_RUN rping|rdma_server|ibv_rc_pingpong
+#   run_pair.sh SOFTRDMA_RUN rping|rdma_server|rdma_xserver|ibv_rc_pingpong
+#
+# rdma_xserver pairs rdma_xserver and rdma_xclient with RC (-c r): the client sends 16 bytes
+# inline on a QP that asked for no inline data, which the device's grant allows.
 #
 # ibv_rc_pingpong's server listens on every address, so run that pair only in
 # a private network namespace (run_netns.sh).
@@ -54,6 +57,8 @@ start_server() {
              >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     rdma_server) timeout -k 2 $deadline "$run" rdma_server -s 127.0.0.1 -p "$port" \
              >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    rdma_xserver) timeout -k 2 $deadline "$run" rdma_xserver -c r -p "$port" \
+             >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     ibv_rc_pingpong) timeout -k 2 $deadline "$run" ibv_rc_pingpong -g 0 -e -n 500 -s 8192 \
              -p "$port" >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     *) echo "unknown pair $pair" >&2; exit 2 ;;
@@ -67,6 +72,8 @@ run_client() {
     rping) timeout -k 2 $deadline "$run" rping -c -a 127.0.0.1 -p "$port" -C 20 -V \
              >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
     rdma_server) timeout -k 2 $deadline "$run" rdma_client -s 127.0.0.1 -p "$port" \
+             >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+    rdma_xserver) timeout -k 2 $deadline "$run" rdma_xclient -s 127.0.0.1 -p "$port" -c r \
              >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
     ibv_rc_pingpong) timeout -k 2 $deadline "$run" ibv_rc_pingpong -g 0 -e -n 500 -s 8192 \
              -p "$port" 127.0.0.1 >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
@@ -95,6 +102,9 @@ client_status=$?
 if [ "$pair" = rdma_server ]; then
   grep -q "rdma_client: end 0" "$log_dir/client.out" || fail "rdma_client did not report success"
 fi
+if [ "$pair" = rdma_xserver ]; then
+  grep -q "rdma_xclient: end 0" "$log_dir/client.out" || fail "rdma_xclient did not report success"
+fi
 
 wait "$server_pid"
 server_status=$?
@@ -102,6 +112,9 @@ server_pid=
 [ $server_status -eq 0 ] || fail "server exited with status $server_status (124: timeout)"
 if [ "$pair" = rdma_server ]; then
   grep -q "rdma_server: end 0" "$log_dir/server.out" || fail "rdma_server did not report success"
+fi
+if [ "$pair" = rdma_xserver ]; then
+  grep -q "rdma_xserver: end 0" "$log_dir/server.out" || fail "rdma_xserver did not report success"
 fi
 if [ "$pair" = ibv_rc_pingpong ]; then
   grep -q "500 iters in" "$log_dir/client.out" || fail "ibv_rc_pingpong did not complete 500 iterations"
