@@ -117,7 +117,11 @@ Status Client::Impl::writeSome() {
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       break;
     } else if (errno != EINTR) {
-      lose(errnoStatus(Errc::io_error, "write to rdmamsgd", errno));
+      const int err = errno;
+      // A daemon that closed the connection may have said why first (an
+      // ERROR such as shutting_down): that is the reason, not the write.
+      readSome();
+      lose(errnoStatus(Errc::io_error, "write to rdmamsgd", err));
     }
   }
   return conn;
@@ -382,6 +386,9 @@ const Status& Client::connectionStatus() const {
 void Client::close() {
   if (!impl_ || !impl_->fd) return;
   if (impl_->conn.ok()) {
+    // What the application took counts, even if it took only part of what
+    // the library had read: those messages are confirmed, the rest fail back.
+    impl_->reportConsumed();
     proto::encodeBye(impl_->out);
     impl_->writeSome();  // best effort, never waits
   }
@@ -420,12 +427,13 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
                                          std::span<const std::byte> payload,
                                          std::string_view fromService, bool mayWait) {
   if (!conn.ok()) return conn;
-  // A stream names the same destination every time: check it once.
-  if (node != checkedNode) {
+  // A stream names the same destination every time: check it once. (The
+  // names remembered start empty, which is not a valid name: check that too.)
+  if (node != checkedNode || node.empty()) {
     if (Status st = checkName("node", node); !st.ok()) return st;
     checkedNode.assign(node);
   }
-  if (service != checkedService) {
+  if (service != checkedService || service.empty()) {
     if (Status st = checkName("service", service); !st.ok()) return st;
     checkedService.assign(service);
   }

@@ -134,6 +134,10 @@ class Client {
 
   // The error that closed the connection, or ok while it is open.
   const Status& connectionStatus() const;
+  // Tells the daemon what the application took and says goodbye (best
+  // effort, never waiting), then closes: messages returned by receive() are
+  // confirmed (with confirmOnReceive), those not returned fail back to their
+  // senders.
   void close();
 
  private:

@@ -855,6 +855,9 @@ public final class Client implements AutoCloseable {
         if (out.writeTo(channel) == 0) break;
       }
     } catch (IOException e) {
+      // A daemon that closed the connection may have said why first (an ERROR
+      // such as shutting_down): that is the reason, not the write.
+      readSome();
       lose(new RdmamsgException(Errc.IO_ERROR, "write to rdmamsgd: " + e.getMessage(), e));
     }
   }
@@ -1089,11 +1092,12 @@ public final class Client implements AutoCloseable {
 
   private void checkDestination(String node, String service) throws RdmamsgException {
     // A stream names the same destination every time: it is checked once.
-    if (!node.equals(checkedNode)) {
+    // (The names remembered start empty, which is not a valid name: checked too.)
+    if (!node.equals(checkedNode) || node.isEmpty()) {
       checkName("node", node);
       checkedNode = node;
     }
-    if (!service.equals(checkedService)) {
+    if (!service.equals(checkedService) || service.isEmpty()) {
       checkName("service", service);
       checkedService = service;
     }

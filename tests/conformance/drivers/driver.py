@@ -1,0 +1,157 @@
+"""The conformance driver for the Python binding (rdmamsg, ctypes over the
+C API): reads commands on stdin, one per line, and answers each on stdout as
+tests/conformance/README.md describes."""
+import sys
+import time
+
+import rdmamsg
+
+FILL_SECONDS = 20
+FLUSH_SECONDS = 10
+
+clients = {}
+
+
+def say(text):
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def arg(s):
+    return "" if s == "~" else s
+
+
+def field(s):
+    return s if s else "~"
+
+
+def one_line(s):
+    return s.replace("\n", " ").replace("\r", " ")
+
+
+def payload(hexed):
+    return b"" if hexed == "~" else bytes.fromhex(hexed)
+
+
+def reason(e):
+    return (e.name + " " + one_line(e.message)).rstrip()
+
+
+def msg(m):
+    return "msg %s %s %s %s" % (field(m.src_node), field(m.src_service), field(m.service),
+                                m.payload.hex() if m.payload else "~")
+
+
+def done(d):
+    return ("done %d %s %s" % (d.msg_id, d.name, one_line(d.message))).rstrip()
+
+
+def ids(v):
+    return "%d %s" % (len(v), ",".join(str(i) for i in v) if v else "~")
+
+
+def run(name, verb, a):
+    if verb == "connect":
+        try:
+            c = rdmamsg.Client(a[0], name="conformance-" + name, timeout=5.0)
+        except rdmamsg.RdmamsgError as e:
+            return say("error " + reason(e))
+        clients[name] = c
+        return say("ok %s %d" % (c.node, c.max_message_size))
+    c = clients[name]
+    if verb == "register":
+        c.register(arg(a[0]))
+        return say("ok")
+    if verb == "unregister":
+        c.unregister(arg(a[0]))
+        return say("ok")
+    if verb == "send":
+        return say("id %d" % c.send(arg(a[0]), arg(a[1]), payload(a[2])))
+    if verb == "trysend":
+        try:
+            return say("id %d" % c.try_send(arg(a[0]), arg(a[1]), payload(a[2])))
+        except rdmamsg.WouldBlock:
+            return say("would_block")
+    if verb == "sendn":
+        sent = []
+        try:
+            for i in range(int(a[2])):
+                sent.append(c.send(arg(a[0]), arg(a[1]), arg(a[3]) + str(i)))
+        except rdmamsg.RdmamsgError as e:
+            return say("sent %s %s" % (ids(sent), reason(e)))
+        return say("sent " + ids(sent))
+    if verb == "fill":
+        data, accepted = payload(a[2]), []
+        deadline = time.monotonic() + FILL_SECONDS
+        while len(accepted) < int(a[3]) and time.monotonic() < deadline:
+            try:
+                accepted.append(c.try_send(arg(a[0]), arg(a[1]), data))
+            except rdmamsg.WouldBlock:
+                return say("blocked " + ids(accepted))
+            c.process_io()
+        return say("unblocked " + ids(accepted))
+    if verb == "flush":
+        c.flush(FLUSH_SECONDS)
+        return say("ok")
+    if verb == "recv":
+        m = c.receive(int(a[0]) / 1000)
+        return say("timeout" if m is None else msg(m))
+    if verb == "take":
+        n = 0
+        try:
+            while n < int(a[0]):
+                m = c.receive(int(a[1]) / 1000)
+                if m is None:
+                    break
+                say(msg(m))
+                n += 1
+        except rdmamsg.RdmamsgError as e:
+            return say("end %d %s" % (n, reason(e)))
+        return say("end %d" % n)
+    if verb == "completion":
+        d = c.wait_completion(int(a[0]) / 1000)
+        return say("timeout" if d is None else done(d))
+    if verb == "completions":
+        n = 0
+        deadline = time.monotonic() + int(a[1]) / 1000
+        try:
+            while n < int(a[0]):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                d = c.wait_completion(left)
+                if d is None:
+                    break
+                say(done(d))
+                n += 1
+        except rdmamsg.RdmamsgError as e:
+            return say("end %d %s" % (n, reason(e)))
+        return say("end %d" % n)
+    if verb == "inflight":
+        return say("inflight %d" % c.in_flight)
+    if verb == "io":
+        c.process_io()
+        return say("ok")
+    if verb == "close":
+        clients.pop(name).close()
+        return say("ok")
+    say("error driver unknown command " + verb)
+
+
+def main():
+    for text in sys.stdin:
+        words = text.split()
+        if len(words) < 2:
+            continue
+        try:
+            run(words[0], words[1], words[2:])
+        except rdmamsg.RdmamsgError as e:
+            say("error " + reason(e))
+        except (KeyError, IndexError, ValueError) as e:  # a malformed command
+            say("error driver %r" % e)
+    for c in clients.values():
+        c.close()
+
+
+if __name__ == "__main__":
+    main()
