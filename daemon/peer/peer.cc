@@ -56,10 +56,9 @@ const char* toString(PeerState s) {
   return "?";
 }
 
-Peer::Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config::Peer peer,
+Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer,
            PeerEvents& events, loop::ServiceQueue::Waker wake)
-    : mesh_(mesh),
-      config_(cfg),
+    : config_(cfg),
       cfg_(std::move(peer)),
       events_(events),
       wake_(wake),
@@ -172,18 +171,34 @@ void Peer::dialOnDemand() {
     dialTimer_->arm(std::chrono::milliseconds(0));
 }
 
-void Peer::dial() {
-  if (state_ != PeerState::kIdle && state_ != PeerState::kBackoff) return;
+bool Peer::readyToDial() {
+  if (state_ != PeerState::kIdle && state_ != PeerState::kBackoff) return false;
   if (onDemand() && out_.queuedBytes() == 0) {  // nothing to send: wait for a message
     if (state_ == PeerState::kBackoff) setState(PeerState::kIdle);
-    return;
+    return false;
   }
+  return true;
+}
+
+void Peer::dial() {
+  if (!readyToDial()) return;
+  dialWanted_ = true;
+  wake_();
+}
+
+bool Peer::takeDialRequest() {
+  const bool wanted = dialWanted_;
+  dialWanted_ = false;
+  return wanted && readyToDial();  // things may have changed since it asked
+}
+
+void Peer::dialed(Connection* c) {
   attempts_++;
   counters_.dials++;
   setState(PeerState::kConnecting);
   // A dial that fails at once is already down here; the service step sees
   // it like any other failure and schedules the next one.
-  conn_ = mesh_.dial(*this);
+  conn_ = c;
   wake_();
 }
 

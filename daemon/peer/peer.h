@@ -65,7 +65,6 @@
 
 namespace rdmamsg::peer {
 
-class Mesh;
 
 enum class PeerState { kIdle, kConnecting, kEstablished, kBackoff, kStopping, kStopped };
 const char* toString(PeerState s);
@@ -105,8 +104,8 @@ struct PeerSnapshot {
 
 class Peer {
  public:
-  Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config::Peer peer,
-       PeerEvents& events, loop::ServiceQueue::Waker wake);
+  Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, PeerEvents& events,
+       loop::ServiceQueue::Waker wake);
   ~Peer();
   Peer(const Peer&) = delete;
   Peer& operator=(const Peer&) = delete;
@@ -130,6 +129,12 @@ class Peer {
   uint64_t remoteIncarnation() const;
 
   void start();  // begin dialing
+  // A peer does not dial by itself: it asks, by marking itself, and the
+  // mesh's service step takes the request (false: no dial is wanted now)
+  // and hands it the connection it made (possibly down already, if it
+  // failed at once).
+  bool takeDialRequest();
+  void dialed(Connection* c);
   // Stops dialing and closes the connection; its messages in flight fail
   // with `why`.
   void shutdown(const std::string& why = "daemon stopping");
@@ -207,7 +212,8 @@ class Peer {
   void makeCurrent(Connection* c, const char* whyOldGoes);
   void closeCandidates(const std::string& why, bool onlyUnauthenticating = false);
   void settleCandidates();
-  void dial();
+  void dial();             // asks the mesh for a connection
+  bool readyToDial();      // idle or in backoff, and (on demand) something to send
   void dialOnDemand();  // a message is queued: dial unless a dial is under way
   void scheduleDial();
   void observe();
@@ -221,7 +227,6 @@ class Peer {
   bool writeConfirms();
   void onTick();
 
-  Mesh& mesh_;
   const config::Config& config_;
   config::Peer cfg_;
   PeerEvents& events_;
@@ -238,6 +243,7 @@ class Peer {
   std::string lastError_ = "not connected yet";
   LogLimit lossLog_, rejectLog_;  // a flapping link, a refusing peer: bounded lines
   int attempts_ = 0;
+  bool dialWanted_ = false;  // dial() asked the mesh; takeDialRequest() answers
   std::unique_ptr<loop::Timer> dialTimer_, tickTimer_, confirmTimer_;
   size_t lazyConfirmBytes_ = 0;  // confirmations of taken messages not yet due
   uint64_t lazyConfirmCount_ = 0;
