@@ -123,7 +123,6 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // Marks every peer for the service step (e.g. the router has room again).
   void wakeAll();
 
-
   void onCmEvent(const rdma::CmEvent& e) override;
   void onDeviceEvent(rdma::Device& device, ibv_event_type type) override;
 

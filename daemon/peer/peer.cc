@@ -56,8 +56,8 @@ const char* toString(PeerState s) {
   return "?";
 }
 
-Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer,
-           PeerEvents& events, loop::ServiceQueue::Waker wake)
+Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, PeerEvents& events,
+           loop::ServiceQueue::Waker wake)
     : config_(cfg),
       cfg_(std::move(peer)),
       events_(events),
@@ -74,6 +74,48 @@ Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer,
       out_(cfg, cfg_.name, events) {}
 
 Peer::~Peer() = default;
+
+const char* toString(IdleAgreement s) {
+  switch (s) {
+    case IdleAgreement::kNone:
+      return "none";
+    case IdleAgreement::kAsked:
+      return "asked";
+    case IdleAgreement::kAgreed:
+      return "agreed";
+    case IdleAgreement::kAskedAndAgreed:
+      return "asked-and-agreed";
+    case IdleAgreement::kClosing:
+      return "closing";
+  }
+  return "?";
+}
+
+void Peer::setIdle(IdleAgreement to) {
+  bool ok = false;
+  switch (idle_) {
+    case IdleAgreement::kNone:
+      ok = to == IdleAgreement::kAsked || to == IdleAgreement::kAgreed;
+      break;
+    case IdleAgreement::kAsked:
+      ok = to == IdleAgreement::kNone || to == IdleAgreement::kAskedAndAgreed ||
+           to == IdleAgreement::kClosing;
+      break;
+    case IdleAgreement::kAgreed:
+      ok = to == IdleAgreement::kClosing;
+      break;
+    case IdleAgreement::kAskedAndAgreed:
+      ok = to == IdleAgreement::kAgreed || to == IdleAgreement::kClosing;
+      break;
+    case IdleAgreement::kClosing:
+      break;
+  }
+  if (!ok)
+    logging::fatal(fmt::format("peer {}: invalid idle-close change {} -> {}", name(),
+                               toString(idle_), toString(to)));
+  spdlog::debug("peer {}: idle close {} -> {}", name(), toString(idle_), toString(to));
+  idle_ = to;
+}
 
 // The one place a peer changes state: every edge is checked.
 void Peer::setState(PeerState s) {
@@ -324,7 +366,7 @@ void Peer::onUp() {
   confirmsDue_ = false;
   lazyConfirmBytes_ = 0;
   lazyConfirmCount_ = 0;
-  idleRequested_ = idleAgreed_ = idleClosing_ = false;
+  idle_ = IdleAgreement::kNone;
   idleIn_.clear();
   idleOut_.clear();
   awaitingConsume_ = 0;
@@ -349,9 +391,12 @@ void Peer::onDown() {
   connUp_ = false;
   // Closed by agreement for being idle: nothing was in flight either way, and
   // what was queued since stays queued.
-  const bool idleClosed = wasUp && (idleAgreed_ || idleClosing_) &&
-                          state_ != PeerState::kStopping && !redialNow_ && out_.settled();
-  idleRequested_ = idleAgreed_ = idleClosing_ = false;
+  const bool idleClosed =
+      wasUp &&
+      (idle_ == IdleAgreement::kAgreed || idle_ == IdleAgreement::kAskedAndAgreed ||
+       idle_ == IdleAgreement::kClosing) &&
+      state_ != PeerState::kStopping && !redialNow_ && out_.settled();
+  idle_ = IdleAgreement::kNone;
   idleIn_.clear();
   idleOut_.clear();
   awaitingConsume_ = 0;
@@ -602,29 +647,31 @@ void Peer::handleIdleClose() {
   for (IdleClose action : in) {
     switch (action) {
       case IdleClose::kRequest:
-        if (onDemand() && out_.queuedBytes() == 0 && quiet() && !idleClosing_) {
-          if (!idleAgreed_) committedAt_ = Clock::now();
-          idleAgreed_ = true;
+        if (onDemand() && out_.queuedBytes() == 0 && quiet() && idle_ != IdleAgreement::kClosing) {
+          if (idle_ == IdleAgreement::kNone || idle_ == IdleAgreement::kAsked) {
+            committedAt_ = Clock::now();
+            setIdle(idle_ == IdleAgreement::kNone ? IdleAgreement::kAgreed
+                                                  : IdleAgreement::kAskedAndAgreed);
+          }
           idleOut_.push_back(IdleClose::kAccept);
         } else {
           idleOut_.push_back(IdleClose::kRefuse);
         }
         break;
       case IdleClose::kAccept:
-        if (!idleRequested_) {
+        if (!idleAsked()) {
           conn_->close("idle close accepted without a request from this node");
           return;
         }
-        idleRequested_ = false;
-        idleClosing_ = true;
+        setIdle(IdleAgreement::kClosing);
         conn_->close("idle-closed");
         return;
       case IdleClose::kRefuse:
-        if (!idleRequested_) {
+        if (!idleAsked()) {
           conn_->close("idle close refused without a request from this node");
           return;
         }
-        idleRequested_ = false;
+        setIdle(idle_ == IdleAgreement::kAsked ? IdleAgreement::kNone : IdleAgreement::kAgreed);
         lastActivity_ = Clock::now();  // asks again after another idle_timeout
         break;
     }
@@ -653,10 +700,9 @@ void Peer::idleTick(Clock::time_point now) {
     lastActivity_ = now;
   }
   if (committed()) {
-    if (!idleClosing_ && now - committedAt_ > config_.heartbeatTimeout) {
+    if (idle_ != IdleAgreement::kClosing && now - committedAt_ > config_.heartbeatTimeout) {
       // Nothing is in flight either way: closing loses nothing.
-      idleRequested_ = false;
-      idleClosing_ = true;
+      setIdle(IdleAgreement::kClosing);
       conn_->close("idle close not completed by the peer within heartbeat_timeout");
     }
     return;
@@ -667,7 +713,7 @@ void Peer::idleTick(Clock::time_point now) {
   if (!idleIn_.empty() || !idleOut_.empty()) return;
   if (!conn_->openBatch(false) || conn_->batch().room() < kIdleCloseRecordSize) return;
   conn_->batch().addIdleClose(IdleClose::kRequest);
-  idleRequested_ = true;
+  setIdle(IdleAgreement::kAsked);
   committedAt_ = now;
   spdlog::debug("peer {}: no messages for {} ms: asking to close the connection", name(),
                 config_.idleTimeout.count());

@@ -65,9 +65,19 @@
 
 namespace rdmamsg::peer {
 
-
 enum class PeerState { kIdle, kConnecting, kEstablished, kBackoff, kStopping, kStopped };
 const char* toString(PeerState s);
+
+// Closing an idle connection by agreement (IdleClose records), while
+// established: this node asked and awaits the answer, agreed to the peer's
+// request, or both (both asked at once); closing — its request was
+// accepted, or the agreement was not completed within heartbeat_timeout.
+// Back to none with every new connection.
+//
+//   none → asked → none (refused)          asked → asked-and-agreed → agreed (refused)
+//   none → agreed → closing                asked, asked-and-agreed → closing
+enum class IdleAgreement { kNone, kAsked, kAgreed, kAskedAndAgreed, kClosing };
+const char* toString(IdleAgreement s);
 
 struct PeerCounters {
   uint64_t messagesSent = 0;
@@ -205,15 +215,20 @@ class Peer {
   // for a listener, no message half received, no batch unread.
   bool quiet() const;
   // This node asked or agreed to close the idle connection: it starts no message.
-  bool committed() const { return idleRequested_ || idleAgreed_ || idleClosing_; }
+  bool committed() const { return idle_ != IdleAgreement::kNone; }
+  bool idleAsked() const {
+    return idle_ == IdleAgreement::kAsked || idle_ == IdleAgreement::kAskedAndAgreed;
+  }
+  // The one place the idle-close agreement changes: every edge is checked.
+  void setIdle(IdleAgreement to);
   void idleTick(std::chrono::steady_clock::time_point now);
   void handleIdleClose();
   void writeIdleAnswers();
   void makeCurrent(Connection* c, const char* whyOldGoes);
   void closeCandidates(const std::string& why, bool onlyUnauthenticating = false);
   void settleCandidates();
-  void dial();             // asks the mesh for a connection
-  bool readyToDial();      // idle or in backoff, and (on demand) something to send
+  void dial();          // asks the mesh for a connection
+  bool readyToDial();   // idle or in backoff, and (on demand) something to send
   void dialOnDemand();  // a message is queued: dial unless a dial is under way
   void scheduleDial();
   void observe();
@@ -257,9 +272,7 @@ class Peer {
 
   // Connect on demand and idle close (IdleClose records, protocol.h). Each
   // request gets one answer; the requester disconnects on an accept.
-  bool idleRequested_ = false;               // this node's request awaits its answer
-  bool idleAgreed_ = false;                  // this node accepted the peer's request
-  bool idleClosing_ = false;                 // this node disconnected after an accept
+  IdleAgreement idle_ = IdleAgreement::kNone;
   std::vector<IdleClose> idleIn_, idleOut_;  // received, to answer / answers to write
   std::chrono::steady_clock::time_point committedAt_;
   std::chrono::steady_clock::time_point lastActivity_;  // last message either way (by tick)
