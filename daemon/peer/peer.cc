@@ -67,7 +67,7 @@ Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, 
       tickTimer_(std::make_unique<loop::Timer>(loop, [this] { onTick(); })),
       confirmTimer_(std::make_unique<loop::Timer>(loop,
                                                   [this] {
-                                                    confirmsDue_ = true;
+                                                    confirms_.markDue();
                                                     wake_();
                                                   })),
       rng_(std::random_device{}()),
@@ -363,9 +363,6 @@ void Peer::onUp() {
   epoch_++;
   in_.reset();
   confirms_.clear();
-  confirmsDue_ = false;
-  lazyConfirmBytes_ = 0;
-  lazyConfirmCount_ = 0;
   idle_ = IdleAgreement::kNone;
   idleIn_.clear();
   idleOut_.clear();
@@ -424,9 +421,6 @@ void Peer::onDown() {
   if (!idleClosed && (wasUp || !onDemand()))
     out_.failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + why));
   confirms_.clear();
-  confirmsDue_ = false;
-  lazyConfirmBytes_ = 0;
-  lazyConfirmCount_ = 0;
   in_.reset();
   if (wasUp) events_.connectionLost(*this);
   if (state_ == PeerState::kStopping) {
@@ -481,52 +475,20 @@ void Peer::confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
                         size_t consumedBytes) {
   if (epoch != epoch_ || state_ != PeerState::kEstablished || count == 0) return;
   awaitingConsume_ -= std::min(awaitingConsume_, count);
-  confirm(seq, errc, false, count);
-  lazyConfirmBytes_ += consumedBytes;
-  lazyConfirmCount_ += count;
-  // Due at once for a stream (a sender's window is counted in messages
-  // too: rdmamsg send keeps 4096 in flight), else with the next batch.
-  if (consumedBytes == 0 || lazyConfirmBytes_ >= config_.flowWindow / 4 ||
-      lazyConfirmCount_ >= kLazyConfirmMessages) {
-    confirmsDue_ = true;
-    return wake_();
-  }
+  if (confirms_.addTaken(seq, count, errc, consumedBytes, config_.flowWindow)) return wake_();
   if (!confirmTimer_->armed()) confirmTimer_->arm(std::chrono::milliseconds(1));
 }
 
-// Outcomes are collected into ranges and written in the service step: one
-// record for a run of messages with one outcome.
-void Peer::confirm(uint64_t seq, Errc errc, bool due, uint64_t count) {
-  confirmsDue_ = confirmsDue_ || due;
-  auto code = static_cast<uint16_t>(errc);
-  const uint64_t last = seq + count - 1;
-  if (!confirms_.empty() && confirms_.back().last + 1 == seq && confirms_.back().errc == code)
-    confirms_.back().last = last;
-  else
-    confirms_.push_back({seq, last, code});
+void Peer::confirm(uint64_t seq, Errc errc) {
+  confirms_.add(seq, 1, errc, true);
 }
 
-// Writes the collected confirmations when they are due (or ride along in a
-// batch that goes anyway); true when none is left to write.
+// Writes the confirmations that are due (or ride along in a batch that goes
+// anyway); true when none is left that must go now.
 bool Peer::writeConfirms() {
-  if (confirms_.empty()) return true;
-  if (!confirmsDue_ && !conn_->hasOpenBatch()) return true;  // may wait for company
-  confirmsDue_ = false;
-  lazyConfirmBytes_ = 0;
-  lazyConfirmCount_ = 0;
-  confirmTimer_->cancel();
-  size_t done = 0;
-  while (done < confirms_.size()) {
-    if (!conn_->openBatch(false)) break;
-    if (conn_->batch().room() < kConfirmRecordSize) {
-      conn_->sealBatch();
-      continue;
-    }
-    const ConfirmRange& r = confirms_[done++];
-    conn_->batch().addConfirm(r.first, r.last, r.errc);
-  }
-  confirms_.erase(confirms_.begin(), confirms_.begin() + static_cast<std::ptrdiff_t>(done));
-  return confirms_.empty();
+  const bool due = confirms_.due() || conn_->hasOpenBatch();
+  if (!confirms_.empty() && due) confirmTimer_->cancel();
+  return confirms_.write(*conn_);
 }
 
 // ------------------------------------------------------------ receiving

@@ -58,6 +58,7 @@
 #include "config/config.h"
 #include "daemon/loop/events.h"
 #include "daemon/loop/service_queue.h"
+#include "daemon/peer/confirmations.h"
 #include "daemon/peer/connection.h"
 #include "daemon/peer/events.h"
 #include "daemon/peer/inbound.h"
@@ -202,11 +203,6 @@ class Peer {
   void post();
 
  private:
-  struct ConfirmRange {
-    uint64_t first, last;
-    uint16_t errc;
-  };
-
   void setState(PeerState s);
   bool onDemand() const { return config_.connect == config::ConnectMode::kOnDemand; }
   std::chrono::milliseconds tickPeriod() const;
@@ -238,7 +234,7 @@ class Peer {
   bool readBatch(size_t i);
   bool onRecord(const Record& r);
   bool handleMessage(const Record& r);
-  void confirm(uint64_t seq, Errc errc, bool due = true, uint64_t count = 1);
+  void confirm(uint64_t seq, Errc errc);  // an outcome due at once
   bool writeConfirms();
   void onTick();
 
@@ -260,15 +256,11 @@ class Peer {
   int attempts_ = 0;
   bool dialWanted_ = false;  // dial() asked the mesh; takeDialRequest() answers
   std::unique_ptr<loop::Timer> dialTimer_, tickTimer_, confirmTimer_;
-  size_t lazyConfirmBytes_ = 0;  // confirmations of taken messages not yet due
-  uint64_t lazyConfirmCount_ = 0;
-  static constexpr uint64_t kLazyConfirmMessages = 128;
-  bool confirmsDue_ = false;  // confirms_ must go out at the next service step
   std::mt19937_64 rng_;
 
   Outbound out_;
-  Inbound in_{config_};  // reassembly of this connection's messages
-  std::vector<ConfirmRange> confirms_;
+  Inbound in_{config_};     // reassembly of this connection's messages
+  Confirmations confirms_;  // outcomes owed to the peer
 
   // Connect on demand and idle close (IdleClose records, protocol.h). Each
   // request gets one answer; the requester disconnects on an accept.
