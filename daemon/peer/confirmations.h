@@ -76,6 +76,10 @@ class Confirmations {
       link.batch().addConfirm(r.first, r.last, r.errc);
     }
     ranges_.erase(ranges_.begin(), ranges_.begin() + static_cast<std::ptrdiff_t>(done));
+    // What did not fit (no credit or send buffer now) goes as soon as one
+    // comes back — the connection marks the peer then — not with some later
+    // batch (a stalled sender may send none until its next heartbeat).
+    due_ = !ranges_.empty();
     return ranges_.empty();
   }
 

@@ -87,7 +87,7 @@ TEST(Confirmations, WhatListenersTookIsDueAtAQuarterWindowOr128MessagesOrWhenThe
   EXPECT_EQ(link.written.size(), 1u);
 }
 
-TEST(Confirmations, WhatDoesNotFitTheBatchesOnHandWaitsForTheNextStep) {
+TEST(Confirmations, WhatDoesNotFitTheBatchesOnHandStaysDueForTheNextBatch) {
   Confirmations c;
   FakeLink link;
   link.batches = 1;
@@ -95,13 +95,25 @@ TEST(Confirmations, WhatDoesNotFitTheBatchesOnHandWaitsForTheNextStep) {
     c.add(seq, 1, Errc::ok, true);  // three separate ranges
   EXPECT_FALSE(c.write(link)) << "one batch holds two";
   EXPECT_EQ(link.written.size(), 2u);
+  EXPECT_TRUE(c.due()) << "what was left must go as soon as a batch can be had, not wait "
+                          "for company (the sender may be stalled on these very confirmations)";
   link.batches = 1;
   link.open = false;
-  EXPECT_FALSE(c.due()) << "what was left waits for company, or the timer";
-  c.markDue();
   EXPECT_TRUE(c.write(link));
   EXPECT_EQ(link.written.size(), 3u);
   EXPECT_EQ(std::get<0>(link.written[2]), 5u);
+}
+
+TEST(Confirmations, TakenOutcomesThatRodeAlongButDidNotFitStayDue) {
+  Confirmations c;
+  FakeLink link;
+  link.batches = 1;
+  link.perBatch = 1;
+  EXPECT_FALSE(c.addTaken(1, 1, Errc::ok, 1, 1u << 30));
+  EXPECT_FALSE(c.addTaken(3, 1, Errc::ok, 1, 1u << 30));
+  link.openBatch(true);  // a batch goes anyway, with room for one record
+  EXPECT_FALSE(c.write(link));
+  EXPECT_TRUE(c.due());
 }
 
 TEST(Confirmations, ANewConnectionOwesNothing) {
