@@ -69,7 +69,7 @@ Peer& Mesh::addPeer(const config::Peer& p) {
     conns_.emplace_back();
     posting_.push_back(0);
   }
-  peers_[i] = std::make_unique<Peer>(loop_, *this, config_, p, events_, queue_.waker(keyOf(i)));
+  peers_[i] = std::make_unique<Peer>(loop_, config_, p, events_, queue_.waker(keyOf(i)));
   index_[peers_[i].get()] = i;
   return *peers_[i];
 }
@@ -429,6 +429,7 @@ void Mesh::service(uint32_t key) {
   if (!peers_[i]) return;  // freed; a wake-up of the peer it was
   Peer& p = *peers_[i];
   p.service();
+  if (p.takeDialRequest()) p.dialed(dial(p));
   if (!posting_[i]) {
     posting_[i] = 1;
     toPost_.push_back(i);

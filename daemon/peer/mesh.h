@@ -123,9 +123,6 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // Marks every peer for the service step (e.g. the router has room again).
   void wakeAll();
 
-  // For peers: a new active connection (possibly already down, if it failed at once).
-  Connection* dial(Peer& peer);
-
   void onCmEvent(const rdma::CmEvent& e) override;
   void onDeviceEvent(rdma::Device& device, ibv_event_type type) override;
 
@@ -134,6 +131,9 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   static constexpr uint32_t kDevicesKey = 0;
   static uint32_t keyOf(uint32_t index) { return index + 1; }
   Peer& addPeer(const config::Peer& p);  // in a free slot, not started
+  // A new active connection for `peer` (possibly already down, if it failed
+  // at once), when its service step asked for one.
+  Connection* dial(Peer& peer);
   // Frees slot i's peer if it was removed and is closed (no connection left).
   void freeIfRetired(uint32_t i);
   template <typename F>

@@ -56,10 +56,9 @@ const char* toString(PeerState s) {
   return "?";
 }
 
-Peer::Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config::Peer peer,
-           PeerEvents& events, loop::ServiceQueue::Waker wake)
-    : mesh_(mesh),
-      config_(cfg),
+Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, PeerEvents& events,
+           loop::ServiceQueue::Waker wake)
+    : config_(cfg),
       cfg_(std::move(peer)),
       events_(events),
       wake_(wake),
@@ -68,13 +67,55 @@ Peer::Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config:
       tickTimer_(std::make_unique<loop::Timer>(loop, [this] { onTick(); })),
       confirmTimer_(std::make_unique<loop::Timer>(loop,
                                                   [this] {
-                                                    confirmsDue_ = true;
+                                                    confirms_.markDue();
                                                     wake_();
                                                   })),
       rng_(std::random_device{}()),
       out_(cfg, cfg_.name, events) {}
 
 Peer::~Peer() = default;
+
+const char* toString(IdleAgreement s) {
+  switch (s) {
+    case IdleAgreement::kNone:
+      return "none";
+    case IdleAgreement::kAsked:
+      return "asked";
+    case IdleAgreement::kAgreed:
+      return "agreed";
+    case IdleAgreement::kAskedAndAgreed:
+      return "asked-and-agreed";
+    case IdleAgreement::kClosing:
+      return "closing";
+  }
+  return "?";
+}
+
+void Peer::setIdle(IdleAgreement to) {
+  bool ok = false;
+  switch (idle_) {
+    case IdleAgreement::kNone:
+      ok = to == IdleAgreement::kAsked || to == IdleAgreement::kAgreed;
+      break;
+    case IdleAgreement::kAsked:
+      ok = to == IdleAgreement::kNone || to == IdleAgreement::kAskedAndAgreed ||
+           to == IdleAgreement::kClosing;
+      break;
+    case IdleAgreement::kAgreed:
+      ok = to == IdleAgreement::kClosing;
+      break;
+    case IdleAgreement::kAskedAndAgreed:
+      ok = to == IdleAgreement::kAgreed || to == IdleAgreement::kClosing;
+      break;
+    case IdleAgreement::kClosing:
+      break;
+  }
+  if (!ok)
+    logging::fatal(fmt::format("peer {}: invalid idle-close change {} -> {}", name(),
+                               toString(idle_), toString(to)));
+  spdlog::debug("peer {}: idle close {} -> {}", name(), toString(idle_), toString(to));
+  idle_ = to;
+}
 
 // The one place a peer changes state: every edge is checked.
 void Peer::setState(PeerState s) {
@@ -172,18 +213,34 @@ void Peer::dialOnDemand() {
     dialTimer_->arm(std::chrono::milliseconds(0));
 }
 
-void Peer::dial() {
-  if (state_ != PeerState::kIdle && state_ != PeerState::kBackoff) return;
+bool Peer::readyToDial() {
+  if (state_ != PeerState::kIdle && state_ != PeerState::kBackoff) return false;
   if (onDemand() && out_.queuedBytes() == 0) {  // nothing to send: wait for a message
     if (state_ == PeerState::kBackoff) setState(PeerState::kIdle);
-    return;
+    return false;
   }
+  return true;
+}
+
+void Peer::dial() {
+  if (!readyToDial()) return;
+  dialWanted_ = true;
+  wake_();
+}
+
+bool Peer::takeDialRequest() {
+  const bool wanted = dialWanted_;
+  dialWanted_ = false;
+  return wanted && readyToDial();  // things may have changed since it asked
+}
+
+void Peer::dialed(Connection* c) {
   attempts_++;
   counters_.dials++;
   setState(PeerState::kConnecting);
   // A dial that fails at once is already down here; the service step sees
   // it like any other failure and schedules the next one.
-  conn_ = mesh_.dial(*this);
+  conn_ = c;
   wake_();
 }
 
@@ -306,10 +363,7 @@ void Peer::onUp() {
   epoch_++;
   in_.reset();
   confirms_.clear();
-  confirmsDue_ = false;
-  lazyConfirmBytes_ = 0;
-  lazyConfirmCount_ = 0;
-  idleRequested_ = idleAgreed_ = idleClosing_ = false;
+  idle_ = IdleAgreement::kNone;
   idleIn_.clear();
   idleOut_.clear();
   awaitingConsume_ = 0;
@@ -334,9 +388,12 @@ void Peer::onDown() {
   connUp_ = false;
   // Closed by agreement for being idle: nothing was in flight either way, and
   // what was queued since stays queued.
-  const bool idleClosed = wasUp && (idleAgreed_ || idleClosing_) &&
-                          state_ != PeerState::kStopping && !redialNow_ && out_.settled();
-  idleRequested_ = idleAgreed_ = idleClosing_ = false;
+  const bool idleClosed =
+      wasUp &&
+      (idle_ == IdleAgreement::kAgreed || idle_ == IdleAgreement::kAskedAndAgreed ||
+       idle_ == IdleAgreement::kClosing) &&
+      state_ != PeerState::kStopping && !redialNow_ && out_.settled();
+  idle_ = IdleAgreement::kNone;
   idleIn_.clear();
   idleOut_.clear();
   awaitingConsume_ = 0;
@@ -364,9 +421,6 @@ void Peer::onDown() {
   if (!idleClosed && (wasUp || !onDemand()))
     out_.failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + why));
   confirms_.clear();
-  confirmsDue_ = false;
-  lazyConfirmBytes_ = 0;
-  lazyConfirmCount_ = 0;
   in_.reset();
   if (wasUp) events_.connectionLost(*this);
   if (state_ == PeerState::kStopping) {
@@ -421,55 +475,20 @@ void Peer::confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
                         size_t consumedBytes) {
   if (epoch != epoch_ || state_ != PeerState::kEstablished || count == 0) return;
   awaitingConsume_ -= std::min(awaitingConsume_, count);
-  confirm(seq, errc, false, count);
-  lazyConfirmBytes_ += consumedBytes;
-  lazyConfirmCount_ += count;
-  // Due at once for a stream (a sender's window is counted in messages
-  // too: rdmamsg send keeps 4096 in flight), else with the next batch.
-  if (consumedBytes == 0 || lazyConfirmBytes_ >= config_.flowWindow / 4 ||
-      lazyConfirmCount_ >= kLazyConfirmMessages) {
-    confirmsDue_ = true;
-    return wake_();
-  }
+  if (confirms_.addTaken(seq, count, errc, consumedBytes, config_.flowWindow)) return wake_();
   if (!confirmTimer_->armed()) confirmTimer_->arm(std::chrono::milliseconds(1));
 }
 
-// Outcomes are collected into ranges and written in the service step: one
-// record for a run of messages with one outcome.
-void Peer::confirm(uint64_t seq, Errc errc, bool due, uint64_t count) {
-  confirmsDue_ = confirmsDue_ || due;
-  auto code = static_cast<uint16_t>(errc);
-  const uint64_t last = seq + count - 1;
-  if (!confirms_.empty() && confirms_.back().last + 1 == seq && confirms_.back().errc == code)
-    confirms_.back().last = last;
-  else
-    confirms_.push_back({seq, last, code});
+void Peer::confirm(uint64_t seq, Errc errc) {
+  confirms_.add(seq, 1, errc, true);
 }
 
-// Writes the collected confirmations when they are due (or ride along in a
-// batch that goes anyway); true when none is left to write.
+// Writes the confirmations that are due (or ride along in a batch that goes
+// anyway); true when none is left that must go now.
 bool Peer::writeConfirms() {
-  if (confirms_.empty()) return true;
-  if (!confirmsDue_ && !conn_->hasOpenBatch()) return true;  // may wait for company
-  confirmsDue_ = false;
-  lazyConfirmBytes_ = 0;
-  lazyConfirmCount_ = 0;
-  confirmTimer_->cancel();
-  size_t done = 0;
-  while (done < confirms_.size()) {
-    if (!conn_->openBatch(false)) break;
-    if (conn_->batch().room() < kConfirmRecordSize) {
-      conn_->sealBatch();
-      continue;
-    }
-    const ConfirmRange& r = confirms_[done++];
-    conn_->batch().addConfirm(r.first, r.last, r.errc);
-  }
-  confirms_.erase(confirms_.begin(), confirms_.begin() + static_cast<std::ptrdiff_t>(done));
-  // What did not fit (no credit or send buffer now) goes as soon as one comes
-  // back — the connection marks the peer then — not with some later batch.
-  if (!confirms_.empty()) confirmsDue_ = true;
-  return confirms_.empty();
+  const bool due = confirms_.due() || conn_->hasOpenBatch();
+  if (!confirms_.empty() && due) confirmTimer_->cancel();
+  return confirms_.write(*conn_);
 }
 
 // ------------------------------------------------------------ receiving
@@ -590,29 +609,31 @@ void Peer::handleIdleClose() {
   for (IdleClose action : in) {
     switch (action) {
       case IdleClose::kRequest:
-        if (onDemand() && out_.queuedBytes() == 0 && quiet() && !idleClosing_) {
-          if (!idleAgreed_) committedAt_ = Clock::now();
-          idleAgreed_ = true;
+        if (onDemand() && out_.queuedBytes() == 0 && quiet() && idle_ != IdleAgreement::kClosing) {
+          if (idle_ == IdleAgreement::kNone || idle_ == IdleAgreement::kAsked) {
+            committedAt_ = Clock::now();
+            setIdle(idle_ == IdleAgreement::kNone ? IdleAgreement::kAgreed
+                                                  : IdleAgreement::kAskedAndAgreed);
+          }
           idleOut_.push_back(IdleClose::kAccept);
         } else {
           idleOut_.push_back(IdleClose::kRefuse);
         }
         break;
       case IdleClose::kAccept:
-        if (!idleRequested_) {
+        if (!idleAsked()) {
           conn_->close("idle close accepted without a request from this node");
           return;
         }
-        idleRequested_ = false;
-        idleClosing_ = true;
+        setIdle(IdleAgreement::kClosing);
         conn_->close("idle-closed");
         return;
       case IdleClose::kRefuse:
-        if (!idleRequested_) {
+        if (!idleAsked()) {
           conn_->close("idle close refused without a request from this node");
           return;
         }
-        idleRequested_ = false;
+        setIdle(idle_ == IdleAgreement::kAsked ? IdleAgreement::kNone : IdleAgreement::kAgreed);
         lastActivity_ = Clock::now();  // asks again after another idle_timeout
         break;
     }
@@ -641,10 +662,9 @@ void Peer::idleTick(Clock::time_point now) {
     lastActivity_ = now;
   }
   if (committed()) {
-    if (!idleClosing_ && now - committedAt_ > config_.heartbeatTimeout) {
+    if (idle_ != IdleAgreement::kClosing && now - committedAt_ > config_.heartbeatTimeout) {
       // Nothing is in flight either way: closing loses nothing.
-      idleRequested_ = false;
-      idleClosing_ = true;
+      setIdle(IdleAgreement::kClosing);
       conn_->close("idle close not completed by the peer within heartbeat_timeout");
     }
     return;
@@ -655,7 +675,7 @@ void Peer::idleTick(Clock::time_point now) {
   if (!idleIn_.empty() || !idleOut_.empty()) return;
   if (!conn_->openBatch(false) || conn_->batch().room() < kIdleCloseRecordSize) return;
   conn_->batch().addIdleClose(IdleClose::kRequest);
-  idleRequested_ = true;
+  setIdle(IdleAgreement::kAsked);
   committedAt_ = now;
   spdlog::debug("peer {}: no messages for {} ms: asking to close the connection", name(),
                 config_.idleTimeout.count());

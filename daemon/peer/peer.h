@@ -58,6 +58,7 @@
 #include "config/config.h"
 #include "daemon/loop/events.h"
 #include "daemon/loop/service_queue.h"
+#include "daemon/peer/confirmations.h"
 #include "daemon/peer/connection.h"
 #include "daemon/peer/events.h"
 #include "daemon/peer/inbound.h"
@@ -65,10 +66,19 @@
 
 namespace rdmamsg::peer {
 
-class Mesh;
-
 enum class PeerState { kIdle, kConnecting, kEstablished, kBackoff, kStopping, kStopped };
 const char* toString(PeerState s);
+
+// Closing an idle connection by agreement (IdleClose records), while
+// established: this node asked and awaits the answer, agreed to the peer's
+// request, or both (both asked at once); closing — its request was
+// accepted, or the agreement was not completed within heartbeat_timeout.
+// Back to none with every new connection.
+//
+//   none → asked → none (refused)          asked → asked-and-agreed → agreed (refused)
+//   none → agreed → closing                asked, asked-and-agreed → closing
+enum class IdleAgreement { kNone, kAsked, kAgreed, kAskedAndAgreed, kClosing };
+const char* toString(IdleAgreement s);
 
 struct PeerCounters {
   uint64_t messagesSent = 0;
@@ -105,8 +115,8 @@ struct PeerSnapshot {
 
 class Peer {
  public:
-  Peer(loop::EventLoop& loop, Mesh& mesh, const config::Config& cfg, config::Peer peer,
-       PeerEvents& events, loop::ServiceQueue::Waker wake);
+  Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, PeerEvents& events,
+       loop::ServiceQueue::Waker wake);
   ~Peer();
   Peer(const Peer&) = delete;
   Peer& operator=(const Peer&) = delete;
@@ -130,6 +140,12 @@ class Peer {
   uint64_t remoteIncarnation() const;
 
   void start();  // begin dialing
+  // A peer does not dial by itself: it asks, by marking itself, and the
+  // mesh's service step takes the request (false: no dial is wanted now)
+  // and hands it the connection it made (possibly down already, if it
+  // failed at once).
+  bool takeDialRequest();
+  void dialed(Connection* c);
   // Stops dialing and closes the connection; its messages in flight fail
   // with `why`.
   void shutdown(const std::string& why = "daemon stopping");
@@ -187,11 +203,6 @@ class Peer {
   void post();
 
  private:
-  struct ConfirmRange {
-    uint64_t first, last;
-    uint16_t errc;
-  };
-
   void setState(PeerState s);
   bool onDemand() const { return config_.connect == config::ConnectMode::kOnDemand; }
   std::chrono::milliseconds tickPeriod() const;
@@ -200,14 +211,20 @@ class Peer {
   // for a listener, no message half received, no batch unread.
   bool quiet() const;
   // This node asked or agreed to close the idle connection: it starts no message.
-  bool committed() const { return idleRequested_ || idleAgreed_ || idleClosing_; }
+  bool committed() const { return idle_ != IdleAgreement::kNone; }
+  bool idleAsked() const {
+    return idle_ == IdleAgreement::kAsked || idle_ == IdleAgreement::kAskedAndAgreed;
+  }
+  // The one place the idle-close agreement changes: every edge is checked.
+  void setIdle(IdleAgreement to);
   void idleTick(std::chrono::steady_clock::time_point now);
   void handleIdleClose();
   void writeIdleAnswers();
   void makeCurrent(Connection* c, const char* whyOldGoes);
   void closeCandidates(const std::string& why, bool onlyUnauthenticating = false);
   void settleCandidates();
-  void dial();
+  void dial();          // asks the mesh for a connection
+  bool readyToDial();   // idle or in backoff, and (on demand) something to send
   void dialOnDemand();  // a message is queued: dial unless a dial is under way
   void scheduleDial();
   void observe();
@@ -217,11 +234,10 @@ class Peer {
   bool readBatch(size_t i);
   bool onRecord(const Record& r);
   bool handleMessage(const Record& r);
-  void confirm(uint64_t seq, Errc errc, bool due = true, uint64_t count = 1);
+  void confirm(uint64_t seq, Errc errc);  // an outcome due at once
   bool writeConfirms();
   void onTick();
 
-  Mesh& mesh_;
   const config::Config& config_;
   config::Peer cfg_;
   PeerEvents& events_;
@@ -238,22 +254,17 @@ class Peer {
   std::string lastError_ = "not connected yet";
   LogLimit lossLog_, rejectLog_;  // a flapping link, a refusing peer: bounded lines
   int attempts_ = 0;
+  bool dialWanted_ = false;  // dial() asked the mesh; takeDialRequest() answers
   std::unique_ptr<loop::Timer> dialTimer_, tickTimer_, confirmTimer_;
-  size_t lazyConfirmBytes_ = 0;  // confirmations of taken messages not yet due
-  uint64_t lazyConfirmCount_ = 0;
-  static constexpr uint64_t kLazyConfirmMessages = 128;
-  bool confirmsDue_ = false;  // confirms_ must go out at the next service step
   std::mt19937_64 rng_;
 
   Outbound out_;
-  Inbound in_{config_};  // reassembly of this connection's messages
-  std::vector<ConfirmRange> confirms_;
+  Inbound in_{config_};     // reassembly of this connection's messages
+  Confirmations confirms_;  // outcomes owed to the peer
 
   // Connect on demand and idle close (IdleClose records, protocol.h). Each
   // request gets one answer; the requester disconnects on an accept.
-  bool idleRequested_ = false;               // this node's request awaits its answer
-  bool idleAgreed_ = false;                  // this node accepted the peer's request
-  bool idleClosing_ = false;                 // this node disconnected after an accept
+  IdleAgreement idle_ = IdleAgreement::kNone;
   std::vector<IdleClose> idleIn_, idleOut_;  // received, to answer / answers to write
   std::chrono::steady_clock::time_point committedAt_;
   std::chrono::steady_clock::time_point lastActivity_;  // last message either way (by tick)
