@@ -71,7 +71,7 @@ TEST(Confirmations, WhatListenersTookWaitsForABatchThatGoesAnyway) {
 
 TEST(Confirmations, WhatListenersTookIsDueAtAQuarterWindowOr128MessagesOrWhenTheTimerSays) {
   Confirmations bytes;
-  EXPECT_FALSE(bytes.addTaken(1, 1, Errc::ok, 1000, 4000));
+  EXPECT_FALSE(bytes.addTaken(1, 1, Errc::ok, 999, 4000));
   EXPECT_TRUE(bytes.addTaken(2, 1, Errc::ok, 1, 4000)) << "a quarter of the window";
   Confirmations count;
   for (uint64_t seq = 1; seq < Confirmations::kLazyMessages; seq++)
