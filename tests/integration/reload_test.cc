@@ -209,23 +209,35 @@ TEST_F(Reload, AddedPeersGrowTheCompletionQueue) {
   })) << "an added peer was not dialed";
 }
 
+// alpha alone, with a name service that takes `ms` for "slow-" names
+// (slow_names.c), reloading a local_policy that names slow-user: the
+// reload's lookup is under way when it returns.
+struct SlowLookup {
+  std::unique_ptr<Cluster> c;
+  bool start(int ms) {
+    MeshOptions o;
+    o.nodeWrapper["alpha"] = {"/usr/bin/env", "LD_PRELOAD=" + slowNamesLibrary(),
+                              "SLOW_NAMES_MS=" + std::to_string(ms)};
+    const std::string uid = std::to_string(::getuid());
+    o.nodeExtra["alpha"] = "local_policy:\n  connect:\n    users: [" + uid + "]\n";
+    c = std::make_unique<Cluster>(std::vector<std::string>{"alpha"}, o);
+    if (!c->start()) return false;
+    std::string yaml = readFile(c->configPath("alpha"));
+    yaml.replace(yaml.find("users: [" + uid + "]"), 9 + uid.size(),
+                 "users: [" + uid + ", slow-user]");
+    writeFile(c->configPath("alpha"), yaml);
+    (*c)["alpha"].signal(SIGHUP);
+    return (*c)["alpha"].waitLog("SIGHUP: reloading");
+  }
+};
+
 // local_policy names users and groups; a reload resolves them off the loop
 // (daemon/config_reader.h): a name service that takes 3 s (slow_names.c)
 // delays the new policy, not the daemon, which keeps answering meanwhile.
 TEST(ReloadNames, ASlowNameLookupDoesNotStopTheLoop) {
-  MeshOptions o;
-  o.nodeWrapper["alpha"] = {"/usr/bin/env", "LD_PRELOAD=" + slowNamesLibrary(),
-                            "SLOW_NAMES_MS=3000"};
-  const std::string uid = std::to_string(::getuid());
-  o.nodeExtra["alpha"] = "local_policy:\n  connect:\n    users: [" + uid + "]\n";
-  Cluster c({"alpha"}, o);
-  ASSERT_TRUE(c.start());
-  std::string yaml = readFile(c.configPath("alpha"));
-  yaml.replace(yaml.find("users: [" + uid + "]"), 9 + uid.size(),
-               "users: [" + uid + ", slow-user]");
-  writeFile(c.configPath("alpha"), yaml);
-  c["alpha"].signal(SIGHUP);
-  ASSERT_TRUE(c["alpha"].waitLog("SIGHUP: reloading"));
+  SlowLookup l;
+  ASSERT_TRUE(l.start(3000));
+  Cluster& c = *l.c;
   const auto asked = std::chrono::steady_clock::now();
   auto s = statusOf(c.socket("alpha"), 1s);
   ASSERT_TRUE(s) << "the daemon did not answer while a name was being looked up";
@@ -239,19 +251,9 @@ TEST(ReloadNames, ASlowNameLookupDoesNotStopTheLoop) {
 // Stopping does not wait for a name lookup under way: SIGTERM while a
 // reload waits 60 s for a name service ends the daemon at once, cleanly.
 TEST(ReloadNames, SigtermDuringASlowLookupStopsAtOnce) {
-  MeshOptions o;
-  o.nodeWrapper["alpha"] = {"/usr/bin/env", "LD_PRELOAD=" + slowNamesLibrary(),
-                            "SLOW_NAMES_MS=60000"};
-  const std::string uid = std::to_string(::getuid());
-  o.nodeExtra["alpha"] = "local_policy:\n  connect:\n    users: [" + uid + "]\n";
-  Cluster c({"alpha"}, o);
-  ASSERT_TRUE(c.start());
-  std::string yaml = readFile(c.configPath("alpha"));
-  yaml.replace(yaml.find("users: [" + uid + "]"), 9 + uid.size(),
-               "users: [" + uid + ", slow-user]");
-  writeFile(c.configPath("alpha"), yaml);
-  c["alpha"].signal(SIGHUP);
-  ASSERT_TRUE(c["alpha"].waitLog("SIGHUP: reloading"));
+  SlowLookup l;
+  ASSERT_TRUE(l.start(60000));
+  Cluster& c = *l.c;
   ASSERT_TRUE(statusOf(c.socket("alpha"), 1s)) << "the lookup is not under way off the loop";
   const auto asked = std::chrono::steady_clock::now();
   auto code = c["alpha"].stop(10s);
