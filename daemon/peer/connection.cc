@@ -16,7 +16,6 @@ namespace rdmamsg::peer {
 
 namespace {
 
-constexpr uint64_t kSendTag = 1ULL << 32;
 constexpr uint64_t kBeaconTag = 3ULL << 32;
 constexpr auto kFlushWait = std::chrono::seconds(2);
 
@@ -34,6 +33,7 @@ Connection::Connection(loop::EventLoop& loop, const ConnParams& params, DeviceFo
       wake_(wake),
       auth_(params.secrets, params.selfName, name_, params.hello.incarnation),
       ledger_(params.maxCredits, params.releaseAfter, std::chrono::steady_clock::now()),
+      sender_(ledger_, wake),
       connectTimer_(std::make_unique<loop::Timer>(loop, [this] { onConnectTimeout(); })),
       closeTimer_(std::make_unique<loop::Timer>(loop, [this] { onFlushTimeout(); })) {
   lastSent_ = lastReceived_ = std::chrono::steady_clock::now();
@@ -55,8 +55,7 @@ void Connection::destroyQp() {
 
 void Connection::giveBackBuffers() {
   if (device_ == nullptr) return;
-  rdma::SendPool& pool = device_->sendPool();
-  pool.retireUnsignaled(sends_.releaseAll([&](uint32_t idx) { pool.give(idx); }));
+  sender_.giveBack();
   if (supply_) {
     std::vector<uint32_t> unread;
     for (const Received& r : received_)
@@ -74,12 +73,18 @@ void Connection::releaseVerbs(const std::string& why) {
   destroyQp();
   // The device's pools go with it: nothing to give back.
   supply_.reset();
-  sends_.releaseAll([](uint32_t) {});
+  sender_.detach();
   device_ = nullptr;
 }
 
 ConnCounters Connection::counters() const {
   ConnCounters k = counters_;
+  const Sender::Counters& s = sender_.counters();
+  k.sendsPosted = s.sendsPosted;
+  k.sendsSignaled = s.sendsSignaled;
+  k.postSendCalls = s.postSendCalls;
+  k.creditStalls = s.creditStalls;
+  k.sendPoolWaits = s.sendPoolWaits;
   k.creditsLent = ledger_.lentTotal();
   k.creditsReleased = ledger_.releasedTotal();
   return k;
@@ -108,7 +113,7 @@ void Connection::onConnectTimeout() {
 
 void Connection::onFlushTimeout() {
   spdlog::warn("peer {}: flushed work requests did not all return; closing anyway", name_);
-  postedSends_ = 0;
+  sender_.forgetOutstanding();
   if (supply_) supply_->forgetPosted();
   disconnected_ = true;
   maybeFinishClose();
@@ -183,7 +188,7 @@ bool Connection::createQp(rdma_cm_id* id) {
   qp_.reset(id);
   device_->attach(id->qp->qp_num, this);
   // Use what the device granted (it may round up, never below what was asked).
-  sends_.setCap(std::min(params_.sendBuffers, a.cap.max_send_wr - 1));
+  sender_.attach(device_->sendPool(), std::min(params_.sendBuffers, a.cap.max_send_wr - 1));
   ledger_.grant(supply_->start(a.cap, repost_), supply_->lender());
   if (supply_->shared()) params_.hello.flags |= kHelloSharedReceive;
   params_.hello.maxCredits = supply_->most();
@@ -316,11 +321,12 @@ void Connection::onHandshakeDone(const rdma::CmEvent& e) {
     fail("peer returned more credits than it has receive buffers");
     return;
   }
-  batchCapacity_ = std::min<size_t>(params_.bufferSize, remote_->bufferSize);
-  if (batchCapacity_ < std::max(sizeof(BatchHeader) + 256, sizeof(BatchHeader) + kAuthRecordSize)) {
+  const size_t capacity = std::min<size_t>(params_.bufferSize, remote_->bufferSize);
+  if (capacity < std::max(sizeof(BatchHeader) + 256, sizeof(BatchHeader) + kAuthRecordSize)) {
     fail("peer's receive buffers are too small");
     return;
   }
+  sender_.setBatchCapacity(capacity);
   if (std::string why = auth_.agree(*remote_); !why.empty()) return authFail(why);
   if (!auth_.required()) return becomeEstablished();
   startAuthentication(e);
@@ -372,11 +378,11 @@ void Connection::onAuthStep(const Authenticator::Step& step) {
 }
 
 void Connection::sendAuth(const AuthBody& body) {
-  if (!reserveBatch(false) || writer_.room() < kAuthRecordSize)
+  if (!sender_.open(false) || sender_.batch().room() < kAuthRecordSize)
     return fail("no send buffer or credit for the authentication record");
-  writer_.addAuth(body);
-  sealBatch();
-  postSealed();
+  sender_.batch().addAuth(body);
+  sender_.seal();
+  postSends();
 }
 
 void Connection::authFail(const std::string& why) {
@@ -433,7 +439,7 @@ void Connection::abandon(const std::string& why) {
   if (!down()) closeReason_ = why;
   connectTimer_->cancel();
   closeTimer_->cancel();
-  postedSends_ = 0;
+  sender_.forgetOutstanding();
   if (supply_) supply_->forgetPosted();
   disconnected_ = true;
   setState(ConnState::kDisconnecting);
@@ -455,7 +461,7 @@ void Connection::postBeacon() {
 
 void Connection::maybeFinishClose() {
   if (state_ != ConnState::kDisconnecting || !disconnected_) return;
-  if (postedSends_ != 0) return;
+  if (sender_.outstanding() != 0) return;
   if (qp_ && supply_ && !supply_->drained()) return;
   closeTimer_->cancel();
   setState(ConnState::kClosed);
@@ -465,7 +471,7 @@ void Connection::onCompletion(const ibv_wc& wc) {
   uint64_t tag = wc.wr_id & rdma::kWrTagMask;
   if (tag == kBeaconTag) return onBeacon();
   auto idx = static_cast<uint32_t>(wc.wr_id & 0xffffffff);
-  const bool isSend = tag == kSendTag;
+  const bool isSend = tag == Sender::kTag;
   const bool isRecv = supply_ && tag == supply_->tag();
   if (wc.status != IBV_WC_SUCCESS) return onFailedCompletion(wc, idx, isSend, isRecv);
   // Seed 004: a successful completion is checked for what it is and how much it carries.
@@ -482,9 +488,7 @@ void Connection::onCompletion(const ibv_wc& wc) {
 
 // Flushed behind every send: they are all done.
 void Connection::onBeacon() {
-  rdma::SendPool& pool = device_->sendPool();
-  pool.retireUnsignaled(sends_.completeAll([&](uint32_t idx) { pool.give(idx); }));
-  postedSends_ = 0;
+  sender_.onBeacon();
   maybeFinishClose();
 }
 
@@ -502,12 +506,8 @@ void Connection::onFailedCompletion(const ibv_wc& wc, uint32_t idx, bool isSend,
   maybeFinishClose();
 }
 
-// A completion frees its buffer and every unsignaled one posted before it.
 void Connection::onSendDone(uint32_t index) {
-  rdma::SendPool& pool = device_->sendPool();
-  const uint32_t n = sends_.complete(index, [&](uint32_t idx) { pool.give(idx); });
-  if (n == 0) return fail("send completion for a buffer that was not posted");
-  postedSends_ -= std::min(postedSends_, n);
+  if (!sender_.onCompleted(index)) fail("send completion for a buffer that was not posted");
 }
 
 void Connection::onRecvCompletion(const ibv_wc& wc, uint32_t idx) {
@@ -546,82 +546,26 @@ void Connection::consumeBatch(size_t i) {
 
 bool Connection::openBatch(bool dataRecord) {
   if (state_ != ConnState::kEstablished) return false;
-  return reserveBatch(dataRecord);
-}
-
-bool Connection::reserveBatch(bool dataRecord) {
-  if (sends_.hasOpen()) return ledger_.join(dataRecord);
-  if (!ledger_.mayOpen(dataRecord) || sends_.full()) {
-    if (dataRecord) counters_.creditStalls++;
-    return false;
-  }
-  std::optional<uint32_t> idx = device_->sendPool().take(wake_);
-  if (!idx) {
-    counters_.sendPoolWaits++;
-    return false;
-  }
-  ledger_.open(dataRecord);
-  sends_.open(*idx);
-  writer_.reset(device_->sendPool().buffers().at(*idx), batchCapacity_);
-  return true;
+  return sender_.open(dataRecord);
 }
 
 size_t Connection::messageRoom() {
   if (!openBatch(true)) return 0;
-  return writer_.room();
-}
-
-void Connection::sealBatch() {
-  if (!sends_.hasOpen()) return;
-  const CreditLedger::Seal s = ledger_.seal(std::chrono::steady_clock::now());
-  sends_.seal(static_cast<uint32_t>(writer_.finish(s.returned, s.released)));
+  return sender_.batch().room();
 }
 
 void Connection::post() {
   if (state_ != ConnState::kEstablished) return;
   if (!postReceives()) return;
   // A credit-only batch.
-  if (!sends_.hasOpen() && sends_.sealed().empty() && ledger_.wantsCreditReturn()) openBatch(false);
-  sealBatch();
-  postSealed();
+  if (!sender_.hasOpen() && !sender_.hasSealed() && ledger_.wantsCreditReturn()) openBatch(false);
+  sender_.seal();
+  postSends();
 }
 
-void Connection::postSealed() {
-  const std::vector<SendBatches::Sealed>& sealed = sends_.sealed();
-  if (sealed.empty()) return;
-  wrScratch_.resize(sealed.size());
-  sgeScratch_.resize(sealed.size());
-  rdma::SendPool& sendPool = device_->sendPool();
-  rdma::BufferPool& pool = sendPool.buffers();
-  for (size_t i = 0; i < sealed.size(); i++) {
-    sgeScratch_[i] = {pool.addr(sealed[i].index), sealed[i].bytes, pool.lkey()};
-    ibv_send_wr& w = wrScratch_[i];
-    w = ibv_send_wr{};
-    w.wr_id = kSendTag | sealed[i].index;
-    w.sg_list = &sgeScratch_[i];
-    w.num_sge = 1;
-    w.opcode = IBV_WR_SEND;
-    const uint32_t unsignaled = sends_.unsignaled();
-    if (sends_.signal(i, {pool.count(), sendPool.available(), sendPool.unsignaled()})) {
-      w.send_flags = IBV_SEND_SIGNALED;
-      sendPool.retireUnsignaled(unsignaled);
-      counters_.sendsSignaled++;
-    } else {
-      sendPool.addUnsignaled();
-    }
-    // Only the last send of a train is solicited (docs/architecture.md).
-    const bool last = i + 1 == sealed.size();
-    if (last) w.send_flags |= IBV_SEND_SOLICITED;
-    w.next = last ? nullptr : &wrScratch_[i + 1];
-  }
-  ibv_send_wr* bad = nullptr;
-  int rc = ibv_post_send(id_->qp, wrScratch_.data(), &bad);
-  counters_.postSendCalls++;
-  if (rc != 0) return fail("ibv_post_send: " + errnoText(rc));
-  auto n = static_cast<uint32_t>(sealed.size());
-  postedSends_ += n;
-  counters_.sendsPosted += n;
-  sends_.posted();
+void Connection::postSends() {
+  if (!sender_.hasSealed()) return;
+  if (std::string why = sender_.post(id_->qp); !why.empty()) return fail(why);
   lastSent_ = std::chrono::steady_clock::now();
 }
 

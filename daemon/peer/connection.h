@@ -55,7 +55,7 @@
 #include "daemon/peer/credit_ledger.h"
 #include "daemon/peer/protocol.h"
 #include "daemon/peer/receive_supply.h"
-#include "daemon/peer/send_batches.h"
+#include "daemon/peer/sender.h"
 #include "daemon/rdma/cm_events.h"
 #include "daemon/rdma/device.h"
 
@@ -164,9 +164,9 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   size_t messageRoom();
   // Opens a batch if needed; false when no send buffer or credit is available.
   bool openBatch(bool dataRecord);
-  BatchWriter& batch() { return writer_; }
-  bool hasOpenBatch() const { return sends_.hasOpen(); }
-  void sealBatch();  // the open batch is full: queue it for posting
+  BatchWriter& batch() { return sender_.batch(); }
+  bool hasOpenBatch() const { return sender_.hasOpen(); }
+  void sealBatch() { sender_.seal(); }  // the open batch is full: queue it for posting
   // Reposts consumed receive buffers, adds a credit-only batch when enough
   // credits are owed, and posts every sealed batch and the open one.
   void post();
@@ -199,8 +199,7 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   void maybeFinishClose();
   void postBeacon();
   void fail(const std::string& why);
-  bool reserveBatch(bool dataRecord);
-  void postSealed();
+  void postSends();
 
   ConnParams params_;
   DeviceFor devices_;
@@ -214,7 +213,7 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   std::string remoteAddress_;
   Authenticator auth_;
   CreditLedger ledger_;
-  SendBatches sends_;
+  Sender sender_;
 
   // Declared parents first: the QP goes before the buffers and the id.
   rdma::CmIdPtr id_;
@@ -223,12 +222,6 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   rdma::CmQpPtr qp_;           // holds id_.get(); destroys its QP
   bool disconnected_ = false;  // DISCONNECTED seen (or never connected)
   bool beaconPosted_ = false;
-  uint32_t postedSends_ = 0;
-
-  BatchWriter writer_;
-  std::vector<ibv_send_wr> wrScratch_;
-  std::vector<ibv_sge> sgeScratch_;
-  size_t batchCapacity_ = 0;
 
   struct Received {
     uint32_t index, bytes;
