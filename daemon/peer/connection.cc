@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
 #include <system_error>
 
 namespace rdmamsg::peer {
@@ -34,6 +32,7 @@ Connection::Connection(loop::EventLoop& loop, const ConnParams& params, DeviceFo
       auth_(params.secrets, params.selfName, name_, params.hello.incarnation),
       ledger_(params.maxCredits, params.releaseAfter, std::chrono::steady_clock::now()),
       sender_(ledger_, wake),
+      receiver_(ledger_),
       connectTimer_(std::make_unique<loop::Timer>(loop, [this] { onConnectTimeout(); })),
       closeTimer_(std::make_unique<loop::Timer>(loop, [this] { onFlushTimeout(); })) {
   lastSent_ = lastReceived_ = std::chrono::steady_clock::now();
@@ -56,29 +55,24 @@ void Connection::destroyQp() {
 void Connection::giveBackBuffers() {
   if (device_ == nullptr) return;
   sender_.giveBack();
-  if (supply_) {
-    std::vector<uint32_t> unread;
-    for (const Received& r : received_)
-      unread.push_back(r.index);
-    unread.insert(unread.end(), repost_.begin(), repost_.end());
-    supply_->returnAll(unread, ledger_.lent());
-    supply_.reset();
-  }
-  received_.clear();
-  repost_.clear();
+  receiver_.giveBack();
 }
 
 void Connection::releaseVerbs(const std::string& why) {
   abandon(why);
   destroyQp();
   // The device's pools go with it: nothing to give back.
-  supply_.reset();
+  receiver_.detach();
   sender_.detach();
   device_ = nullptr;
 }
 
 ConnCounters Connection::counters() const {
-  ConnCounters k = counters_;
+  ConnCounters k;
+  const Receiver::Counters& r = receiver_.counters();
+  k.recvsPosted = r.recvsPosted;
+  k.postRecvCalls = r.postRecvCalls;
+  k.batchesReceived = r.batchesReceived;
   const Sender::Counters& s = sender_.counters();
   k.sendsPosted = s.sendsPosted;
   k.sendsSignaled = s.sendsSignaled;
@@ -114,7 +108,7 @@ void Connection::onConnectTimeout() {
 void Connection::onFlushTimeout() {
   spdlog::warn("peer {}: flushed work requests did not all return; closing anyway", name_);
   sender_.forgetOutstanding();
-  if (supply_) supply_->forgetPosted();
+  receiver_.forgetPosted();
   disconnected_ = true;
   maybeFinishClose();
 }
@@ -166,9 +160,7 @@ bool Connection::createQp(rdma_cm_id* id) {
     fail("no RDMA device resources");
     return false;
   }
-  std::string why;
-  supply_ = ReceiveSupply::open(*device_, params_.maxCredits, why);
-  if (!supply_) {
+  if (std::string why = receiver_.open(*device_, params_.maxCredits); !why.empty()) {
     fail("receive buffers: " + why);
     return false;
   }
@@ -179,7 +171,7 @@ bool Connection::createQp(rdma_cm_id* id) {
   a.qp_type = IBV_QPT_RC;
   a.cap.max_send_wr = params_.sendBuffers + 1;  // + the teardown beacon
   a.cap.max_send_sge = 1;
-  supply_->describe(a);
+  receiver_.describe(a);
   a.sq_sig_all = 0;
   if (rdma_create_qp(id, device_->pd(), &a) != 0) {
     fail("rdma_create_qp: " + errnoText(errno));
@@ -189,26 +181,16 @@ bool Connection::createQp(rdma_cm_id* id) {
   device_->attach(id->qp->qp_num, this);
   // Use what the device granted (it may round up, never below what was asked).
   sender_.attach(device_->sendPool(), std::min(params_.sendBuffers, a.cap.max_send_wr - 1));
-  ledger_.grant(supply_->start(a.cap, repost_), supply_->lender());
-  if (supply_->shared()) params_.hello.flags |= kHelloSharedReceive;
-  params_.hello.maxCredits = supply_->most();
-  params_.hello.bufferCount = ledger_.allowance();
+  receiver_.start(a.cap, params_.hello);
   // Receive buffers are in place before the connection is requested or accepted.
   return postReceives(/*initial=*/true);
 }
 
-// Reposts the receive buffers in repost_, in one list.
 bool Connection::postReceives(bool initial) {
-  if (repost_.empty()) return true;
-  auto n = static_cast<uint32_t>(repost_.size());
-  if (std::string why = supply_->post(id_->qp, repost_); !why.empty()) {
+  if (std::string why = receiver_.post(id_->qp, initial); !why.empty()) {
     fail(why);
     return false;
   }
-  counters_.recvsPosted += n;
-  counters_.postRecvCalls++;
-  if (!initial) ledger_.reposted(n);
-  repost_.clear();
   return true;
 }
 
@@ -311,21 +293,15 @@ void Connection::onDisconnected() {
 void Connection::onHandshakeDone(const rdma::CmEvent& e) {
   if (active_) {
     remote_ = decodeHello(e.privateData.data(), e.privateData.size());
-    if (!remote_ || remote_->version != kProtocolVersion) {
-      fail("peer answered with an invalid handshake");
-      return;
-    }
+    if (!remote_ || remote_->version != kProtocolVersion)
+      return fail("peer answered with an invalid handshake");
     ledger_.knowPeer(*remote_);
   }
-  if (!ledger_.takeInitialCredits()) {
-    fail("peer returned more credits than it has receive buffers");
-    return;
-  }
+  if (!ledger_.takeInitialCredits())
+    return fail("peer returned more credits than it has receive buffers");
   const size_t capacity = std::min<size_t>(params_.bufferSize, remote_->bufferSize);
-  if (capacity < std::max(sizeof(BatchHeader) + 256, sizeof(BatchHeader) + kAuthRecordSize)) {
-    fail("peer's receive buffers are too small");
-    return;
-  }
+  if (capacity < std::max(sizeof(BatchHeader) + 256, sizeof(BatchHeader) + kAuthRecordSize))
+    return fail("peer's receive buffers are too small");
   sender_.setBatchCapacity(capacity);
   if (std::string why = auth_.agree(*remote_); !why.empty()) return authFail(why);
   if (!auth_.required()) return becomeEstablished();
@@ -351,7 +327,7 @@ void Connection::becomeEstablished() {
 
 // Reads the peer's authentication record: the first batch, alone.
 void Connection::processAuth() {
-  while (state_ == ConnState::kAuthenticating && !received_.empty()) {
+  while (state_ == ConnState::kAuthenticating && receiver_.hasBatch()) {
     const Authenticator::Step step = auth_.onBatch(frontBatch());
     consumeBatch(0);
     onAuthStep(step);
@@ -395,7 +371,7 @@ void Connection::onQpEvent(ibv_event_type type) {
   if (type == IBV_EVENT_QP_LAST_WQE_REACHED) {
     // The QP is in error (its own failure comes with its own event): it
     // takes nothing more from the shared receive queue.
-    if (supply_) supply_->onLastWqe();
+    receiver_.onLastWqe();
     maybeFinishClose();
     return;
   }
@@ -440,7 +416,7 @@ void Connection::abandon(const std::string& why) {
   connectTimer_->cancel();
   closeTimer_->cancel();
   sender_.forgetOutstanding();
-  if (supply_) supply_->forgetPosted();
+  receiver_.forgetPosted();
   disconnected_ = true;
   setState(ConnState::kDisconnecting);
   setState(ConnState::kClosed);
@@ -462,7 +438,7 @@ void Connection::postBeacon() {
 void Connection::maybeFinishClose() {
   if (state_ != ConnState::kDisconnecting || !disconnected_) return;
   if (sender_.outstanding() != 0) return;
-  if (qp_ && supply_ && !supply_->drained()) return;
+  if (qp_ && !receiver_.drained()) return;
   closeTimer_->cancel();
   setState(ConnState::kClosed);
 }
@@ -472,15 +448,16 @@ void Connection::onCompletion(const ibv_wc& wc) {
   if (tag == kBeaconTag) return onBeacon();
   auto idx = static_cast<uint32_t>(wc.wr_id & 0xffffffff);
   const bool isSend = tag == Sender::kTag;
-  const bool isRecv = supply_ && tag == supply_->tag();
+  const bool isRecv = receiver_.isReceive(tag);
   if (wc.status != IBV_WC_SUCCESS) return onFailedCompletion(wc, idx, isSend, isRecv);
-  // Seed 004: a successful completion is checked for what it is and how much it carries.
+  // Seed 004: a successful completion is checked for what it is (and, a
+  // receive, how much it carries).
   if (isSend) {
     if (wc.opcode != IBV_WC_SEND) return fail("send completion with an unexpected opcode");
     onSendDone(idx);
     wake_();
   } else if (isRecv) {
-    onRecvCompletion(wc, idx);
+    onReceived(wc);
   } else {
     fail("completion with an unknown work request id");
   }
@@ -496,7 +473,7 @@ void Connection::onFailedCompletion(const ibv_wc& wc, uint32_t idx, bool isSend,
   if (isSend)
     onSendDone(idx);
   else if (isRecv)
-    supply_->completed();
+    receiver_.onFlushed();
   // A flushed request only says that the QP went to error; the cause comes
   // with its own event (a CM event, or the first failed request).
   if (wc.status != IBV_WC_WR_FLUSH_ERR)
@@ -510,38 +487,13 @@ void Connection::onSendDone(uint32_t index) {
   if (!sender_.onCompleted(index)) fail("send completion for a buffer that was not posted");
 }
 
-void Connection::onRecvCompletion(const ibv_wc& wc, uint32_t idx) {
-  supply_->completed();
-  const bool known = supply_->owns(idx);
-  if (wc.opcode != IBV_WC_RECV || !known || wc.byte_len > params_.bufferSize) {
-    if (known) supply_->discard(idx);
-    return fail("receive completion with an unexpected opcode, id or length");
-  }
-  onRecvDone(idx, wc.byte_len);
-}
-
-void Connection::onRecvDone(uint32_t index, uint32_t bytes) {
-  if (down()) return supply_->discard(index);  // arrived as it closes: nobody reads it
-  // On the passive side the first batches may complete before ESTABLISHED
-  // is read from the event channel: they wait in received_ like any other.
+void Connection::onReceived(const ibv_wc& wc) {
+  const Receiver::Arrival arrival = receiver_.onReceived(wc, params_.bufferSize, down());
+  if (!arrival.error.empty()) return fail(arrival.error);
+  if (!arrival.batch) return;
   lastReceived_ = std::chrono::steady_clock::now();
-  counters_.batchesReceived++;
-  received_.push_back({index, bytes});
-  BatchReader reader({recvAt(index), bytes});
-  if (!reader.open()) return fail("malformed batch from peer");
-  if (std::string why = ledger_.onBatch(reader); !why.empty()) return fail(why);
   if (state_ == ConnState::kAuthenticating) processAuth();
   wake_();
-}
-
-std::span<const std::byte> Connection::batchAt(size_t i) const {
-  const Received& r = received_[i];
-  return {recvAt(r.index), r.bytes};
-}
-
-void Connection::consumeBatch(size_t i) {
-  repost_.push_back(received_[i].index);
-  received_.erase(received_.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
 bool Connection::openBatch(bool dataRecord) {

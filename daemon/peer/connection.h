@@ -54,7 +54,7 @@
 #include "daemon/peer/conn_state.h"
 #include "daemon/peer/credit_ledger.h"
 #include "daemon/peer/protocol.h"
-#include "daemon/peer/receive_supply.h"
+#include "daemon/peer/receiver.h"
 #include "daemon/peer/sender.h"
 #include "daemon/rdma/cm_events.h"
 #include "daemon/rdma/device.h"
@@ -151,13 +151,13 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   std::chrono::steady_clock::time_point lastReceived() const { return lastReceived_; }
 
   // --- receiving: batches in arrival order, headers already checked.
-  bool hasBatch() const { return !received_.empty(); }
-  size_t pendingBatches() const { return received_.size(); }
-  std::span<const std::byte> batchAt(size_t i) const;
+  bool hasBatch() const { return receiver_.hasBatch(); }
+  size_t pendingBatches() const { return receiver_.pending(); }
+  std::span<const std::byte> batchAt(size_t i) const { return receiver_.batchAt(i); }
   std::span<const std::byte> frontBatch() const { return batchAt(0); }
   // Batch i is read (normally the front; a batch without messages may be
   // read out of order): its buffer is reposted at the next post().
-  void consumeBatch(size_t i = 0);
+  void consumeBatch(size_t i = 0) { receiver_.consume(i); }
 
   // --- sending: fill the open batch, then post() once per service step.
   // Bytes a message record may use now (0: no buffer or credit for data).
@@ -176,7 +176,6 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   bool createQp(rdma_cm_id* id);
   void destroyQp();
   bool postReceives(bool initial = false);
-  std::byte* recvAt(uint32_t index) const { return supply_->at(index); }
   void giveBackBuffers();
   void onConnectTimeout();
   void onFlushTimeout();
@@ -194,8 +193,7 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   void onBeacon();
   void onFailedCompletion(const ibv_wc& wc, uint32_t idx, bool isSend, bool isRecv);
   void onSendDone(uint32_t index);
-  void onRecvCompletion(const ibv_wc& wc, uint32_t idx);
-  void onRecvDone(uint32_t index, uint32_t bytes);
+  void onReceived(const ibv_wc& wc);
   void maybeFinishClose();
   void postBeacon();
   void fail(const std::string& why);
@@ -214,24 +212,17 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   Authenticator auth_;
   CreditLedger ledger_;
   Sender sender_;
+  Receiver receiver_;
 
   // Declared parents first: the QP goes before the buffers and the id.
   rdma::CmIdPtr id_;
   rdma::Device* device_ = nullptr;
-  std::unique_ptr<ReceiveSupply> supply_;
   rdma::CmQpPtr qp_;           // holds id_.get(); destroys its QP
   bool disconnected_ = false;  // DISCONNECTED seen (or never connected)
   bool beaconPosted_ = false;
 
-  struct Received {
-    uint32_t index, bytes;
-  };
-  std::deque<Received> received_;  // completed, not yet read
-  std::vector<uint32_t> repost_;   // read, not yet reposted
-
   std::chrono::steady_clock::time_point lastSent_, lastReceived_;
   std::unique_ptr<loop::Timer> connectTimer_, closeTimer_;
-  ConnCounters counters_;
 };
 
 }  // namespace rdmamsg::peer
