@@ -44,6 +44,7 @@ Authenticator::Step Authenticator::startAcceptor(const Hello& remote,
 }
 
 bool Authenticator::takeAcceptorNonce(std::span<const uint8_t> rep) {
+  dialer_ = true;
   if (rep.size() < sizeof(AcceptData)) return false;
   std::memcpy(remoteNonce_.data(), rep.data() + offsetof(AcceptData, nonce), kNonceSize);
   return true;
@@ -122,6 +123,12 @@ Authenticator::Step Authenticator::answer(const AuthBody& body) {
 void Authenticator::settle(size_t secret) {
   secretIndex_ = secret;
   authenticated_ = true;
+}
+
+void Authenticator::onPeerClosed() {
+  failure_ = dialer_ ? "the peer closed the connection after this node's proof "
+                       "(does it hold the same mesh secret? its log says)"
+                     : "the peer closed the connection before proving the mesh secret";
 }
 
 std::string Authenticator::fingerprint() const {

@@ -63,6 +63,10 @@ class Authenticator {
   void settle(size_t secret);
   // Authentication failed, and why (the connection is then down).
   void refuse(std::string why) { failure_ = std::move(why); }
+  // The peer closed the connection during the handshake: counted as an
+  // authentication failure (it refused this node's proof, or went away
+  // before it proved itself).
+  void onPeerClosed();
 
   bool authenticated() const { return authenticated_; }
   size_t secretIndex() const { return secretIndex_; }

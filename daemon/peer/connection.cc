@@ -68,20 +68,7 @@ void Connection::releaseVerbs(const std::string& why) {
 }
 
 ConnCounters Connection::counters() const {
-  ConnCounters k;
-  const Receiver::Counters& r = receiver_.counters();
-  k.recvsPosted = r.recvsPosted;
-  k.postRecvCalls = r.postRecvCalls;
-  k.batchesReceived = r.batchesReceived;
-  const Sender::Counters& s = sender_.counters();
-  k.sendsPosted = s.sendsPosted;
-  k.sendsSignaled = s.sendsSignaled;
-  k.postSendCalls = s.postSendCalls;
-  k.creditStalls = s.creditStalls;
-  k.sendPoolWaits = s.sendPoolWaits;
-  k.creditsLent = ledger_.lentTotal();
-  k.creditsReleased = ledger_.releasedTotal();
-  return k;
+  return {sender_.counters(), receiver_.counters(), ledger_.lentTotal(), ledger_.releasedTotal()};
 }
 
 // The one place a connection changes state: every edge is logged and checked,
@@ -272,11 +259,7 @@ void Connection::onDisconnected() {
   if (state_ != ConnState::kDisconnecting) {
     closeReason_ = "peer disconnected";
     if (state_ == ConnState::kAuthenticating) {
-      // Counted as an authentication failure: the peer refused our proof,
-      // or went away before it proved itself.
-      auth_.refuse(active_ ? "the peer closed the connection after this node's proof "
-                             "(does it hold the same mesh secret? its log says)"
-                           : "the peer closed the connection before proving the mesh secret");
+      auth_.onPeerClosed();
       closeReason_ = "authentication failed: " + auth_.failure();
     }
     rdma_disconnect(id_.get());  // our QP to error (flush) and the reply to the peer

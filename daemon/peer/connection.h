@@ -76,15 +76,8 @@ struct ConnParams {
   std::string selfName;
 };
 
-struct ConnCounters {
-  uint64_t sendsPosted = 0;  // RDMA send work requests
-  uint64_t sendsSignaled = 0;
-  uint64_t postSendCalls = 0;
-  uint64_t recvsPosted = 0;
-  uint64_t postRecvCalls = 0;
-  uint64_t batchesReceived = 0;
-  uint64_t creditStalls = 0;     // times data waited for credits
-  uint64_t sendPoolWaits = 0;    // times a batch waited for the device's send pool
+// The sender's and receiver's counters, and the ledger's.
+struct ConnCounters : Sender::Counters, Receiver::Counters {
   uint64_t creditsLent = 0;      // receive buffers lent to the peer beyond the initial grant
   uint64_t creditsReleased = 0;  // credits the peer gave back when idle
 };
