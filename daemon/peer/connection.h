@@ -1,12 +1,15 @@
 // One RDMA connection to a peer daemon, its transport: the rdma_cm id and
-// RC queue pair (owned by RAII handles), posting, completions, teardown and
-// the state machine. What it carries is kept by the classes it owns:
-// - CreditLedger (credit_ledger.h): the credits both ways, the reserved
-//   credit, lending and release, the credit-only batch;
-// - SendBatches (send_batches.h): the send buffers it holds and which
-//   sends are signaled;
-// - ReceiveSupply (receive_supply.h): its receive buffers, on the device's
-//   shared receive queue or a receive set on its own QP;
+// RC queue pair (owned by RAII handles), the CM events, the completions
+// (dispatched by wr_id), teardown and the state machine. What travels on
+// it is kept by the classes it owns, which never call back into it:
+// - Sender (sender.h): the batches it fills, seals and posts, and the send
+//   buffers they hold (SendBatches, send_batches.h: which sends are
+//   signaled);
+// - Receiver (receiver.h): the batches that arrived, read and reposted, on
+//   a ReceiveSupply (receive_supply.h): the device's shared receive queue
+//   or a receive set on its own QP;
+// - CreditLedger (credit_ledger.h), which both use: the credits both ways,
+//   the reserved credit, lending and release, the credit-only batch;
 // - Authenticator (authenticator.h): the mesh-secret handshake.
 //
 // Active side:  idle → resolving-address → resolving-route → connecting → established
@@ -39,7 +42,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
