@@ -206,12 +206,13 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   std::string remoteAddress_;
   Authenticator auth_;
   CreditLedger ledger_;
-  Sender sender_;
-  Receiver receiver_;
 
-  // Declared parents first: the QP goes before the buffers and the id.
+  // Declared parents first: the QP goes before the buffers (the sender's
+  // and receiver's) and the id.
   rdma::CmIdPtr id_;
   rdma::Device* device_ = nullptr;
+  Sender sender_;
+  Receiver receiver_;
   rdma::CmQpPtr qp_;           // holds id_.get(); destroys its QP
   bool disconnected_ = false;  // DISCONNECTED seen (or never connected)
   bool beaconPosted_ = false;
