@@ -1,6 +1,16 @@
-// One RDMA connection to a peer daemon: its rdma_cm id and RC queue pair
-// (owned by RAII handles), its registered buffers, credit accounting and
-// state machine.
+// One RDMA connection to a peer daemon, its transport: the rdma_cm id and
+// RC queue pair (owned by RAII handles), the CM events, the completions
+// (dispatched by wr_id), teardown and the state machine. What travels on
+// it is kept by the classes it owns, which never call back into it:
+// - Sender (sender.h): the batches it fills, seals and posts, and the send
+//   buffers they hold (SendBatches, send_batches.h: which sends are
+//   signaled);
+// - Receiver (receiver.h): the batches that arrived, read and reposted, on
+//   a ReceiveSupply (receive_supply.h): the device's shared receive queue
+//   or a receive set on its own QP;
+// - CreditLedger (credit_ledger.h), which both use: the credits both ways,
+//   the reserved credit, lending and release, the credit-only batch;
+// - Authenticator (authenticator.h): the mesh-secret handshake.
 //
 // Active side:  idle → resolving-address → resolving-route → connecting → established
 // Passive side: idle → accepting → established
@@ -15,26 +25,12 @@
 // owner (Peer) reads what the connection exposes in its service step: the
 // state, the received batches ready to read, the room to send, and posts.
 //
-// Receive buffers are posted before rdma_connect / rdma_accept: on the
-// device's shared receive queue, where the connection reserves an
-// allowance, or (receive_queue: per_peer) on its own QP. Every send fills
-// one of the peer's receive buffers with a batch (protocol.h), so a send
-// needs a credit; credits come back in batch headers. This end grants the
-// peer credits for its allowance: the initial grant in the Hello, then one
-// for every buffer read and reposted; with a shared receive queue a busy
-// peer's allowance grows (lent from the device's burst buffers) and an
-// idle peer releases what it holds beyond the initial grant (a batch
-// without messages, heartbeat_interval after the last one with messages). One credit is kept for
-// batches without messages (confirmations, credit returns, heartbeats), so liveness and credit
-// returns never wait for consumers and the peer never sees RNR.
-//
-// Send buffers come from the device's shared pool, at most send_buffers / 2
-// (and buffer_count) per connection; a connection holds one from when it
-// opens a batch until the send's completion. Sends are selectively
-// signaled (every half of what the connection may hold — every 8th with the
-// defaults — and sooner when a quarter of the device's pool is
-// behind unsignaled sends or the pool runs low); a signaled completion
-// frees every send buffer posted before it.
+// Receive buffers are posted before rdma_connect / rdma_accept. Every send
+// fills one of the peer's receive buffers with a batch (protocol.h), so a
+// send needs a credit; credits come back in batch headers. Send buffers
+// come from the device's shared pool, at most send_buffers / 2 (and
+// buffer_count) per connection; a connection holds one from when it opens
+// a batch until the send's completion.
 //
 // Teardown follows the seeds: rdma_disconnect (the QP goes to error and
 // flushes), wait for DISCONNECTED and for every posted work request to come
@@ -44,10 +40,8 @@
 // device, id.
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -58,27 +52,16 @@
 #include "config/secret.h"
 #include "daemon/loop/events.h"
 #include "daemon/loop/service_queue.h"
-#include "daemon/peer/auth.h"
+#include "daemon/peer/authenticator.h"
+#include "daemon/peer/conn_state.h"
+#include "daemon/peer/credit_ledger.h"
 #include "daemon/peer/protocol.h"
-#include "daemon/rdma/buffer_pool.h"
+#include "daemon/peer/receiver.h"
+#include "daemon/peer/sender.h"
 #include "daemon/rdma/cm_events.h"
 #include "daemon/rdma/device.h"
-#include "daemon/ring.h"
 
 namespace rdmamsg::peer {
-
-enum class ConnState {
-  kIdle,
-  kResolvingAddress,
-  kResolvingRoute,
-  kConnecting,
-  kAccepting,
-  kAuthenticating,
-  kEstablished,
-  kDisconnecting,
-  kClosed,
-};
-const char* toString(ConnState s);
 
 struct ConnParams {
   size_t bufferSize = 64 * 1024;  // this end's receive buffers (the device's)
@@ -95,15 +78,8 @@ struct ConnParams {
   std::string selfName;
 };
 
-struct ConnCounters {
-  uint64_t sendsPosted = 0;  // RDMA send work requests
-  uint64_t sendsSignaled = 0;
-  uint64_t postSendCalls = 0;
-  uint64_t recvsPosted = 0;
-  uint64_t postRecvCalls = 0;
-  uint64_t batchesReceived = 0;
-  uint64_t creditStalls = 0;     // times data waited for credits
-  uint64_t sendPoolWaits = 0;    // times a batch waited for the device's send pool
+// The sender's and receiver's counters, and the ledger's.
+struct ConnCounters : Sender::Counters, Receiver::Counters {
   uint64_t creditsLent = 0;      // receive buffers lent to the peer beyond the initial grant
   uint64_t creditsReleased = 0;  // credits the peer gave back when idle
 };
@@ -149,47 +125,43 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   const std::string& remoteAddress() const { return remoteAddress_; }
   // Established after both proofs were checked; which secret matched
   // (0: the current one, 1: the previous one).
-  bool authenticated() const { return authenticated_; }
+  bool authenticated() const { return auth_.authenticated(); }
   // It was made with a mesh secret (it authenticates, or fails).
-  bool authenticates() const { return !params_.secrets.empty(); }
-  size_t secretIndex() const { return secretIndex_; }
+  bool authenticates() const { return auth_.required(); }
+  size_t secretIndex() const { return auth_.secretIndex(); }
   // The fingerprint of the secret it was proven with (authenticated only).
-  std::string secretFingerprint() const {
-    return authenticated_ && secretIndex_ < params_.secrets.size()
-               ? params_.secrets[secretIndex_].fingerprint
-               : std::string();
-  }
+  std::string secretFingerprint() const { return auth_.fingerprint(); }
   // Why authentication failed, if it did (the connection is then down).
-  const std::string& authFailure() const { return authFailure_; }
+  const std::string& authFailure() const { return auth_.failure(); }
   // Why the peer refused the connection, if it did (kNone: nobody listened).
   std::optional<RejectReason> rejectReason() const { return rejected_; }
   rdma::Device* device() const { return device_; }
-  const ConnCounters& counters() const { return counters_; }
-  uint32_t credits() const { return credits_; }
+  ConnCounters counters() const;
+  uint32_t credits() const { return ledger_.credits(); }
   // Receive buffers the peer may fill (its credits, those in flight, and
   // batches not yet reposted), and how many of them were lent.
-  uint32_t allowance() const { return allowance_; }
-  uint32_t lent() const { return lent_; }
+  uint32_t allowance() const { return ledger_.allowance(); }
+  uint32_t lent() const { return ledger_.lent(); }
   std::chrono::steady_clock::time_point lastSent() const { return lastSent_; }
   std::chrono::steady_clock::time_point lastReceived() const { return lastReceived_; }
 
   // --- receiving: batches in arrival order, headers already checked.
-  bool hasBatch() const { return !received_.empty(); }
-  size_t pendingBatches() const { return received_.size(); }
-  std::span<const std::byte> batchAt(size_t i) const;
+  bool hasBatch() const { return receiver_.hasBatch(); }
+  size_t pendingBatches() const { return receiver_.pending(); }
+  std::span<const std::byte> batchAt(size_t i) const { return receiver_.batchAt(i); }
   std::span<const std::byte> frontBatch() const { return batchAt(0); }
   // Batch i is read (normally the front; a batch without messages may be
   // read out of order): its buffer is reposted at the next post().
-  void consumeBatch(size_t i = 0);
+  void consumeBatch(size_t i = 0) { receiver_.consume(i); }
 
   // --- sending: fill the open batch, then post() once per service step.
   // Bytes a message record may use now (0: no buffer or credit for data).
   size_t messageRoom();
   // Opens a batch if needed; false when no send buffer or credit is available.
   bool openBatch(bool dataRecord);
-  BatchWriter& batch() { return writer_; }
-  bool hasOpenBatch() const { return open_; }
-  void sealBatch();  // the open batch is full: queue it for posting
+  BatchWriter& batch() { return sender_.batch(); }
+  bool hasOpenBatch() const { return sender_.hasOpen(); }
+  void sealBatch() { sender_.seal(); }  // the open batch is full: queue it for posting
   // Reposts consumed receive buffers, adds a credit-only batch when enough
   // credits are owed, and posts every sealed batch and the open one.
   void post();
@@ -197,32 +169,30 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
  private:
   void setState(ConnState s);
   bool createQp(rdma_cm_id* id);
+  void destroyQp();
   bool postReceives(bool initial = false);
-  std::byte* recvAt(uint32_t index) const;
-  uint32_t owedCredits() const;
-  bool onCredits(const BatchReader& reader);
-  static bool carriesMessages(BatchReader reader);
-  uint32_t remoteMaxCredits() const;
   void giveBackBuffers();
-  uint32_t sendHeld() const {
-    return static_cast<uint32_t>(sendPosted_.size() + sealed_.size()) + (open_ ? 1 : 0);
-  }
+  void onConnectTimeout();
+  void onFlushTimeout();
+  void onRouteResolved();
+  void onRejected(const rdma::CmEvent& e);
+  void onCmError(const rdma::CmEvent& e);
+  void onDisconnected();
+  void onHandshakeDone(const rdma::CmEvent& e);
+  void startAuthentication(const rdma::CmEvent& e);
+  void processAuth();
+  void onAuthStep(const Authenticator::Step& step);
+  void sendAuth(const AuthBody& body);
+  void authFail(const std::string& why);
+  void becomeEstablished();
+  void onBeacon();
+  void onFailedCompletion(const ibv_wc& wc, uint32_t idx, bool isSend, bool isRecv);
   void onSendDone(uint32_t index);
-  void onRecvDone(uint32_t index, uint32_t bytes);
+  void onReceived(const ibv_wc& wc);
   void maybeFinishClose();
   void postBeacon();
   void fail(const std::string& why);
-  bool wantsCreditReturn() const;
-  bool reserveBatch(bool dataRecord);
-  void postSealed();
-  void onHandshakeDone(const rdma::CmEvent& e);
-  void processAuth();
-  void onAuth(const AuthBody& body);
-  void sendAuth(const AuthBody& body);
-  auth::Transcript transcript() const;
-  std::string proofMismatch() const;
-  void authFail(const std::string& why);
-  void becomeEstablished();
+  void postSends();
 
   ConnParams params_;
   DeviceFor devices_;
@@ -234,52 +204,21 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   std::optional<RejectReason> rejected_;
   std::string closeReason_;
   std::string remoteAddress_;
-  std::array<uint8_t, kNonceSize> ownNonce_{}, remoteNonce_{};
-  bool authenticated_ = false;
-  size_t secretIndex_ = 0;
-  std::string authFailure_;
+  Authenticator auth_;
+  CreditLedger ledger_;
 
-  // Declared parents first: the QP goes before the buffers and the id.
+  // Declared parents first: the QP goes before the buffers (the sender's
+  // and receiver's) and the id.
   rdma::CmIdPtr id_;
   rdma::Device* device_ = nullptr;
-  rdma::SharedReceiveQueue* srq_ = nullptr;    // the device's, when receives are shared
-  bool reservedInitial_ = false;               // srq_ holds our initial grant
-  std::unique_ptr<rdma::ReceiveSet> recvSet_;  // receive_queue: per_peer
-  rdma::CmQpPtr qp_;                           // holds id_.get(); destroys its QP
-  uint32_t sendCap_ = 0, recvCount_ = 0;       // what the device granted
-  bool disconnected_ = false;                  // DISCONNECTED seen (or never connected)
-  bool lastWqe_ = false;                       // IBV_EVENT_QP_LAST_WQE_REACHED seen
+  Sender sender_;
+  Receiver receiver_;
+  rdma::CmQpPtr qp_;           // holds id_.get(); destroys its QP
+  bool disconnected_ = false;  // DISCONNECTED seen (or never connected)
   bool beaconPosted_ = false;
-  uint32_t postedSends_ = 0, postedRecvs_ = 0;
 
-  // Send buffers from the device's pool: posted and not yet known complete
-  // (oldest first), sealed and not yet posted, and the open batch's.
-  Ring<uint32_t> sendPosted_;
-  uint32_t openIdx_ = 0;
-  uint32_t unsignaled_ = 0;
-  bool open_ = false;
-  bool openOnReserve_ = false;  // the open batch used the reserved credit: no data
-  BatchWriter writer_;
-  std::vector<ibv_send_wr> wrScratch_;
-  std::vector<ibv_sge> sgeScratch_;
-  std::vector<std::pair<uint32_t, uint32_t>> sealed_;  // (buffer, bytes) not yet posted
-  uint32_t credits_ = 0;                               // the peer's receive buffers we may fill
-  bool openForData_ = false;                           // the open batch may carry messages
-  // The peer's side: buffers it may fill (allowance_, lent_ of them from the
-  // burst buffers), credits it holds (granted_), and its batches not yet
-  // reposted (held_). Owed to it: allowance_ - granted_ - held_.
-  uint32_t allowance_ = 0, lent_ = 0, granted_ = 0, held_ = 0;
-  size_t batchCapacity_ = 0;
-
-  struct Received {
-    uint32_t index, bytes;
-  };
-  std::deque<Received> received_;  // completed, not yet read
-  std::vector<uint32_t> repost_;   // read, not yet reposted
-
-  std::chrono::steady_clock::time_point lastSent_, lastReceived_, lastDataSent_;
+  std::chrono::steady_clock::time_point lastSent_, lastReceived_;
   std::unique_ptr<loop::Timer> connectTimer_, closeTimer_;
-  ConnCounters counters_;
 };
 
 }  // namespace rdmamsg::peer

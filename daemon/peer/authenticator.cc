@@ -1,0 +1,151 @@
+// The mesh-secret handshake of one connection (authenticator.h).
+#include "daemon/peer/authenticator.h"
+
+#include <cstring>
+#include <exception>
+
+namespace rdmamsg::peer {
+
+Authenticator::Authenticator(std::vector<config::Secret> secrets, std::string selfName,
+                             std::string peerName, uint64_t incarnation)
+    : secrets_(std::move(secrets)),
+      selfName_(std::move(selfName)),
+      peerName_(std::move(peerName)),
+      incarnation_(incarnation) {}
+
+std::string Authenticator::agree(const Hello& remote) const {
+  const bool theirs = (remote.flags & kHelloAuthenticates) != 0;
+  if (required() == theirs) return "";
+  return required() ? "it does not authenticate (no mesh secret), and this node requires it"
+                    : "it authenticates with a mesh secret, and this node has none";
+}
+
+Authenticator::Step Authenticator::refused(std::string why) {
+  Step s;
+  s.kind = Step::Kind::kRefused;
+  s.why = std::move(why);
+  return s;
+}
+
+Authenticator::Step Authenticator::startAcceptor(const Hello& remote,
+                                                 uint8_t (&nonce)[kNonceSize]) {
+  dialer_ = false;
+  remoteIncarnation_ = remote.incarnation;
+  Step s;
+  try {
+    ownNonce_ = auth::freshNonce();
+  } catch (const std::exception& e) {
+    s.why = e.what();
+    return s;
+  }
+  std::memcpy(nonce, ownNonce_.data(), kNonceSize);
+  s.kind = Step::Kind::kSend;
+  return s;
+}
+
+bool Authenticator::takeAcceptorNonce(std::span<const uint8_t> rep) {
+  dialer_ = true;
+  if (rep.size() < sizeof(AcceptData)) return false;
+  std::memcpy(remoteNonce_.data(), rep.data() + offsetof(AcceptData, nonce), kNonceSize);
+  return true;
+}
+
+Authenticator::Step Authenticator::startDialer(const Hello& remote) {
+  dialer_ = true;
+  remoteIncarnation_ = remote.incarnation;
+  Step s;
+  try {
+    ownNonce_ = auth::freshNonce();
+    std::memcpy(s.record.nonce, ownNonce_.data(), kNonceSize);
+    const auth::Transcript t = transcript();
+    for (size_t k = 0; k < secrets_.size() && k < 2; k++) {
+      auto proof = auth::prove(secrets_[k].bytes, auth::Role::kDialer, t);
+      std::memcpy(s.record.proofs[k], proof.data(), kProofSize);
+      s.record.proofCount++;
+    }
+  } catch (const std::exception& e) {
+    s.why = e.what();
+    return s;
+  }
+  s.kind = Step::Kind::kSend;
+  return s;
+}
+
+Authenticator::Step Authenticator::onBatch(std::span<const std::byte> batch) {
+  BatchReader reader(batch);
+  Record rec;
+  if (!reader.open() || reader.records() != 1 || reader.next(rec) != 1 ||
+      rec.type != RecordType::kAuth || reader.next(rec) != 0)
+    return refused("its first batch is not an authentication record");
+  try {
+    return onRecord(rec.auth);
+  } catch (const std::exception& e) {
+    Step s;
+    s.why = e.what();
+    return s;
+  }
+}
+
+Authenticator::Step Authenticator::onRecord(const AuthBody& body) {
+  if (!dialer_) return answer(body);
+  // The acceptor's proof, under whichever of our secrets it matched.
+  const auth::Transcript t = transcript();
+  for (size_t k = 0; k < secrets_.size(); k++) {
+    if (auth::verify(secrets_[k].bytes, auth::Role::kAcceptor, t, body.proofs[0])) {
+      Step s;
+      s.kind = Step::Kind::kProven;
+      s.secret = k;
+      return s;
+    }
+  }
+  return refused(mismatch());
+}
+
+// The dialer's proofs (one per secret it holds), against ours, current first.
+Authenticator::Step Authenticator::answer(const AuthBody& body) {
+  std::memcpy(remoteNonce_.data(), body.nonce, kNonceSize);
+  const auth::Transcript t = transcript();
+  for (size_t k = 0; k < secrets_.size(); k++) {
+    for (uint8_t j = 0; j < body.proofCount && j < 2; j++) {
+      if (!auth::verify(secrets_[k].bytes, auth::Role::kDialer, t, body.proofs[j])) continue;
+      Step s;
+      s.kind = Step::Kind::kAnswer;
+      s.secret = k;
+      s.record.proofCount = 1;
+      auto proof = auth::prove(secrets_[k].bytes, auth::Role::kAcceptor, t);
+      std::memcpy(s.record.proofs[0], proof.data(), kProofSize);
+      return s;
+    }
+  }
+  return refused(mismatch());
+}
+
+void Authenticator::settle(size_t secret) {
+  secretIndex_ = secret;
+  authenticated_ = true;
+}
+
+void Authenticator::onPeerClosed() {
+  failure_ = dialer_ ? "the peer closed the connection after this node's proof "
+                       "(does it hold the same mesh secret? its log says)"
+                     : "the peer closed the connection before proving the mesh secret";
+}
+
+std::string Authenticator::fingerprint() const {
+  return authenticated_ && secretIndex_ < secrets_.size() ? secrets_[secretIndex_].fingerprint
+                                                          : std::string();
+}
+
+// The proofs' transcript: the dialer's name, incarnation and nonce first.
+auth::Transcript Authenticator::transcript() const {
+  if (dialer_)
+    return {selfName_, peerName_, incarnation_, remoteIncarnation_, ownNonce_, remoteNonce_};
+  return {peerName_, selfName_, remoteIncarnation_, incarnation_, remoteNonce_, ownNonce_};
+}
+
+std::string Authenticator::mismatch() const {
+  return std::string("its proof does not match this node's mesh secret") +
+         (secrets_.size() > 1 ? " or the previous one" : "");
+}
+
+}  // namespace rdmamsg::peer

@@ -1,0 +1,76 @@
+// The receive side of one connection's QP (receiver.h).
+#include "daemon/peer/receiver.h"
+
+namespace rdmamsg::peer {
+
+std::string Receiver::open(rdma::Device& device, uint32_t maxCredits) {
+  std::string why;
+  supply_ = ReceiveSupply::open(device, maxCredits, why);
+  return why;
+}
+
+void Receiver::start(const ibv_qp_cap& granted, Hello& hello) {
+  ledger_.grant(supply_->start(granted, repost_), supply_->lender());
+  if (supply_->shared()) hello.flags |= kHelloSharedReceive;
+  hello.maxCredits = supply_->most();
+  hello.bufferCount = ledger_.allowance();
+}
+
+std::string Receiver::post(ibv_qp* qp, bool initial) {
+  if (repost_.empty()) return "";
+  auto n = static_cast<uint32_t>(repost_.size());
+  if (std::string why = supply_->post(qp, repost_); !why.empty()) return why;
+  counters_.recvsPosted += n;
+  counters_.postRecvCalls++;
+  if (!initial) ledger_.reposted(n);
+  repost_.clear();
+  return "";
+}
+
+// Seed 004: a successful completion is checked for what it is and how much
+// it carries.
+Receiver::Arrival Receiver::onReceived(const ibv_wc& wc, size_t bufferSize, bool closing) {
+  supply_->completed();
+  const auto index = static_cast<uint32_t>(wc.wr_id & 0xffffffff);
+  const bool known = supply_->owns(index);
+  if (wc.opcode != IBV_WC_RECV || !known || wc.byte_len > bufferSize) {
+    if (known) supply_->discard(index);
+    return {false, "receive completion with an unexpected opcode, id or length"};
+  }
+  if (closing) {
+    supply_->discard(index);  // arrived as it closes: nobody reads it
+    return {};
+  }
+  // On the passive side the first batches may complete before ESTABLISHED
+  // is read from the event channel: they wait here like any other.
+  counters_.batchesReceived++;
+  received_.push_back({index, wc.byte_len});
+  BatchReader reader({supply_->at(index), wc.byte_len});
+  if (!reader.open()) return {false, "malformed batch from peer"};
+  return {true, ledger_.onBatch(reader)};
+}
+
+std::span<const std::byte> Receiver::batchAt(size_t i) const {
+  const Received& r = received_[i];
+  return {supply_->at(r.index), r.bytes};
+}
+
+void Receiver::consume(size_t i) {
+  repost_.push_back(received_[i].index);
+  received_.erase(received_.begin() + static_cast<std::ptrdiff_t>(i));
+}
+
+void Receiver::giveBack() {
+  if (supply_) {
+    std::vector<uint32_t> unread;
+    for (const Received& r : received_)
+      unread.push_back(r.index);
+    unread.insert(unread.end(), repost_.begin(), repost_.end());
+    supply_->returnAll(unread, ledger_.lent());
+    supply_.reset();
+  }
+  received_.clear();
+  repost_.clear();
+}
+
+}  // namespace rdmamsg::peer

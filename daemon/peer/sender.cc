@@ -1,0 +1,98 @@
+// The send side of one connection's QP (sender.h).
+#include "daemon/peer/sender.h"
+
+#include <algorithm>
+#include <chrono>
+#include <system_error>
+
+namespace rdmamsg::peer {
+
+void Sender::attach(rdma::SendPool& pool, uint32_t cap) {
+  pool_ = &pool;
+  batches_.setCap(cap);
+}
+
+bool Sender::open(bool forMessages) {
+  if (batches_.hasOpen()) return ledger_.join(forMessages);
+  if (!ledger_.mayOpen(forMessages) || batches_.full()) {
+    if (forMessages) counters_.creditStalls++;
+    return false;
+  }
+  std::optional<uint32_t> idx = pool_->take(wake_);
+  if (!idx) {
+    counters_.sendPoolWaits++;
+    return false;
+  }
+  ledger_.open(forMessages);
+  batches_.open(*idx);
+  writer_.reset(pool_->buffers().at(*idx), batchCapacity_);
+  return true;
+}
+
+void Sender::seal() {
+  if (!batches_.hasOpen()) return;
+  const CreditLedger::Seal s = ledger_.seal(std::chrono::steady_clock::now());
+  batches_.seal(static_cast<uint32_t>(writer_.finish(s.returned, s.released)));
+}
+
+std::string Sender::post(ibv_qp* qp) {
+  const std::vector<SendBatches::Sealed>& sealed = batches_.sealed();
+  if (sealed.empty()) return "";
+  wrs_.resize(sealed.size());
+  sges_.resize(sealed.size());
+  rdma::BufferPool& buffers = pool_->buffers();
+  for (size_t i = 0; i < sealed.size(); i++) {
+    sges_[i] = {buffers.addr(sealed[i].index), sealed[i].bytes, buffers.lkey()};
+    ibv_send_wr& w = wrs_[i];
+    w = ibv_send_wr{};
+    w.wr_id = kTag | sealed[i].index;
+    w.sg_list = &sges_[i];
+    w.num_sge = 1;
+    w.opcode = IBV_WR_SEND;
+    const uint32_t unsignaled = batches_.unsignaled();
+    if (batches_.signal(i, {buffers.count(), pool_->available(), pool_->unsignaled()})) {
+      w.send_flags = IBV_SEND_SIGNALED;
+      pool_->retireUnsignaled(unsignaled);
+      counters_.sendsSignaled++;
+    } else {
+      pool_->addUnsignaled();
+    }
+    // Only the last send of a train is solicited (docs/architecture.md).
+    const bool last = i + 1 == sealed.size();
+    if (last) w.send_flags |= IBV_SEND_SOLICITED;
+    w.next = last ? nullptr : &wrs_[i + 1];
+  }
+  ibv_send_wr* bad = nullptr;
+  int rc = ibv_post_send(qp, wrs_.data(), &bad);
+  counters_.postSendCalls++;
+  if (rc != 0) return "ibv_post_send: " + std::error_code(rc, std::generic_category()).message();
+  auto n = static_cast<uint32_t>(sealed.size());
+  outstanding_ += n;
+  counters_.sendsPosted += n;
+  batches_.posted();
+  return "";
+}
+
+// A completion frees its buffer and every unsignaled one posted before it.
+bool Sender::onCompleted(uint32_t index) {
+  const uint32_t n = batches_.complete(index, [this](uint32_t idx) { pool_->give(idx); });
+  outstanding_ -= std::min(outstanding_, n);
+  return n != 0;
+}
+
+void Sender::onBeacon() {
+  pool_->retireUnsignaled(batches_.completeAll([this](uint32_t idx) { pool_->give(idx); }));
+  outstanding_ = 0;
+}
+
+void Sender::giveBack() {
+  if (pool_ == nullptr) return;
+  pool_->retireUnsignaled(batches_.releaseAll([this](uint32_t idx) { pool_->give(idx); }));
+}
+
+void Sender::detach() {
+  batches_.releaseAll([](uint32_t) {});
+  pool_ = nullptr;
+}
+
+}  // namespace rdmamsg::peer

@@ -1,0 +1,144 @@
+// Unit tests of a connection's mesh-secret handshake
+// (daemon/peer/authenticator.h): a dialer and an acceptor, each with its
+// own secrets, exchange the nonces and records a connection would carry.
+#include "daemon/peer/authenticator.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace rdmamsg::peer {
+namespace {
+
+using Kind = Authenticator::Step::Kind;
+
+config::Secret secret(char fill) {
+  config::Secret s;
+  s.bytes = std::string(32, fill);
+  s.fingerprint = config::fingerprintOf(s.bytes);
+  return s;
+}
+
+Hello hello(uint64_t incarnation, bool authenticates) {
+  Hello h;
+  h.incarnation = incarnation;
+  h.flags = authenticates ? kHelloAuthenticates : 0;
+  return h;
+}
+
+// A batch holding one authentication record, as the connection sends it.
+class AuthBatch {
+ public:
+  explicit AuthBatch(const AuthBody& body) {
+    BatchWriter w;
+    w.reset(buf_.data(), buf_.size());
+    w.addAuth(body);
+    size_ = w.finish(0);
+  }
+  std::span<const std::byte> bytes() const { return {buf_.data(), size_}; }
+
+ private:
+  std::array<std::byte, 256> buf_{};
+  size_t size_ = 0;
+};
+
+struct Pair {
+  Authenticator dialer, acceptor;
+  Pair(std::vector<config::Secret> dialerSecrets, std::vector<config::Secret> acceptorSecrets)
+      : dialer(std::move(dialerSecrets), "alpha", "beta", 0x1111),
+        acceptor(std::move(acceptorSecrets), "beta", "alpha", 0x2222) {}
+
+  // REQ and REP, then the dialer's record to the acceptor: the acceptor's step.
+  Authenticator::Step toAcceptor() {
+    AcceptData rep{};
+    EXPECT_EQ(acceptor.startAcceptor(hello(0x1111, true), rep.nonce).kind, Kind::kSend);
+    EXPECT_TRUE(dialer.takeAcceptorNonce({reinterpret_cast<const uint8_t*>(&rep), sizeof rep}));
+    const Authenticator::Step proofs = dialer.startDialer(hello(0x2222, true));
+    EXPECT_EQ(proofs.kind, Kind::kSend);
+    return acceptor.onBatch(AuthBatch(proofs.record).bytes());
+  }
+};
+
+TEST(Authenticator, BothEndsProveTheSameSecretAndAreEstablished) {
+  Pair p({secret('a')}, {secret('a')});
+  const Authenticator::Step answer = p.toAcceptor();
+  ASSERT_EQ(answer.kind, Kind::kAnswer) << answer.why;
+  EXPECT_EQ(answer.secret, 0u);
+  const Authenticator::Step done = p.dialer.onBatch(AuthBatch(answer.record).bytes());
+  ASSERT_EQ(done.kind, Kind::kProven) << done.why;
+  EXPECT_EQ(done.secret, 0u);
+  EXPECT_FALSE(p.dialer.authenticated()) << "only once the connection settles it";
+  p.dialer.settle(done.secret);
+  EXPECT_TRUE(p.dialer.authenticated());
+  EXPECT_EQ(p.dialer.fingerprint(), secret('a').fingerprint);
+}
+
+TEST(Authenticator, DuringARotationThePreviousSecretStillMatches) {
+  // The dialer has the new secret and the previous one; the acceptor only the previous.
+  Pair p({secret('n'), secret('o')}, {secret('o')});
+  const Authenticator::Step answer = p.toAcceptor();
+  ASSERT_EQ(answer.kind, Kind::kAnswer) << answer.why;
+  EXPECT_EQ(answer.secret, 0u) << "the acceptor's own current secret";
+  const Authenticator::Step done = p.dialer.onBatch(AuthBatch(answer.record).bytes());
+  ASSERT_EQ(done.kind, Kind::kProven) << done.why;
+  EXPECT_EQ(done.secret, 1u) << "the dialer's previous secret";
+}
+
+TEST(Authenticator, ADifferentSecretIsRefusedOnBothSides) {
+  Pair p({secret('a')}, {secret('b'), secret('c')});
+  const Authenticator::Step step = p.toAcceptor();
+  EXPECT_EQ(step.kind, Kind::kRefused);
+  EXPECT_EQ(step.why, "its proof does not match this node's mesh secret or the previous one");
+  // An acceptor's answer under another secret does not prove it to the dialer.
+  Pair q({secret('a')}, {secret('a')});
+  Authenticator::Step answer = q.toAcceptor();
+  ASSERT_EQ(answer.kind, Kind::kAnswer);
+  answer.record.proofs[0][3] ^= 1;
+  const Authenticator::Step done = q.dialer.onBatch(AuthBatch(answer.record).bytes());
+  EXPECT_EQ(done.kind, Kind::kRefused);
+  EXPECT_FALSE(q.dialer.authenticated());
+}
+
+TEST(Authenticator, AnAnswerFromAnotherHandshakeIsRefused) {
+  Pair first({secret('a')}, {secret('a')});
+  const Authenticator::Step old = first.toAcceptor();
+  ASSERT_EQ(old.kind, Kind::kAnswer);
+  Pair second({secret('a')}, {secret('a')});
+  ASSERT_EQ(second.toAcceptor().kind, Kind::kAnswer);
+  EXPECT_EQ(second.dialer.onBatch(AuthBatch(old.record).bytes()).kind, Kind::kRefused)
+      << "fresh nonces: a replayed answer proves nothing";
+}
+
+TEST(Authenticator, BothEndsMustAgreeToAuthenticate) {
+  Authenticator with({secret('a')}, "alpha", "beta", 1), without({}, "alpha", "beta", 1);
+  EXPECT_TRUE(with.required());
+  EXPECT_FALSE(without.required());
+  EXPECT_EQ(with.agree(hello(2, true)), "");
+  EXPECT_EQ(without.agree(hello(2, false)), "");
+  EXPECT_EQ(with.agree(hello(2, false)),
+            "it does not authenticate (no mesh secret), and this node requires it");
+  EXPECT_EQ(without.agree(hello(2, true)),
+            "it authenticates with a mesh secret, and this node has none");
+}
+
+TEST(Authenticator, TheFirstBatchMustBeAnAuthenticationRecordAlone) {
+  Pair p({secret('a')}, {secret('a')});
+  AcceptData rep{};
+  ASSERT_EQ(p.acceptor.startAcceptor(hello(0x1111, true), rep.nonce).kind, Kind::kSend);
+  std::array<std::byte, 256> buf{};
+  BatchWriter w;
+  w.reset(buf.data(), buf.size());
+  w.addHeartbeat();
+  const size_t n = w.finish(0);
+  const Authenticator::Step step = p.acceptor.onBatch({buf.data(), n});
+  EXPECT_EQ(step.kind, Kind::kRefused);
+  EXPECT_EQ(step.why, "its first batch is not an authentication record");
+  // A REP without a nonce.
+  EXPECT_FALSE(p.dialer.takeAcceptorNonce({reinterpret_cast<const uint8_t*>(&rep), sizeof(Hello)}));
+}
+
+}  // namespace
+}  // namespace rdmamsg::peer
