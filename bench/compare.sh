@@ -14,6 +14,7 @@
 #   --json-out F  full results as JSON (default build/bench/results.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/mesh.sh
 
 count=1000000
 runs=3
@@ -122,17 +123,9 @@ bounded() { timeout -k 5 "$step_timeout" "$@"; }
 
 # --- the two daemons ----------------------------------------------------------------------
 port=$((20000 + RANDOM % 20000))
-cat >"$dir/mesh.yaml" <<YAML
-peers:
-  - name: alpha
-    address: 127.0.0.1:$port
-  - name: beta
-    address: 127.0.0.2:$port
-log_level: warn
-YAML
+mesh_configs "$dir" "$port"
 declare -A dpid
 for node in alpha beta; do
-  sed "1i socket: $dir/$node.sock" "$dir/mesh.yaml" >"$dir/$node.yaml"
   spawn "$run" "$rdmamsgd" -c "$dir/$node.yaml" --node "$node" >"$dir/$node.log" 2>&1
   dpid[$node]=$last
 done
@@ -140,27 +133,14 @@ alpha_sock="$dir/alpha.sock"
 beta_sock="$dir/beta.sock"
 
 log "waiting for the mesh (alpha 127.0.0.1, beta 127.0.0.2, port $port)"
-up=0
-for _ in $(seq 100); do
-  up=0
-  for node in alpha beta; do
-    if "$rdmamsg" --socket "$dir/$node.sock" status --json 2>/dev/null |
-      grep -Eq '"state": *"established"'; then up=$((up + 1)); fi
-  done
-  [ "$up" -eq 2 ] && break
-  sleep 0.1
-done
-if [ "$up" -ne 2 ]; then
+if ! mesh_wait "$rdmamsg" "$dir"; then
   echo "compare.sh: the mesh did not form; logs in $dir" >&2
   keep=1
   exit 1
 fi
 
 wait_service() { # wait_service SOCKET NAME: until the daemon lists the service (bounded)
-  for _ in $(seq 100); do
-    "$rdmamsg" --socket "$1" status --json | grep -q "\"$2\"" && return 0
-    sleep 0.05
-  done
+  service_wait "$rdmamsg" "$1" "$2" && return 0
   echo "compare.sh: service $2 never registered" >&2
   return 1
 }

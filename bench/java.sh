@@ -14,6 +14,7 @@
 #   --keep      keep the temporary directory (logs, raw results)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/mesh.sh
 
 count=1000000
 rtt=20000
@@ -69,31 +70,13 @@ trap 'exit 130' INT TERM
 bounded() { timeout -k 5 "$step_timeout" "$@"; }
 
 port=$((20000 + RANDOM % 20000))
+mesh_configs "$dir" "$port"
 for node in alpha beta; do
-  cat >"$dir/$node.yaml" <<YAML
-socket: $dir/$node.sock
-peers:
-  - name: alpha
-    address: 127.0.0.1:$port
-  - name: beta
-    address: 127.0.0.2:$port
-log_level: warn
-YAML
   "$run" "$rdmamsgd" -c "$dir/$node.yaml" --node "$node" >"$dir/$node.log" 2>&1 &
   pids+=("$!")
 done
 log "waiting for the mesh (alpha 127.0.0.1, beta 127.0.0.2, port $port)"
-up=0
-for _ in $(seq 100); do
-  up=0
-  for node in alpha beta; do
-    if "$rdmamsg" --socket "$dir/$node.sock" status --json 2>/dev/null |
-      grep -Eq '"state": *"established"'; then up=$((up + 1)); fi
-  done
-  [ "$up" -eq 2 ] && break
-  sleep 0.1
-done
-[ "$up" -eq 2 ] || { echo "java.sh: the mesh did not form; logs in $dir" >&2; keep=1; exit 1; }
+mesh_wait "$rdmamsg" "$dir" || { echo "java.sh: the mesh did not form; logs in $dir" >&2; keep=1; exit 1; }
 
 # The other side, the same for both clients: the C++ tool's sink and echo on beta.
 "$rdmamsg" --socket "$dir/beta.sock" bench sink sink --json >"$dir/sink.jsonl" 2>"$dir/sink.err" &
@@ -102,10 +85,7 @@ pids+=("$sink")
 "$rdmamsg" --socket "$dir/beta.sock" bench echo echo --json >"$dir/echo.json" 2>"$dir/echo.err" &
 pids+=("$!")
 for svc in sink echo; do
-  for _ in $(seq 100); do
-    "$rdmamsg" --socket "$dir/beta.sock" status --json | grep -q "\"$svc\"" && break
-    sleep 0.05
-  done
+  service_wait "$rdmamsg" "$dir/beta.sock" "$svc" || { echo "java.sh: no $svc on beta" >&2; exit 1; }
 done
 
 log "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \

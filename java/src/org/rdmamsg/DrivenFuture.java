@@ -34,10 +34,13 @@ final class DrivenFuture<T> extends CompletableFuture<T> {
   @Override
   public T get(long timeout, TimeUnit unit)
       throws InterruptedException, ExecutionException, TimeoutException {
-    if (!isDone()) {
-      client.driveUntil(this::isDone, Client.deadlineAfter(Duration.ofNanos(unit.toNanos(timeout))));
-    }
-    return super.get(0, TimeUnit.NANOSECONDS);
+    final long deadline = Client.deadlineAfter(Duration.ofNanos(unit.toNanos(timeout)));
+    if (!isDone()) client.driveUntil(this::isDone, deadline);
+    // Driving may end before the future is completed: when the connection is
+    // lost, another thread may still be handing the failure to the futures.
+    // What is left of the timeout covers that hand-over.
+    if (deadline == Long.MAX_VALUE) return super.get();
+    return super.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
   }
 
   @Override
