@@ -373,122 +373,6 @@ int postSendOp(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   return postSend(reinterpret_cast<Qp*>(q), wr, bad, false);
 }
 
-namespace {
-
-// The frames of one ibv_post_send call, handed to the connection in as few
-// writes as it takes (one, unless more than kMax requests are posted).
-struct TxBatch {
-  static constexpr int kMax = 64;
-  Conn::TxIov iov[kMax * 2 + kMaxSge];
-  FrameHeader hdrs[kMax];
-  int niov = 0, nhdr = 0;
-
-  bool full(int sges) const {
-    return nhdr == kMax || niov + 2 + sges > static_cast<int>(std::size(iov));
-  }
-  void flush(Qp* qp) {
-    if (niov > 0 && qp->conn) qp->conn->sendv(iov, niov);
-    niov = nhdr = 0;
-  }
-  void add(const Qp& qp, const ibv_send_wr& w, const SendWqe& e, uint64_t len);
-};
-
-void TxBatch::add(const Qp& qp, const ibv_send_wr& w, const SendWqe& e, uint64_t len) {
-  // Inline payloads of this call, until the connection has taken them (the
-  // QP's lock is released before that): the calling thread's own buffer.
-  static thread_local std::vector<uint8_t> inl_buf;
-  const bool is_read = w.opcode == IBV_WR_RDMA_READ;
-  FrameHeader& h = hdrs[nhdr];
-  h = FrameHeader{};
-  h.type = static_cast<uint8_t>(frameType(w.opcode));
-  h.flags = (w.send_flags & IBV_SEND_SOLICITED) ? kFlagSolicited : 0;
-  if (e.signaled) h.flags |= kFlagAckNow;
-  h.rnr_retry = qp.attr.rnr_retry;
-  h.psn = e.psn;
-  if (w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-    h.imm = w.imm_data;
-  if (w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || is_read) {
-    h.raddr = w.wr.rdma.remote_addr;
-    h.rkey = w.wr.rdma.rkey;
-  }
-  if (is_read)
-    h.imm = static_cast<uint32_t>(len);  // requested length; no payload
-  else
-    h.len = static_cast<uint32_t>(len);
-  iov[niov++] = {&h, sizeof h, false, true, true};
-  if (!is_read && len > 0) {
-    if ((w.send_flags & IBV_SEND_INLINE) != 0) {
-      if (inl_buf.empty()) inl_buf.resize(static_cast<size_t>(kMax) * kMaxInline);
-      uint8_t* start = &inl_buf[static_cast<size_t>(nhdr) * kMaxInline];
-      uint8_t* p = start;
-      for (int i = 0; i < w.num_sge; i++) {
-        memcpy(p, reinterpret_cast<void*>(w.sg_list[i].addr), w.sg_list[i].length);
-        p += w.sg_list[i].length;
-      }
-      iov[niov++] = {start, static_cast<size_t>(len), false, false, true};
-    } else {
-      for (int i = 0; i < w.num_sge; i++) {
-        if (w.sg_list[i].length == 0) continue;
-        iov[niov++] = {reinterpret_cast<void*>(w.sg_list[i].addr), w.sg_list[i].length, true, false,
-                       true};
-      }
-    }
-  }
-  nhdr++;
-}
-
-// All or nothing (the ibv_wr_* API): every request checked, and room for
-// all of them, before any is posted.
-int checkAll(const Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad) {
-  uint32_t n = 0;
-  for (ibv_send_wr* w = wr; w != nullptr; w = w->next, n++) {
-    if (int rc = checkWr(qp, w); rc != 0) {
-      *bad = w;
-      return rc;
-    }
-  }
-  if (n > qp.cap.max_send_wr - qp.sq_used) {
-    *bad = wr;
-    return ENOMEM;
-  }
-  return 0;
-}
-
-// Puts w on the send queue; false when it is not to be transmitted (the QP
-// is in error and it was flushed, or it waits behind a failed request).
-bool queueWqe(Qp* qp, ibv_qp_state st, const ibv_send_wr& w, uint64_t len, SendWqe& e) {
-  e.wr_id = w.wr_id;
-  e.opcode = wcOpcode(w.opcode);
-  e.byte_len = static_cast<uint32_t>(len);
-  e.signaled = qp->sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
-  e.preset = IBV_WC_SUCCESS;
-  qp->sq_used++;
-  if (st == IBV_QPS_ERR || st == IBV_QPS_SQE) {
-    qp->sendCompletion(e, IBV_WC_WR_FLUSH_ERR);
-    return false;
-  }
-  const bool is_read = w.opcode == IBV_WR_RDMA_READ;
-  if ((w.send_flags & IBV_SEND_INLINE) == 0 && !sgesValid(qp, w.sg_list, w.num_sge, is_read))
-    e.preset = IBV_WC_LOC_PROT_ERR;
-  if (qp->transport_lost || !qp->conn) e.preset = IBV_WC_RETRY_EXC_ERR;
-  e.psn = qp->next_psn++;
-  if (is_read) {
-    e.num_sge = static_cast<uint32_t>(w.num_sge);
-    e.sge_off = qp->sq_slot * qp->cap.max_send_sge;
-    qp->sq_slot = (qp->sq_slot + 1) % qp->cap.max_send_wr;
-    if (w.num_sge > 0) memcpy(&qp->sq_sges[e.sge_off], w.sg_list, sizeof(ibv_sge) * w.num_sge);
-  }
-  qp->sq.push_back(e);
-  if (e.preset != IBV_WC_SUCCESS) qp->sq_halted = true;
-  if (qp->sq_halted) {
-    if (qp->sq.size() == 1) qp->completeSendsUpTo(e.psn - 1, IBV_WC_SUCCESS, false);
-    return false;  // not transmitted; later requests will be flushed
-  }
-  return true;
-}
-
-}  // namespace
-
 int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
   std::unique_lock lk(qp->mu);
   ibv_qp_state st = qp->qp.state;
@@ -496,33 +380,118 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
     *bad = wr;
     return EINVAL;
   }
-  if (all_or_nothing)
-    if (int rc = checkAll(*qp, wr, bad); rc != 0) return rc;
-  TxBatch tx;
-  for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
-    int rc = checkWr(*qp, w);
-    if (rc == 0 && qp->sq_used >= qp->cap.max_send_wr) rc = ENOMEM;
-    if (rc != 0) {
-      tx.flush(qp);
-      *bad = w;
-      return rc;
+  if (all_or_nothing) {
+    uint32_t n = 0;
+    for (ibv_send_wr* w = wr; w != nullptr; w = w->next, n++) {
+      if (int rc = checkWr(*qp, w); rc != 0) {
+        *bad = w;
+        return rc;
+      }
     }
+    if (n > qp->cap.max_send_wr - qp->sq_used) {
+      *bad = wr;
+      return ENOMEM;
+    }
+  }
+  constexpr int kBatch = 64;
+  Conn::TxIov iov[kBatch * 2 + kMaxSge];
+  FrameHeader hdrs[kBatch];
+  // Inline payloads of this call, until the connection has taken them (the
+  // QP's lock is released before that): the calling thread's own buffer.
+  static thread_local std::vector<uint8_t> inl_buf;
+  int niov = 0, nhdr = 0;
+  auto flush = [&] {
+    if (niov > 0 && qp->conn) qp->conn->sendv(iov, niov);
+    niov = nhdr = 0;
+  };
+  auto reject = [&](ibv_send_wr* w, int err) {
+    flush();
+    *bad = w;
+    return err;
+  };
+  for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
+    bool inl_flag = (w->send_flags & IBV_SEND_INLINE) != 0;
+    if (int rc = checkWr(*qp, w); rc != 0) return reject(w, rc);
     uint64_t len = 0;
     for (int i = 0; i < w->num_sge; i++)
       len += w->sg_list[i].length;
+    if (qp->sq_used >= qp->cap.max_send_wr) return reject(w, ENOMEM);
     SendWqe e{};
-    if (!queueWqe(qp, st, *w, len, e)) continue;
-    if (tx.full(w->num_sge)) tx.flush(qp);
-    tx.add(*qp, *w, e, len);
+    e.wr_id = w->wr_id;
+    e.opcode = wcOpcode(w->opcode);
+    e.byte_len = static_cast<uint32_t>(len);
+    e.signaled = qp->sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED);
+    e.preset = IBV_WC_SUCCESS;
+    qp->sq_used++;
+    if (st == IBV_QPS_ERR || st == IBV_QPS_SQE) {
+      qp->sendCompletion(e, IBV_WC_WR_FLUSH_ERR);
+      continue;
+    }
+    bool is_read = w->opcode == IBV_WR_RDMA_READ;
+    if (!inl_flag && !sgesValid(qp, w->sg_list, w->num_sge, is_read))
+      e.preset = IBV_WC_LOC_PROT_ERR;
+    if (qp->transport_lost || !qp->conn) e.preset = IBV_WC_RETRY_EXC_ERR;
+    e.psn = qp->next_psn++;
+    if (is_read) {
+      e.num_sge = static_cast<uint32_t>(w->num_sge);
+      e.sge_off = qp->sq_slot * qp->cap.max_send_sge;
+      qp->sq_slot = (qp->sq_slot + 1) % qp->cap.max_send_wr;
+      if (w->num_sge > 0) memcpy(&qp->sq_sges[e.sge_off], w->sg_list, sizeof(ibv_sge) * w->num_sge);
+    }
+    qp->sq.push_back(e);
+    if (e.preset != IBV_WC_SUCCESS) qp->sq_halted = true;
+    if (qp->sq_halted) {
+      if (qp->sq.size() == 1) qp->completeSendsUpTo(e.psn - 1, IBV_WC_SUCCESS, false);
+      continue;  // not transmitted; later requests will be flushed
+    }
+    if (nhdr == kBatch || niov + 2 + w->num_sge > static_cast<int>(std::size(iov))) flush();
+    FrameHeader& h = hdrs[nhdr];
+    h = FrameHeader{};
+    h.type = static_cast<uint8_t>(frameType(w->opcode));
+    h.flags = (w->send_flags & IBV_SEND_SOLICITED) ? kFlagSolicited : 0;
+    if (e.signaled) h.flags |= kFlagAckNow;
+    h.rnr_retry = qp->attr.rnr_retry;
+    h.psn = e.psn;
+    if (w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+      h.imm = w->imm_data;
+    if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || is_read) {
+      h.raddr = w->wr.rdma.remote_addr;
+      h.rkey = w->wr.rdma.rkey;
+    }
+    if (is_read) {
+      h.imm = static_cast<uint32_t>(len);  // requested length; no payload
+    } else {
+      h.len = static_cast<uint32_t>(len);
+    }
+    iov[niov++] = {&h, sizeof h, false, true, true};
+    if (!is_read && len > 0) {
+      if (inl_flag) {
+        if (inl_buf.empty()) inl_buf.resize(static_cast<size_t>(kBatch) * kMaxInline);
+        uint8_t* p = &inl_buf[static_cast<size_t>(nhdr) * kMaxInline];
+        for (int i = 0; i < w->num_sge; i++) {
+          memcpy(p, reinterpret_cast<void*>(w->sg_list[i].addr), w->sg_list[i].length);
+          p += w->sg_list[i].length;
+        }
+        iov[niov++] = {&inl_buf[static_cast<size_t>(nhdr) * kMaxInline], static_cast<size_t>(len),
+                       false, false, true};
+      } else {
+        for (int i = 0; i < w->num_sge; i++) {
+          if (w->sg_list[i].length == 0) continue;
+          iov[niov++] = {reinterpret_cast<void*>(w->sg_list[i].addr), w->sg_list[i].length, true,
+                         false, true};
+        }
+      }
+    }
+    nhdr++;
   }
-  if (tx.niov > 0 && qp->conn) {
+  if (niov > 0 && qp->conn) {
     // Hand over to the connection's lock before releasing the QP's: frames
     // reach the socket in PSN order, and the progress thread (which takes
     // the QP lock for every acknowledgement) is not held up by the write.
     std::shared_ptr<Conn> conn = qp->conn;
     std::lock_guard tl(conn->tx_mu);
     lk.unlock();
-    conn->sendvLocked(tx.iov, tx.niov);
+    conn->sendvLocked(iov, niov);
   }
   return 0;
 }
