@@ -86,6 +86,15 @@ TEST(Cli, ADaemonLostMidStreamIsReportedWithWhereToResume) {
       c.socket("beta"),
       [](const Json& s) { return s.value("unconsumed", Json::object()).value("bytes", 0) > 0; },
       20s));
+  // Alpha has had confirmations from beta (and so written their acks to the
+  // sender, in the turn it had them) before it is killed.
+  ASSERT_TRUE(waitForStatus(
+      c.socket("alpha"),
+      [](const Json& s) {
+        const Json* p = peerEntry(s, "beta");
+        return p != nullptr && p->value("confirmed", uint64_t{0}) > 0;
+      },
+      20s));
   ASSERT_TRUE(sender.running()) << "the stream finished before its daemon was stopped";
   c["alpha"].kill9();
   auto code = sender.wait(20s);
