@@ -86,8 +86,15 @@ struct Client::Impl {
     fd.reset();
   }
 
-  Status writeSome();
-  Status readSome();
+  // Write and read what they can without waiting; a failure is `conn`.
+  void writeSome();
+  void readSome();
+  // What processIo() does: consumption reported, written, read.
+  void pump() {
+    reportConsumed();
+    writeSome();
+    readSome();
+  }
   void reportConsumed();
   bool isHeld(std::string_view node, std::string_view service) const;
   void setHeld(const proto::Frame& f, bool on);
@@ -109,7 +116,7 @@ struct Client::Impl {
 
 // --- I/O ---------------------------------------------------------------------------
 
-Status Client::Impl::writeSome() {
+void Client::Impl::writeSome() {
   while (!out.empty() && conn.ok()) {
     const ssize_t n = ::send(fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) {
@@ -124,10 +131,9 @@ Status Client::Impl::writeSome() {
       lose(errnoStatus(Errc::io_error, "write to rdmamsgd", err));
     }
   }
-  return conn;
 }
 
-Status Client::Impl::readSome() {
+void Client::Impl::readSome() {
   while (conn.ok()) {
     auto room = in.prepare(kReadChunk);
     const ssize_t n = ::recv(fd.get(), room.data(), room.size(), MSG_DONTWAIT);
@@ -142,7 +148,6 @@ Status Client::Impl::readSome() {
       lose(errnoStatus(Errc::io_error, "read from rdmamsgd", errno));
     }
   }
-  return conn;
 }
 
 void Client::Impl::parseInput() {
@@ -410,7 +415,8 @@ Status Client::unregisterService(std::string_view service) {
   if (Status st = checkName("service", service); !st.ok()) return st;
   if (!impl_->conn.ok()) return impl_->conn;
   proto::encodeUnregister(impl_->out, service);
-  return impl_->writeSome();
+  impl_->writeSome();
+  return impl_->conn;
 }
 
 Result<uint64_t> Client::trySend(std::string_view node, std::string_view service,
@@ -455,7 +461,8 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
     if (!st.ok()) return st;
   }
   if (!mayWait && out.size() >= kWriteBlockLimit) {
-    if (Status st = writeSome(); !st.ok()) return st;
+    writeSome();
+    if (!conn.ok()) return conn;
     if (out.size() >= kWriteBlockLimit)
       return Status(Errc::would_block,
                     std::to_string(out.size()) + " bytes are waiting for rdmamsgd to read them");
@@ -517,7 +524,7 @@ void Client::Impl::takeMessage(Message& m) {
 
 bool Client::tryReceive(Message& out) {
   Impl& im = *impl_;
-  if (im.inbox.empty()) processIo();
+  if (im.inbox.empty() && im.conn.ok()) im.pump();
   if (im.inbox.empty()) return false;
   im.takeMessage(out);
   return true;
@@ -533,7 +540,7 @@ Status Client::receive(Message& out, std::chrono::milliseconds timeout) {
 
 bool Client::pollCompletion(Completion& out) {
   Impl& im = *impl_;
-  if (im.completions.empty()) processIo();
+  if (im.completions.empty() && im.conn.ok()) im.pump();
   if (im.completions.empty()) return false;
   im.takeFront(out);
   return true;
@@ -566,15 +573,14 @@ Status Client::confirmReceived() {
   Impl& im = *impl_;
   im.takenMark = im.taken;
   im.reportConsumed();
-  return im.writeSome();
+  im.writeSome();
+  return im.conn;
 }
 
 Status Client::processIo() {
   Impl& im = *impl_;
-  if (!im.conn.ok()) return im.conn;
-  im.reportConsumed();
-  im.writeSome();
-  return im.readSome();
+  if (im.conn.ok()) im.pump();
+  return im.conn;
 }
 
 }  // namespace rdmamsg

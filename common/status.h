@@ -45,7 +45,7 @@ inline constexpr uint16_t kMaxErrc = static_cast<uint16_t>(Errc::permission_deni
 // Stable lower-case name of a code, e.g. "unknown_service".
 std::string_view toString(Errc code);
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Errc code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -71,7 +71,7 @@ class Status {
 
 // A value or an error. `ok()` tells which; `value()` on an error aborts.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
@@ -86,7 +86,9 @@ class Result {
   const T& value() const& { return *checked(); }
   T&& value() && { return std::move(*checked()); }
   T* operator->() { return checked(); }
+  const T* operator->() const { return checked(); }
   T& operator*() & { return *checked(); }
+  const T& operator*() const& { return *checked(); }
 
  private:
   T* checked() const {

@@ -6,7 +6,6 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
-#include <stdexcept>
 #include <string>
 
 namespace rdmamsg::peer::auth {
@@ -40,27 +39,27 @@ std::string message(Role role, const Transcript& t) {
 
 }  // namespace
 
-Nonce freshNonce() {
+Result<Nonce> freshNonce() {
   Nonce n{};
   if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1)
-    throw std::runtime_error("no random bytes from OpenSSL for an authentication nonce");
+    return Status(Errc::io_error, "no random bytes from OpenSSL for an authentication nonce");
   return n;
 }
 
-Proof prove(std::string_view key, Role role, const Transcript& t) {
+Result<Proof> prove(std::string_view key, Role role, const Transcript& t) {
   const std::string m = message(role, t);
   Proof p{};
   unsigned int len = 0;
   if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
            reinterpret_cast<const unsigned char*>(m.data()), m.size(), p.data(), &len) == nullptr ||
       len != p.size())
-    throw std::runtime_error("HMAC-SHA256 failed");
+    return Status(Errc::io_error, "HMAC-SHA256 failed");
   return p;
 }
 
 bool verify(std::string_view key, Role role, const Transcript& t, const uint8_t* proof) {
-  const Proof expected = prove(key, role, t);
-  return CRYPTO_memcmp(expected.data(), proof, expected.size()) == 0;
+  const Result<Proof> expected = prove(key, role, t);
+  return expected.ok() && CRYPTO_memcmp(expected->data(), proof, expected->size()) == 0;
 }
 
 }  // namespace rdmamsg::peer::auth

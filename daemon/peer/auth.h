@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "common/status.h"
 #include "daemon/peer/protocol.h"
 
 namespace rdmamsg::peer::auth {
@@ -22,8 +23,8 @@ namespace rdmamsg::peer::auth {
 using Nonce = std::array<uint8_t, kNonceSize>;
 using Proof = std::array<uint8_t, kProofSize>;
 
-// A nonce from OpenSSL's CSPRNG; throws std::runtime_error when it has none.
-Nonce freshNonce();
+// A nonce from OpenSSL's CSPRNG; io_error when it has none.
+Result<Nonce> freshNonce();
 
 enum class Role : uint8_t { kDialer = 'D', kAcceptor = 'A' };
 
@@ -33,8 +34,10 @@ struct Transcript {
   Nonce dialerNonce{}, acceptorNonce{};
 };
 
-Proof prove(std::string_view key, Role role, const Transcript& t);
-// True when `proof` is prove(key, role, t); constant time in the proof.
+// HMAC-SHA256 of the transcript under `key`; io_error when libcrypto fails.
+Result<Proof> prove(std::string_view key, Role role, const Transcript& t);
+// True when `proof` is prove(key, role, t) (false when it cannot be
+// computed); constant time in the proof.
 bool verify(std::string_view key, Role role, const Transcript& t, const uint8_t* proof);
 
 }  // namespace rdmamsg::peer::auth

@@ -13,11 +13,12 @@ Authenticator::Authenticator(std::vector<config::Secret> secrets, std::string se
       peerName_(std::move(peerName)),
       incarnation_(incarnation) {}
 
-std::string Authenticator::agree(const Hello& remote) const {
+Status Authenticator::agree(const Hello& remote) const {
   const bool theirs = (remote.flags & kHelloAuthenticates) != 0;
-  if (required() == theirs) return "";
-  return required() ? "it does not authenticate (no mesh secret), and this node requires it"
-                    : "it authenticates with a mesh secret, and this node has none";
+  if (required() == theirs) return Status();
+  return Status(Errc::permission_denied,
+                required() ? "it does not authenticate (no mesh secret), and this node requires it"
+                           : "it authenticates with a mesh secret, and this node has none");
 }
 
 Authenticator::Step Authenticator::refused(std::string why) {
@@ -27,17 +28,21 @@ Authenticator::Step Authenticator::refused(std::string why) {
   return s;
 }
 
+Authenticator::Step Authenticator::error(const Status& st) {
+  Step s;
+  s.kind = Step::Kind::kError;
+  s.why = st.message();
+  return s;
+}
+
 Authenticator::Step Authenticator::startAcceptor(const Hello& remote,
                                                  uint8_t (&nonce)[kNonceSize]) {
   dialer_ = false;
   remoteIncarnation_ = remote.incarnation;
   Step s;
-  try {
-    ownNonce_ = auth::freshNonce();
-  } catch (const std::exception& e) {
-    s.why = e.what();
-    return s;
-  }
+  Result<auth::Nonce> n = auth::freshNonce();
+  if (!n) return error(n.status());
+  ownNonce_ = *n;
   std::memcpy(nonce, ownNonce_.data(), kNonceSize);
   s.kind = Step::Kind::kSend;
   return s;
@@ -54,18 +59,16 @@ Authenticator::Step Authenticator::startDialer(const Hello& remote) {
   dialer_ = true;
   remoteIncarnation_ = remote.incarnation;
   Step s;
-  try {
-    ownNonce_ = auth::freshNonce();
-    std::memcpy(s.record.nonce, ownNonce_.data(), kNonceSize);
-    const auth::Transcript t = transcript();
-    for (size_t k = 0; k < secrets_.size() && k < 2; k++) {
-      auto proof = auth::prove(secrets_[k].bytes, auth::Role::kDialer, t);
-      std::memcpy(s.record.proofs[k], proof.data(), kProofSize);
-      s.record.proofCount++;
-    }
-  } catch (const std::exception& e) {
-    s.why = e.what();
-    return s;
+  Result<auth::Nonce> n = auth::freshNonce();
+  if (!n) return error(n.status());
+  ownNonce_ = *n;
+  std::memcpy(s.record.nonce, ownNonce_.data(), kNonceSize);
+  const auth::Transcript t = transcript();
+  for (size_t k = 0; k < secrets_.size() && k < 2; k++) {
+    Result<auth::Proof> proof = auth::prove(secrets_[k].bytes, auth::Role::kDialer, t);
+    if (!proof) return error(proof.status());
+    std::memcpy(s.record.proofs[k], proof->data(), kProofSize);
+    s.record.proofCount++;
   }
   s.kind = Step::Kind::kSend;
   return s;
@@ -77,13 +80,7 @@ Authenticator::Step Authenticator::onBatch(std::span<const std::byte> batch) {
   if (!reader.open() || reader.records() != 1 || reader.next(rec) != 1 ||
       rec.type != RecordType::kAuth || reader.next(rec) != 0)
     return refused("its first batch is not an authentication record");
-  try {
-    return onRecord(rec.auth);
-  } catch (const std::exception& e) {
-    Step s;
-    s.why = e.what();
-    return s;
-  }
+  return onRecord(rec.auth);
 }
 
 Authenticator::Step Authenticator::onRecord(const AuthBody& body) {
@@ -112,8 +109,9 @@ Authenticator::Step Authenticator::answer(const AuthBody& body) {
       s.kind = Step::Kind::kAnswer;
       s.secret = k;
       s.record.proofCount = 1;
-      auto proof = auth::prove(secrets_[k].bytes, auth::Role::kAcceptor, t);
-      std::memcpy(s.record.proofs[0], proof.data(), kProofSize);
+      Result<auth::Proof> proof = auth::prove(secrets_[k].bytes, auth::Role::kAcceptor, t);
+      if (!proof) return error(proof.status());
+      std::memcpy(s.record.proofs[0], proof->data(), kProofSize);
       return s;
     }
   }

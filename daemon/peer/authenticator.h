@@ -33,7 +33,7 @@ class Authenticator {
   bool required() const { return !secrets_.empty(); }
   // Whether the peer's Hello agrees: "" when both authenticate or neither
   // does, else why the connection fails.
-  std::string agree(const Hello& remote) const;
+  Status agree(const Hello& remote) const;
 
   // What a step of the handshake asks of the connection.
   struct Step {
@@ -80,6 +80,7 @@ class Authenticator {
   auth::Transcript transcript() const;
   std::string mismatch() const;
   static Step refused(std::string why);
+  static Step error(const Status& st);
 
   std::vector<config::Secret> secrets_;
   std::string selfName_, peerName_;

@@ -23,10 +23,9 @@ std::string errnoText(int e) {
 
 }  // namespace
 
-Connection::Connection(loop::EventLoop& loop, const ConnParams& params, DeviceFor devices,
-                       std::string name, loop::ServiceQueue::Waker wake)
+Connection::Connection(loop::EventLoop& loop, const ConnParams& params, std::string name,
+                       loop::ServiceQueue::Waker wake)
     : params_(params),
-      devices_(std::move(devices)),
       name_(std::move(name)),
       wake_(wake),
       auth_(params.secrets, params.selfName, name_, params.hello.incarnation),
@@ -115,7 +114,7 @@ void Connection::startActive(rdma_event_channel* channel, const sockaddr* src,
     fail("rdma_resolve_addr: " + errnoText(errno));
 }
 
-void Connection::accept(rdma_cm_id* id, const Hello& remote) {
+void Connection::accept(rdma_cm_id* id, const Hello& remote, rdma::Device* device) {
   id_.reset(id);
   id_->context = static_cast<rdma::CmHandler*>(this);
   remote_ = remote;
@@ -123,7 +122,7 @@ void Connection::accept(rdma_cm_id* id, const Hello& remote) {
   remoteAddress_ = config::Address::textOf(rdma_get_peer_addr(id_.get()));
   connectTimer_->arm(params_.connectTimeout);
   setState(ConnState::kAccepting);
-  if (!createQp(id_.get())) return;
+  if (!createQp(id_.get(), device)) return;
   rdma_conn_param p{};
   AcceptData data{};
   data.hello = params_.hello;
@@ -141,14 +140,14 @@ void Connection::accept(rdma_cm_id* id, const Hello& remote) {
   if (rdma_accept(id_.get(), &p) != 0) fail("rdma_accept: " + errnoText(errno));
 }
 
-bool Connection::createQp(rdma_cm_id* id) {
-  device_ = devices_(id->verbs);
+bool Connection::createQp(rdma_cm_id* id, rdma::Device* device) {
+  device_ = device;
   if (device_ == nullptr) {
     fail("no RDMA device resources");
     return false;
   }
-  if (std::string why = receiver_.open(*device_, params_.maxCredits); !why.empty()) {
-    fail("receive buffers: " + why);
+  if (Status st = receiver_.open(*device_, params_.maxCredits); !st.ok()) {
+    fail("receive buffers: " + st.message());
     return false;
   }
   params_.bufferSize = device_->pools().bufferSize;
@@ -174,8 +173,8 @@ bool Connection::createQp(rdma_cm_id* id) {
 }
 
 bool Connection::postReceives(bool initial) {
-  if (std::string why = receiver_.post(id_->qp, initial); !why.empty()) {
-    fail(why);
+  if (Status st = receiver_.post(id_->qp, initial); !st.ok()) {
+    fail(st.message());
     return false;
   }
   return true;
@@ -227,8 +226,16 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
   }
 }
 
+// The route is resolved: the QP needs the device of the id's context, which
+// the owner's service step provides (useDevice).
 void Connection::onRouteResolved() {
-  if (!createQp(id_.get())) return;
+  deviceWanted_ = true;
+  wake_();
+}
+
+void Connection::useDevice(rdma::Device* device) {
+  deviceWanted_ = false;
+  if (!createQp(id_.get(), device)) return;
   rdma_conn_param p{};
   p.private_data = &params_.hello;
   p.private_data_len = sizeof(Hello);
@@ -286,7 +293,7 @@ void Connection::onHandshakeDone(const rdma::CmEvent& e) {
   if (capacity < std::max(sizeof(BatchHeader) + 256, sizeof(BatchHeader) + kAuthRecordSize))
     return fail("peer's receive buffers are too small");
   sender_.setBatchCapacity(capacity);
-  if (std::string why = auth_.agree(*remote_); !why.empty()) return authFail(why);
+  if (Status st = auth_.agree(*remote_); !st.ok()) return authFail(st.message());
   if (!auth_.required()) return becomeEstablished();
   startAuthentication(e);
 }
@@ -500,7 +507,7 @@ void Connection::post() {
 
 void Connection::postSends() {
   if (!sender_.hasSealed()) return;
-  if (std::string why = sender_.post(id_->qp); !why.empty()) return fail(why);
+  if (Status st = sender_.post(id_->qp); !st.ok()) return fail(st.message());
   lastSent_ = std::chrono::steady_clock::now();
 }
 

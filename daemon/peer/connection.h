@@ -86,9 +86,7 @@ struct ConnCounters : Sender::Counters, Receiver::Counters {
 
 class Connection : public rdma::CmHandler, public rdma::CompletionSink {
  public:
-  using DeviceFor = std::function<rdma::Device*(ibv_context*)>;
-
-  Connection(loop::EventLoop& loop, const ConnParams& params, DeviceFor devices, std::string name,
+  Connection(loop::EventLoop& loop, const ConnParams& params, std::string name,
              loop::ServiceQueue::Waker wake);
   ~Connection() override;
   Connection(const Connection&) = delete;
@@ -96,9 +94,17 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
 
   // Active: resolves `dst` and connects. A failure that happens at once
   // leaves the connection disconnecting or closed, like any other failure.
+  // Once the route is resolved it asks for the device of its id's context
+  // (wantsDevice) and waits, in resolving-route, for the owner's service
+  // step to hand it over (useDevice).
   void startActive(rdma_event_channel* channel, const sockaddr* src, const sockaddr* dst);
-  // Passive: adopts an id from a CONNECT_REQUEST and accepts it.
-  void accept(rdma_cm_id* id, const Hello& remote);
+  ibv_context* wantsDevice() const { return deviceWanted_ && !down() ? id_->verbs : nullptr; }
+  // The device asked for (nullptr: none can be had, the connection fails):
+  // creates the QP, posts the receives and connects.
+  void useDevice(rdma::Device* device);
+  // Passive: adopts an id from a CONNECT_REQUEST and accepts it, on the
+  // device of the id's context (nullptr: none can be had, it fails).
+  void accept(rdma_cm_id* id, const Hello& remote, rdma::Device* device);
   // Orderly teardown (idempotent).
   void close(const std::string& why);
   // The device is gone: no flushed completions will come; closed at once.
@@ -168,7 +174,7 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
 
  private:
   void setState(ConnState s);
-  bool createQp(rdma_cm_id* id);
+  bool createQp(rdma_cm_id* id, rdma::Device* device);
   void destroyQp();
   bool postReceives(bool initial = false);
   void giveBackBuffers();
@@ -195,7 +201,6 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   void postSends();
 
   ConnParams params_;
-  DeviceFor devices_;
   std::string name_;
   loop::ServiceQueue::Waker wake_;
   bool active_ = false;
@@ -216,6 +221,7 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
   rdma::CmQpPtr qp_;           // holds id_.get(); destroys its QP
   bool disconnected_ = false;  // DISCONNECTED seen (or never connected)
   bool beaconPosted_ = false;
+  bool deviceWanted_ = false;  // route resolved: waiting for useDevice()
 
   std::chrono::steady_clock::time_point lastSent_, lastReceived_;
   std::unique_ptr<loop::Timer> connectTimer_, closeTimer_;

@@ -28,12 +28,13 @@ bool CreditLedger::wantsCreditReturn() const {
   return owed() >= least;
 }
 
-std::string CreditLedger::onBatch(const BatchReader& batch) {
+Status CreditLedger::onBatch(const BatchReader& batch) {
   held_++;
-  if (granted_ == 0) return "peer sent a batch without a credit";
+  if (granted_ == 0) return Status(Errc::protocol_error, "peer sent a batch without a credit");
   granted_--;
   const uint32_t released = batch.released();
-  if (released > granted_) return "peer released more credits than it holds";
+  if (released > granted_)
+    return Status(Errc::protocol_error, "peer released more credits than it holds");
   if (released > 0) {
     granted_ -= released;
     releasedTotal_ += released;
@@ -46,10 +47,10 @@ std::string CreditLedger::onBatch(const BatchReader& batch) {
   // A peer never has more buffers for us than it announced: more credits
   // would make this end overrun its receive buffers.
   if (peerKnown_ && uint64_t{credits_} + batch.credits() > peerMost_)
-    return "peer returned more credits than it has receive buffers";
+    return Status(Errc::protocol_error, "peer returned more credits than it has receive buffers");
   credits_ += batch.credits();  // the peer's buffers: usable at once
   maybeLend(batch);
-  return "";
+  return Status();
 }
 
 // A peer that spends its credits on messages faster than they come back

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/status.h"
 #include "daemon/peer/protocol.h"
 
 namespace rdmamsg::peer {
@@ -64,7 +65,7 @@ class CreditLedger {
   bool wantsCreditReturn() const;
   // A batch from the peer (its header checked): its credit, the credits it
   // returns and releases. "" or the rule it broke.
-  std::string onBatch(const BatchReader& batch);
+  Status onBatch(const BatchReader& batch);
   // `n` of the peer's batches were read and their buffers reposted.
   void reposted(uint32_t n) { held_ -= n < held_ ? n : held_; }
 

@@ -10,6 +10,8 @@
 #include <system_error>
 
 #include "config/units.h"
+#include "daemon/logging.h"
+#include "daemon/peer/admission.h"
 #include "daemon/rdma/limits.h"
 
 namespace rdmamsg::peer {
@@ -19,22 +21,19 @@ constexpr int kListenBacklog = 128;
 constexpr auto kShutdownWait = std::chrono::seconds(3);
 constexpr auto kRelistenEvery = std::chrono::milliseconds(500);
 
-// The same host: equal addresses, an IPv4-mapped IPv6 address equal to its IPv4 form.
-bool sameHost(const config::Address& a, const config::Address& b) {
-  auto plain = [](const std::string& host) {
-    constexpr std::string_view kMapped = "::ffff:";
-    if (host.size() > kMapped.size() && host.compare(0, kMapped.size(), kMapped) == 0 &&
-        host.find('.') != std::string::npos)
-      return host.substr(kMapped.size());
-    return host;
-  };
-  return plain(a.host) == plain(b.host);
-}
-
 std::string errnoText() {
   return std::error_code(errno, std::generic_category()).message();
 }
 }  // namespace
+
+// The one place the mesh changes state: every edge is checked.
+void Mesh::setState(MeshState s) {
+  if (!allowedEdge(state_, s))
+    logging::fatal(
+        fmt::format("invalid mesh state change {} -> {}", toString(state_), toString(s)));
+  spdlog::debug("mesh: {} -> {}", toString(state_), toString(s));
+  state_ = s;
+}
 
 Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
            uint64_t incarnation)
@@ -42,6 +41,7 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
       config_(cfg),
       events_(events),
       incarnation_(incarnation),
+      devices_(loop, cfg.registeredMemoryLimit, this),
       queue_(loop, [this](uint32_t key) { service(key); }),
       postStep_(std::make_unique<loop::PhaseTask>(loop, loop::Phase::post,
                                                   [this] {
@@ -52,7 +52,6 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
                                                     toPost_.clear();
                                                   })),
       relistenTimer_(std::make_unique<loop::Timer>(loop, [this] { relisten(); })) {
-  budget_.limit = cfg.registeredMemoryLimit;
   for (const auto& p : cfg.peers)
     addPeer(p);
 }
@@ -112,20 +111,22 @@ std::vector<std::string> Mesh::prepareReload(const config::Config& next) {
       closing++;
   const size_t peers = next.peers.size() + closing;
   std::vector<std::string> problems;
-  for (auto& [ctx, d] : devices_) {
+  for (auto& [ctx, d] : devices_.all()) {
     if (d->failed()) continue;
     auto p = rdma::checkLimits(next, d->attr(), d->name(), peers);
     problems.insert(problems.end(), p.begin(), p.end());
   }
   if (!problems.empty()) return problems;
-  for (auto& [ctx, d] : devices_)
+  for (auto& [ctx, d] : devices_.all())
     if (!d->failed())
-      if (std::string why = d->growCq(rdma::needsOf(next, peers).cqe); !why.empty())
-        problems.push_back(why);
+      if (Status st = d->growCq(rdma::needsOf(next, peers).cqe); !st.ok())
+        problems.push_back(st.message());
+  if (problems.empty()) setState(MeshState::kReloading);
   return problems;
 }
 
 void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
+  if (state_ == MeshState::kReloading) setState(MeshState::kRunning);
   lastPeer_ = nullptr;
   for (uint32_t i = 0; i < peers_.size(); i++) {
     Peer* p = peers_[i].get();
@@ -136,7 +137,7 @@ void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
   // A peer configured again gets a new object (a removed one may still be
   // closing its connection).
   for (const auto& c : config_.peers)
-    if (peer(c.name) == nullptr && !shutdownDone_) addPeer(c).start();
+    if (peer(c.name) == nullptr && !stopping()) addPeer(c).start();
   for (const auto& name : readdressed)
     if (Peer* p = peer(name)) p->readdress(config_.findPeer(name)->address);
   if (config_.secret)
@@ -155,8 +156,14 @@ Mesh::~Mesh() {
 }
 
 void Mesh::start() {
+  setState(MeshState::kStarting);
   pump_ = std::make_unique<rdma::CmEventPump>(loop_);
-  listen();
+  if (Status st = listen(); !st.ok()) {
+    listenId_.reset();
+    if (st.code() == Errc::bad_request) throw LimitError(st.message());
+    throw std::runtime_error(st.message());
+  }
+  setState(MeshState::kRunning);
   spdlog::info("listening for peers on {} (rdma_cm)", config_.listen.toString());
   spdlog::info("{}", rdma::describe(memoryPlan(), config_, config_.peers.size()));
   warnUnverified();
@@ -188,35 +195,32 @@ void Mesh::warnUnverified() const {
           c.name, c.name, c.name);
 }
 
-void Mesh::listen() {
+Status Mesh::listen() {
   rdma_cm_id* raw = nullptr;
   if (rdma_create_id(pump_->channel(), &raw, static_cast<rdma::CmHandler*>(this), RDMA_PS_TCP) != 0)
-    throw std::system_error(errno, std::generic_category(), "rdma_create_id");
+    return Status(Errc::io_error, "rdma_create_id: " + errnoText());
   rdma::CmIdPtr id(raw);
   sockaddr_storage addr{};
   config_.listen.toSockaddr(addr);
   if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0)
-    throw std::runtime_error("cannot bind rdma_cm to " + config_.listen.toString() + ": " +
-                             errnoText());
+    return Status(Errc::io_error,
+                  "cannot bind rdma_cm to " + config_.listen.toString() + ": " + errnoText());
   if (rdma_listen(id.get(), kListenBacklog) != 0)
-    throw std::runtime_error("cannot listen on " + config_.listen.toString() + ": " + errnoText());
+    return Status(Errc::io_error,
+                  "cannot listen on " + config_.listen.toString() + ": " + errnoText());
   listenId_ = std::move(id);
   if (listenId_->verbs != nullptr) {
     rdma::Device* d = deviceFor(listenId_->verbs);
-    if (d == nullptr) throw std::runtime_error("cannot open the RDMA device of the listener");
-    checkLimits(*d);
-  } else {
-    openAllDevices();
+    if (d == nullptr) return Status(Errc::io_error, "cannot open the RDMA device of the listener");
+    return checkLimits(d->attr(), d->name());
   }
-  if (listenId_->verbs == nullptr && !checkedLimits_) {
-    // A wildcard address binds no device: check against the first one.
-    std::string error;
-    if (auto info = rdma::probeDevice(config_.listen, error)) {
-      auto problems = rdma::checkLimits(config_, info->attr, info->name);
-      if (!problems.empty()) throw LimitError(problems.front());
-      checkedLimits_ = true;
-    }
-  }
+  openAllDevices();
+  if (checkedLimits_) return Status();
+  // A wildcard address binds no device: check against the first one.
+  std::string error;
+  if (auto info = rdma::probeDevice(config_.listen, error))
+    return checkLimits(info->attr, info->name);
+  return Status();
 }
 
 // A wildcard listener binds no device: every device rdma_cm knows is opened
@@ -233,35 +237,40 @@ void Mesh::openAllDevices() {
 
 // After a device was removed: listen again as soon as a device answers.
 void Mesh::relisten() {
-  if (listenId_ || shutdownDone_) return;
-  try {
-    listen();
+  if (listenId_ || stopping()) return;
+  Status st = listen();
+  if (st.ok()) {
     spdlog::info("RDMA device available again: listening for peers on {}",
                  config_.listen.toString());
     forEachPeer([](Peer& p) { p.redialSoon(); });
-  } catch (const LimitError& e) {
-    listenId_.reset();
-    spdlog::error("the RDMA device that came back cannot hold the configuration: {}", e.what());
-    relistenTimer_->arm(kRelistenEvery * 10);
-  } catch (const std::exception& e) {
-    spdlog::debug("not listening yet: {}", e.what());
-    relistenTimer_->arm(kRelistenEvery);
+    return;
   }
+  listenId_.reset();
+  if (st.code() == Errc::bad_request) {
+    spdlog::error("the RDMA device that came back cannot hold the configuration: {}", st.message());
+    relistenTimer_->arm(kRelistenEvery * 10);
+    return;
+  }
+  spdlog::debug("not listening yet: {}", st.message());
+  relistenTimer_->arm(kRelistenEvery);
 }
 
-void Mesh::checkLimits(rdma::Device& device) {
-  if (checkedLimits_) return;
-  auto problems = rdma::checkLimits(config_, device.attr(), device.name());
-  if (!problems.empty()) throw LimitError(problems.front());
+Status Mesh::checkLimits(const ibv_device_attr& attr, const std::string& device) {
+  if (checkedLimits_) return Status();
+  auto problems = rdma::checkLimits(config_, attr, device);
+  if (!problems.empty()) return Status(Errc::bad_request, problems.front());
   checkedLimits_ = true;
+  return Status();
 }
 
 void Mesh::shutdown(std::function<void()> done) {
+  setState(MeshState::kStopping);
   shutdownDone_ = std::move(done);
   relistenTimer_->cancel();
   forEachPeer([](Peer& p) { p.shutdown(); });
   shutdownTimer_ = std::make_unique<loop::Timer>(loop_, [this] {
     spdlog::warn("{} connection(s) did not finish their teardown in time", connectionCount());
+    setState(MeshState::kStopped);
     if (auto d = std::move(shutdownDone_)) d();
   });
   shutdownTimer_->arm(kShutdownWait);
@@ -269,8 +278,9 @@ void Mesh::shutdown(std::function<void()> done) {
 }
 
 void Mesh::checkShutdownDone() {
-  if (!shutdownDone_ || connectionCount() != 0) return;
+  if (state_ != MeshState::kStopping || !shutdownDone_ || connectionCount() != 0) return;
   shutdownTimer_->cancel();
+  setState(MeshState::kStopped);
   auto d = std::move(shutdownDone_);
   shutdownDone_ = nullptr;
   d();
@@ -295,25 +305,11 @@ Peer* Mesh::peer(std::string_view name) {
 }
 
 uint64_t Mesh::droppedCompletions() const {
-  uint64_t n = 0;
-  for (const auto& [ctx, d] : devices_)
-    n += d->counters().dropped;
-  return n;
+  return devices_.droppedCompletions();
 }
 
 std::vector<DeviceStats> Mesh::deviceStats() const {
-  std::vector<DeviceStats> out;
-  for (const auto& [ctx, d] : devices_) {
-    DeviceStats st{d->name(),     d->failed(),           d->cqEntries(),
-                   d->counters(), d->sendPool().count(), d->sendPool().available(),
-                   std::nullopt};
-    if (const rdma::SharedReceiveQueue* q = d->srq()) {
-      st.srq = q->stats();
-      st.counters.registeredBytes += q->registeredBytes();
-    }
-    out.push_back(std::move(st));
-  }
-  return out;
+  return devices_.stats();
 }
 
 MeshSnapshot Mesh::snapshot() const {
@@ -335,36 +331,27 @@ void Mesh::wakeAll() {
     queue_.mark(keyOf(i));
 }
 
+// One CQ for every QP on the device, sized for all of them (each peer may
+// briefly have two connections while a duplicate is resolved).
 rdma::Device* Mesh::deviceFor(ibv_context* ctx) {
-  auto it = devices_.find(ctx);
-  if (it != devices_.end()) return it->second->failed() ? nullptr : it->second.get();
-  // One CQ for every QP on the device, sized for all of them (each peer may
-  // briefly have two connections while a duplicate is resolved).
-  uint64_t cqe = rdma::needsOf(config_).cqe;
-  try {
-    rdma::PoolParams pools;
-    pools.bufferSize = config_.bufferSize;
-    pools.sendBuffers = config_.sendBuffers;
-    pools.sharedReceive = config_.receiveQueue == config::ReceiveQueue::kShared;
-    pools.initialGrant = config_.initialGrant();
-    pools.burst = config_.sharedReceiveBuffers;
-    pools.chunk = config_.bufferCount;
-    pools.startPeers = config_.connect == config::ConnectMode::kAlways
-                           ? static_cast<uint32_t>(config_.peers.size())
-                           : 0;
-    pools.perPeerCount = config_.bufferCount;
-    auto d = std::make_unique<rdma::Device>(
-        loop_, ctx, static_cast<int>(std::min<uint64_t>(cqe, 1u << 30)), pools, budget_, this);
-    rdma::Device* raw = d.get();
-    spdlog::info("RDMA device {}: max_qp_wr {}, max_cqe {}, max_sge {}; CQ of {} entries",
-                 raw->name(), raw->attr().max_qp_wr, raw->attr().max_cqe, raw->attr().max_sge,
-                 raw->cqEntries());
-    devices_.emplace(ctx, std::move(d));
-    return raw;
-  } catch (const std::exception& e) {
-    spdlog::error("RDMA device: {}", e.what());
-    return nullptr;
-  }
+  rdma::PoolParams pools;
+  pools.bufferSize = config_.bufferSize;
+  pools.sendBuffers = config_.sendBuffers;
+  pools.sharedReceive = config_.receiveQueue == config::ReceiveQueue::kShared;
+  pools.initialGrant = config_.initialGrant();
+  pools.burst = config_.sharedReceiveBuffers;
+  pools.chunk = config_.bufferCount;
+  pools.startPeers = config_.connect == config::ConnectMode::kAlways
+                         ? static_cast<uint32_t>(config_.peers.size())
+                         : 0;
+  pools.perPeerCount = config_.bufferCount;
+  const uint64_t cqe = rdma::needsOf(config_).cqe;
+  return devices_.get(ctx, static_cast<int>(std::min<uint64_t>(cqe, 1u << 30)), pools);
+}
+
+void Mesh::serveDeviceRequests(uint32_t i) {
+  for (auto& c : conns_[i])
+    if (ibv_context* ctx = c->wantsDevice()) c->useDevice(deviceFor(ctx));
 }
 
 ConnParams Mesh::paramsFor(const Peer& peer) const {
@@ -394,10 +381,8 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
 
 Connection& Mesh::newConnection(uint32_t index) {
   Peer& peer = *peers_[index];
-  auto c = std::make_unique<Connection>(
-      loop_, paramsFor(peer),
-      [this](ibv_context* ctx) { return ctx != nullptr ? deviceFor(ctx) : nullptr; }, peer.name(),
-      queue_.waker(keyOf(index)));
+  auto c =
+      std::make_unique<Connection>(loop_, paramsFor(peer), peer.name(), queue_.waker(keyOf(index)));
   conns_[index].push_back(std::move(c));
   return *conns_[index].back();
 }
@@ -428,6 +413,7 @@ void Mesh::service(uint32_t key) {
   const uint32_t i = key - 1;
   if (!peers_[i]) return;  // freed; a wake-up of the peer it was
   Peer& p = *peers_[i];
+  serveDeviceRequests(i);
   p.service();
   if (p.takeDialRequest()) p.dialed(dial(p));
   if (!posting_[i]) {
@@ -445,10 +431,8 @@ void Mesh::service(uint32_t key) {
     return reap;
   });
   freeIfRetired(i);
-  if (shutdownDone_) checkShutdownDone();
-  if (std::any_of(devices_.begin(), devices_.end(),
-                  [](const auto& d) { return d.second->failed(); }))
-    queue_.mark(kDevicesKey);
+  if (stopping()) checkShutdownDone();
+  if (devices_.anyFailed()) queue_.mark(kDevicesKey);
 }
 
 // A failed device, in the order its context allows: the connections'
@@ -458,7 +442,7 @@ void Mesh::service(uint32_t key) {
 // connections' when they are reaped. The mesh listens again when a device
 // answers, and the peers dial.
 void Mesh::serviceDevices() {
-  for (auto it = devices_.begin(); it != devices_.end();) {
+  for (auto it = devices_.all().begin(); it != devices_.all().end();) {
     rdma::Device& d = *it->second;
     if (!d.failed()) {
       ++it;
@@ -523,13 +507,10 @@ void Mesh::onCmEvent(const rdma::CmEvent& e) {
       spdlog::error("RDMA device of the listener on {} removed", config_.listen.toString());
       // The id must be destroyed (rdma_get_cm_event(3)): serviceDevices()
       // does it after the device's resources, which need its context.
-      if (listenId_ && listenId_->verbs != nullptr) {
-        auto it = devices_.find(listenId_->verbs);
-        if (it != devices_.end()) {
-          it->second->markFailed();
-          queue_.mark(kDevicesKey);
-          return;
-        }
+      if (rdma::Device* d = listenId_ ? devices_.find(listenId_->verbs) : nullptr) {
+        d->markFailed();
+        queue_.mark(kDevicesKey);
+        return;
       }
       listenId_.reset();
       relistenTimer_->arm(kRelistenEvery);
@@ -568,40 +549,16 @@ void Mesh::reject(rdma_cm_id* id, RejectReason reason, const std::string& who) {
 }
 
 void Mesh::onConnectRequest(const rdma::CmEvent& e) {
-  std::string from = config::Address::textOf(rdma_get_peer_addr(e.id));
-  auto hello = decodeHello(e.privateData.data(), e.privateData.size());
-  if (!hello) return reject(e.id, RejectReason::kBadHandshake, from);
-  if (hello->version != kProtocolVersion)
-    return reject(e.id, RejectReason::kVersion,
-                  from + " (it speaks protocol version " + std::to_string(hello->version) +
-                      ", this daemon " + std::to_string(kProtocolVersion) + ")");
-  if (hello->targetId != nodeId(config_.node))
-    return reject(e.id, RejectReason::kWrongTarget, from);
-  Peer* peer = nullptr;
-  forEachPeer([&](Peer& p) {
-    if (p.id() == hello->nodeId && !p.removed()) peer = &p;
-  });
-  if (peer == nullptr) return reject(e.id, RejectReason::kUnknownPeer, from);
-  // A name is only a claim: it must come from that node's address.
-  if (const config::Peer* cfg = config_.findPeer(peer->name()); cfg && cfg->verifyAddress) {
-    auto source = config::Address::fromSockaddr(*rdma_get_peer_addr(e.id));
-    if (!source || !sameHost(*source, cfg->address))
-      return reject(e.id, RejectReason::kWrongAddress,
-                    from + " (it claims to be node " + peer->name() + ", whose address is " +
-                        cfg->address.toString() + ")");
-  }
-  const bool theirs = (hello->flags & kHelloAuthenticates) != 0;
-  if (theirs != config_.secret.has_value())
-    return reject(e.id, RejectReason::kAuthentication,
-                  from + " (node " + peer->name() +
-                      (theirs ? " authenticates with a mesh secret, and this node has none)"
-                              : " does not authenticate, and this node requires the mesh secret)"));
-  if (shutdownDone_) return reject(e.id, RejectReason::kShuttingDown, peer->name());
-  RejectReason r = peer->admit(*hello, config_.node < peer->name());
+  const Admission a = admitRequest(config_, e.privateData, rdma_get_peer_addr(e.id));
+  if (a.reason != RejectReason::kNone) return reject(e.id, a.reason, a.who);
+  Peer* peer = this->peer(a.peer->name);
+  if (peer == nullptr) return reject(e.id, RejectReason::kUnknownPeer, a.who);
+  if (stopping()) return reject(e.id, RejectReason::kShuttingDown, peer->name());
+  RejectReason r = peer->admit(a.hello, config_.node < peer->name());
   if (r != RejectReason::kNone) return reject(e.id, r, peer->name());
   Connection& c = newConnection(index_.at(peer));
   peer->adopt(&c);
-  c.accept(e.id, *hello);
+  c.accept(e.id, a.hello, deviceFor(e.id->verbs));
 }
 
 }  // namespace rdmamsg::peer

@@ -36,9 +36,11 @@
 #include "daemon/loop/events.h"
 #include "daemon/loop/service_queue.h"
 #include "daemon/peer/connection.h"
+#include "daemon/peer/mesh_state.h"
 #include "daemon/peer/peer.h"
 #include "daemon/rdma/cm_events.h"
 #include "daemon/rdma/device.h"
+#include "daemon/rdma/device_set.h"
 #include "daemon/rdma/limits.h"
 
 namespace rdmamsg::peer {
@@ -49,14 +51,7 @@ struct LimitError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct DeviceStats {
-  std::string name;
-  bool failed = false;
-  int cqEntries = 0;
-  rdma::DeviceCounters counters;
-  uint32_t sendBuffers = 0, sendBuffersFree = 0;
-  std::optional<rdma::SrqStats> srq;  // receive_queue: shared
-};
+using rdma::DeviceStats;
 
 // The mesh, for the status (daemon/status.h).
 struct MeshSnapshot {
@@ -76,20 +71,22 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   ~Mesh() override;
 
   // Binds and listens on config.listen, checks the device's limits, then
-  // starts dialing. Throws LimitError or std::runtime_error (with a clear
-  // message) when it cannot.
+  // starts dialing. At start-up only, so it throws (docs/development.md,
+  // "Errors"): LimitError or std::runtime_error, with a clear message.
   void start();
+  MeshState state() const { return state_; }
   // Closes every connection; `done` runs once they are all torn down (or
   // after a bounded wait).
   void shutdown(std::function<void()> done);
 
   // Reload, in two steps. First: problems that keep `next` from fitting the
-  // RDMA devices (the CQs grow for added peers); empty when it fits, and
-  // the caller then makes `next` the configuration this mesh reads.
+  // RDMA devices (the CQs grow for added peers); empty when it fits: the
+  // mesh is then reloading, and the caller makes `next` the configuration
+  // this mesh reads and calls applyPeers().
   std::vector<std::string> prepareReload(const config::Config& next);
   // Then: peers no longer configured are retired (their messages in flight
   // failed), new ones created and dialed, readdressed ones redialed. Every
-  // other peer is left alone.
+  // other peer is left alone. The mesh is running again.
   void applyPeers(const std::vector<std::string>& readdressed);
 
   // The configured peer named `name` (never a removed one), or nullptr.
@@ -113,12 +110,13 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // to receive and as much to send.
   // Registered memory: what the configuration plans, and what is registered now.
   rdma::MemoryPlan memoryPlan() const { return rdma::memoryPlan(config_); }
-  uint64_t registeredBytes() const { return budget_.used; }
+  uint64_t registeredBytes() const { return devices_.registeredBytes(); }
   uint64_t droppedCompletions() const;
   // Incoming connections refused, by reason (index: RejectReason).
   const std::array<uint64_t, kRejectReasons>& rejected() const { return rejected_; }
   std::vector<DeviceStats> deviceStats() const;
   bool listening() const { return listenId_ != nullptr; }
+  bool stopping() const { return state_ == MeshState::kStopping || state_ == MeshState::kStopped; }
   MeshSnapshot snapshot() const;
   // Marks every peer for the service step (e.g. the router has room again).
   void wakeAll();
@@ -141,13 +139,19 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
     for (auto& p : peers_)
       if (p) f(*p);
   }
+  void setState(MeshState s);
   ConnParams paramsFor(const Peer& peer) const;
+  // The device of `ctx`, opened if needed; nullptr when it cannot be had.
   rdma::Device* deviceFor(ibv_context* ctx);
+  // Hands the devices that peer i's dialing connections asked for.
+  void serveDeviceRequests(uint32_t i);
   Connection& newConnection(uint32_t index);
-  void listen();  // throws std::runtime_error
+  // bad_request: the configuration does not fit the device; io_error: no
+  // listener (yet).
+  Status listen();
   void openAllDevices();
   void relisten();
-  void checkLimits(rdma::Device& device);
+  Status checkLimits(const ibv_device_attr& attr, const std::string& device);
   void service(uint32_t key);
   void serviceDevices();
   void closeConnectionsOn(rdma::Device& device, const std::string& why);
@@ -165,10 +169,10 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   const config::Config& config_;
   PeerEvents& events_;
   uint64_t incarnation_;
+  MeshState state_ = MeshState::kCreated;
   // Declared parents first: destroyed children first.
   std::unique_ptr<rdma::CmEventPump> pump_;
-  rdma::MemoryBudget budget_;  // registered_memory_limit, shared by the devices
-  std::map<ibv_context*, std::unique_ptr<rdma::Device>> devices_;
+  rdma::DeviceSet devices_;
   rdma::CmIdPtr listenId_;
   loop::ServiceQueue queue_;  // keys: kDevicesKey, keyOf(peer index)
   // Peer slots: a removed peer is retired (its messages failed, its

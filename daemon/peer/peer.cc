@@ -8,53 +8,11 @@
 #include <cstdlib>
 #include <utility>
 
-#include "daemon/peer/mesh.h"
-
 namespace rdmamsg::peer {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-
-bool edgeAllowed(PeerState from, PeerState to) {
-  switch (from) {
-    case PeerState::kIdle:
-      return to == PeerState::kConnecting || to == PeerState::kStopped;
-    // → idle: connect on demand, with nothing to send (a failed dial, a lost
-    // or idle-closed connection, a backoff that found the queue empty).
-    case PeerState::kConnecting:  // connecting → connecting: a new connection replaces the attempt
-      return to == PeerState::kConnecting || to == PeerState::kEstablished ||
-             to == PeerState::kBackoff || to == PeerState::kStopping || to == PeerState::kIdle;
-    case PeerState::kEstablished:
-      return to == PeerState::kConnecting || to == PeerState::kBackoff ||
-             to == PeerState::kStopping || to == PeerState::kIdle;
-    case PeerState::kBackoff:
-      return to == PeerState::kConnecting || to == PeerState::kStopped || to == PeerState::kIdle;
-    case PeerState::kStopping:
-      return to == PeerState::kStopped;
-    case PeerState::kStopped:  // for good (a peer configured again is a new object)
-      return false;
-  }
-  return false;
-}
 }  // namespace
-
-const char* toString(PeerState s) {
-  switch (s) {
-    case PeerState::kIdle:
-      return "idle";
-    case PeerState::kConnecting:
-      return "connecting";
-    case PeerState::kEstablished:
-      return "established";
-    case PeerState::kBackoff:
-      return "disconnected";
-    case PeerState::kStopping:
-      return "stopping";
-    case PeerState::kStopped:
-      return "stopped";
-  }
-  return "?";
-}
 
 Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, PeerEvents& events,
            loop::ServiceQueue::Waker wake)
@@ -75,42 +33,8 @@ Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, 
 
 Peer::~Peer() = default;
 
-const char* toString(IdleAgreement s) {
-  switch (s) {
-    case IdleAgreement::kNone:
-      return "none";
-    case IdleAgreement::kAsked:
-      return "asked";
-    case IdleAgreement::kAgreed:
-      return "agreed";
-    case IdleAgreement::kAskedAndAgreed:
-      return "asked-and-agreed";
-    case IdleAgreement::kClosing:
-      return "closing";
-  }
-  return "?";
-}
-
 void Peer::setIdle(IdleAgreement to) {
-  bool ok = false;
-  switch (idle_) {
-    case IdleAgreement::kNone:
-      ok = to == IdleAgreement::kAsked || to == IdleAgreement::kAgreed;
-      break;
-    case IdleAgreement::kAsked:
-      ok = to == IdleAgreement::kNone || to == IdleAgreement::kAskedAndAgreed ||
-           to == IdleAgreement::kClosing;
-      break;
-    case IdleAgreement::kAgreed:
-      ok = to == IdleAgreement::kClosing;
-      break;
-    case IdleAgreement::kAskedAndAgreed:
-      ok = to == IdleAgreement::kAgreed || to == IdleAgreement::kClosing;
-      break;
-    case IdleAgreement::kClosing:
-      break;
-  }
-  if (!ok)
+  if (!allowedEdge(idle_, to))
     logging::fatal(fmt::format("peer {}: invalid idle-close change {} -> {}", name(),
                                toString(idle_), toString(to)));
   spdlog::debug("peer {}: idle close {} -> {}", name(), toString(idle_), toString(to));
@@ -120,7 +44,7 @@ void Peer::setIdle(IdleAgreement to) {
 // The one place a peer changes state: every edge is checked.
 void Peer::setState(PeerState s) {
   if (s == state_ && s != PeerState::kConnecting) return;
-  if (!edgeAllowed(state_, s)) {
+  if (!allowedEdge(state_, s)) {
     logging::fatal(fmt::format("peer {}: invalid peer state change {} -> {}", name(),
                                toString(state_), toString(s)));
   }
@@ -516,21 +440,6 @@ bool Peer::readBatch(size_t i) {
   return true;
 }
 
-namespace {
-// The outcomes a CONFIRM may carry (docs/protocol.md).
-bool isConfirmOutcome(uint16_t errc) {
-  switch (static_cast<Errc>(errc)) {
-    case Errc::ok:
-    case Errc::unknown_service:
-    case Errc::too_large:
-    case Errc::busy:
-      return true;
-    default:
-      return false;
-  }
-}
-}  // namespace
-
 bool Peer::onRecord(const Record& r) {
   switch (r.type) {
     case RecordType::kHeartbeat:
@@ -589,96 +498,6 @@ bool Peer::handleMessage(const Record& r) {
       return true;
   }
   return true;
-}
-
-// ------------------------------------------------------------ idle close
-
-bool Peer::quiet() const {
-  return out_.settled() && confirms_.empty() && awaitingConsume_ == 0 && !in_.midMessage() &&
-         !conn_->hasBatch();
-}
-
-// The peer's requests and answers, in order. A request is accepted when
-// this node connects on demand and has nothing to send and nothing pending
-// either way; it then starts no message until the connection closes. On an
-// accept of this node's request, it disconnects (what it queued meanwhile
-// dials again at once).
-void Peer::handleIdleClose() {
-  std::vector<IdleClose> in;
-  in.swap(idleIn_);
-  for (IdleClose action : in) {
-    switch (action) {
-      case IdleClose::kRequest:
-        if (onDemand() && out_.queuedBytes() == 0 && quiet() && idle_ != IdleAgreement::kClosing) {
-          if (idle_ == IdleAgreement::kNone || idle_ == IdleAgreement::kAsked) {
-            committedAt_ = Clock::now();
-            setIdle(idle_ == IdleAgreement::kNone ? IdleAgreement::kAgreed
-                                                  : IdleAgreement::kAskedAndAgreed);
-          }
-          idleOut_.push_back(IdleClose::kAccept);
-        } else {
-          idleOut_.push_back(IdleClose::kRefuse);
-        }
-        break;
-      case IdleClose::kAccept:
-        if (!idleAsked()) {
-          conn_->close("idle close accepted without a request from this node");
-          return;
-        }
-        setIdle(IdleAgreement::kClosing);
-        conn_->close("idle-closed");
-        return;
-      case IdleClose::kRefuse:
-        if (!idleAsked()) {
-          conn_->close("idle close refused without a request from this node");
-          return;
-        }
-        setIdle(idle_ == IdleAgreement::kAsked ? IdleAgreement::kNone : IdleAgreement::kAgreed);
-        lastActivity_ = Clock::now();  // asks again after another idle_timeout
-        break;
-    }
-  }
-}
-
-void Peer::writeIdleAnswers() {
-  size_t done = 0;
-  while (done < idleOut_.size()) {
-    if (!conn_->openBatch(false)) break;
-    if (conn_->batch().room() < kIdleCloseRecordSize) {
-      conn_->sealBatch();
-      continue;
-    }
-    conn_->batch().addIdleClose(idleOut_[done++]);
-  }
-  idleOut_.erase(idleOut_.begin(), idleOut_.begin() + static_cast<std::ptrdiff_t>(done));
-}
-
-// From the tick: asks to close a connection idle for idle_timeout, and ends
-// an agreement the peer does not complete within heartbeat_timeout.
-void Peer::idleTick(Clock::time_point now) {
-  const uint64_t activity = counters_.messagesSent + counters_.messagesReceived + out_.confirmed();
-  if (activity != activitySeen_) {
-    activitySeen_ = activity;
-    lastActivity_ = now;
-  }
-  if (committed()) {
-    if (idle_ != IdleAgreement::kClosing && now - committedAt_ > config_.heartbeatTimeout) {
-      // Nothing is in flight either way: closing loses nothing.
-      setIdle(IdleAgreement::kClosing);
-      conn_->close("idle close not completed by the peer within heartbeat_timeout");
-    }
-    return;
-  }
-  if (!onDemand() || config_.idleTimeout.count() == 0 || !conn_->established()) return;
-  if (!conn_->remote() || !(conn_->remote()->flags & kHelloIdleClose)) return;
-  if (now - lastActivity_ < config_.idleTimeout || out_.queuedBytes() > 0 || !quiet()) return;
-  if (!idleIn_.empty() || !idleOut_.empty()) return;
-  if (!conn_->openBatch(false) || conn_->batch().room() < kIdleCloseRecordSize) return;
-  conn_->batch().addIdleClose(IdleClose::kRequest);
-  setIdle(IdleAgreement::kAsked);
-  committedAt_ = now;
-  spdlog::debug("peer {}: no messages for {} ms: asking to close the connection", name(),
-                config_.idleTimeout.count());
 }
 
 // ------------------------------------------------------------ timers

@@ -63,22 +63,9 @@
 #include "daemon/peer/events.h"
 #include "daemon/peer/inbound.h"
 #include "daemon/peer/outbound.h"
+#include "daemon/peer/peer_state.h"
 
 namespace rdmamsg::peer {
-
-enum class PeerState { kIdle, kConnecting, kEstablished, kBackoff, kStopping, kStopped };
-const char* toString(PeerState s);
-
-// Closing an idle connection by agreement (IdleClose records), while
-// established: this node asked and awaits the answer, agreed to the peer's
-// request, or both (both asked at once); closing — its request was
-// accepted, or the agreement was not completed within heartbeat_timeout.
-// Back to none with every new connection.
-//
-//   none → asked → none (refused)          asked → asked-and-agreed → agreed (refused)
-//   none → agreed → closing                asked, asked-and-agreed → closing
-enum class IdleAgreement { kNone, kAsked, kAgreed, kAskedAndAgreed, kClosing };
-const char* toString(IdleAgreement s);
 
 struct PeerCounters {
   uint64_t messagesSent = 0;

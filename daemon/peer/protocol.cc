@@ -1,5 +1,6 @@
 // Encoding and bounds-checked decoding of the peer protocol (protocol.h).
 #include "daemon/peer/protocol.h"
+#include "common/status.h"
 
 #include <algorithm>
 #include <cstring>
@@ -61,6 +62,18 @@ uint64_t nodeId(std::string_view name) {
     h *= 0x100000001b3ULL;
   }
   return h;
+}
+
+bool isConfirmOutcome(uint16_t errc) {
+  switch (static_cast<Errc>(errc)) {
+    case Errc::ok:
+    case Errc::unknown_service:
+    case Errc::too_large:
+    case Errc::busy:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::optional<Hello> decodeHello(const void* data, size_t len) {

@@ -148,6 +148,9 @@ struct ConfirmBody {
   uint16_t reserved[3];
 };
 static_assert(sizeof(ConfirmBody) == 16);
+// The outcomes a CONFIRM may carry (docs/protocol.md): ok, unknown_service,
+// too_large, busy.
+bool isConfirmOutcome(uint16_t errc);
 
 // A kAuth record's body. The dialer sends its nonce and one proof per
 // secret it holds (current, then previous); the acceptor answers with one

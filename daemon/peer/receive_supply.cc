@@ -1,6 +1,8 @@
 // Where a connection's receive buffers come from (receive_supply.h).
 #include "daemon/peer/receive_supply.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <system_error>
 
@@ -28,10 +30,10 @@ class SharedReceives final : public ReceiveSupply, public Lender {
   void giveBack(uint32_t n) override { srq_.giveBack(n); }
 
   std::byte* at(uint32_t index) const override { return srq_.at(index); }
-  std::string post(ibv_qp*, std::span<const uint32_t> indexes) override {
+  Status post(ibv_qp*, std::span<const uint32_t> indexes) override {
     for (uint32_t idx : indexes)
       srq_.release(idx);
-    return srq_.refill() ? "" : "ibv_post_srq_recv failed";
+    return srq_.refill();
   }
   uint64_t tag() const override { return rdma::kSrqRecvTag; }
   bool owns(uint32_t index) const override { return srq_.owns(index); }
@@ -47,7 +49,8 @@ class SharedReceives final : public ReceiveSupply, public Lender {
       srq_.release(idx);
     srq_.giveBack(lent);
     srq_.releaseInitial();
-    srq_.refill();
+    if (Status st = srq_.refill(); !st.ok())
+      spdlog::error("shared receive queue: {}", st.message());
   }
 
  private:
@@ -79,14 +82,15 @@ class OwnReceives final : public ReceiveSupply {
 
   std::byte* at(uint32_t index) const override { return set_->pool().at(index); }
   // One list of the buffers' pre-built work requests.
-  std::string post(ibv_qp* qp, std::span<const uint32_t> indexes) override {
+  Status post(ibv_qp* qp, std::span<const uint32_t> indexes) override {
     for (size_t i = 0; i < indexes.size(); i++)
       set_->wr(indexes[i])->next = i + 1 < indexes.size() ? set_->wr(indexes[i + 1]) : nullptr;
     ibv_recv_wr* bad = nullptr;
     if (int rc = ibv_post_recv(qp, set_->wr(indexes[0]), &bad); rc != 0)
-      return "ibv_post_recv: " + std::error_code(rc, std::generic_category()).message();
+      return Status(Errc::io_error,
+                    "ibv_post_recv: " + std::error_code(rc, std::generic_category()).message());
     posted_ += static_cast<uint32_t>(indexes.size());
-    return "";
+    return Status();
   }
   uint64_t tag() const override { return rdma::kQpRecvTag; }
   bool owns(uint32_t index) const override { return index < count_; }
@@ -108,20 +112,18 @@ class OwnReceives final : public ReceiveSupply {
 
 }  // namespace
 
-std::unique_ptr<ReceiveSupply> ReceiveSupply::open(rdma::Device& device, uint32_t maxCredits,
-                                                   std::string& why) {
+Result<std::unique_ptr<ReceiveSupply>> ReceiveSupply::open(rdma::Device& device,
+                                                           uint32_t maxCredits) {
   if (rdma::SharedReceiveQueue* srq = device.srq()) {
-    why = srq->reserveInitial();
-    if (!why.empty()) return nullptr;
-    return std::make_unique<SharedReceives>(*srq, device.pools().initialGrant, maxCredits);
+    if (Status st = srq->reserveInitial(); !st.ok()) return st;
+    return std::unique_ptr<ReceiveSupply>(
+        std::make_unique<SharedReceives>(*srq, device.pools().initialGrant, maxCredits));
   }
-  try {
-    return std::make_unique<OwnReceives>(
-        device, device.takeReceiveSet(maxCredits, rdma::kQpRecvTag), maxCredits);
-  } catch (const std::exception& e) {
-    why = e.what();
-    return nullptr;
-  }
+  Result<std::unique_ptr<rdma::ReceiveSet>> set =
+      device.takeReceiveSet(maxCredits, rdma::kQpRecvTag);
+  if (!set) return set.status();
+  return std::unique_ptr<ReceiveSupply>(
+      std::make_unique<OwnReceives>(device, std::move(set).value(), maxCredits));
 }
 
 }  // namespace rdmamsg::peer

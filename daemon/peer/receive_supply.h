@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "daemon/peer/credit_ledger.h"
 #include "daemon/rdma/device.h"
 
@@ -27,10 +28,9 @@ class ReceiveSupply {
  public:
   virtual ~ReceiveSupply() = default;
   // The device's shared receive queue if it has one, else a receive set of
-  // `maxCredits` buffers; nullptr and `why` when there are no buffers (the
-  // budget, or a failed registration).
-  static std::unique_ptr<ReceiveSupply> open(rdma::Device& device, uint32_t maxCredits,
-                                             std::string& why);
+  // `maxCredits` buffers; busy when the budget cannot hold them, io_error
+  // when the registration failed.
+  static Result<std::unique_ptr<ReceiveSupply>> open(rdma::Device& device, uint32_t maxCredits);
 
   // The QP's receive side, for rdma_create_qp.
   virtual void describe(ibv_qp_init_attr& attr) const = 0;
@@ -43,8 +43,8 @@ class ReceiveSupply {
   virtual Lender* lender() = 0;  // nullptr: it lends nothing
 
   virtual std::byte* at(uint32_t index) const = 0;
-  // Posts the read buffers `indexes` again; "" or why not.
-  virtual std::string post(ibv_qp* qp, std::span<const uint32_t> indexes) = 0;
+  // Posts the read buffers `indexes` again (io_error: the post failed).
+  virtual Status post(ibv_qp* qp, std::span<const uint32_t> indexes) = 0;
   // The wr_id tag of its receive work requests, and whether an index is one
   // of its buffers.
   virtual uint64_t tag() const = 0;

@@ -3,10 +3,11 @@
 
 namespace rdmamsg::peer {
 
-std::string Receiver::open(rdma::Device& device, uint32_t maxCredits) {
-  std::string why;
-  supply_ = ReceiveSupply::open(device, maxCredits, why);
-  return why;
+Status Receiver::open(rdma::Device& device, uint32_t maxCredits) {
+  Result<std::unique_ptr<ReceiveSupply>> supply = ReceiveSupply::open(device, maxCredits);
+  if (!supply) return supply.status();
+  supply_ = std::move(supply).value();
+  return Status();
 }
 
 void Receiver::start(const ibv_qp_cap& granted, Hello& hello) {
@@ -16,15 +17,15 @@ void Receiver::start(const ibv_qp_cap& granted, Hello& hello) {
   hello.bufferCount = ledger_.allowance();
 }
 
-std::string Receiver::post(ibv_qp* qp, bool initial) {
-  if (repost_.empty()) return "";
+Status Receiver::post(ibv_qp* qp, bool initial) {
+  if (repost_.empty()) return Status();
   auto n = static_cast<uint32_t>(repost_.size());
-  if (std::string why = supply_->post(qp, repost_); !why.empty()) return why;
+  if (Status st = supply_->post(qp, repost_); !st.ok()) return st;
   counters_.recvsPosted += n;
   counters_.postRecvCalls++;
   if (!initial) ledger_.reposted(n);
   repost_.clear();
-  return "";
+  return Status();
 }
 
 // Seed 004: a successful completion is checked for what it is and how much
@@ -47,7 +48,8 @@ Receiver::Arrival Receiver::onReceived(const ibv_wc& wc, size_t bufferSize, bool
   received_.push_back({index, wc.byte_len});
   BatchReader reader({supply_->at(index), wc.byte_len});
   if (!reader.open()) return {false, "malformed batch from peer"};
-  return {true, ledger_.onBatch(reader)};
+  Status st = ledger_.onBatch(reader);
+  return {true, st.ok() ? std::string() : st.message()};
 }
 
 std::span<const std::byte> Receiver::batchAt(size_t i) const {

@@ -30,16 +30,16 @@ class Receiver {
 
   explicit Receiver(CreditLedger& ledger) : ledger_(ledger) {}
 
-  // Takes receive buffers from the device; "" or why there are none.
-  std::string open(rdma::Device& device, uint32_t maxCredits);
+  // Takes receive buffers from the device (ReceiveSupply::open's errors).
+  Status open(rdma::Device& device, uint32_t maxCredits);
   // The QP's receive side, for rdma_create_qp.
   void describe(ibv_qp_init_attr& attr) const { supply_->describe(attr); }
   // The QP was created with `granted`: the peer's initial grant goes to
   // the ledger and into this end's Hello, with the buffers it may fill.
   void start(const ibv_qp_cap& granted, Hello& hello);
   // Posts the buffers read since the last call (at start: all of them in
-  // a receive set); "" or why not.
-  std::string post(ibv_qp* qp, bool initial);
+  // a receive set); io_error when the post failed.
+  Status post(ibv_qp* qp, bool initial);
 
   // Completions: whether a wr_id tag is this side's; a flushed one.
   bool isReceive(uint64_t tag) const { return supply_ && tag == supply_->tag(); }

@@ -35,9 +35,9 @@ void Sender::seal() {
   batches_.seal(static_cast<uint32_t>(writer_.finish(s.returned, s.released)));
 }
 
-std::string Sender::post(ibv_qp* qp) {
+Status Sender::post(ibv_qp* qp) {
   const std::vector<SendBatches::Sealed>& sealed = batches_.sealed();
-  if (sealed.empty()) return "";
+  if (sealed.empty()) return Status();
   wrs_.resize(sealed.size());
   sges_.resize(sealed.size());
   rdma::BufferPool& buffers = pool_->buffers();
@@ -65,12 +65,14 @@ std::string Sender::post(ibv_qp* qp) {
   ibv_send_wr* bad = nullptr;
   int rc = ibv_post_send(qp, wrs_.data(), &bad);
   counters_.postSendCalls++;
-  if (rc != 0) return "ibv_post_send: " + std::error_code(rc, std::generic_category()).message();
+  if (rc != 0)
+    return Status(Errc::io_error,
+                  "ibv_post_send: " + std::error_code(rc, std::generic_category()).message());
   auto n = static_cast<uint32_t>(sealed.size());
   outstanding_ += n;
   counters_.sendsPosted += n;
   batches_.posted();
-  return "";
+  return Status();
 }
 
 // A completion frees its buffer and every unsignaled one posted before it.

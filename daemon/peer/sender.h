@@ -55,7 +55,7 @@ class Sender {
   bool hasSealed() const { return !batches_.sealed().empty(); }
   void seal();
   // Posts every sealed batch in one list; "" or why not.
-  std::string post(ibv_qp* qp);
+  Status post(ibv_qp* qp);
 
   // A send completion for buffer `index`; false when it was not posted.
   bool onCompleted(uint32_t index);

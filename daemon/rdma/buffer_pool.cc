@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
 #include <system_error>
 
 namespace rdmamsg::rdma {
@@ -13,22 +14,41 @@ uint64_t BufferPool::registeredBytesFor(size_t bufferSize, uint32_t count) {
   return (uint64_t{bufferSize} * count + page - 1) / page * page;
 }
 
-BufferPool::BufferPool(ibv_pd* pd, size_t bufferSize, uint32_t count, int access)
-    : bufferSize_(bufferSize), count_(count) {
-  bytes_ = registeredBytesFor(bufferSize, count);
+Result<std::unique_ptr<BufferPool>> BufferPool::create(ibv_pd* pd, size_t bufferSize,
+                                                       uint32_t count, int access) {
+  const size_t bytes = registeredBytesFor(bufferSize, count);
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   // Not zeroed: registration pins (and so faults in) the pages, and every
   // byte sent or read was written first.
-  memory_.reset(static_cast<std::byte*>(std::aligned_alloc(page, bytes_)));
-  if (!memory_) throw std::system_error(ENOMEM, std::generic_category(), "buffer pool");
-  mr_.reset(ibv_reg_mr(pd, memory_.get(), bytes_, access));
-  if (!mr_) throw std::system_error(errno, std::generic_category(), "ibv_reg_mr");
+  Memory memory(static_cast<std::byte*>(std::aligned_alloc(page, bytes)));
+  if (!memory)
+    return Status(Errc::io_error, "buffer pool: no memory for " + std::to_string(bytes) + " bytes");
+  MrPtr mr(ibv_reg_mr(pd, memory.get(), bytes, access));
+  if (!mr)
+    return Status(Errc::io_error,
+                  "ibv_reg_mr: " + std::error_code(errno, std::generic_category()).message());
+  return std::make_unique<BufferPool>(bufferSize, count, bytes, std::move(memory), std::move(mr));
 }
 
-ReceiveSet::ReceiveSet(ibv_pd* pd, size_t bufferSize, uint32_t count, uint64_t tag)
-    : pool_(pd, bufferSize, count, IBV_ACCESS_LOCAL_WRITE), sges_(count), wrs_(count) {
-  for (uint32_t i = 0; i < count; i++) {
-    sges_[i] = {pool_.addr(i), static_cast<uint32_t>(bufferSize), pool_.lkey()};
+BufferPool::BufferPool(size_t bufferSize, uint32_t count, size_t bytes, Memory memory, MrPtr mr)
+    : bufferSize_(bufferSize),
+      count_(count),
+      bytes_(bytes),
+      memory_(std::move(memory)),
+      mr_(std::move(mr)) {}
+
+Result<std::unique_ptr<ReceiveSet>> ReceiveSet::create(ibv_pd* pd, size_t bufferSize,
+                                                       uint32_t count, uint64_t tag) {
+  Result<std::unique_ptr<BufferPool>> pool =
+      BufferPool::create(pd, bufferSize, count, IBV_ACCESS_LOCAL_WRITE);
+  if (!pool) return pool.status();
+  return std::make_unique<ReceiveSet>(std::move(pool).value(), tag);
+}
+
+ReceiveSet::ReceiveSet(std::unique_ptr<BufferPool> pool, uint64_t tag)
+    : pool_(std::move(pool)), sges_(pool_->count()), wrs_(pool_->count()) {
+  for (uint32_t i = 0; i < pool_->count(); i++) {
+    sges_[i] = {pool_->addr(i), static_cast<uint32_t>(pool_->bufferSize()), pool_->lkey()};
     wrs_[i] = ibv_recv_wr{};
     wrs_[i].wr_id = tag | i;
     wrs_[i].sg_list = &sges_[i];

@@ -10,14 +10,23 @@
 #include <memory>
 #include <vector>
 
+#include "common/status.h"
 #include "daemon/rdma/verbs.h"
 
 namespace rdmamsg::rdma {
 
 class BufferPool {
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  using Memory = std::unique_ptr<std::byte, Free>;
+
  public:
-  // Throws std::system_error when the memory cannot be had or registered.
-  BufferPool(ibv_pd* pd, size_t bufferSize, uint32_t count, int access);
+  // io_error when the memory cannot be had or registered.
+  static Result<std::unique_ptr<BufferPool>> create(ibv_pd* pd, size_t bufferSize, uint32_t count,
+                                                    int access);
+  // Adopts memory and its registration (create() makes them).
+  BufferPool(size_t bufferSize, uint32_t count, size_t bytes, Memory memory, MrPtr mr);
 
   std::byte* at(uint32_t i) const { return memory_.get() + size_t{i} * bufferSize_; }
   uint64_t addr(uint32_t i) const { return reinterpret_cast<uint64_t>(at(i)); }
@@ -29,13 +38,10 @@ class BufferPool {
   static uint64_t registeredBytesFor(size_t bufferSize, uint32_t count);
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
   size_t bufferSize_;
   uint32_t count_;
   size_t bytes_;
-  std::unique_ptr<std::byte, Free> memory_;  // before mr_: the MR goes first, then the memory
+  Memory memory_;  // before mr_: the MR goes first, then the memory
   MrPtr mr_;
 };
 
@@ -46,15 +52,18 @@ class BufferPool {
 // (Device::takeReceiveSet).
 class ReceiveSet {
  public:
-  // Receive work requests carry wr_id = tag | index.
-  ReceiveSet(ibv_pd* pd, size_t bufferSize, uint32_t count, uint64_t tag);
-  BufferPool& pool() { return pool_; }
+  // Receive work requests carry wr_id = tag | index. io_error when the
+  // buffers cannot be registered.
+  static Result<std::unique_ptr<ReceiveSet>> create(ibv_pd* pd, size_t bufferSize, uint32_t count,
+                                                    uint64_t tag);
+  ReceiveSet(std::unique_ptr<BufferPool> pool, uint64_t tag);
+  BufferPool& pool() { return *pool_; }
   // The pre-built receive work request of buffer i (its `next` is the caller's).
   ibv_recv_wr* wr(uint32_t i) { return &wrs_[i]; }
-  size_t registeredBytes() const { return pool_.registeredBytes(); }
+  size_t registeredBytes() const { return pool_->registeredBytes(); }
 
  private:
-  BufferPool pool_;
+  std::unique_ptr<BufferPool> pool_;
   std::vector<ibv_sge> sges_;
   std::vector<ibv_recv_wr> wrs_;
 };

@@ -14,52 +14,73 @@
 namespace rdmamsg::rdma {
 
 namespace {
-[[noreturn]] void fail(const char* what) {
-  throw std::system_error(errno, std::generic_category(), what);
+Status ioError(const char* what, int err = errno) {
+  return Status(Errc::io_error,
+                std::string(what) + ": " + std::error_code(err, std::generic_category()).message());
 }
 }  // namespace
 
-Device::Device(loop::EventLoop& loop, ibv_context* context, int cqEntries, const PoolParams& pools,
-               MemoryBudget& budget, DeviceListener* listener)
-    : context_(context), listener_(listener), pools_(pools), budget_(budget) {
-  if (int rc = ibv_query_device(context, &attr_); rc != 0) {
-    errno = rc;
-    fail("ibv_query_device");
-  }
-  pd_.reset(ibv_alloc_pd(context));
-  if (!pd_) fail("ibv_alloc_pd");
-  channel_.reset(ibv_create_comp_channel(context));
-  if (!channel_) fail("ibv_create_comp_channel");
-  if (!setNonBlocking(channel_->fd)) fail("completion channel O_NONBLOCK");
+Result<std::unique_ptr<Device>> Device::open(loop::EventLoop& loop, ibv_context* context,
+                                             int cqEntries, const PoolParams& pools,
+                                             MemoryBudget& budget, DeviceListener* listener) {
+  auto d = std::make_unique<Device>(Token{}, context, pools, budget, listener);
+  if (Status st = d->create(loop, cqEntries); !st.ok()) return st;
+  return d;
+}
+
+Device::Device(Token, ibv_context* context, const PoolParams& pools, MemoryBudget& budget,
+               DeviceListener* listener)
+    : context_(context), listener_(listener), pools_(pools), budget_(budget) {}
+
+// What a device's connections share, created parents first.
+Status Device::create(loop::EventLoop& loop, int cqEntries) {
+  if (int rc = ibv_query_device(context_, &attr_); rc != 0) return ioError("ibv_query_device", rc);
+  pd_.reset(ibv_alloc_pd(context_));
+  if (!pd_) return ioError("ibv_alloc_pd");
+  channel_.reset(ibv_create_comp_channel(context_));
+  if (!channel_) return ioError("ibv_create_comp_channel");
+  if (!setNonBlocking(channel_->fd)) return ioError("completion channel O_NONBLOCK");
   int entries = std::max(1, std::min(cqEntries, attr_.max_cqe));
-  cq_.reset(ibv_create_cq(context, entries, this, channel_.get(), 0));
-  if (!cq_) fail("ibv_create_cq");
-  if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
-    errno = rc;
-    fail("ibv_req_notify_cq");
-  }
-  sendPool_ = std::make_unique<SendPool>(pd_.get(), pools.bufferSize, pools.sendBuffers, budget);
-  counters_.registeredBytes += sendPool_->buffers().registeredBytes();
-  if (pools.sharedReceive) {
-    if (attr_.max_srq == 0 || attr_.max_srq_wr == 0)
-      throw std::runtime_error("RDMA device " + name() +
-                               " has no shared receive queues (max_srq 0): set receive_queue: "
-                               "per_peer");
-    srq_ =
-        std::make_unique<SharedReceiveQueue>(pd_.get(), attr_, pools.bufferSize, pools.initialGrant,
-                                             pools.burst, pools.chunk, kSrqRecvTag, budget);
-  }
-  registerAtStart();
+  cq_.reset(ibv_create_cq(context_, entries, this, channel_.get(), 0));
+  if (!cq_) return ioError("ibv_create_cq");
+  if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) return ioError("ibv_req_notify_cq", rc);
+  if (Status st = createPools(); !st.ok()) return st;
+  if (Status st = registerAtStart(); !st.ok()) return st;
   io_ = std::make_unique<loop::IoEvent>(loop, channel_->fd, EV_READ | EV_PERSIST | EV_ET,
                                         [this](short) { onWakeup(); });
-  if (setNonBlocking(context->async_fd))
+  if (setNonBlocking(context_->async_fd))
     asyncIo_ = std::make_unique<loop::IoEvent>(
-        loop, context->async_fd, EV_READ | EV_PERSIST | EV_ET, [this](short) { onAsyncEvents(); });
+        loop, context_->async_fd, EV_READ | EV_PERSIST | EV_ET, [this](short) { onAsyncEvents(); });
   else
     spdlog::warn(
         "RDMA device {}: async events fd cannot be made nonblocking; device events "
         "are not watched",
         name());
+  return Status();
+}
+
+Status Device::createPools() {
+  Result<std::unique_ptr<SendPool>> send =
+      SendPool::create(pd_.get(), pools_.bufferSize, pools_.sendBuffers, budget_);
+  if (!send) return send.status();
+  sendPool_ = std::move(send).value();
+  counters_.registeredBytes += sendPool_->buffers().registeredBytes();
+  if (!pools_.sharedReceive) return Status();
+  if (attr_.max_srq == 0 || attr_.max_srq_wr == 0)
+    return Status(Errc::bad_request,
+                  "RDMA device " + name() +
+                      " has no shared receive queues (max_srq 0): set receive_queue: per_peer");
+  SharedReceiveQueue::Params p;
+  p.bufferSize = pools_.bufferSize;
+  p.initialGrant = pools_.initialGrant;
+  p.burst = pools_.burst;
+  p.chunk = pools_.chunk;
+  p.tag = kSrqRecvTag;
+  Result<std::unique_ptr<SharedReceiveQueue>> srq =
+      SharedReceiveQueue::create(pd_.get(), attr_, p, budget_);
+  if (!srq) return srq.status();
+  srq_ = std::move(srq).value();
+  return Status();
 }
 
 Device::~Device() {
@@ -70,17 +91,20 @@ Device::~Device() {
   // Every event gotten was acked in onWakeup, so destroying the CQ cannot block.
 }
 
-std::string Device::growCq(uint64_t entries) {
-  if (entries <= static_cast<uint64_t>(cq_->cqe)) return "";
+Status Device::growCq(uint64_t entries) {
+  if (entries <= static_cast<uint64_t>(cq_->cqe)) return Status();
   if (entries > static_cast<uint64_t>(attr_.max_cqe))
-    return "a completion queue of " + std::to_string(entries) + " entries is over the max_cqe of " +
-           std::to_string(attr_.max_cqe) + " on RDMA device " + name();
+    return Status(Errc::bad_request, "a completion queue of " + std::to_string(entries) +
+                                         " entries is over the max_cqe of " +
+                                         std::to_string(attr_.max_cqe) + " on RDMA device " +
+                                         name());
   const int before = cq_->cqe;
   if (int rc = ibv_resize_cq(cq_.get(), static_cast<int>(entries)); rc != 0)
-    return "ibv_resize_cq to " + std::to_string(entries) + " entries on RDMA device " + name() +
-           ": " + std::strerror(rc);
+    return Status(Errc::io_error, "ibv_resize_cq to " + std::to_string(entries) +
+                                      " entries on RDMA device " + name() + ": " +
+                                      std::strerror(rc));
   spdlog::info("RDMA device {}: CQ resized from {} to {} entries", name(), before, cq_->cqe);
-  return "";
+  return Status();
 }
 
 void Device::markFailed() {
@@ -94,7 +118,7 @@ std::string Device::name() const {
   return n != nullptr ? n : "?";
 }
 
-std::unique_ptr<ReceiveSet> Device::takeReceiveSet(uint32_t count, uint64_t tag) {
+Result<std::unique_ptr<ReceiveSet>> Device::takeReceiveSet(uint32_t count, uint64_t tag) {
   auto it = std::find_if(spare_.begin(), spare_.end(),
                          [&](const auto& s) { return s->pool().count() == count; });
   if (it != spare_.end()) {
@@ -104,34 +128,40 @@ std::unique_ptr<ReceiveSet> Device::takeReceiveSet(uint32_t count, uint64_t tag)
     return set;
   }
   const uint64_t bytes = BufferPool::registeredBytesFor(pools_.bufferSize, count);
-  if (!budget_.take(bytes)) throw std::runtime_error(budget_.exhausted(bytes));
-  try {
-    auto set = std::make_unique<ReceiveSet>(pd_.get(), pools_.bufferSize, count, tag);
-    counters_.bufferSetsCreated++;
-    counters_.registeredBytes += set->registeredBytes();
-    return set;
-  } catch (...) {
+  if (!budget_.take(bytes)) return Status(Errc::busy, budget_.exhausted(bytes));
+  Result<std::unique_ptr<ReceiveSet>> set =
+      ReceiveSet::create(pd_.get(), pools_.bufferSize, count, tag);
+  if (!set) {
     budget_.give(bytes);
-    throw;
+    return set.status();
   }
+  counters_.bufferSetsCreated++;
+  counters_.registeredBytes += (*set)->registeredBytes();
+  return set;
 }
 
 // Pools are registered once, at start, not when the first connections need
 // them or a busy peer is first lent buffers (the memory plan counts the
 // burst): what the budget cannot hold waits for them.
-void Device::registerAtStart() {
+Status Device::registerAtStart() {
   if (srq_) {
-    srq_->prepare(pools_.startPeers * pools_.initialGrant + pools_.burst);
-    return;
+    Status st = srq_->prepare(pools_.startPeers * pools_.initialGrant + pools_.burst);
+    return st.code() == Errc::busy ? Status() : st;
   }
   const uint64_t bytes = BufferPool::registeredBytesFor(pools_.bufferSize, pools_.perPeerCount);
   for (uint32_t i = 0; i < pools_.startPeers && pools_.perPeerCount > 0; i++) {
-    if (!budget_.take(bytes)) return;
-    spare_.push_back(std::make_unique<ReceiveSet>(pd_.get(), pools_.bufferSize, pools_.perPeerCount,
-                                                  kQpRecvTag));
+    if (!budget_.take(bytes)) return Status();
+    Result<std::unique_ptr<ReceiveSet>> set =
+        ReceiveSet::create(pd_.get(), pools_.bufferSize, pools_.perPeerCount, kQpRecvTag);
+    if (!set) {
+      budget_.give(bytes);
+      return set.status();
+    }
+    spare_.push_back(std::move(set).value());
     counters_.bufferSetsCreated++;
     counters_.registeredBytes += spare_.back()->registeredBytes();
   }
+  return Status();
 }
 
 void Device::returnReceiveSet(std::unique_ptr<ReceiveSet> set) {
@@ -182,7 +212,9 @@ void Device::onWakeup() {
     }
     if (n == 0) break;
   }
-  if (srq_) srq_->refill();
+  if (srq_)
+    if (Status st = srq_->refill(); !st.ok())
+      spdlog::error("RDMA device {}: {}", name(), st.message());
 }
 
 void Device::onAsyncEvents() {

@@ -90,12 +90,20 @@ inline constexpr uint64_t kSrqRecvTag = 4ULL << 32;
 inline constexpr uint64_t kWrTagMask = ~0xffffffffULL;
 
 class Device {
+  struct Token {  // only open() makes a Device
+    explicit Token() = default;
+  };
+
  public:
-  // Throws std::system_error when a resource cannot be created (or
-  // std::runtime_error when `budget` cannot hold the send pool). The CQ gets
-  // `cqEntries`, or the device's max_cqe if that is lower.
-  Device(loop::EventLoop& loop, ibv_context* context, int cqEntries, const PoolParams& pools,
-         MemoryBudget& budget, DeviceListener* listener);
+  // The device's resources, or why not: io_error when one cannot be
+  // created, busy when `budget` cannot hold the send pool, bad_request when
+  // the device has no shared receive queue and `pools` asks for one. The CQ
+  // gets `cqEntries`, or the device's max_cqe if that is lower.
+  static Result<std::unique_ptr<Device>> open(loop::EventLoop& loop, ibv_context* context,
+                                              int cqEntries, const PoolParams& pools,
+                                              MemoryBudget& budget, DeviceListener* listener);
+  Device(Token, ibv_context* context, const PoolParams& pools, MemoryBudget& budget,
+         DeviceListener* listener);
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -108,8 +116,9 @@ class Device {
   int cqEntries() const { return cq_->cqe; }  // what the device granted
   const DeviceCounters& counters() const { return counters_; }
   // Makes the CQ hold at least `entries` (ibv_resize_cq), e.g. for peers
-  // added by a reload; "" when it does, else why not.
-  std::string growCq(uint64_t entries);
+  // added by a reload; bad_request when it is over the device's max_cqe,
+  // io_error when the resize failed.
+  Status growCq(uint64_t entries);
   bool failed() const { return failed_; }
   // The device is gone or unusable: stop watching its fds (they close with
   // its context) and create nothing more on it.
@@ -125,16 +134,18 @@ class Device {
   const PoolParams& pools() const { return pools_; }
 
   // Per-peer receive buffers: a spare set if there is, else a new one
-  // (registered now, within the budget). Throws std::system_error, or
-  // std::runtime_error when the budget cannot hold it.
-  std::unique_ptr<ReceiveSet> takeReceiveSet(uint32_t count, uint64_t tag);
+  // (registered now, within the budget): busy when the budget cannot hold
+  // it, io_error when it cannot be registered.
+  Result<std::unique_ptr<ReceiveSet>> takeReceiveSet(uint32_t count, uint64_t tag);
   // Keeps a set for the next connection (its work requests are all back).
   void returnReceiveSet(std::unique_ptr<ReceiveSet> set);
 
  private:
+  Status create(loop::EventLoop& loop, int cqEntries);
+  Status createPools();
   void onWakeup();
   void onAsyncEvents();
-  void registerAtStart();
+  Status registerAtStart();
   ibv_context* context_;
   DeviceListener* listener_;
   ibv_device_attr attr_{};

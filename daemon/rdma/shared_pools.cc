@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <stdexcept>
 #include <system_error>
 
 #include "config/units.h"
@@ -23,18 +22,22 @@ uint64_t poolBytes(size_t bufferSize, uint32_t count) {
 }
 }  // namespace
 
-SendPool::SendPool(ibv_pd* pd, size_t bufferSize, uint32_t count, MemoryBudget& budget)
-    : budget_(budget) {
+Result<std::unique_ptr<SendPool>> SendPool::create(ibv_pd* pd, size_t bufferSize, uint32_t count,
+                                                   MemoryBudget& budget) {
   const uint64_t bytes = poolBytes(bufferSize, count);
-  if (!budget.take(bytes)) throw std::runtime_error(budget.exhausted(bytes));
-  try {
-    pool_ = std::make_unique<BufferPool>(pd, bufferSize, count, 0);
-  } catch (...) {
+  if (!budget.take(bytes)) return Status(Errc::busy, budget.exhausted(bytes));
+  Result<std::unique_ptr<BufferPool>> pool = BufferPool::create(pd, bufferSize, count, 0);
+  if (!pool) {
     budget.give(bytes);
-    throw;
+    return pool.status();
   }
-  free_.reserve(count);
-  for (uint32_t i = count; i > 0; i--)
+  return std::make_unique<SendPool>(std::move(pool).value(), budget);
+}
+
+SendPool::SendPool(std::unique_ptr<BufferPool> pool, MemoryBudget& budget)
+    : budget_(budget), pool_(std::move(pool)) {
+  free_.reserve(pool_->count());
+  for (uint32_t i = pool_->count(); i > 0; i--)
     free_.push_back(i - 1);
 }
 
@@ -62,27 +65,36 @@ void SendPool::give(uint32_t index) {
     w();
 }
 
-SharedReceiveQueue::SharedReceiveQueue(ibv_pd* pd, const ibv_device_attr& attr, size_t bufferSize,
-                                       uint32_t initialGrant, uint32_t burst, uint32_t chunk,
-                                       uint64_t tag, MemoryBudget& budget)
-    : pd_(pd),
-      bufferSize_(bufferSize),
-      initialGrant_(initialGrant),
-      burst_(burst),
-      chunk_(std::max<uint32_t>(1, chunk)),
-      tag_(tag),
-      budget_(budget) {
+Result<std::unique_ptr<SharedReceiveQueue>> SharedReceiveQueue::create(ibv_pd* pd,
+                                                                       const ibv_device_attr& attr,
+                                                                       const Params& params,
+                                                                       MemoryBudget& budget) {
   // Room for every buffer the budget could ever register, within the device's limit.
-  const uint64_t most = budget.limit / bufferSize + chunk_;
-  maxWr_ = static_cast<uint32_t>(
-      std::min<uint64_t>(most, attr.max_srq_wr > 0 ? uint64_t(attr.max_srq_wr) : most));
+  const uint64_t most = budget.limit / params.bufferSize + std::max<uint32_t>(1, params.chunk);
   ibv_srq_init_attr a{};
-  a.attr.max_wr = maxWr_;
+  a.attr.max_wr = static_cast<uint32_t>(
+      std::min<uint64_t>(most, attr.max_srq_wr > 0 ? uint64_t(attr.max_srq_wr) : most));
   a.attr.max_sge = 1;
-  srq_.reset(ibv_create_srq(pd, &a));
-  if (!srq_) throw std::system_error(errno, std::generic_category(), "ibv_create_srq");
-  maxWr_ = std::min(maxWr_, a.attr.max_wr);
+  const uint32_t asked = a.attr.max_wr;
+  SrqPtr srq(ibv_create_srq(pd, &a));
+  if (!srq)
+    return Status(Errc::io_error,
+                  "ibv_create_srq: " + std::error_code(errno, std::generic_category()).message());
+  return std::make_unique<SharedReceiveQueue>(pd, std::move(srq), std::min(asked, a.attr.max_wr),
+                                              params, budget);
 }
+
+SharedReceiveQueue::SharedReceiveQueue(ibv_pd* pd, SrqPtr srq, uint32_t maxWr, const Params& params,
+                                       MemoryBudget& budget)
+    : pd_(pd),
+      bufferSize_(params.bufferSize),
+      initialGrant_(params.initialGrant),
+      burst_(params.burst),
+      chunk_(std::max<uint32_t>(1, params.chunk)),
+      maxWr_(maxWr),
+      tag_(params.tag),
+      budget_(budget),
+      srq_(std::move(srq)) {}
 
 SharedReceiveQueue::~SharedReceiveQueue() {
   srq_.reset();  // before the chunks' memory regions
@@ -94,19 +106,21 @@ std::byte* SharedReceiveQueue::at(uint32_t index) const {
   return chunks_[index / chunk_].pool->at(index % chunk_);
 }
 
-bool SharedReceiveQueue::grow(uint32_t needed) {
+Status SharedReceiveQueue::grow(uint32_t needed) {
   while (registered_ < needed) {
-    if (registered_ + chunk_ > maxWr_) return false;
+    if (registered_ + chunk_ > maxWr_)
+      return Status(Errc::busy,
+                    "the shared receive queue is full (" + std::to_string(maxWr_) + " buffers)");
     const uint64_t bytes = poolBytes(bufferSize_, chunk_);
-    if (!budget_.take(bytes)) return false;
-    Chunk c;
-    try {
-      c.pool = std::make_unique<BufferPool>(pd_, bufferSize_, chunk_, IBV_ACCESS_LOCAL_WRITE);
-    } catch (const std::exception& e) {
+    if (!budget_.take(bytes)) return Status(Errc::busy, budget_.exhausted(bytes));
+    Result<std::unique_ptr<BufferPool>> pool =
+        BufferPool::create(pd_, bufferSize_, chunk_, IBV_ACCESS_LOCAL_WRITE);
+    if (!pool) {
       budget_.give(bytes);
-      spdlog::error("shared receive buffers: {}", e.what());
-      return false;
+      return Status(pool.status().code(), "shared receive buffers: " + pool.status().message());
     }
+    Chunk c;
+    c.pool = std::move(pool).value();
     c.sges.resize(chunk_);
     c.wrs.resize(chunk_);
     for (uint32_t i = 0; i < chunk_; i++) {
@@ -123,16 +137,14 @@ bool SharedReceiveQueue::grow(uint32_t needed) {
   return refill();
 }
 
-std::string SharedReceiveQueue::reserveInitial() {
-  if (!grow(reserved_ + initialGrant_)) {
+Status SharedReceiveQueue::reserveInitial() {
+  if (Status st = grow(reserved_ + initialGrant_); !st.ok()) {
     refused_++;
-    return registered_ + chunk_ > maxWr_
-               ? "the shared receive queue is full (" + std::to_string(maxWr_) + " buffers)"
-               : budget_.exhausted(poolBytes(bufferSize_, chunk_));
+    return st;
   }
   reserved_ += initialGrant_;
   connections_++;
-  return "";
+  return Status();
 }
 
 void SharedReceiveQueue::releaseInitial() {
@@ -144,8 +156,12 @@ uint32_t SharedReceiveQueue::lend(uint32_t allowance, uint32_t max) {
   if (allowance >= max || lent_ >= burst_) return 0;
   uint32_t want = std::min({allowance, max - allowance, burst_ - lent_});
   // Lent from what is registered, registering more while the budget allows.
-  if (reserved_ + want > registered_ && !grow(reserved_ + want))
-    want = registered_ > reserved_ ? std::min(want, registered_ - reserved_) : 0;
+  if (reserved_ + want > registered_) {
+    if (Status st = grow(reserved_ + want); !st.ok()) {
+      if (st.code() == Errc::io_error) spdlog::error("{}", st.message());
+      want = registered_ > reserved_ ? std::min(want, registered_ - reserved_) : 0;
+    }
+  }
   reserved_ += want;
   lent_ += want;
   return want;
@@ -157,8 +173,8 @@ void SharedReceiveQueue::giveBack(uint32_t n) {
   reserved_ -= std::min(reserved_, n);
 }
 
-bool SharedReceiveQueue::refill() {
-  if (pending_.empty()) return true;
+Status SharedReceiveQueue::refill() {
+  if (pending_.empty()) return Status();
   for (size_t i = 0; i < pending_.size(); i++) {
     uint32_t idx = pending_[i];
     ibv_recv_wr& w = chunks_[idx / chunk_].wrs[idx % chunk_];
@@ -169,14 +185,13 @@ bool SharedReceiveQueue::refill() {
   uint32_t first = pending_.front();
   ibv_recv_wr* bad = nullptr;
   if (int rc = ibv_post_srq_recv(srq_.get(), &chunks_[first / chunk_].wrs[first % chunk_], &bad);
-      rc != 0) {
-    spdlog::error("ibv_post_srq_recv: {}", std::error_code(rc, std::generic_category()).message());
-    return false;
-  }
+      rc != 0)
+    return Status(Errc::io_error,
+                  "ibv_post_srq_recv: " + std::error_code(rc, std::generic_category()).message());
   posted_ += static_cast<uint32_t>(pending_.size());
   pending_.clear();
   arm();
-  return true;
+  return Status();
 }
 
 // The limit is armed at half an initial grant: below it, nearly every
@@ -195,9 +210,9 @@ void SharedReceiveQueue::onLimitReached() {
   limitEvents_++;
   spdlog::debug("shared receive queue: fewer than {} buffers posted ({} of {} registered)",
                 std::max<uint32_t>(1, initialGrant_ / 2), posted_, registered_);
-  if (!pending_.empty())
-    refill();
-  else
+  if (!pending_.empty()) {
+    if (Status st = refill(); !st.ok()) spdlog::error("shared receive queue: {}", st.message());
+  } else
     arm();
 }
 

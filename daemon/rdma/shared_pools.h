@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "daemon/loop/service_queue.h"
 #include "daemon/rdma/buffer_pool.h"
 #include "daemon/rdma/verbs.h"
@@ -61,9 +62,12 @@ using SrqPtr = std::unique_ptr<ibv_srq, SrqDeleter>;
 
 class SendPool {
  public:
-  // Throws std::system_error (registration), or std::runtime_error when the
-  // budget cannot hold it.
-  SendPool(ibv_pd* pd, size_t bufferSize, uint32_t count, MemoryBudget& budget);
+  // busy when the budget cannot hold it, io_error when it cannot be
+  // registered.
+  static Result<std::unique_ptr<SendPool>> create(ibv_pd* pd, size_t bufferSize, uint32_t count,
+                                                  MemoryBudget& budget);
+  // Adopts a pool whose bytes `budget` holds.
+  SendPool(std::unique_ptr<BufferPool> pool, MemoryBudget& budget);
   ~SendPool();
   SendPool(const SendPool&) = delete;
   SendPool& operator=(const SendPool&) = delete;
@@ -103,9 +107,17 @@ class SharedReceiveQueue {
  public:
   // Receive work requests carry wr_id = tag | index. `initialGrant`: what a
   // connection reserves; `burst`: buffers lent beyond the initial grants.
-  // Throws std::system_error when the SRQ cannot be created.
-  SharedReceiveQueue(ibv_pd* pd, const ibv_device_attr& attr, size_t bufferSize,
-                     uint32_t initialGrant, uint32_t burst, uint32_t chunk, uint64_t tag,
+  // io_error when the SRQ cannot be created.
+  struct Params {
+    size_t bufferSize = 0;
+    uint32_t initialGrant = 0, burst = 0, chunk = 1;
+    uint64_t tag = 0;
+  };
+  static Result<std::unique_ptr<SharedReceiveQueue>> create(ibv_pd* pd, const ibv_device_attr& attr,
+                                                            const Params& params,
+                                                            MemoryBudget& budget);
+  // Adopts an SRQ of `maxWr` work requests.
+  SharedReceiveQueue(ibv_pd* pd, SrqPtr srq, uint32_t maxWr, const Params& params,
                      MemoryBudget& budget);
   ~SharedReceiveQueue();
   SharedReceiveQueue(const SharedReceiveQueue&) = delete;
@@ -117,11 +129,12 @@ class SharedReceiveQueue {
   std::byte* at(uint32_t index) const;
 
   // A new connection's allowance: the initial grant, registering a chunk if
-  // needed. "" on success, else why not (the budget, or a failed registration).
-  std::string reserveInitial();
+  // needed; busy when the queue or the budget cannot hold it, io_error when
+  // the registration failed.
+  Status reserveInitial();
   // Registers (and posts) up to `buffers`, as the budget allows: at start,
   // so that connections find them registered.
-  void prepare(uint32_t buffers) { grow(std::min(buffers, maxWr_)); }
+  Status prepare(uint32_t buffers) { return grow(std::min(buffers, maxWr_)); }
   // The connection is gone (after giveBack() of what it was lent).
   void releaseInitial();
   // More for a busy connection holding `allowance` (up to `max`): up to as
@@ -134,8 +147,8 @@ class SharedReceiveQueue {
 
   // A buffer was read (or arrived for nobody): reposted at the next refill().
   void release(uint32_t index) { pending_.push_back(index); }
-  // Posts every released buffer in one list; false when ibv_post_srq_recv failed.
-  bool refill();
+  // Posts every released buffer in one list; io_error when ibv_post_srq_recv failed.
+  Status refill();
   // IBV_EVENT_SRQ_LIMIT_REACHED: refill and re-arm.
   void onLimitReached();
   SrqStats stats() const;
@@ -148,7 +161,8 @@ class SharedReceiveQueue {
   }
 
  private:
-  bool grow(uint32_t needed);  // registers chunks until `needed` buffers are registered
+  // Registers chunks until `needed` buffers are registered, and posts them.
+  Status grow(uint32_t needed);
   void arm();
   struct Chunk {
     std::unique_ptr<BufferPool> pool;

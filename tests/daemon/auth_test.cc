@@ -18,8 +18,8 @@ auth::Transcript transcript() {
   t.acceptor = "beta";
   t.dialerIncarnation = 0x1111;
   t.acceptorIncarnation = 0x2222;
-  t.dialerNonce = auth::freshNonce();
-  t.acceptorNonce = auth::freshNonce();
+  t.dialerNonce = auth::freshNonce().value();
+  t.acceptorNonce = auth::freshNonce().value();
   return t;
 }
 
@@ -27,7 +27,7 @@ const std::string kKey = "0123456789abcdef0123456789abcdef";
 
 TEST(Auth, AProofVerifiesUnderItsOwnKeyRoleAndTranscriptOnly) {
   const auth::Transcript t = transcript();
-  const auth::Proof p = auth::prove(kKey, Role::kDialer, t);
+  const auth::Proof p = auth::prove(kKey, Role::kDialer, t).value();
   EXPECT_TRUE(auth::verify(kKey, Role::kDialer, t, p.data()));
   EXPECT_FALSE(auth::verify(kKey + "x", Role::kDialer, t, p.data())) << "another secret";
   EXPECT_FALSE(auth::verify(kKey, Role::kAcceptor, t, p.data())) << "reflected to its sender";
@@ -55,9 +55,11 @@ TEST(Auth, AProofVerifiesUnderItsOwnKeyRoleAndTranscriptOnly) {
 
 TEST(Auth, ProofsAreHmacSha256AndNoncesAreFresh) {
   const auth::Transcript t = transcript();
-  EXPECT_EQ(auth::prove(kKey, Role::kDialer, t), auth::prove(kKey, Role::kDialer, t));
-  EXPECT_NE(auth::prove(kKey, Role::kDialer, t), auth::prove(kKey, Role::kAcceptor, t));
-  EXPECT_NE(auth::freshNonce(), auth::freshNonce());
+  EXPECT_EQ(auth::prove(kKey, Role::kDialer, t).value(),
+            auth::prove(kKey, Role::kDialer, t).value());
+  EXPECT_NE(auth::prove(kKey, Role::kDialer, t).value(),
+            auth::prove(kKey, Role::kAcceptor, t).value());
+  EXPECT_NE(auth::freshNonce().value(), auth::freshNonce().value());
 }
 
 TEST(Auth, TheRecordRoundTripsAndIsCheckedOnArrival) {

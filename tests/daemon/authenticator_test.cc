@@ -116,11 +116,11 @@ TEST(Authenticator, BothEndsMustAgreeToAuthenticate) {
   Authenticator with({secret('a')}, "alpha", "beta", 1), without({}, "alpha", "beta", 1);
   EXPECT_TRUE(with.required());
   EXPECT_FALSE(without.required());
-  EXPECT_EQ(with.agree(hello(2, true)), "");
-  EXPECT_EQ(without.agree(hello(2, false)), "");
-  EXPECT_EQ(with.agree(hello(2, false)),
+  EXPECT_TRUE(with.agree(hello(2, true)).ok());
+  EXPECT_TRUE(without.agree(hello(2, false)).ok());
+  EXPECT_EQ(with.agree(hello(2, false)).message(),
             "it does not authenticate (no mesh secret), and this node requires it");
-  EXPECT_EQ(without.agree(hello(2, true)),
+  EXPECT_EQ(without.agree(hello(2, true)).message(),
             "it authenticates with a mesh secret, and this node has none");
 }
 

@@ -94,7 +94,7 @@ TEST(CreditLedger, NeverOpensMoreBatchesThanThePeerHasCredited) {
   EXPECT_FALSE(l.mayOpen(false));
   // Credits the peer returns are usable at once.
   l.grant(4, nullptr);
-  ASSERT_EQ(l.onBatch(PeerBatch(2, 0, false).reader()), "");
+  ASSERT_TRUE(l.onBatch(PeerBatch(2, 0, false).reader()).ok());
   EXPECT_EQ(l.credits(), 2u);
 }
 
@@ -131,7 +131,7 @@ TEST(CreditLedger, ACreditOnlyBatchGoesOnceEnoughCreditsAreOwed) {
   EXPECT_EQ(l.owed(), 0u);
   // The peer fills three buffers; none is read yet: nothing is owed.
   for (int i = 0; i < 3; i++)
-    ASSERT_EQ(l.onBatch(PeerBatch(0, 0, true).reader()), "");
+    ASSERT_TRUE(l.onBatch(PeerBatch(0, 0, true).reader()).ok());
   EXPECT_EQ(l.owed(), 0u);
   EXPECT_FALSE(l.wantsCreditReturn());
   // One read and reposted: owed, but one credit alone is not worth a batch
@@ -153,11 +153,11 @@ TEST(CreditLedger, ACreditOnlyBatchNeverReturnsJustTheCreditItSpends) {
   // Otherwise two ends would answer each other's returns forever.
   CreditLedger l = sender(4);
   l.grant(4, nullptr);
-  ASSERT_EQ(l.onBatch(PeerBatch(0, 0, false).reader()), "");
+  ASSERT_TRUE(l.onBatch(PeerBatch(0, 0, false).reader()).ok());
   l.reposted(1);
   EXPECT_EQ(l.owed(), 1u);
   EXPECT_FALSE(l.wantsCreditReturn());
-  ASSERT_EQ(l.onBatch(PeerBatch(0, 0, false).reader()), "");
+  ASSERT_TRUE(l.onBatch(PeerBatch(0, 0, false).reader()).ok());
   l.reposted(1);
   EXPECT_TRUE(l.wantsCreditReturn());
 }
@@ -165,7 +165,7 @@ TEST(CreditLedger, ACreditOnlyBatchNeverReturnsJustTheCreditItSpends) {
 TEST(CreditLedger, WithTwoBuffersOneOwedCreditIsReturnedAtOnce) {
   CreditLedger l = sender(2);
   l.grant(2, nullptr);
-  ASSERT_EQ(l.onBatch(PeerBatch(0, 0, false).reader()), "");
+  ASSERT_TRUE(l.onBatch(PeerBatch(0, 0, false).reader()).ok());
   l.reposted(1);
   EXPECT_TRUE(l.wantsCreditReturn()) << "the peer must not be left below two credits";
 }
@@ -176,7 +176,7 @@ TEST(CreditLedger, IdleCreditsAreReleasedToASharedQueueAfterReleaseAfter) {
   ASSERT_TRUE(l.takeInitialCredits());
   l.grant(2, nullptr);
   // The peer lent more: 8 credits in all.
-  ASSERT_EQ(l.onBatch(PeerBatch(6, 0, false).reader()), "");
+  ASSERT_TRUE(l.onBatch(PeerBatch(6, 0, false).reader()).ok());
   ASSERT_EQ(l.credits(), 8u);
   l.open(true);
   EXPECT_EQ(l.seal(kStart).released, 0u) << "busy: keeps what it was lent";
@@ -206,10 +206,10 @@ TEST(CreditLedger, ABusyPeerIsLentMoreAndGivesItBackWhenIdle) {
   ASSERT_TRUE(l.takeInitialCredits());
   l.grant(2, &lender);
   // A batch without messages is no reason to lend.
-  ASSERT_EQ(l.onBatch(PeerBatch(0, 0, false).reader()), "");
+  ASSERT_TRUE(l.onBatch(PeerBatch(0, 0, false).reader()).ok());
   EXPECT_EQ(l.allowance(), 2u);
   // A batch of messages, with half its allowance or less left as credits: lent as much again.
-  ASSERT_EQ(l.onBatch(PeerBatch(0, 0, true).reader()), "");
+  ASSERT_TRUE(l.onBatch(PeerBatch(0, 0, true).reader()).ok());
   EXPECT_EQ(l.allowance(), 4u);
   EXPECT_EQ(l.lent(), 2u);
   EXPECT_EQ(lender.out, 2u);
@@ -219,7 +219,7 @@ TEST(CreditLedger, ABusyPeerIsLentMoreAndGivesItBackWhenIdle) {
   l.open(false);
   EXPECT_EQ(l.seal(kStart).returned, 4u);
   // Idle, the peer releases what it holds beyond its initial grant: back to the lender.
-  ASSERT_EQ(l.onBatch(PeerBatch(0, 2, false).reader()), "");
+  ASSERT_TRUE(l.onBatch(PeerBatch(0, 2, false).reader()).ok());
   EXPECT_EQ(l.lent(), 0u);
   EXPECT_EQ(l.allowance(), 2u);
   EXPECT_EQ(lender.out, 0u);
@@ -237,7 +237,7 @@ TEST(CreditLedger, LendingStopsAtMaxCredits) {
   uint32_t peerCredits = 2;
   for (int round = 0; round < 4; round++) {
     for (uint32_t i = 0; i < peerCredits; i++)
-      ASSERT_EQ(l.onBatch(PeerBatch(0, 0, true).reader()), "") << round;
+      ASSERT_TRUE(l.onBatch(PeerBatch(0, 0, true).reader()).ok()) << round;
     l.reposted(peerCredits);
     l.open(false);
     peerCredits = l.seal(kStart).returned;
@@ -252,20 +252,21 @@ TEST(CreditLedger, APeerThatBreaksTheRulesIsRefused) {
   {
     CreditLedger l = sender(4);
     l.grant(1, nullptr);
-    ASSERT_EQ(l.onBatch(PeerBatch(0, 0, false).reader()), "");
-    EXPECT_EQ(l.onBatch(PeerBatch(0, 0, false).reader()), "peer sent a batch without a credit");
+    ASSERT_TRUE(l.onBatch(PeerBatch(0, 0, false).reader()).ok());
+    EXPECT_EQ(l.onBatch(PeerBatch(0, 0, false).reader()).message(),
+              "peer sent a batch without a credit");
   }
   {
     CreditLedger l = sender(4);
     l.grant(3, nullptr);
-    EXPECT_EQ(l.onBatch(PeerBatch(0, 3, false).reader()),
+    EXPECT_EQ(l.onBatch(PeerBatch(0, 3, false).reader()).message(),
               "peer released more credits than it holds");
   }
   {
     CreditLedger l = sender(4, /*most=*/6);
     l.grant(3, nullptr);
-    ASSERT_EQ(l.onBatch(PeerBatch(2, 0, false).reader()), "");
-    EXPECT_EQ(l.onBatch(PeerBatch(1, 0, false).reader()),
+    ASSERT_TRUE(l.onBatch(PeerBatch(2, 0, false).reader()).ok());
+    EXPECT_EQ(l.onBatch(PeerBatch(1, 0, false).reader()).message(),
               "peer returned more credits than it has receive buffers");
   }
   {

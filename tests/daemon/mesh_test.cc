@@ -283,22 +283,25 @@ TEST(Connection, AFailedDialIsSeenThroughItsStateAndItsMark) {
   uint16_t port = freePort();
   ASSERT_NE(port, 0);
   std::vector<uint32_t> serviced;
-  loop::ServiceQueue queue(loop, [&](uint32_t key) { serviced.push_back(key); });
-  rdma::CmEventPump pump(loop);
   std::unique_ptr<rdma::Device> device;
+  rdma::MemoryBudget budget{64 << 20, 0};
+  rdma::PoolParams pools{4096, 8, true, 2, 4, 4};
+  Connection* conn = nullptr;
+  loop::ServiceQueue queue(loop, [&](uint32_t key) {
+    serviced.push_back(key);
+    // The owner's service step hands a dialing connection the device it asks for.
+    if (ibv_context* ctx = conn != nullptr ? conn->wantsDevice() : nullptr) {
+      if (!device) device = rdma::Device::open(loop, ctx, 64, pools, budget, nullptr).value();
+      conn->useDevice(device.get());
+    }
+  });
+  rdma::CmEventPump pump(loop);
   ConnParams params;
   params.bufferSize = 4096;
   params.maxCredits = 4;
   params.sendBuffers = 4;
-  rdma::MemoryBudget budget{64 << 20, 0};
-  rdma::PoolParams pools{4096, 8, true, 2, 4, 4};
-  Connection c(
-      loop, params,
-      [&](ibv_context* ctx) {
-        if (!device) device = std::make_unique<rdma::Device>(loop, ctx, 64, pools, budget, nullptr);
-        return device.get();
-      },
-      "gamma", queue.waker(7));
+  Connection c(loop, params, "gamma", queue.waker(7));
+  conn = &c;
   auto src = addressOf("127.0.0.1", port), dst = addressOf("127.0.0.3", port);
   sockaddr_storage s{}, d{};
   src.toSockaddr(s);
@@ -310,6 +313,7 @@ TEST(Connection, AFailedDialIsSeenThroughItsStateAndItsMark) {
       << toString(c.state());
   EXPECT_TRUE(c.down());
   EXPECT_FALSE(c.closeReason().empty());
+  EXPECT_NE(device, nullptr) << "the route resolved and the connection asked for its device";
   ASSERT_FALSE(serviced.empty());
   EXPECT_TRUE(std::all_of(serviced.begin(), serviced.end(), [](uint32_t k) { return k == 7; }));
   EXPECT_EQ(c.messageRoom(), 0u);

@@ -409,14 +409,14 @@ int main(int argc, char** argv) {
     transcript.acceptor = target;
     transcript.dialerIncarnation = hello.incarnation;
     transcript.acceptorIncarnation = l.remote.incarnation;
-    transcript.dialerNonce = rdmamsg::peer::auth::freshNonce();
+    transcript.dialerNonce = rdmamsg::peer::auth::freshNonce().value();
     std::memcpy(transcript.acceptorNonce.data(), l.rep.data() + offsetof(AcceptData, nonce),
                 kNonceSize);
     AuthBody a{};
     a.proofCount = 1;
     std::memcpy(a.nonce, transcript.dialerNonce.data(), kNonceSize);
     auto proof =
-        rdmamsg::peer::auth::prove(goodKey, rdmamsg::peer::auth::Role::kDialer, transcript);
+        rdmamsg::peer::auth::prove(goodKey, rdmamsg::peer::auth::Role::kDialer, transcript).value();
     std::memcpy(a.proofs[0], proof.data(), kProofSize);
     batch(l, 0, [&](BatchWriter& w) { w.addAuth(a); });
   } else if (mode == "acceptor-wrong-proof") {
