@@ -93,30 +93,22 @@ std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_a
 
 namespace {
 
-struct ChannelCloser {
-  void operator()(rdma_event_channel* c) const { rdma_destroy_event_channel(c); }
-};
-
 std::optional<DeviceInfo> firstDevice(std::string& error) {
   int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr || n == 0) {
-    if (list != nullptr) ibv_free_device_list(list);
+  DeviceListPtr list(ibv_get_device_list(&n));
+  if (!list || n == 0) {
     error = "no RDMA device found";
     return std::nullopt;
   }
   DeviceInfo info;
   info.name = ibv_get_device_name(list[0]);
-  ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_free_device_list(list);
-  if (ctx == nullptr) {
+  ContextPtr ctx(ibv_open_device(list[0]));
+  if (!ctx) {
     error = "cannot open RDMA device " + info.name + ": " +
             std::error_code(errno, std::generic_category()).message();
     return std::nullopt;
   }
-  int rc = ibv_query_device(ctx, &info.attr);
-  ibv_close_device(ctx);
-  if (rc != 0) {
+  if (int rc = ibv_query_device(ctx.get(), &info.attr); rc != 0) {
     error = "ibv_query_device on " + info.name + ": " +
             std::error_code(rc, std::generic_category()).message();
     return std::nullopt;
@@ -127,11 +119,10 @@ std::optional<DeviceInfo> firstDevice(std::string& error) {
 }  // namespace
 
 std::optional<DeviceInfo> probeDevice(const config::Address& listen, std::string& error) {
-  std::unique_ptr<rdma_event_channel, ChannelCloser> channel(rdma_create_event_channel());
+  EventChannelPtr channel(rdma_create_event_channel());
   if (!channel) return firstDevice(error);
-  rdma_cm_id* raw = nullptr;
-  if (rdma_create_id(channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return firstDevice(error);
-  CmIdPtr id(raw);
+  CmIdPtr id = createCmId(channel.get());
+  if (!id) return firstDevice(error);
   sockaddr_storage addr{};
   listen.toSockaddr(addr);
   reinterpret_cast<sockaddr_in*>(&addr)->sin_port = 0;  // same offset for IPv6: a running
