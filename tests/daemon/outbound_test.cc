@@ -207,8 +207,9 @@ TEST_F(OutboundTest, AStartedMessageIsFinishedBeforeAnotherStarts) {
   std::string big(30000, 'x');
   ASSERT_TRUE(send(&room, 1, "a", big).ok());
   EXPECT_FALSE(out_->settled()) << "its first fragments are on the wire";
-  ASSERT_TRUE(send(&room, 2, "b", "small").ok());  // no room: queued behind it
-  room.batchesLeft = 100;
+  room.batchesLeft = 100;  // the link has room again
+  ASSERT_TRUE(send(&room, 2, "b", "small").ok());
+  EXPECT_GT(out_->queuedBytes(), 0u) << "queued behind the started message";
   out_->pump(room);
   auto m = room.messages();
   ASSERT_GE(m.size(), 2u);
