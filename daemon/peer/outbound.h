@@ -12,8 +12,8 @@
 //
 // Messages are written straight into the connection's open batch (a
 // SendRoom, send_room.h: Outbound knows nothing else of the connection)
-// when they can be (no copy, no allocation); otherwise they wait in their flow's
-// queue, written in turn by pump(). A message once started is finished
+// when they can be (no copy, no allocation); otherwise they wait in their
+// flow's queue, written in turn by pump(). A message once started is finished
 // before any other starts (the peer reassembles one message at a time).
 // Sequence numbers are given as messages go on the wire.
 //
@@ -67,8 +67,8 @@ class Outbound {
   void reset(uint64_t remoteWindow, uint64_t remoteMaxMessage);
 
   // Accepts a message for `room` (an established connection), or only
-  // queues it when `room` is null (no connection yet, or one that starts no new message:
-  // pump() sends it later). Errors: too_large. Sets `waitKey` when the
+  // queues it when `room` is null (no connection yet, or one that starts no
+  // new message: pump() sends it later). Errors: too_large. Sets `waitKey` when the
   // client should not be read until queueDrained(key).
   Status send(SendRoom* room, uint64_t session, uint64_t msgId, std::string_view src,
               std::string_view dst, std::span<const std::byte> payload, const void*& waitKey);
