@@ -66,10 +66,10 @@ int checkConfig(const std::string& path, const std::optional<std::string>& node)
   if (rc != 0) return rc;
   auto loaded = rdmamsg::config::loadConfig(path, node);
   if (!loaded.ok()) return rdmamsg::config::kExitConfig;
-  std::string error;
-  auto device = rdmamsg::rdma::probeDevice(loaded.config().listen, error);
+  auto device = rdmamsg::rdma::probeDevice(loaded.config().listen);
   if (!device) {
-    std::cerr << path << ": note: RDMA device limits not checked: " << error << "\n";
+    std::cerr << path << ": note: RDMA device limits not checked: " << device.status().message()
+              << "\n";
     return 0;
   }
   auto problems = rdmamsg::rdma::checkLimits(loaded.config(), device->attr, device->name);

@@ -15,6 +15,7 @@
 #include "config/check_command.h"
 #include "config/units.h"
 #include "daemon/rdma/limits.h"
+#include "daemon/rdma/verbs.h"
 
 namespace rdmamsg::preflight {
 
@@ -42,10 +43,9 @@ Check devices() {
   Check c{"RDMA devices", Outcome::kOk, ""};
   errno = 0;
   int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr || n == 0) {
+  rdma::DeviceListPtr list(ibv_get_device_list(&n));
+  if (!list || n == 0) {
     const int e = errno;
-    if (list != nullptr) ibv_free_device_list(list);
     c.outcome = Outcome::kHostProblem;
     c.detail = "none visible";
     if (e == ENOSYS || !std::filesystem::exists("/dev/infiniband"))
@@ -60,8 +60,8 @@ Check devices() {
     const std::string name = ibv_get_device_name(list[i]);
     const std::string node = std::string("/dev/infiniband/") + list[i]->dev_name;
     errno = 0;
-    ibv_context* ctx = ibv_open_device(list[i]);
-    if (ctx == nullptr) {
+    rdma::ContextPtr ctx(ibv_open_device(list[i]));
+    if (!ctx) {
       const int e = errno;
       c.outcome = Outcome::kHostProblem;
       c.detail +=
@@ -73,20 +73,18 @@ Check devices() {
       continue;
     }
     ibv_device_attr a{};
-    if (ibv_query_device(ctx, &a) == 0)
+    if (ibv_query_device(ctx.get(), &a) == 0)
       c.detail += (c.detail.empty() ? "" : "; ") + name + " (max_qp_wr " +
                   std::to_string(a.max_qp_wr) + ", max_cqe " + std::to_string(a.max_cqe) +
                   ", max_mr_size " + config::formatSize(a.max_mr_size) + ")";
-    ibv_close_device(ctx);
   }
-  ibv_free_device_list(list);
   return c;
 }
 
 Check rdmaCm(const config::Config& cfg, bool bindListen) {
   Check c{"rdma_cm", Outcome::kOk, ""};
-  rdma_event_channel* ch = rdma_create_event_channel();
-  if (ch == nullptr) {
+  rdma::EventChannelPtr ch(rdma_create_event_channel());
+  if (!ch) {
     const int e = errno;
     c.outcome = Outcome::kHostProblem;
     c.detail = "cannot open its event channel (" + errnoText(e) + ")";
@@ -98,11 +96,10 @@ Check rdmaCm(const config::Config& cfg, bool bindListen) {
   }
   c.detail = "event channel opened";
   if (bindListen) {
-    rdma_cm_id* id = nullptr;
-    if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) == 0) {
+    if (rdma::CmIdPtr id = rdma::createCmId(ch.get())) {
       sockaddr_storage ss{};
       cfg.listen.toSockaddr(ss);
-      if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&ss)) == 0) {
+      if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&ss)) == 0) {
         c.detail += "; listen address " + cfg.listen.toString() + " binds";
         if (id->verbs != nullptr)
           c.detail += std::string(" to RDMA device ") + ibv_get_device_name(id->verbs->device);
@@ -116,20 +113,17 @@ Check rdmaCm(const config::Config& cfg, bool bindListen) {
                         : ". Fix: set listen: to an address of an RDMA-capable interface "
                           "(`rdma link` shows which netdev each device uses)";
       }
-      rdma_destroy_id(id);
     }
   }
-  rdma_destroy_event_channel(ch);
   return c;
 }
 
 Check limits(const config::Config& cfg) {
   Check c{"device limits", Outcome::kOk, ""};
-  std::string error;
-  auto info = rdma::probeDevice(cfg.listen, error);
+  auto info = rdma::probeDevice(cfg.listen);
   if (!info) {
     c.outcome = Outcome::kWarning;
-    c.detail = "not checked: " + error;
+    c.detail = "not checked: " + info.status().message();
     return c;
   }
   auto problems = rdma::checkLimits(cfg, info->attr, info->name);

@@ -57,6 +57,7 @@
 #include "daemon/peer/credit_ledger.h"
 #include "daemon/peer/protocol.h"
 #include "daemon/peer/receiver.h"
+#include "daemon/peer/send_room.h"
 #include "daemon/peer/sender.h"
 #include "daemon/rdma/cm_events.h"
 #include "daemon/rdma/device.h"
@@ -84,7 +85,7 @@ struct ConnCounters : Sender::Counters, Receiver::Counters {
   uint64_t creditsReleased = 0;  // credits the peer gave back when idle
 };
 
-class Connection : public rdma::CmHandler, public rdma::CompletionSink {
+class Connection final : public rdma::CmHandler, public rdma::CompletionSink, public SendRoom {
  public:
   Connection(loop::EventLoop& loop, const ConnParams& params, std::string name,
              loop::ServiceQueue::Waker wake);
@@ -162,12 +163,12 @@ class Connection : public rdma::CmHandler, public rdma::CompletionSink {
 
   // --- sending: fill the open batch, then post() once per service step.
   // Bytes a message record may use now (0: no buffer or credit for data).
-  size_t messageRoom();
+  size_t messageRoom() override;
   // Opens a batch if needed; false when no send buffer or credit is available.
   bool openBatch(bool dataRecord);
-  BatchWriter& batch() { return sender_.batch(); }
+  BatchWriter& batch() override { return sender_.batch(); }
   bool hasOpenBatch() const { return sender_.hasOpen(); }
-  void sealBatch() { sender_.seal(); }  // the open batch is full: queue it for posting
+  void sealBatch() override { sender_.seal(); }  // the open batch is full: queue it for posting
   // Reposts consumed receive buffers, adds a credit-only batch when enough
   // credits are owed, and posts every sealed batch and the open one.
   void post();

@@ -217,8 +217,7 @@ Status Mesh::listen() {
   openAllDevices();
   if (checkedLimits_) return Status();
   // A wildcard address binds no device: check against the first one.
-  std::string error;
-  if (auto info = rdma::probeDevice(config_.listen, error))
+  if (auto info = rdma::probeDevice(config_.listen); info.ok())
     return checkLimits(info->attr, info->name);
   return Status();
 }
@@ -539,8 +538,8 @@ void Mesh::reject(rdma_cm_id* id, RejectReason reason, const std::string& who) {
   h.nodeId = nodeId(config_.node);
   h.incarnation = incarnation_;
   h.reason = reason;
-  rdma_reject(id, &h, sizeof h);
-  rdma_destroy_id(id);
+  const rdma::CmIdPtr request(id);  // the connect request's id, destroyed once rejected
+  rdma_reject(request.get(), &h, sizeof h);
   if (static_cast<size_t>(reason) < rejected_.size()) rejected_[static_cast<size_t>(reason)]++;
   if (reason == RejectReason::kDuplicate)
     spdlog::debug("rejected connection from {}: {}", who, toString(reason));

@@ -90,7 +90,7 @@ void Outbound::makeReady(Flow& f) {
   ready_.push_back(&f);
 }
 
-Status Outbound::send(Connection* conn, uint64_t session, uint64_t msgId, std::string_view src,
+Status Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId, std::string_view src,
                       std::string_view dst, std::span<const std::byte> payload,
                       const void*& waitKey) {
   waitKey = nullptr;
@@ -105,13 +105,13 @@ Status Outbound::send(Connection* conn, uint64_t session, uint64_t msgId, std::s
   uint64_t offset = 0;
   bool started = false;
   // The fast path: nothing before it, window and link room now.
-  if (conn != nullptr && current_ == nullptr && f.queuedMessages == 0 && canStart(f, cost) &&
-      conn->messageRoom() > 0) {
+  if (room != nullptr && current_ == nullptr && f.queuedMessages == 0 && canStart(f, cost) &&
+      room->messageRoom() > 0) {
     uint64_t seq = nextSeq_++;
     inflight_.push_back({session, msgId, &f, cost, false, false, deadline, sampleTime(seq)});
     unsettled_++;
     f.unconfirmed += cost;
-    if (write(*conn, seq, src, dst, payload, offset, started)) return Status();
+    if (write(*room, seq, src, dst, payload, offset, started)) return Status();
     current_ = &f;
   }
   enqueue(f, session, msgId, deadline, src, payload.subspan(offset), 0, started, cost);
@@ -159,36 +159,36 @@ void Outbound::popFront(Flow& f) {
   }
 }
 
-bool Outbound::write(Connection& conn, uint64_t seq, std::string_view src, std::string_view dst,
+bool Outbound::write(SendRoom& room, uint64_t seq, std::string_view src, std::string_view dst,
                      std::span<const std::byte> payload, uint64_t& offset, bool& started) {
   for (;;) {
-    size_t room = conn.messageRoom();
-    if (room == 0) return false;
+    size_t space = room.messageRoom();
+    if (space == 0) return false;
     size_t rest = payload.size() - offset;
     uint8_t first = started ? 0 : kFirstFragment;
     size_t whole = BatchWriter::messageSize(src.size(), dst.size(), rest, false);
-    if (whole <= room) {
-      conn.batch().addMessage(seq, first | kLastFragment, src, dst, 0, payload.subspan(offset));
+    if (whole <= space) {
+      room.batch().addMessage(seq, first | kLastFragment, src, dst, 0, payload.subspan(offset));
       offset = payload.size();
       started = true;
       return true;
     }
     bool withTotal = !started;
     size_t fixed = BatchWriter::messageSize(src.size(), dst.size(), 0, withTotal);
-    if ((room < fixed + kMinFragment && !conn.batch().empty()) || room <= fixed + 8) {
-      conn.sealBatch();
+    if ((space < fixed + kMinFragment && !room.batch().empty()) || space <= fixed + 8) {
+      room.sealBatch();
       continue;
     }
-    size_t chunk = std::min(rest, (room - fixed) & ~size_t{7});
-    conn.batch().addMessage(seq, first, src, dst, payload.size(), payload.subspan(offset, chunk));
+    size_t chunk = std::min(rest, (space - fixed) & ~size_t{7});
+    room.batch().addMessage(seq, first, src, dst, payload.size(), payload.subspan(offset, chunk));
     offset += chunk;
     started = true;
-    conn.sealBatch();
+    room.sealBatch();
   }
 }
 
 // Writes (the rest of) the started front message of `f`; true when done.
-bool Outbound::continueFront(Connection& conn, Flow& f) {
+bool Outbound::continueFront(SendRoom& room, Flow& f) {
   Queued q = f.front();
   const auto* p = reinterpret_cast<const char*>(f.queue.data()) + sizeof q;
   std::string_view src(p, q.srcLen);
@@ -196,7 +196,7 @@ bool Outbound::continueFront(Connection& conn, Flow& f) {
   uint64_t offset = q.offset;
   bool started = q.started;
   // A started message has the newest seq: nothing else started after it.
-  bool done = write(conn, nextSeq_ - 1, src, f.service, payload, offset, started);
+  bool done = write(room, nextSeq_ - 1, src, f.service, payload, offset, started);
   if (!done) {
     q.offset = offset;
     q.started = started;
@@ -207,20 +207,20 @@ bool Outbound::continueFront(Connection& conn, Flow& f) {
   return true;
 }
 
-bool Outbound::startFront(Connection& conn, Flow& f) {
+bool Outbound::startFront(SendRoom& room, Flow& f) {
   Queued q = f.front();
   const uint64_t seq = nextSeq_++;
   inflight_.push_back({q.session, q.msgId, &f, q.cost, false, false, q.deadline, sampleTime(seq)});
   unsettled_++;
   f.unconfirmed += q.cost;
-  if (continueFront(conn, f)) return true;
+  if (continueFront(room, f)) return true;
   current_ = &f;
   return false;
 }
 
-void Outbound::pump(Connection& conn) {
+void Outbound::pump(SendRoom& room) {
   if (current_ != nullptr) {
-    if (!continueFront(conn, *current_)) return;
+    if (!continueFront(room, *current_)) return;
     makeReady(*current_);
     current_ = nullptr;
   }
@@ -235,7 +235,7 @@ void Outbound::pump(Connection& conn) {
       Queued q = f.front();
       if (!canStart(f, q.cost)) break;
       written += q.length + 1;
-      if (!startFront(conn, f)) {
+      if (!startFront(room, f)) {
         linkFull = true;
         break;
       }
@@ -246,7 +246,7 @@ void Outbound::pump(Connection& conn) {
     } else {
       readyNext_++;
     }
-    if (linkFull || conn.messageRoom() == 0) break;
+    if (linkFull || room.messageRoom() == 0) break;
   }
 }
 

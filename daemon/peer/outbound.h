@@ -10,9 +10,10 @@
 // its own flow: its messages wait in the flow's queue here, the other flows
 // keep the link.
 //
-// Messages are written straight into the connection's open batch when they
-// can be (no copy, no allocation); otherwise they wait in their flow's
-// queue, written in turn by pump(). A message once started is finished
+// Messages are written straight into the connection's open batch (a
+// SendRoom, send_room.h: Outbound knows nothing else of the connection)
+// when they can be (no copy, no allocation); otherwise they wait in their
+// flow's queue, written in turn by pump(). A message once started is finished
 // before any other starts (the peer reassembles one message at a time).
 // Sequence numbers are given as messages go on the wire.
 //
@@ -39,8 +40,8 @@
 #include "common/latency_histogram.h"
 #include "common/status.h"
 #include "config/config.h"
-#include "daemon/peer/connection.h"
 #include "daemon/peer/events.h"
+#include "daemon/peer/send_room.h"
 #include "daemon/ring.h"
 
 namespace rdmamsg::peer {
@@ -65,15 +66,15 @@ class Outbound {
   // A new connection: sequence numbers start at 1, with the peer's limits.
   void reset(uint64_t remoteWindow, uint64_t remoteMaxMessage);
 
-  // Accepts a message for `conn` (established), or only queues it when
-  // `conn` is null (no connection yet, or one that starts no new message:
-  // pump() sends it later). Errors: too_large. Sets `waitKey` when the
+  // Accepts a message for `room` (an established connection), or only
+  // queues it when `room` is null (no connection yet, or one that starts no
+  // new message: pump() sends it later). Errors: too_large. Sets `waitKey` when the
   // client should not be read until queueDrained(key).
-  Status send(Connection* conn, uint64_t session, uint64_t msgId, std::string_view src,
+  Status send(SendRoom* room, uint64_t session, uint64_t msgId, std::string_view src,
               std::string_view dst, std::span<const std::byte> payload, const void*& waitKey);
 
   // Writes what the windows and the link allow. Service step only.
-  void pump(Connection& conn);
+  void pump(SendRoom& room);
   // The peer confirmed [first, last] with `errc`. False: it named a message
   // that is not in flight (a protocol error).
   bool settle(uint64_t first, uint64_t last, Errc errc);
@@ -116,10 +117,10 @@ class Outbound {
   bool canStart(const Flow& f, uint64_t cost) const;
   void makeReady(Flow& f);
   // Starts the front message of `f` (gives it a seq) and writes what fits.
-  bool startFront(Connection& conn, Flow& f);
-  bool continueFront(Connection& conn, Flow& f);
+  bool startFront(SendRoom& room, Flow& f);
+  bool continueFront(SendRoom& room, Flow& f);
   // Writes (the rest of) a message; true when all of it is in batches.
-  bool write(Connection& conn, uint64_t seq, std::string_view src, std::string_view dst,
+  bool write(SendRoom& room, uint64_t seq, std::string_view src, std::string_view dst,
              std::span<const std::byte> payload, uint64_t& offset, bool& started);
   void enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_point deadline,
                std::string_view src, std::span<const std::byte> rest, uint64_t offset, bool started,

@@ -93,62 +93,42 @@ std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_a
 
 namespace {
 
-struct ChannelCloser {
-  void operator()(rdma_event_channel* c) const { rdma_destroy_event_channel(c); }
-};
+Status ioError(std::string what, int err) {
+  return Status(Errc::io_error,
+                what + ": " + std::error_code(err, std::generic_category()).message());
+}
 
-std::optional<DeviceInfo> firstDevice(std::string& error) {
+Result<DeviceInfo> firstDevice() {
   int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr || n == 0) {
-    if (list != nullptr) ibv_free_device_list(list);
-    error = "no RDMA device found";
-    return std::nullopt;
-  }
+  DeviceListPtr list(ibv_get_device_list(&n));
+  if (!list || n == 0) return Status(Errc::io_error, "no RDMA device found");
   DeviceInfo info;
   info.name = ibv_get_device_name(list[0]);
-  ibv_context* ctx = ibv_open_device(list[0]);
-  ibv_free_device_list(list);
-  if (ctx == nullptr) {
-    error = "cannot open RDMA device " + info.name + ": " +
-            std::error_code(errno, std::generic_category()).message();
-    return std::nullopt;
-  }
-  int rc = ibv_query_device(ctx, &info.attr);
-  ibv_close_device(ctx);
-  if (rc != 0) {
-    error = "ibv_query_device on " + info.name + ": " +
-            std::error_code(rc, std::generic_category()).message();
-    return std::nullopt;
-  }
+  ContextPtr ctx(ibv_open_device(list[0]));
+  if (!ctx) return ioError("cannot open RDMA device " + info.name, errno);
+  if (int rc = ibv_query_device(ctx.get(), &info.attr); rc != 0)
+    return ioError("ibv_query_device on " + info.name, rc);
   return info;
 }
 
 }  // namespace
 
-std::optional<DeviceInfo> probeDevice(const config::Address& listen, std::string& error) {
-  std::unique_ptr<rdma_event_channel, ChannelCloser> channel(rdma_create_event_channel());
-  if (!channel) return firstDevice(error);
-  rdma_cm_id* raw = nullptr;
-  if (rdma_create_id(channel.get(), &raw, nullptr, RDMA_PS_TCP) != 0) return firstDevice(error);
-  CmIdPtr id(raw);
+Result<DeviceInfo> probeDevice(const config::Address& listen) {
+  EventChannelPtr channel(rdma_create_event_channel());
+  if (!channel) return firstDevice();
+  CmIdPtr id = createCmId(channel.get());
+  if (!id) return firstDevice();
   sockaddr_storage addr{};
   listen.toSockaddr(addr);
   reinterpret_cast<sockaddr_in*>(&addr)->sin_port = 0;  // same offset for IPv6: a running
                                                         // daemon may hold the port
-  if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0) {
-    error = "cannot bind rdma_cm to " + listen.toString() + ": " +
-            std::error_code(errno, std::generic_category()).message();
-    return std::nullopt;
-  }
-  if (id->verbs == nullptr) return firstDevice(error);  // wildcard address
+  if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0)
+    return ioError("cannot bind rdma_cm to " + listen.toString(), errno);
+  if (id->verbs == nullptr) return firstDevice();  // wildcard address
   DeviceInfo info;
   info.name = id->verbs->device != nullptr ? ibv_get_device_name(id->verbs->device) : "?";
-  if (int rc = ibv_query_device(id->verbs, &info.attr); rc != 0) {
-    error = "ibv_query_device on " + info.name + ": " +
-            std::error_code(rc, std::generic_category()).message();
-    return std::nullopt;
-  }
+  if (int rc = ibv_query_device(id->verbs, &info.attr); rc != 0)
+    return ioError("ibv_query_device on " + info.name, rc);
   return info;
 }
 

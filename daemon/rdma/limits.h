@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "config/config.h"
 #include "daemon/rdma/verbs.h"
 
@@ -55,12 +56,12 @@ std::vector<std::string> checkLimits(const config::Config& config, const ibv_dev
                                      std::optional<size_t> peers = std::nullopt);
 
 // The device that `config.listen` binds to (the first device for a wildcard
-// address), queried through rdma_cm. nullopt with `error` set when no
+// address), queried through rdma_cm; io_error, with the reason, when no
 // device can be found.
 struct DeviceInfo {
   std::string name;
   ibv_device_attr attr{};
 };
-std::optional<DeviceInfo> probeDevice(const config::Address& listen, std::string& error);
+Result<DeviceInfo> probeDevice(const config::Address& listen);
 
 }  // namespace rdmamsg::rdma

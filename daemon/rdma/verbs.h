@@ -1,7 +1,8 @@
 // Owning handles for rdma-core objects: one std::unique_ptr alias with a
-// deleter per object kind. Declare members parent-first (event channel,
-// protection domain, completion channel, CQ, memory regions, QP, id) so the
-// compiler destroys them child-first: teardown order by construction.
+// deleter per object kind. Declare members parent-first (device list,
+// context, event channel, protection domain, completion channel, CQ, memory
+// regions, QP, id) so the compiler destroys them child-first: teardown order
+// by construction.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -11,6 +12,12 @@
 
 namespace rdmamsg::rdma {
 
+struct DeviceListDeleter {
+  void operator()(ibv_device** l) const { ibv_free_device_list(l); }
+};
+struct ContextDeleter {
+  void operator()(ibv_context* c) const { ibv_close_device(c); }
+};
 struct EventChannelDeleter {
   void operator()(rdma_event_channel* c) const { rdma_destroy_event_channel(c); }
 };
@@ -36,6 +43,9 @@ struct CmQpDeleter {
   void operator()(rdma_cm_id* id) const { rdma_destroy_qp(id); }
 };
 
+// What ibv_get_device_list returns (the array; its devices belong to libibverbs).
+using DeviceListPtr = std::unique_ptr<ibv_device*[], DeviceListDeleter>;
+using ContextPtr = std::unique_ptr<ibv_context, ContextDeleter>;
 using EventChannelPtr = std::unique_ptr<rdma_event_channel, EventChannelDeleter>;
 using PdPtr = std::unique_ptr<ibv_pd, PdDeleter>;
 using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>;
@@ -43,6 +53,14 @@ using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;
 using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
 using CmIdPtr = std::unique_ptr<rdma_cm_id, CmIdDeleter>;
 using CmQpPtr = std::unique_ptr<rdma_cm_id, CmQpDeleter>;  // holds the id whose QP it owns
+
+// A new rdma_cm id on `channel` (RDMA_PS_TCP); null with errno set when
+// rdma_create_id fails.
+inline CmIdPtr createCmId(rdma_event_channel* channel, void* context = nullptr) {
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(channel, &id, context, RDMA_PS_TCP) != 0) return nullptr;
+  return CmIdPtr(id);
+}
 
 // Makes an rdma-core fd nonblocking (channels are blocking by default).
 bool setNonBlocking(int fd);

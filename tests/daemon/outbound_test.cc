@@ -1,0 +1,358 @@
+// Unit tests of the sending side of a peer (daemon/peer/outbound.h), over a
+// SendRoom of plain memory: batches of a fixed size, as many as the test
+// allows, read back with the BatchReader the receiving daemon uses. What is
+// asserted is what outbound.h promises: per-flow order and sequence numbers,
+// fragmentation of a message larger than a batch, one message finished
+// before the next starts, windows and backpressure that hold only their own
+// flow, and exactly one outcome for every accepted message.
+#include "daemon/peer/outbound.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/support/wait.h"
+
+namespace rdmamsg::peer {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Batches of `batchBytes`, at most `batchesLeft` of them (opened on demand,
+// as a connection opens one on a send buffer and a credit).
+class MemoryRoom final : public SendRoom {
+ public:
+  struct Message {
+    uint64_t seq;
+    uint8_t flags;
+    std::string src, dst;
+    uint64_t totalLength;
+    std::string payload;
+    size_t batch;  // which sealed batch it was in
+  };
+
+  explicit MemoryRoom(size_t batchBytes, size_t batches = std::numeric_limits<size_t>::max())
+      : batchesLeft(batches), batchBytes_(batchBytes) {}
+
+  size_t messageRoom() override {
+    if (!open_) {
+      if (batchesLeft == 0) return 0;
+      batchesLeft--;
+      buffer_.assign(batchBytes_, std::byte{0});
+      writer_.reset(buffer_.data(), buffer_.size());
+      open_ = true;
+    }
+    return writer_.room();
+  }
+  BatchWriter& batch() override { return writer_; }
+  void sealBatch() override {
+    if (!open_) return;
+    const size_t bytes = writer_.finish(1);
+    sealed_.emplace_back(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(bytes));
+    open_ = false;
+  }
+
+  // Every message record of the sealed batches (the open one is sealed first).
+  std::vector<Message> messages() {
+    sealBatch();
+    std::vector<Message> out;
+    for (size_t b = 0; b < sealed_.size(); b++) {
+      BatchReader reader(sealed_[b]);
+      EXPECT_TRUE(reader.open());
+      Record r;
+      while (reader.next(r) == 1) {
+        if (r.type != RecordType::kMessage) continue;
+        out.push_back(
+            {r.seq, r.flags, std::string(r.srcService), std::string(r.dstService), r.totalLength,
+             std::string(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()), b});
+      }
+    }
+    return out;
+  }
+  size_t sealedBatches() const { return sealed_.size(); }
+
+  size_t batchesLeft;
+
+ private:
+  size_t batchBytes_;
+  std::vector<std::byte> buffer_;
+  BatchWriter writer_;
+  bool open_ = false;
+  std::vector<std::vector<std::byte>> sealed_;
+};
+
+// What the router would hear.
+class Recorder : public PeerEvents {
+ public:
+  std::map<uint64_t, Status> outcomes;  // by msgId: failures and confirmed errors
+  std::vector<uint64_t> deliveredIds;   // msgIds, in the order reported
+  std::vector<const void*> drained;
+
+  Delivery deliverIncoming(Peer&, uint64_t, uint64_t, std::string_view, std::string_view,
+                           std::span<const std::byte>) override {
+    return Delivery::kDelivered;
+  }
+  void connectionLost(Peer&) override {}
+  void outcome(uint64_t, uint64_t msgId, const Status& status) override {
+    EXPECT_TRUE(outcomes.emplace(msgId, status).second) << "two outcomes for message " << msgId;
+  }
+  void delivered(uint64_t, uint64_t msgId, uint64_t count) override {
+    for (uint64_t i = 0; i < count; i++)
+      deliveredIds.push_back(msgId + i);
+  }
+  void queueDrained(const void* key) override { drained.push_back(key); }
+};
+
+std::span<const std::byte> bytes(const std::string& s) {
+  return std::as_bytes(std::span(s));
+}
+
+class OutboundTest : public ::testing::Test {
+ protected:
+  OutboundTest() {
+    config_.sendQueueLimit = 64 * 1024;
+    config_.messageTimeout = 10s;
+  }
+  void SetUp() override { reset(); }
+  void reset(uint64_t window = 1 << 20, uint64_t maxMessage = 1 << 20) {
+    out_ = std::make_unique<Outbound>(config_, peerName_, events_);
+    out_->reset(window, maxMessage);
+  }
+  // Sends message `msgId` of session 1 from service "src" to `dst`.
+  Status send(SendRoom* room, uint64_t msgId, const std::string& dst, const std::string& payload,
+              const void** waitKey = nullptr) {
+    const void* key = nullptr;
+    Status st = out_->send(room, 1, msgId, "src", dst, bytes(payload), key);
+    if (waitKey != nullptr) *waitKey = key;
+    return st;
+  }
+
+  config::Config config_;
+  std::string peerName_ = "beta";
+  Recorder events_;
+  std::unique_ptr<Outbound> out_;
+};
+
+TEST_F(OutboundTest, MessagesOfAFlowGoWholeInOrderWithSequenceNumbers) {
+  MemoryRoom room(16 * 1024);
+  for (uint64_t id = 1; id <= 3; id++)
+    ASSERT_TRUE(send(&room, id, "svc", "message " + std::to_string(id)).ok());
+  EXPECT_EQ(out_->queuedBytes(), 0u) << "written straight into the batch";
+  EXPECT_EQ(out_->inFlight(), 3u);
+  auto m = room.messages();
+  ASSERT_EQ(m.size(), 3u);
+  for (size_t i = 0; i < 3; i++) {
+    EXPECT_EQ(m[i].seq, i + 1);
+    EXPECT_EQ(m[i].flags, kFirstFragment | kLastFragment);
+    EXPECT_EQ(m[i].src, "src");
+    EXPECT_EQ(m[i].dst, "svc");
+    EXPECT_EQ(m[i].payload, "message " + std::to_string(i + 1));
+  }
+}
+
+TEST_F(OutboundTest, WithoutARoomMessagesQueuePerFlowAndPumpSendsThemInOrder) {
+  for (uint64_t id = 1; id <= 4; id++)
+    ASSERT_TRUE(send(nullptr, id, id % 2 ? "a" : "b", "m" + std::to_string(id)).ok());
+  EXPECT_GT(out_->queuedBytes(), 0u);
+  EXPECT_EQ(out_->inFlight(), 0u) << "no sequence number before the wire";
+  auto stats = out_->flowStats();
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].service, "a");
+  EXPECT_EQ(stats[0].queuedMessages, 2u);
+  EXPECT_EQ(stats[1].service, "b");
+  EXPECT_EQ(stats[1].queuedMessages, 2u);
+
+  MemoryRoom room(16 * 1024);
+  out_->pump(room);
+  EXPECT_EQ(out_->queuedBytes(), 0u);
+  auto m = room.messages();
+  ASSERT_EQ(m.size(), 4u);
+  std::map<std::string, std::vector<std::string>> perFlow;
+  for (size_t i = 0; i < m.size(); i++) {
+    EXPECT_EQ(m[i].seq, i + 1) << "sequence numbers are given on the wire";
+    perFlow[m[i].dst].push_back(m[i].payload);
+  }
+  EXPECT_EQ(perFlow["a"], (std::vector<std::string>{"m1", "m3"}));
+  EXPECT_EQ(perFlow["b"], (std::vector<std::string>{"m2", "m4"}));
+}
+
+TEST_F(OutboundTest, AMessageLargerThanABatchIsFragmentedAcrossBatches) {
+  MemoryRoom room(8 * 1024);
+  std::string big(30000, '\0');
+  for (size_t i = 0; i < big.size(); i++)
+    big[i] = static_cast<char>('a' + i % 26);
+  ASSERT_TRUE(send(&room, 1, "svc", big).ok());
+  auto m = room.messages();
+  ASSERT_GE(m.size(), 4u) << "30000 bytes in batches of 8 KiB";
+  std::string joined;
+  for (size_t i = 0; i < m.size(); i++) {
+    EXPECT_EQ(m[i].seq, 1u) << "every fragment carries the message's seq";
+    EXPECT_EQ(m[i].batch, i) << "one fragment per batch";
+    EXPECT_EQ((m[i].flags & kFirstFragment) != 0, i == 0);
+    EXPECT_EQ((m[i].flags & kLastFragment) != 0, i + 1 == m.size());
+    joined += m[i].payload;
+  }
+  EXPECT_EQ(m[0].totalLength, big.size()) << "the first fragment carries the total length";
+  EXPECT_EQ(joined, big);
+}
+
+TEST_F(OutboundTest, AStartedMessageIsFinishedBeforeAnotherStarts) {
+  MemoryRoom room(8 * 1024, 2);  // the link takes two batches now
+  std::string big(30000, 'x');
+  ASSERT_TRUE(send(&room, 1, "a", big).ok());
+  EXPECT_FALSE(out_->settled()) << "its first fragments are on the wire";
+  room.batchesLeft = 100;  // the link has room again
+  ASSERT_TRUE(send(&room, 2, "b", "small").ok());
+  EXPECT_GT(out_->queuedBytes(), 0u) << "queued behind the started message";
+  out_->pump(room);
+  auto m = room.messages();
+  ASSERT_GE(m.size(), 2u);
+  EXPECT_EQ(m.back().seq, 2u);
+  EXPECT_EQ(m.back().payload, "small");
+  std::string first;
+  for (size_t i = 0; i + 1 < m.size(); i++) {
+    EXPECT_EQ(m[i].seq, 1u) << "no record of another message inside message 1";
+    first += m[i].payload;
+  }
+  EXPECT_EQ(first, big);
+}
+
+TEST_F(OutboundTest, AFullWindowHoldsOnlyItsOwnFlow) {
+  const uint64_t cost = windowCost(3, 4, 1000);
+  reset(2 * cost);  // two messages of 1000 bytes per flow unconfirmed
+  MemoryRoom room(64 * 1024);
+  const std::string payload(1000, 'p');
+  for (uint64_t id = 1; id <= 4; id++)
+    ASSERT_TRUE(send(&room, id, "slow", payload).ok());
+  for (uint64_t id = 11; id <= 14; id++)
+    ASSERT_TRUE(send(&room, id, "fast", payload).ok());
+  out_->pump(room);
+  auto count = [&](const std::string& dst) {
+    size_t n = 0;
+    for (const auto& m : room.messages())
+      n += m.dst == dst ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(count("slow"), 2u) << "its window holds two";
+  EXPECT_EQ(count("fast"), 2u) << "its own window, not the slow flow's";
+
+  // The peer confirms the fast flow's two (seq 3 and 4): only it moves on.
+  ASSERT_TRUE(out_->settle(3, 4, Errc::ok));
+  out_->pump(room);
+  EXPECT_EQ(count("fast"), 4u);
+  EXPECT_EQ(count("slow"), 2u);
+  EXPECT_EQ(events_.deliveredIds, (std::vector<uint64_t>{11, 12}));
+
+  ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
+  out_->pump(room);
+  EXPECT_EQ(count("slow"), 3u) << "a confirmation reopens the window";
+}
+
+TEST_F(OutboundTest, AMessageCostingMoreThanTheWindowStillGoesAlone) {
+  reset(100);
+  MemoryRoom room(64 * 1024);
+  ASSERT_TRUE(send(&room, 1, "svc", std::string(5000, 'x')).ok());
+  ASSERT_TRUE(send(&room, 2, "svc", "next").ok());
+  auto m = room.messages();
+  ASSERT_EQ(m.size(), 1u) << "a flow with nothing unconfirmed may start any message";
+  ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
+  out_->pump(room);
+  EXPECT_EQ(room.messages().size(), 2u);
+}
+
+TEST_F(OutboundTest, OverTheMaxMessageSizeIsRefusedAsTooLarge) {
+  reset(1 << 20, 100);
+  MemoryRoom room(64 * 1024);
+  Status st = send(&room, 1, "svc", std::string(101, 'x'));
+  EXPECT_EQ(st.code(), Errc::too_large);
+  EXPECT_NE(st.message().find("beta"), std::string::npos) << st.message();
+  EXPECT_TRUE(send(&room, 2, "svc", std::string(100, 'x')).ok());
+  EXPECT_EQ(room.messages().size(), 1u);
+}
+
+TEST_F(OutboundTest, AFullQueueHoldsOnlyItsFlowsSendersUntilItDrainsToHalf) {
+  config_.sendQueueLimit = 4000;
+  reset();
+  const std::string payload(1000, 'q');
+  const void* key = nullptr;
+  uint64_t id = 1;
+  while (key == nullptr && id < 100)
+    ASSERT_TRUE(send(nullptr, id++, "full", payload, &key).ok());
+  ASSERT_NE(key, nullptr) << "a flow over send_queue_limit holds its senders";
+  const void* other = &key;
+  ASSERT_TRUE(send(nullptr, 1000, "other", payload, &other).ok());
+  EXPECT_EQ(other, nullptr) << "another flow is not held";
+  EXPECT_TRUE(events_.drained.empty());
+
+  MemoryRoom room(64 * 1024);
+  out_->pump(room);
+  EXPECT_EQ(events_.drained, (std::vector<const void*>{key}));
+}
+
+TEST_F(OutboundTest, ConfirmationsGiveEachMessageOneOutcome) {
+  MemoryRoom room(64 * 1024);
+  for (uint64_t id = 1; id <= 4; id++)
+    ASSERT_TRUE(send(&room, id, "svc", "m").ok());
+  ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
+  ASSERT_TRUE(out_->settle(3, 3, Errc::unknown_service));  // before 2: out of order
+  EXPECT_FALSE(out_->settle(3, 3, Errc::ok)) << "confirmed twice";
+  EXPECT_FALSE(out_->settle(9, 9, Errc::ok)) << "never sent";
+  ASSERT_TRUE(out_->settle(2, 2, Errc::ok));
+  EXPECT_EQ(events_.deliveredIds, (std::vector<uint64_t>{1, 2}));
+  ASSERT_EQ(events_.outcomes.count(3), 1u);
+  EXPECT_EQ(events_.outcomes.at(3).code(), Errc::unknown_service);
+  EXPECT_NE(events_.outcomes.at(3).message().find("svc"), std::string::npos);
+  EXPECT_EQ(out_->inFlight(), 1u);
+  EXPECT_EQ(out_->confirmed(), 3u);
+  ASSERT_TRUE(out_->settle(4, 4, Errc::ok));
+  EXPECT_TRUE(out_->settled());
+}
+
+TEST_F(OutboundTest, ALostConnectionFailsEveryMessageOnceQueuedOrInFlight) {
+  MemoryRoom room(8 * 1024, 3);
+  ASSERT_TRUE(send(&room, 1, "a", "whole").ok());
+  ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
+  ASSERT_TRUE(send(&room, 2, "a", "unconfirmed").ok());
+  ASSERT_TRUE(send(&room, 3, "a", std::string(30000, 'x')).ok());  // started, not finished
+  ASSERT_TRUE(send(&room, 4, "b", "queued").ok());
+  ASSERT_TRUE(send(nullptr, 5, "c", "queued without a room").ok());
+  out_->failAll(Status(Errc::peer_unreachable, "connection to beta lost"));
+  EXPECT_EQ(events_.deliveredIds, (std::vector<uint64_t>{1}));
+  ASSERT_EQ(events_.outcomes.size(), 4u);
+  for (uint64_t id = 2; id <= 5; id++)
+    EXPECT_EQ(events_.outcomes.at(id).code(), Errc::peer_unreachable) << id;
+  EXPECT_EQ(out_->failed(), 4u);
+  EXPECT_EQ(out_->queuedBytes(), 0u);
+  EXPECT_TRUE(out_->settled());
+}
+
+TEST_F(OutboundTest, AStuckFlowTimesOutItsOwnMessagesOnly) {
+  config_.messageTimeout = 1ms;
+  const uint64_t cost = windowCost(3, 5, 10);
+  reset(cost);  // one message per flow unconfirmed
+  MemoryRoom room(64 * 1024);
+  ASSERT_TRUE(send(&room, 1, "stuck", std::string(10, 's')).ok());
+  ASSERT_TRUE(send(&room, 2, "stuck", std::string(10, 's')).ok());  // held by the window
+  ASSERT_TRUE(send(&room, 3, "going", std::string(10, 'g')).ok());
+  ASSERT_TRUE(out_->settle(2, 2, Errc::ok));  // "going" was seq 2: its listener took it
+  // Past the deadline (the coarse clock moves in steps of a few ms).
+  ASSERT_TRUE(test::waitFor(
+      [&] {
+        out_->expire();
+        return events_.outcomes.size() == 2;
+      },
+      2s));
+  EXPECT_EQ(events_.outcomes.at(1).code(), Errc::timeout);
+  EXPECT_EQ(events_.outcomes.at(2).code(), Errc::timeout);
+  EXPECT_EQ(events_.outcomes.count(3), 0u);
+  EXPECT_EQ(events_.deliveredIds, (std::vector<uint64_t>{3}));
+}
+
+}  // namespace
+}  // namespace rdmamsg::peer
