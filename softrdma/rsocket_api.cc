@@ -106,13 +106,13 @@ ssize_t sendLocked(RSocket& r, Lock& lk, const iovec* iov, int iovcnt, int flags
   while (sent < total) {
     r.flushTx();
     if (r.err != 0) return sent > 0 ? ssize_t(sent) : setErr(r.err);
-    if (r.txBusy()) {
-      if (sent > 0) return ssize_t(sent);
-      if (nonblock) return setErr(EAGAIN);
+    if (r.txBusy()) {  // a blocking send returns when everything is queued
+      if (nonblock) return sent > 0 ? ssize_t(sent) : setErr(EAGAIN);
       lk.unlock();
       waitFd(r.fd, POLLOUT, -1);
       lk.lock();
-      if (r.state != State::Connected || r.closing) return setErr(ENOTCONN);
+      if (r.state != State::Connected || r.closing)
+        return sent > 0 ? ssize_t(sent) : setErr(ENOTCONN);
       continue;
     }
     iovec piece[16]{};
