@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include <rdma/rdma_cma.h>
+
 #include "rsocket_support.h"
 #include "support.h"
 
@@ -266,6 +268,38 @@ TEST(Rsocket, OptionsAreKeptAndInherited) {
   got = 0;
   ASSERT_EQ(rgetsockopt(p.client, SOL_SOCKET, SO_KEEPALIVE, &got, &len), 0);
   EXPECT_EQ(got, 1);
+}
+
+}  // namespace
+}  // namespace rdmamsg::test
+
+namespace rdmamsg::test {
+namespace {
+
+// rsockets and rdma_cm ids share one port space (RDMA_PS_TCP), as on hardware.
+TEST(Rsocket, SharesThePortSpaceOfRdmaCmIds) {
+  RsPair p;
+  ASSERT_TRUE(p.listen());
+  rdma_event_channel* ch = createChannel();
+  ASSERT_NE(ch, nullptr);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in a = ipv4("127.0.0.1", p.port);
+  EXPECT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&a)), -1);
+  EXPECT_EQ(errno, EADDRINUSE);
+
+  // The other way round: an rdma_cm listener's port is taken for an rsocket.
+  a = ipv4("127.0.0.1", 0);
+  ASSERT_EQ(rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&a)), 0);
+  ASSERT_EQ(rdma_listen(id, 4), 0);
+  int s = rsocket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(s, 0);
+  a = ipv4("127.0.0.1", ntohs(rdma_get_src_port(id)));
+  EXPECT_EQ(rbind(s, reinterpret_cast<sockaddr*>(&a), sizeof a), -1);
+  EXPECT_EQ(errno, EADDRINUSE);
+  rclose(s);
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(ch);
 }
 
 }  // namespace
