@@ -518,6 +518,9 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   void place(const uint8_t* p, size_t n);
   bool handleHeader(const std::shared_ptr<Qp>& q);
   bool handleRequest(Qp& q);
+  bool remoteAccess(Qp& q, FrameType t);  // WRITE, WRITE with immediate, READ
+  void waitForReceive(Qp& q);             // RNR: none posted; retried on a timer
+  void targetReceive(Qp& q, const RecvWqe& wqe, const ibv_sge* sg);
   bool handleResponse(Qp& q);
   void finishFrame(const std::shared_ptr<Qp>& q);
   void finishRequest(Qp& q);
