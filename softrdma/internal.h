@@ -503,12 +503,24 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   bool eof = false;
   // Frame currently being received and what to do when its payload is in.
   struct Pending {
-    enum Kind { None, Recv, Write, ReadReq, ReadResp, Control, Cm, Discard, Nak } kind = None;
+    enum Kind {
+      None,
+      Recv,
+      Write,
+      ReadReq,
+      ReadResp,
+      Atomic,
+      Control,
+      Cm,
+      Discard,
+      Nak
+    } kind = None;
     Syndrome syndrome = Syndrome::None;
     RecvWqe wqe{};
     ibv_wc_status status = IBV_WC_SUCCESS;
     uint32_t byte_len = 0;
     std::vector<uint8_t> cm;  // CM payload
+    AtomicArgs atomic{};      // an atomic request's operands
   } cur;
 
   void service();
@@ -522,6 +534,11 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   void waitForReceive(Qp& q);             // RNR: none posted; retried on a timer
   void targetReceive(Qp& q, const RecvWqe& wqe, const ibv_sge* sg);
   bool handleResponse(Qp& q);
+  // Atomics (atomics.cc): the responder's checks, its execution and
+  // response; the requester's placing of the original value.
+  bool atomicRequest(Qp& q);
+  void executeAtomic(Qp& q);
+  bool atomicResponse(Qp& q);
   void finishFrame(const std::shared_ptr<Qp>& q);
   void finishRequest(Qp& q);
   void onRnrTimer();
@@ -533,6 +550,13 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   // (progress thread).
   void sever(const char* why);
 };
+
+// Atomics on the requester's side (atomics.cc): whether an atomic work
+// request may be posted (`wr_api`: built with ibv_wr_*, which checks
+// less), and its frame (header and operands) for the connection.
+bool atomicWrValid(const ibv_send_wr& w, uint64_t len, bool wr_api);
+int addAtomicFrame(FrameHeader& h, AtomicArgs& args, Conn::TxIov* iov, int niov, const Qp& qp,
+                   const ibv_send_wr& w, const SendWqe& e);
 
 // -------------------------------------------------------------- rdma_cm
 

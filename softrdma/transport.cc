@@ -88,7 +88,8 @@ void applyTestCorruption(ibv_wc& wc) {
 
 bool isRequest(FrameType t) {
   return t == FrameType::Send || t == FrameType::SendImm || t == FrameType::Write ||
-         t == FrameType::WriteImm || t == FrameType::ReadReq;
+         t == FrameType::WriteImm || t == FrameType::ReadReq || t == FrameType::FetchAdd ||
+         t == FrameType::CmpSwap;
 }
 
 }  // namespace
@@ -500,6 +501,9 @@ bool Conn::handleHeader(const std::shared_ptr<Qp>& q) {
     case FrameType::Write:
     case FrameType::WriteImm:
     case FrameType::ReadReq:
+    case FrameType::FetchAdd:
+    case FrameType::CmpSwap:
+    case FrameType::AtomicResp:
       break;
     default:
       fail("unknown frame type");
@@ -544,6 +548,11 @@ bool Conn::remoteAccess(Qp& q, FrameType t) {
   const bool read = t == FrameType::ReadReq;
   const uint64_t len = read ? hdr.imm : hdr.len;
   const int need = read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
+  if (read && q.attr.max_dest_rd_atomic == 0) {  // no responder resources (rxe)
+    cur.kind = Pending::Nak;
+    cur.syndrome = Syndrome::RemoteInvalidRequest;
+    return true;
+  }
   Mr* mr = len > 0 ? findMrByKey(hdr.rkey) : nullptr;
   const bool ok = len == 0 || (mr != nullptr && mr->pd == q.pd && (mr->access & need) &&
                                (q.attr.qp_access_flags & need) && mr->covers(hdr.raddr, len));
@@ -617,6 +626,7 @@ bool Conn::handleRequest(Qp& q) {
     fail("READ request with payload");
     return false;
   }
+  if (t == FrameType::FetchAdd || t == FrameType::CmpSwap) return atomicRequest(q);
   if (t == FrameType::Write || t == FrameType::WriteImm || t == FrameType::ReadReq)
     if (remoteAccess(q, t)) return true;
   // SEND, SEND with immediate and WRITE with immediate consume a receive.
@@ -641,6 +651,7 @@ bool Conn::handleRequest(Qp& q) {
 // A response to this side's requests. q.mu held.
 bool Conn::handleResponse(Qp& q) {
   auto t = static_cast<FrameType>(hdr.type);
+  if (t == FrameType::AtomicResp) return atomicResponse(q);
   if (t != FrameType::ReadResp) {
     if (hdr.len != 0) {
       fail("ACK/NAK with payload");
@@ -708,6 +719,10 @@ void Conn::finishRequest(Qp& q) {
     flushAcksLocked(&q);
     sendFrame(FrameType::Nak, hdr.psn, static_cast<uint16_t>(cur.syndrome));
     discard_requests = true;
+    return;
+  }
+  if (cur.kind == Pending::Atomic) {
+    executeAtomic(q);
     return;
   }
   if (cur.kind == Pending::ReadReq) {

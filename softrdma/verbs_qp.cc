@@ -66,6 +66,10 @@ ibv_wc_opcode wcOpcode(ibv_wr_opcode op) {
       return IBV_WC_RDMA_WRITE;
     case IBV_WR_RDMA_READ:
       return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+      return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return IBV_WC_FETCH_ADD;
     default:
       return IBV_WC_SEND;
   }
@@ -212,7 +216,9 @@ void Qp::sendCompletion(const SendWqe& w, ibv_wc_status st) {
     wc.wr_id = w.wr_id;
     wc.status = st;
     wc.opcode = w.opcode;
-    wc.byte_len = w.opcode == IBV_WC_RDMA_READ ? w.byte_len : 0;
+    const bool fetched = w.opcode == IBV_WC_RDMA_READ || w.opcode == IBV_WC_COMP_SWAP ||
+                         w.opcode == IBV_WC_FETCH_ADD;
+    wc.byte_len = fetched ? w.byte_len : 0;
     wc.qp_num = qp.qp_num;
     if (!destroyed) scq->push(wc, false);
     sq_used -= 1 + unsignaled_done;
@@ -349,12 +355,14 @@ namespace {
 
 bool opcodeSupported(ibv_wr_opcode op) {
   return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
-         op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ;
+         op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ ||
+         op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
 // The checks a device makes of each work request when it is posted
-// (the queue's room apart): EINVAL or 0. qp.mu held.
-int checkWr(const Qp& qp, const ibv_send_wr* w) {
+// (the queue's room apart): EINVAL or 0. qp.mu held. `wr_api`: built with
+// the ibv_wr_* API, whose builders check less (atomics.cc).
+int checkWr(const Qp& qp, const ibv_send_wr* w, bool wr_api) {
   bool inl = (w->send_flags & IBV_SEND_INLINE) != 0;
   if (!opcodeSupported(w->opcode)) return EINVAL;
   if (w->num_sge < 0 || static_cast<uint32_t>(w->num_sge) > qp.cap.max_send_sge ||
@@ -364,6 +372,7 @@ int checkWr(const Qp& qp, const ibv_send_wr* w) {
   for (int i = 0; i < w->num_sge; i++)
     len += w->sg_list[i].length;
   if ((inl && len > qp.cap.max_inline_data) || len > kMaxFramePayload) return EINVAL;
+  if (w->opcode >= IBV_WR_ATOMIC_CMP_AND_SWP && !atomicWrValid(*w, len, wr_api)) return EINVAL;
   return 0;
 }
 
@@ -387,7 +396,7 @@ constexpr int kBatch = 64;  // frames per write to the connection
 [[gnu::cold, gnu::noinline]] int checkAll(const Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   uint32_t n = 0;
   for (ibv_send_wr* w = wr; w != nullptr; w = w->next, n++) {
-    if (int rc = checkWr(qp, w); rc != 0) {
+    if (int rc = checkWr(qp, w, true); rc != 0) {
       *bad = w;
       return rc;
     }
@@ -399,7 +408,7 @@ constexpr int kBatch = 64;  // frames per write to the connection
   return 0;
 }
 
-// A READ's local SGEs, kept for its response.
+// A READ's (or an atomic's) local SGEs, kept for its response.
 [[gnu::cold, gnu::noinline]] void keepReadSges(Qp* qp, const ibv_send_wr& w, SendWqe& e) {
   e.num_sge = static_cast<uint32_t>(w.num_sge);
   e.sge_off = qp->sq_slot * qp->cap.max_send_sge;
@@ -487,6 +496,7 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
     if (int rc = checkAll(*qp, wr, bad); rc != 0) return rc;
   Conn::TxIov iov[kBatch * 2 + kMaxSge];
   FrameHeader hdrs[kBatch];
+  AtomicArgs args[kBatch];  // the operands of atomic requests
   // Inline payloads of this call, until the connection has taken them (the
   // QP's lock is released before that): the calling thread's own buffer.
   static thread_local std::vector<uint8_t> inl_buf;
@@ -501,7 +511,7 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
     return err;
   };
   for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
-    if (int rc = checkWr(*qp, w); rc != 0) return reject(w, rc);
+    if (int rc = checkWr(*qp, w, all_or_nothing); rc != 0) return reject(w, rc);
     uint64_t len = 0;
     for (int i = 0; i < w->num_sge; i++)
       len += w->sg_list[i].length;
@@ -513,12 +523,13 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
       qp->sendCompletion(e, IBV_WC_WR_FLUSH_ERR);
       continue;
     }
-    bool is_read = w->opcode == IBV_WR_RDMA_READ;
-    if ((w->send_flags & IBV_SEND_INLINE) == 0 && !sgesValid(qp, w->sg_list, w->num_sge, is_read))
+    // READ and the atomics (the opcodes from READ on) fetch into their SGEs.
+    const bool fetches = w->opcode >= IBV_WR_RDMA_READ;
+    if ((w->send_flags & IBV_SEND_INLINE) == 0 && !sgesValid(qp, w->sg_list, w->num_sge, fetches))
       e.preset = IBV_WC_LOC_PROT_ERR;
     if (qp->transport_lost || !qp->conn) e.preset = IBV_WC_RETRY_EXC_ERR;
     e.psn = qp->next_psn++;
-    if (is_read) keepReadSges(qp, *w, e);
+    if (fetches) keepReadSges(qp, *w, e);
     qp->sq.push_back(e);
     if (e.preset != IBV_WC_SUCCESS) qp->sq_halted = true;
     if (qp->sq_halted) {
@@ -526,9 +537,14 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
       continue;  // not transmitted; later requests will be flushed
     }
     if (nhdr == kBatch || niov + 2 + w->num_sge > static_cast<int>(std::size(iov))) flush();
+    if (w->opcode > IBV_WR_RDMA_READ) {
+      niov = addAtomicFrame(hdrs[nhdr], args[nhdr], iov, niov, *qp, *w, e);
+      nhdr++;
+      continue;
+    }
     fillHeader(hdrs[nhdr], qp, *w, e, len);
     iov[niov++] = {&hdrs[nhdr], sizeof(FrameHeader), false, true, true};
-    if (!is_read && len > 0) niov = addPayload(iov, niov, *w, len, inl_buf, nhdr);
+    if (!fetches && len > 0) niov = addPayload(iov, niov, *w, len, inl_buf, nhdr);
     nhdr++;
   }
   if (niov > 0 && qp->conn) {
