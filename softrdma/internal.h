@@ -460,13 +460,15 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   // Queues header+payload; writes immediately when nothing is queued.
   // One piece of outgoing data; `stable` memory stays valid until the
   // request completes (a non-inline send buffer) and may be referenced
-  // instead of copied when the socket is full.
+  // instead of copied when the socket is full. No default member
+  // initializers: the arrays of these on the send path (hundreds of
+  // entries) are left as they are until filled, not zeroed on every call.
   struct TxIov {
     const void* p;
     size_t len;
     bool stable;
-    bool header = false;   // the first piece of a frame
-    bool request = false;  // part of a request (dropped if the QP goes to error)
+    bool header;   // the first piece of a frame
+    bool request;  // part of a request (dropped if the QP goes to error)
   };
   // Queues the pieces in order; writes at once when nothing is queued.
   void sendv(const TxIov* iov, int n);

@@ -144,7 +144,7 @@ void Conn::sendvLocked(const TxIov* v, int n) {
     ack_owed = false;
     ack.type = static_cast<uint8_t>(FrameType::Ack);
     ack.psn = owed_psn;
-    withAck[0] = {&ack, sizeof ack, false, true};
+    withAck[0] = {&ack, sizeof ack, false, true, false};
     std::copy(v, v + n, withAck + 1);
     v = withAck;
     n++;
@@ -199,7 +199,7 @@ void Conn::sendFrame(FrameType t, uint32_t psn, uint16_t syndrome, const void* p
   h.psn = psn;
   h.syndrome = syndrome;
   h.len = len;
-  TxIov v[2] = {{&h, sizeof h, false, true}, {payload, len, false}};
+  TxIov v[2] = {{&h, sizeof h, false, true, false}, {payload, len, false, false, false}};
   sendv(v, len > 0 ? 2 : 1);
 }
 
@@ -732,8 +732,8 @@ void Conn::finishRequest(Qp& q) {
     h.type = static_cast<uint8_t>(FrameType::ReadResp);
     h.psn = hdr.psn;
     h.len = hdr.imm;
-    TxIov v[2] = {{&h, sizeof h, false, true},
-                  {reinterpret_cast<void*>(hdr.raddr), hdr.imm, false}};
+    TxIov v[2] = {{&h, sizeof h, false, true, false},
+                  {reinterpret_cast<void*>(hdr.raddr), hdr.imm, false, false, false}};
     sendv(v, hdr.imm > 0 ? 2 : 1);
     return;
   }

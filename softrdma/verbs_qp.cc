@@ -353,10 +353,12 @@ int Qp::modify(ibv_qp_attr* a, int mask) {
 
 namespace {
 
+// RDMA_WRITE (0) … ATOMIC_FETCH_AND_ADD (6): every opcode up to the atomics.
 bool opcodeSupported(ibv_wr_opcode op) {
-  return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
-         op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ ||
-         op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
+  static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 && IBV_WR_SEND == 2 &&
+                IBV_WR_SEND_WITH_IMM == 3 && IBV_WR_RDMA_READ == 4 &&
+                IBV_WR_ATOMIC_CMP_AND_SWP == 5 && IBV_WR_ATOMIC_FETCH_AND_ADD == 6);
+  return static_cast<unsigned>(op) <= IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
 // The checks a device makes of each work request when it is posted
