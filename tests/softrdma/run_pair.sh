@@ -27,11 +27,18 @@ deadline=20  # seconds for each program
 log_dir=$(mktemp -d)
 server_pid=
 
-cleanup() {
+# The server runs under timeout, which passes a SIGTERM on to it and SIGKILLs it 2 s later
+# (-k 2); killing timeout itself would leave the server running (a perftest server spins).
+stop_server() {
   if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -KILL "$server_pid" 2>/dev/null
+    kill -TERM "$server_pid" 2>/dev/null
     wait "$server_pid" 2>/dev/null
   fi
+  server_pid=
+}
+
+cleanup() {
+  stop_server
   rm -rf "$log_dir"
 }
 trap cleanup EXIT
@@ -101,9 +108,7 @@ for attempt in 1 2 3; do
     sleep 0.1
   done
   listening "$port" && break
-  kill -KILL "$server_pid" 2>/dev/null
-  wait "$server_pid" 2>/dev/null
-  server_pid=
+  stop_server
   [ "$attempt" = 3 ] && fail "the server never listened on 127.0.0.1:$port"
 done
 
