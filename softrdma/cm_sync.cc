@@ -51,8 +51,10 @@ int initQpAttr(rdma_cm_id* rid, ibv_qp_attr* a, int* mask) {
     case IBV_QPS_INIT:
       a->pkey_index = 0;
       a->port_num = 1;
-      a->qp_access_flags =
-          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+      // What the kernel's CM gives a connected RC QP (remote read and
+      // atomic with responder resources, which softrdma always grants).
+      a->qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
       *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
       return 0;
     case IBV_QPS_RTR:

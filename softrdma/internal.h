@@ -460,13 +460,15 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   // Queues header+payload; writes immediately when nothing is queued.
   // One piece of outgoing data; `stable` memory stays valid until the
   // request completes (a non-inline send buffer) and may be referenced
-  // instead of copied when the socket is full.
+  // instead of copied when the socket is full. No default member
+  // initializers: the arrays of these on the send path (hundreds of
+  // entries) are left as they are until filled, not zeroed on every call.
   struct TxIov {
     const void* p;
     size_t len;
     bool stable;
-    bool header = false;   // the first piece of a frame
-    bool request = false;  // part of a request (dropped if the QP goes to error)
+    bool header;   // the first piece of a frame
+    bool request;  // part of a request (dropped if the QP goes to error)
   };
   // Queues the pieces in order; writes at once when nothing is queued.
   void sendv(const TxIov* iov, int n);
@@ -503,12 +505,24 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   bool eof = false;
   // Frame currently being received and what to do when its payload is in.
   struct Pending {
-    enum Kind { None, Recv, Write, ReadReq, ReadResp, Control, Cm, Discard, Nak } kind = None;
+    enum Kind {
+      None,
+      Recv,
+      Write,
+      ReadReq,
+      ReadResp,
+      Atomic,
+      Control,
+      Cm,
+      Discard,
+      Nak
+    } kind = None;
     Syndrome syndrome = Syndrome::None;
     RecvWqe wqe{};
     ibv_wc_status status = IBV_WC_SUCCESS;
     uint32_t byte_len = 0;
     std::vector<uint8_t> cm;  // CM payload
+    AtomicArgs atomic{};      // an atomic request's operands
   } cur;
 
   void service();
@@ -518,7 +532,15 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   void place(const uint8_t* p, size_t n);
   bool handleHeader(const std::shared_ptr<Qp>& q);
   bool handleRequest(Qp& q);
+  bool remoteAccess(Qp& q, FrameType t);  // WRITE, WRITE with immediate, READ
+  void waitForReceive(Qp& q);             // RNR: none posted; retried on a timer
+  void targetReceive(Qp& q, const RecvWqe& wqe, const ibv_sge* sg);
   bool handleResponse(Qp& q);
+  // Atomics (atomics.cc): the responder's checks, its execution and
+  // response; the requester's placing of the original value.
+  bool atomicRequest(Qp& q);
+  void executeAtomic(Qp& q);
+  bool atomicResponse(Qp& q);
   void finishFrame(const std::shared_ptr<Qp>& q);
   void finishRequest(Qp& q);
   void onRnrTimer();
@@ -530,6 +552,13 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   // (progress thread).
   void sever(const char* why);
 };
+
+// Atomics on the requester's side (atomics.cc): whether an atomic work
+// request may be posted (`wr_api`: built with ibv_wr_*, which checks
+// less), and its frame (header and operands) for the connection.
+bool atomicWrValid(const ibv_send_wr& w, uint64_t len, bool wr_api);
+int addAtomicFrame(FrameHeader& h, AtomicArgs& args, Conn::TxIov* iov, int niov, const Qp& qp,
+                   const ibv_send_wr& w, const SendWqe& e);
 
 // -------------------------------------------------------------- rdma_cm
 

@@ -88,7 +88,8 @@ void applyTestCorruption(ibv_wc& wc) {
 
 bool isRequest(FrameType t) {
   return t == FrameType::Send || t == FrameType::SendImm || t == FrameType::Write ||
-         t == FrameType::WriteImm || t == FrameType::ReadReq;
+         t == FrameType::WriteImm || t == FrameType::ReadReq || t == FrameType::FetchAdd ||
+         t == FrameType::CmpSwap;
 }
 
 }  // namespace
@@ -143,7 +144,7 @@ void Conn::sendvLocked(const TxIov* v, int n) {
     ack_owed = false;
     ack.type = static_cast<uint8_t>(FrameType::Ack);
     ack.psn = owed_psn;
-    withAck[0] = {&ack, sizeof ack, false, true};
+    withAck[0] = {&ack, sizeof ack, false, true, false};
     std::copy(v, v + n, withAck + 1);
     v = withAck;
     n++;
@@ -198,7 +199,7 @@ void Conn::sendFrame(FrameType t, uint32_t psn, uint16_t syndrome, const void* p
   h.psn = psn;
   h.syndrome = syndrome;
   h.len = len;
-  TxIov v[2] = {{&h, sizeof h, false, true}, {payload, len, false}};
+  TxIov v[2] = {{&h, sizeof h, false, true, false}, {payload, len, false, false, false}};
   sendv(v, len > 0 ? 2 : 1);
 }
 
@@ -500,6 +501,9 @@ bool Conn::handleHeader(const std::shared_ptr<Qp>& q) {
     case FrameType::Write:
     case FrameType::WriteImm:
     case FrameType::ReadReq:
+    case FrameType::FetchAdd:
+    case FrameType::CmpSwap:
+    case FrameType::AtomicResp:
       break;
     default:
       fail("unknown frame type");
@@ -520,81 +524,70 @@ bool Conn::handleHeader(const std::shared_ptr<Qp>& q) {
   return isRequest(t) ? handleRequest(*q) : handleResponse(*q);
 }
 
-// A request from the peer's send queue (this side is the responder). q.mu held.
-bool Conn::handleRequest(Qp& q) {
-  auto t = static_cast<FrameType>(hdr.type);
-  ibv_qp_state st = q.qp.state;
-  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT) {
-    block = Block::NotReady;
-    return false;
+namespace {
+
+// The next receive of q's queue (or its shared one, firing an armed limit).
+[[gnu::always_inline]] inline bool popReceive(Qp& q, RecvWqe& wqe, const ibv_sge*& sg) {
+  if (q.srq == nullptr) return q.rq.pop(wqe, sg);
+  std::lock_guard sl(q.srq->mu);
+  const bool got = q.srq->rq.pop(wqe, sg);
+  if (got && q.srq->limit > 0 && q.srq->rq.count < q.srq->limit) {
+    q.srq->limit = 0;  // one-shot, like the hardware's armed limit
+    raiseAsync(q.qp.context, IBV_EVENT_SRQ_LIMIT_REACHED, kAsyncSrq, q.srq->srq.handle);
   }
-  if (st == IBV_QPS_ERR || discard_requests) return true;
-  if (hdr.psn != rx_psn) {
-    fail("request out of sequence");
-    return false;
-  }
-  if (t == FrameType::ReadReq && hdr.len != 0) {
-    fail("READ request with payload");
-    return false;
-  }
-  // Remote access (RDMA WRITE, WRITE with immediate, READ).
-  if (t == FrameType::Write || t == FrameType::WriteImm || t == FrameType::ReadReq) {
-    bool read = t == FrameType::ReadReq;
-    uint64_t len = read ? hdr.imm : hdr.len;
-    int need = read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
-    Mr* mr = len > 0 ? findMrByKey(hdr.rkey) : nullptr;
-    bool ok = len == 0 || (mr != nullptr && mr->pd == q.pd && (mr->access & need) &&
-                           (q.attr.qp_access_flags & need) && mr->covers(hdr.raddr, len));
-    if (!ok) {
-      cur.kind = Pending::Nak;
-      cur.syndrome = Syndrome::RemoteAccess;
-      return true;
-    }
-    if (read) {
-      cur.kind = Pending::ReadReq;
-      return true;
-    }
-    if (len > 0) dest.push_back({reinterpret_cast<void*>(hdr.raddr), len});
-    cur.kind = Pending::Write;
-    if (t == FrameType::Write) return true;
-  }
-  // SEND, SEND with immediate and WRITE with immediate consume a receive.
-  RecvWqe wqe;
-  const ibv_sge* sg = nullptr;
-  bool got;
-  if (q.srq != nullptr) {
-    std::lock_guard sl(q.srq->mu);
-    got = q.srq->rq.pop(wqe, sg);
-    if (got && q.srq->limit > 0 && q.srq->rq.count < q.srq->limit) {
-      q.srq->limit = 0;  // one-shot, like the hardware's armed limit
-      raiseAsync(q.qp.context, IBV_EVENT_SRQ_LIMIT_REACHED, kAsyncSrq, q.srq->srq.handle);
-    }
-  } else {
-    got = q.rq.pop(wqe, sg);
-  }
-  if (!got) {
-    dest.clear();
-    block = Block::Rnr;
-    if (!rnr_timer) {
-      rnr_timer = true;
-      q.rnr_events++;
-      count(Counter::SendRnr);
-      std::weak_ptr<Conn> w = weak_from_this();
-      auto delay = std::chrono::microseconds(kRnrMicros[q.attr.min_rnr_timer & 31]);
-      Fabric::get().schedule(Clock::now() + delay, [w] {
-        if (auto c = w.lock()) c->onRnrTimer();
-      });
-    }
-    return false;
-  }
-  rnr_tries = 0;
-  cur.wqe = wqe;
-  cur.byte_len = hdr.len;
-  if (cur.kind == Pending::Write) {  // WRITE with immediate: data already targeted
-    cur.kind = Pending::Recv;
+  return got;
+}
+
+}  // namespace
+
+// Remote access (RDMA WRITE, WRITE with immediate, READ): checks the key,
+// the PD, both access flags and the range. True when the frame needs nothing
+// more (a READ, a plain WRITE, or a NAK); false for a WRITE with immediate,
+// which also consumes a receive.
+bool Conn::remoteAccess(Qp& q, FrameType t) {
+  const bool read = t == FrameType::ReadReq;
+  const uint64_t len = read ? hdr.imm : hdr.len;
+  const int need = read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
+  if (read && q.attr.max_dest_rd_atomic == 0) {  // no responder resources (rxe)
+    cur.kind = Pending::Nak;
+    cur.syndrome = Syndrome::RemoteInvalidRequest;
     return true;
   }
-  cur.kind = Pending::Recv;
+  Mr* mr = len > 0 ? findMrByKey(hdr.rkey) : nullptr;
+  const bool ok = len == 0 || (mr != nullptr && mr->pd == q.pd && (mr->access & need) &&
+                               (q.attr.qp_access_flags & need) && mr->covers(hdr.raddr, len));
+  if (!ok) {
+    cur.kind = Pending::Nak;
+    cur.syndrome = Syndrome::RemoteAccess;
+    return true;
+  }
+  if (read) {
+    cur.kind = Pending::ReadReq;
+    return true;
+  }
+  if (len > 0) dest.push_back({reinterpret_cast<void*>(hdr.raddr), len});
+  cur.kind = Pending::Write;
+  return t == FrameType::Write;
+}
+
+// RNR: no receive is posted. The frame waits; a timer retries it.
+[[gnu::cold, gnu::noinline]] void Conn::waitForReceive(Qp& q) {
+  dest.clear();
+  block = Block::Rnr;
+  if (rnr_timer) return;
+  rnr_timer = true;
+  q.rnr_events++;
+  count(Counter::SendRnr);
+  std::weak_ptr<Conn> w = weak_from_this();
+  auto delay = std::chrono::microseconds(kRnrMicros[q.attr.min_rnr_timer & 31]);
+  Fabric::get().schedule(Clock::now() + delay, [w] {
+    if (auto c = w.lock()) c->onRnrTimer();
+  });
+}
+
+// A SEND's payload goes into the receive's buffers, each checked.
+[[gnu::always_inline]] inline void Conn::targetReceive(Qp& q, const RecvWqe& wqe,
+                                                       const ibv_sge* sg) {
   uint64_t room = 0;
   bool prot_ok = true;
   for (uint32_t i = 0; i < wqe.num_sge; i++) {
@@ -614,12 +607,51 @@ bool Conn::handleRequest(Qp& q) {
     cur.syndrome = Syndrome::RemoteInvalidRequest;
   }
   if (cur.status != IBV_WC_SUCCESS) dest.clear();
+}
+
+// A request from the peer's send queue (this side is the responder). q.mu held.
+bool Conn::handleRequest(Qp& q) {
+  auto t = static_cast<FrameType>(hdr.type);
+  ibv_qp_state st = q.qp.state;
+  if (st == IBV_QPS_RESET || st == IBV_QPS_INIT) {
+    block = Block::NotReady;
+    return false;
+  }
+  if (st == IBV_QPS_ERR || discard_requests) return true;
+  if (hdr.psn != rx_psn) {
+    fail("request out of sequence");
+    return false;
+  }
+  if (t == FrameType::ReadReq && hdr.len != 0) {
+    fail("READ request with payload");
+    return false;
+  }
+  if (t == FrameType::FetchAdd || t == FrameType::CmpSwap) return atomicRequest(q);
+  if (t == FrameType::Write || t == FrameType::WriteImm || t == FrameType::ReadReq)
+    if (remoteAccess(q, t)) return true;
+  // SEND, SEND with immediate and WRITE with immediate consume a receive.
+  RecvWqe wqe;
+  const ibv_sge* sg = nullptr;
+  if (!popReceive(q, wqe, sg)) {
+    waitForReceive(q);
+    return false;
+  }
+  rnr_tries = 0;
+  cur.wqe = wqe;
+  cur.byte_len = hdr.len;
+  if (cur.kind == Pending::Write) {  // WRITE with immediate: data already targeted
+    cur.kind = Pending::Recv;
+    return true;
+  }
+  cur.kind = Pending::Recv;
+  targetReceive(q, wqe, sg);
   return true;
 }
 
 // A response to this side's requests. q.mu held.
 bool Conn::handleResponse(Qp& q) {
   auto t = static_cast<FrameType>(hdr.type);
+  if (t == FrameType::AtomicResp) return atomicResponse(q);
   if (t != FrameType::ReadResp) {
     if (hdr.len != 0) {
       fail("ACK/NAK with payload");
@@ -689,6 +721,10 @@ void Conn::finishRequest(Qp& q) {
     discard_requests = true;
     return;
   }
+  if (cur.kind == Pending::Atomic) {
+    executeAtomic(q);
+    return;
+  }
   if (cur.kind == Pending::ReadReq) {
     // The response acknowledges every earlier request too.
     ack_pending = false;
@@ -696,8 +732,8 @@ void Conn::finishRequest(Qp& q) {
     h.type = static_cast<uint8_t>(FrameType::ReadResp);
     h.psn = hdr.psn;
     h.len = hdr.imm;
-    TxIov v[2] = {{&h, sizeof h, false, true},
-                  {reinterpret_cast<void*>(hdr.raddr), hdr.imm, false}};
+    TxIov v[2] = {{&h, sizeof h, false, true, false},
+                  {reinterpret_cast<void*>(hdr.raddr), hdr.imm, false, false, false}};
     sendv(v, hdr.imm > 0 ? 2 : 1);
     return;
   }

@@ -380,7 +380,7 @@ SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->max_qp_rd_atom = kMaxRdAtom;
   a->max_qp_init_rd_atom = kMaxRdAtom;
   a->max_res_rd_atom = kMaxRdAtom * (1 << 16);
-  a->atomic_cap = IBV_ATOMIC_NONE;
+  a->atomic_cap = IBV_ATOMIC_HCA;  // as rxe: atomic against other atomics of the device
   a->max_srq = 1 << 16;
   a->max_srq_wr = kMaxSrqWr;
   a->max_srq_sge = kMaxSge;

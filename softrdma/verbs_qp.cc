@@ -66,6 +66,10 @@ ibv_wc_opcode wcOpcode(ibv_wr_opcode op) {
       return IBV_WC_RDMA_WRITE;
     case IBV_WR_RDMA_READ:
       return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+      return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      return IBV_WC_FETCH_ADD;
     default:
       return IBV_WC_SEND;
   }
@@ -212,7 +216,9 @@ void Qp::sendCompletion(const SendWqe& w, ibv_wc_status st) {
     wc.wr_id = w.wr_id;
     wc.status = st;
     wc.opcode = w.opcode;
-    wc.byte_len = w.opcode == IBV_WC_RDMA_READ ? w.byte_len : 0;
+    const bool fetched = w.opcode == IBV_WC_RDMA_READ || w.opcode == IBV_WC_COMP_SWAP ||
+                         w.opcode == IBV_WC_FETCH_ADD;
+    wc.byte_len = fetched ? w.byte_len : 0;
     wc.qp_num = qp.qp_num;
     if (!destroyed) scq->push(wc, false);
     sq_used -= 1 + unsignaled_done;
@@ -347,14 +353,18 @@ int Qp::modify(ibv_qp_attr* a, int mask) {
 
 namespace {
 
+// RDMA_WRITE (0) … ATOMIC_FETCH_AND_ADD (6): every opcode up to the atomics.
 bool opcodeSupported(ibv_wr_opcode op) {
-  return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE ||
-         op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_RDMA_READ;
+  static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 && IBV_WR_SEND == 2 &&
+                IBV_WR_SEND_WITH_IMM == 3 && IBV_WR_RDMA_READ == 4 &&
+                IBV_WR_ATOMIC_CMP_AND_SWP == 5 && IBV_WR_ATOMIC_FETCH_AND_ADD == 6);
+  return static_cast<unsigned>(op) <= IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
 // The checks a device makes of each work request when it is posted
-// (the queue's room apart): EINVAL or 0. qp.mu held.
-int checkWr(const Qp& qp, const ibv_send_wr* w) {
+// (the queue's room apart): EINVAL or 0. qp.mu held. `wr_api`: built with
+// the ibv_wr_* API, whose builders check less (atomics.cc).
+int checkWr(const Qp& qp, const ibv_send_wr* w, bool wr_api) {
   bool inl = (w->send_flags & IBV_SEND_INLINE) != 0;
   if (!opcodeSupported(w->opcode)) return EINVAL;
   if (w->num_sge < 0 || static_cast<uint32_t>(w->num_sge) > qp.cap.max_send_sge ||
@@ -364,6 +374,7 @@ int checkWr(const Qp& qp, const ibv_send_wr* w) {
   for (int i = 0; i < w->num_sge; i++)
     len += w->sg_list[i].length;
   if ((inl && len > qp.cap.max_inline_data) || len > kMaxFramePayload) return EINVAL;
+  if (w->opcode >= IBV_WR_ATOMIC_CMP_AND_SWP && !atomicWrValid(*w, len, wr_api)) return EINVAL;
   return 0;
 }
 
@@ -373,6 +384,109 @@ int postSendOp(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
   return postSend(reinterpret_cast<Qp*>(q), wr, bad, false);
 }
 
+namespace {
+
+// postSend is the doorbell of every send: its common path (one request,
+// SEND or WRITE, checked, queued, framed) stays in the one function below,
+// and what is rare is a cold helper that keeps it out of the way. The
+// always-inline helpers are steps of that path, named, and compiled as if
+// they were written in place.
+constexpr int kBatch = 64;  // frames per write to the connection
+
+// All or nothing (the ibv_wr_* API): every request checked, and room for
+// all of them, before any is posted.
+[[gnu::cold, gnu::noinline]] int checkAll(const Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  uint32_t n = 0;
+  for (ibv_send_wr* w = wr; w != nullptr; w = w->next, n++) {
+    if (int rc = checkWr(qp, w, true); rc != 0) {
+      *bad = w;
+      return rc;
+    }
+  }
+  if (n > qp.cap.max_send_wr - qp.sq_used) {
+    *bad = wr;
+    return ENOMEM;
+  }
+  return 0;
+}
+
+// A READ's (or an atomic's) local SGEs, kept for its response.
+[[gnu::cold, gnu::noinline]] void keepReadSges(Qp* qp, const ibv_send_wr& w, SendWqe& e) {
+  e.num_sge = static_cast<uint32_t>(w.num_sge);
+  e.sge_off = qp->sq_slot * qp->cap.max_send_sge;
+  qp->sq_slot = (qp->sq_slot + 1) % qp->cap.max_send_wr;
+  if (w.num_sge > 0) memcpy(&qp->sq_sges[e.sge_off], w.sg_list, sizeof(ibv_sge) * w.num_sge);
+}
+
+// A request held back behind a failed one (or failed itself): completed
+// with its error when it reaches the head of the queue.
+[[gnu::cold, gnu::noinline]] void holdBack(Qp* qp, const SendWqe& e) {
+  if (qp->sq.size() == 1) qp->completeSendsUpTo(e.psn - 1, IBV_WC_SUCCESS, false);
+}
+
+// Inline data is copied into the slot of frame nhdr of buf, since the
+// program may reuse its buffer at once. Returns the copy.
+[[gnu::noinline]] uint8_t* copyInline(std::vector<uint8_t>& buf, int nhdr, const ibv_send_wr& w) {
+  if (buf.empty()) buf.resize(static_cast<size_t>(kBatch) * kMaxInline);
+  uint8_t* start = &buf[static_cast<size_t>(nhdr) * kMaxInline];
+  uint8_t* p = start;
+  for (int i = 0; i < w.num_sge; i++) {
+    memcpy(p, reinterpret_cast<void*>(w.sg_list[i].addr), w.sg_list[i].length);
+    p += w.sg_list[i].length;
+  }
+  return start;
+}
+
+[[gnu::always_inline]] inline void fillWqe(SendWqe& e, const Qp* qp, const ibv_send_wr& w,
+                                           uint64_t len) {
+  e.wr_id = w.wr_id;
+  e.opcode = wcOpcode(w.opcode);
+  e.byte_len = static_cast<uint32_t>(len);
+  e.signaled = qp->sq_sig_all || (w.send_flags & IBV_SEND_SIGNALED);
+  e.preset = IBV_WC_SUCCESS;
+}
+
+[[gnu::always_inline]] inline void fillHeader(FrameHeader& h, const Qp* qp, const ibv_send_wr& w,
+                                              const SendWqe& e, uint64_t len) {
+  const bool is_read = w.opcode == IBV_WR_RDMA_READ;
+  h = FrameHeader{};
+  h.type = static_cast<uint8_t>(frameType(w.opcode));
+  h.flags = (w.send_flags & IBV_SEND_SOLICITED) ? kFlagSolicited : 0;
+  if (e.signaled) h.flags |= kFlagAckNow;
+  h.rnr_retry = qp->attr.rnr_retry;
+  h.psn = e.psn;
+  if (w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+    h.imm = w.imm_data;
+  if (w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || is_read) {
+    h.raddr = w.wr.rdma.remote_addr;
+    h.rkey = w.wr.rdma.rkey;
+  }
+  if (is_read) {
+    h.imm = static_cast<uint32_t>(len);  // requested length; no payload
+  } else {
+    h.len = static_cast<uint32_t>(len);
+  }
+}
+
+// The payload's pieces after the header of frame nhdr: a copy of inline
+// data (in inl_buf), or the program's own buffers. Returns the new count.
+[[gnu::always_inline]] inline int addPayload(Conn::TxIov* iov, int niov, const ibv_send_wr& w,
+                                             uint64_t len, std::vector<uint8_t>& inl_buf,
+                                             int nhdr) {
+  if ((w.send_flags & IBV_SEND_INLINE) != 0) {
+    iov[niov++] = {copyInline(inl_buf, nhdr, w), static_cast<size_t>(len), false, false, true};
+    return niov;
+  }
+  for (int i = 0; i < w.num_sge; i++) {
+    if (w.sg_list[i].length == 0) continue;
+    iov[niov++] = {reinterpret_cast<void*>(w.sg_list[i].addr), w.sg_list[i].length, true, false,
+                   true};
+  }
+  return niov;
+}
+
+}  // namespace
+
 int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
   std::unique_lock lk(qp->mu);
   ibv_qp_state st = qp->qp.state;
@@ -380,22 +494,11 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
     *bad = wr;
     return EINVAL;
   }
-  if (all_or_nothing) {
-    uint32_t n = 0;
-    for (ibv_send_wr* w = wr; w != nullptr; w = w->next, n++) {
-      if (int rc = checkWr(*qp, w); rc != 0) {
-        *bad = w;
-        return rc;
-      }
-    }
-    if (n > qp->cap.max_send_wr - qp->sq_used) {
-      *bad = wr;
-      return ENOMEM;
-    }
-  }
-  constexpr int kBatch = 64;
+  if (all_or_nothing)
+    if (int rc = checkAll(*qp, wr, bad); rc != 0) return rc;
   Conn::TxIov iov[kBatch * 2 + kMaxSge];
   FrameHeader hdrs[kBatch];
+  AtomicArgs args[kBatch];  // the operands of atomic requests
   // Inline payloads of this call, until the connection has taken them (the
   // QP's lock is released before that): the calling thread's own buffer.
   static thread_local std::vector<uint8_t> inl_buf;
@@ -410,78 +513,40 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
     return err;
   };
   for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
-    bool inl_flag = (w->send_flags & IBV_SEND_INLINE) != 0;
-    if (int rc = checkWr(*qp, w); rc != 0) return reject(w, rc);
+    if (int rc = checkWr(*qp, w, all_or_nothing); rc != 0) return reject(w, rc);
     uint64_t len = 0;
     for (int i = 0; i < w->num_sge; i++)
       len += w->sg_list[i].length;
     if (qp->sq_used >= qp->cap.max_send_wr) return reject(w, ENOMEM);
     SendWqe e{};
-    e.wr_id = w->wr_id;
-    e.opcode = wcOpcode(w->opcode);
-    e.byte_len = static_cast<uint32_t>(len);
-    e.signaled = qp->sq_sig_all || (w->send_flags & IBV_SEND_SIGNALED);
-    e.preset = IBV_WC_SUCCESS;
+    fillWqe(e, qp, *w, len);
     qp->sq_used++;
     if (st == IBV_QPS_ERR || st == IBV_QPS_SQE) {
       qp->sendCompletion(e, IBV_WC_WR_FLUSH_ERR);
       continue;
     }
-    bool is_read = w->opcode == IBV_WR_RDMA_READ;
-    if (!inl_flag && !sgesValid(qp, w->sg_list, w->num_sge, is_read))
+    // READ and the atomics (the opcodes from READ on) fetch into their SGEs.
+    const bool fetches = w->opcode >= IBV_WR_RDMA_READ;
+    if ((w->send_flags & IBV_SEND_INLINE) == 0 && !sgesValid(qp, w->sg_list, w->num_sge, fetches))
       e.preset = IBV_WC_LOC_PROT_ERR;
     if (qp->transport_lost || !qp->conn) e.preset = IBV_WC_RETRY_EXC_ERR;
     e.psn = qp->next_psn++;
-    if (is_read) {
-      e.num_sge = static_cast<uint32_t>(w->num_sge);
-      e.sge_off = qp->sq_slot * qp->cap.max_send_sge;
-      qp->sq_slot = (qp->sq_slot + 1) % qp->cap.max_send_wr;
-      if (w->num_sge > 0) memcpy(&qp->sq_sges[e.sge_off], w->sg_list, sizeof(ibv_sge) * w->num_sge);
-    }
+    if (fetches) keepReadSges(qp, *w, e);
     qp->sq.push_back(e);
     if (e.preset != IBV_WC_SUCCESS) qp->sq_halted = true;
     if (qp->sq_halted) {
-      if (qp->sq.size() == 1) qp->completeSendsUpTo(e.psn - 1, IBV_WC_SUCCESS, false);
+      holdBack(qp, e);
       continue;  // not transmitted; later requests will be flushed
     }
     if (nhdr == kBatch || niov + 2 + w->num_sge > static_cast<int>(std::size(iov))) flush();
-    FrameHeader& h = hdrs[nhdr];
-    h = FrameHeader{};
-    h.type = static_cast<uint8_t>(frameType(w->opcode));
-    h.flags = (w->send_flags & IBV_SEND_SOLICITED) ? kFlagSolicited : 0;
-    if (e.signaled) h.flags |= kFlagAckNow;
-    h.rnr_retry = qp->attr.rnr_retry;
-    h.psn = e.psn;
-    if (w->opcode == IBV_WR_SEND_WITH_IMM || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-      h.imm = w->imm_data;
-    if (w->opcode == IBV_WR_RDMA_WRITE || w->opcode == IBV_WR_RDMA_WRITE_WITH_IMM || is_read) {
-      h.raddr = w->wr.rdma.remote_addr;
-      h.rkey = w->wr.rdma.rkey;
+    if (w->opcode > IBV_WR_RDMA_READ) {
+      niov = addAtomicFrame(hdrs[nhdr], args[nhdr], iov, niov, *qp, *w, e);
+      nhdr++;
+      continue;
     }
-    if (is_read) {
-      h.imm = static_cast<uint32_t>(len);  // requested length; no payload
-    } else {
-      h.len = static_cast<uint32_t>(len);
-    }
-    iov[niov++] = {&h, sizeof h, false, true, true};
-    if (!is_read && len > 0) {
-      if (inl_flag) {
-        if (inl_buf.empty()) inl_buf.resize(static_cast<size_t>(kBatch) * kMaxInline);
-        uint8_t* p = &inl_buf[static_cast<size_t>(nhdr) * kMaxInline];
-        for (int i = 0; i < w->num_sge; i++) {
-          memcpy(p, reinterpret_cast<void*>(w->sg_list[i].addr), w->sg_list[i].length);
-          p += w->sg_list[i].length;
-        }
-        iov[niov++] = {&inl_buf[static_cast<size_t>(nhdr) * kMaxInline], static_cast<size_t>(len),
-                       false, false, true};
-      } else {
-        for (int i = 0; i < w->num_sge; i++) {
-          if (w->sg_list[i].length == 0) continue;
-          iov[niov++] = {reinterpret_cast<void*>(w->sg_list[i].addr), w->sg_list[i].length, true,
-                         false, true};
-        }
-      }
-    }
+    fillHeader(hdrs[nhdr], qp, *w, e, len);
+    iov[niov++] = {&hdrs[nhdr], sizeof(FrameHeader), false, true, true};
+    if (!fetches && len > 0) niov = addPayload(iov, niov, *w, len, inl_buf, nhdr);
     nhdr++;
   }
   if (niov > 0 && qp->conn) {

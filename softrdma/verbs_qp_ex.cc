@@ -4,8 +4,9 @@
 // function pointers of struct ibv_qp_ex, which ibv_qp_to_qp_ex returns for a
 // QP made by ibv_create_qp_ex. As in rxe, only the builders asked for in
 // send_ops_flags are set, and the operations rxe has beyond softrdma's
-// (atomics, memory windows, send with invalidate) are refused at creation
-// with EOPNOTSUPP.
+// (memory windows, local invalidate, send with invalidate) are refused at
+// creation with EOPNOTSUPP. The atomic builders check nothing, as rxe's:
+// a misaligned remote address fails at the responder (atomics.cc).
 //
 // Between ibv_wr_start and ibv_wr_complete the QP's wr_mu is held (the
 // provider's critical section) and the work requests are collected in the
@@ -27,7 +28,8 @@ constexpr uint32_t kQpInitMaskSupported =
     IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 constexpr uint64_t kRcSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                                 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                                IBV_QP_EX_WITH_RDMA_READ;
+                                IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                                IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 // The flags a work request of this API takes from wr_flags (inline data
 // comes through the inline setters).
 constexpr unsigned kWrFlags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_FENCE;
@@ -85,6 +87,22 @@ void wrRdmaRead(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr) {
   PendingWr& p = build(x, IBV_WR_RDMA_READ);
   p.wr.wr.rdma.remote_addr = remote_addr;
   p.wr.wr.rdma.rkey = rkey;
+}
+
+void wrAtomicCmpSwp(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr, uint64_t compare,
+                    uint64_t swap) {
+  PendingWr& p = build(x, IBV_WR_ATOMIC_CMP_AND_SWP);
+  p.wr.wr.atomic.remote_addr = remote_addr;
+  p.wr.wr.atomic.rkey = rkey;
+  p.wr.wr.atomic.compare_add = compare;
+  p.wr.wr.atomic.swap = swap;
+}
+
+void wrAtomicFetchAdd(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr, uint64_t add) {
+  PendingWr& p = build(x, IBV_WR_ATOMIC_FETCH_AND_ADD);
+  p.wr.wr.atomic.remote_addr = remote_addr;
+  p.wr.wr.atomic.rkey = rkey;
+  p.wr.wr.atomic.compare_add = add;
 }
 
 void wrSetSge(ibv_qp_ex* x, uint32_t lkey, uint64_t addr, uint32_t length) {
@@ -184,6 +202,8 @@ void setWrOps(Qp* qp, uint64_t flags) {
   if (flags & IBV_QP_EX_WITH_RDMA_WRITE) x.wr_rdma_write = wrRdmaWrite;
   if (flags & IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM) x.wr_rdma_write_imm = wrRdmaWriteImm;
   if (flags & IBV_QP_EX_WITH_RDMA_READ) x.wr_rdma_read = wrRdmaRead;
+  if (flags & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP) x.wr_atomic_cmp_swp = wrAtomicCmpSwp;
+  if (flags & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) x.wr_atomic_fetch_add = wrAtomicFetchAdd;
   x.wr_set_sge = wrSetSge;
   x.wr_set_sge_list = wrSetSgeList;
   x.wr_set_inline_data = wrSetInlineData;

@@ -29,10 +29,13 @@ enum class FrameType : uint8_t {
   Write = 18,
   WriteImm = 19,
   ReadReq = 20,
+  FetchAdd = 21,  // AtomicArgs; raddr/rkey: the remote 8 bytes
+  CmpSwap = 22,   // AtomicArgs
   // Responses (responder → requester).
-  Ack = 32,       // every request with psn <= hdr.psn is done
-  Nak = 33,       // request hdr.psn failed with hdr.syndrome
-  ReadResp = 34,  // data for READ hdr.psn; acknowledges every earlier request
+  Ack = 32,         // every request with psn <= hdr.psn is done
+  Nak = 33,         // request hdr.psn failed with hdr.syndrome
+  ReadResp = 34,    // data for READ hdr.psn; acknowledges every earlier request
+  AtomicResp = 35,  // the original 8 bytes for atomic hdr.psn; acknowledges the earlier ones
 };
 
 // NAK syndromes.
@@ -67,6 +70,13 @@ struct FrameHeader {
 static_assert(sizeof(FrameHeader) == 32, "wire header is 32 bytes");
 
 // The READ_REQ carries the requested length in `imm` (it has no payload).
+
+// The payload of an atomic request (FetchAdd: `compare_add` is the addend).
+struct AtomicArgs {
+  uint64_t compare_add;
+  uint64_t swap;
+};
+static_assert(sizeof(AtomicArgs) == 16, "atomic request payload");
 
 // CM handshake payload (REQ, REP, REJ).
 struct CmMessage {

@@ -4,6 +4,10 @@
 # client with a timeout, then waits for the server. Every process it starts is stopped.
 #
 #   run_pair.sh SOFTRDMA_RUN rping|rdma_server|rdma_xserver|ibv_rc_pingpong
+#   run_pair.sh SOFTRDMA_RUN ib_atomic_bw|ib_atomic_lat|ib_read_lat|ib_write_lat [ARGS...]
+#
+# The perftest programs (Debian package perftest) run with ARGS on both sides (e.g. -n 200,
+# -R for rdma_cm); the client must print its result table.
 #
 # rdma_xserver pairs rdma_xserver and rdma_xclient with RC (-c r): the client sends 16 bytes
 # inline on a QP that asked for no inline data, which the device's grant allows.
@@ -16,16 +20,25 @@ set -u
 
 run=$1
 pair=$2
+shift 2
+extra=("$@")  # perftest: the arguments of both sides
 deadline=20  # seconds for each program
 
 log_dir=$(mktemp -d)
 server_pid=
 
-cleanup() {
+# The server runs under timeout, which passes a SIGTERM on to it and SIGKILLs it 2 s later
+# (-k 2); killing timeout itself would leave the server running (a perftest server spins).
+stop_server() {
   if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -KILL "$server_pid" 2>/dev/null
+    kill -TERM "$server_pid" 2>/dev/null
     wait "$server_pid" 2>/dev/null
   fi
+  server_pid=
+}
+
+cleanup() {
+  stop_server
   rm -rf "$log_dir"
 }
 trap cleanup EXIT
@@ -61,6 +74,9 @@ start_server() {
              >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     ibv_rc_pingpong) timeout -k 2 $deadline "$run" ibv_rc_pingpong -g 0 -e -n 500 -s 8192 \
              -p "$port" >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    ib_atomic_bw|ib_atomic_lat|ib_read_lat|ib_write_lat)
+      timeout -k 2 $deadline "$run" "$pair" "${extra[@]}" -p "$port" \
+             >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     *) echo "unknown pair $pair" >&2; exit 2 ;;
   esac
   server_pid=$!
@@ -77,6 +93,8 @@ run_client() {
              >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
     ibv_rc_pingpong) timeout -k 2 $deadline "$run" ibv_rc_pingpong -g 0 -e -n 500 -s 8192 \
              -p "$port" 127.0.0.1 >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+    ib_*) timeout -k 2 $deadline "$run" "$pair" "${extra[@]}" -p "$port" 127.0.0.1 \
+             >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
   esac
 }
 
@@ -90,9 +108,7 @@ for attempt in 1 2 3; do
     sleep 0.1
   done
   listening "$port" && break
-  kill -KILL "$server_pid" 2>/dev/null
-  wait "$server_pid" 2>/dev/null
-  server_pid=
+  stop_server
   [ "$attempt" = 3 ] && fail "the server never listened on 127.0.0.1:$port"
 done
 
@@ -116,6 +132,9 @@ fi
 if [ "$pair" = rdma_xserver ]; then
   grep -q "rdma_xserver: end 0" "$log_dir/server.out" || fail "rdma_xserver did not report success"
 fi
+case $pair in
+  ib_*) grep -Eq "^ +#bytes" "$log_dir/client.out" || fail "$pair printed no results" ;;
+esac
 if [ "$pair" = ibv_rc_pingpong ]; then
   grep -q "500 iters in" "$log_dir/client.out" || fail "ibv_rc_pingpong did not complete 500 iterations"
 fi
