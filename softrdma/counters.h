@@ -20,6 +20,9 @@ enum class Counter : unsigned {
   // softrdma's own (no rxe counterpart): rdma_connect or rdma_accept on a QP
   // with no receive posted (on its RQ or SRQ), the race that ends in RNR.
   ConnectWithoutRecv,  // connect_without_recv
+  // softrdma's own: UD datagrams a QP accepted (ready to receive, qkey
+  // matched), taken by a receive WQE or dropped for want of one.
+  UdAccepted,  // ud_accepted
   kCount,
 };
 

@@ -3,13 +3,13 @@
 # softrdma: starts the server under softrdma-run, waits until its TCP port listens, runs the
 # client with a timeout, then waits for the server. Every process it starts is stopped.
 #
-#   run_pair.sh SOFTRDMA_RUN rping|rdma_server|rdma_xserver|ibv_rc_pingpong
+#   run_pair.sh SOFTRDMA_RUN rping|rdma_server|rdma_xserver|ibv_rc_pingpong|ibv_ud_pingpong
 #
 # rdma_xserver pairs rdma_xserver and rdma_xclient with RC (-c r): the client sends 16 bytes
 # inline on a QP that asked for no inline data, which the device's grant allows.
 #
-# ibv_rc_pingpong's server listens on every address, so run that pair only in
-# a private network namespace (run_netns.sh).
+# ibv_rc_pingpong's and ibv_ud_pingpong's servers listen on every address, so
+# run those pairs only in a private network namespace (run_netns.sh).
 #
 # Exit status 0 when both programs exit 0 (and the client reports success).
 set -u
@@ -61,6 +61,8 @@ start_server() {
              >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     ibv_rc_pingpong) timeout -k 2 $deadline "$run" ibv_rc_pingpong -g 0 -e -n 500 -s 8192 \
              -p "$port" >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    ibv_ud_pingpong) timeout -k 2 $deadline "$run" ibv_ud_pingpong -g 0 -e -n 200 -s 2048 \
+             -p "$port" >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     *) echo "unknown pair $pair" >&2; exit 2 ;;
   esac
   server_pid=$!
@@ -76,6 +78,8 @@ run_client() {
     rdma_xserver) timeout -k 2 $deadline "$run" rdma_xclient -s 127.0.0.1 -p "$port" -c r \
              >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
     ibv_rc_pingpong) timeout -k 2 $deadline "$run" ibv_rc_pingpong -g 0 -e -n 500 -s 8192 \
+             -p "$port" 127.0.0.1 >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+    ibv_ud_pingpong) timeout -k 2 $deadline "$run" ibv_ud_pingpong -g 0 -e -n 200 -s 2048 \
              -p "$port" 127.0.0.1 >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
   esac
 }
@@ -118,5 +122,8 @@ if [ "$pair" = rdma_xserver ]; then
 fi
 if [ "$pair" = ibv_rc_pingpong ]; then
   grep -q "500 iters in" "$log_dir/client.out" || fail "ibv_rc_pingpong did not complete 500 iterations"
+fi
+if [ "$pair" = ibv_ud_pingpong ]; then
+  grep -q "200 iters in" "$log_dir/client.out" || fail "ibv_ud_pingpong did not complete 200 iterations"
 fi
 echo "PASS: $pair on port $port"
