@@ -617,6 +617,13 @@ struct CmId {
   ibv_sa_path_rec path{};
   bool owns_channel = false;  // a synchronous id's private channel
   bool peer_gone = false;
+  // Multicast groups joined through this id (cm_ud.cc).
+  struct Join {
+    sockaddr_storage addr;
+    ibv_gid mgid;
+    bool send_only;
+  };
+  std::vector<Join> joins;
 };
 CmId* toCmId(rdma_cm_id* id);
 

@@ -3,13 +3,18 @@
 # softrdma: starts the server under softrdma-run, waits until its TCP port listens, runs the
 # client with a timeout, then waits for the server. Every process it starts is stopped.
 #
-#   run_pair.sh SOFTRDMA_RUN rping|rdma_server|rdma_xserver|ibv_rc_pingpong|ibv_ud_pingpong
+#   run_pair.sh SOFTRDMA_RUN rping|rdma_server|rdma_xserver|ibv_rc_pingpong|ibv_ud_pingpong|
+#               udaddy|mckey|ib_send_bw_ud|ib_send_bw_ud_cm
 #
 # rdma_xserver pairs rdma_xserver and rdma_xclient with RC (-c r): the client sends 16 bytes
 # inline on a QP that asked for no inline data, which the device's grant allows.
 #
-# ibv_rc_pingpong's and ibv_ud_pingpong's servers listen on every address, so
-# run those pairs only in a private network namespace (run_netns.sh).
+# ibv_rc_pingpong's, ibv_ud_pingpong's and ib_send_bw's servers listen on every
+# address, udaddy's on a fixed port (7174) and mckey has no port at all (its
+# receiver is ready once it has printed that it joined the group), so run
+# those pairs only in a private network namespace (run_netns.sh).
+# ib_send_bw_ud pairs perftest's ib_send_bw -c UD (addresses exchanged over
+# TCP), ib_send_bw_ud_cm the same with -R (rdma_cm, RDMA_PS_UDP).
 #
 # Exit status 0 when both programs exit 0 (and the client reports success).
 set -u
@@ -20,6 +25,7 @@ deadline=20  # seconds for each program
 
 log_dir=$(mktemp -d)
 server_pid=
+group=239.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))  # mckey's
 
 cleanup() {
   if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
@@ -63,6 +69,14 @@ start_server() {
              -p "$port" >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     ibv_ud_pingpong) timeout -k 2 $deadline "$run" ibv_ud_pingpong -g 0 -e -n 200 -s 2048 \
              -p "$port" >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    udaddy) timeout -k 2 $deadline "$run" udaddy -b 127.0.0.1 -C 10 \
+             >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    mckey) timeout -k 2 $deadline stdbuf -oL "$run" mckey -m "$group" -b 127.0.0.1 -C 10 \
+             >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    ib_send_bw_ud) timeout -k 2 $deadline "$run" ib_send_bw -c UD -n 200 -p "$port" \
+             >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    ib_send_bw_ud_cm) timeout -k 2 $deadline "$run" ib_send_bw -c UD -R -n 200 -p "$port" \
+             >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     *) echo "unknown pair $pair" >&2; exit 2 ;;
   esac
   server_pid=$!
@@ -81,23 +95,40 @@ run_client() {
              -p "$port" 127.0.0.1 >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
     ibv_ud_pingpong) timeout -k 2 $deadline "$run" ibv_ud_pingpong -g 0 -e -n 200 -s 2048 \
              -p "$port" 127.0.0.1 >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+    udaddy) timeout -k 2 $deadline "$run" udaddy -s 127.0.0.1 -C 10 \
+             >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+    mckey) timeout -k 2 $deadline "$run" mckey -m "$group" -b 127.0.0.1 -s -C 10 \
+             >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+    ib_send_bw_ud) timeout -k 2 $deadline "$run" ib_send_bw -c UD -n 200 -p "$port" 127.0.0.1 \
+             >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+    ib_send_bw_ud_cm) timeout -k 2 $deadline "$run" ib_send_bw -c UD -R -n 200 -p "$port" \
+             127.0.0.1 >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+  esac
+}
+
+# Ready to serve: listening on its port, or (mckey) joined to the group.
+server_ready() {
+  case $pair in
+    mckey) grep -q "joined dgid" "$log_dir/server.out" ;;
+    *) listening "$1" ;;
   esac
 }
 
 # Start the server; if its port was taken in the meantime, try another one.
 for attempt in 1 2 3; do
   port=$(pick_port) || fail "no free port"
+  [ "$pair" = udaddy ] && port=7174  # udaddy's only port (a private namespace)
   start_server "$port"
   for i in $(seq 1 100); do  # bounded: at most ~10 s
-    listening "$port" && break
+    server_ready "$port" && break
     kill -0 "$server_pid" 2>/dev/null || break
     sleep 0.1
   done
-  listening "$port" && break
+  server_ready "$port" && break
   kill -KILL "$server_pid" 2>/dev/null
   wait "$server_pid" 2>/dev/null
   server_pid=
-  [ "$attempt" = 3 ] && fail "the server never listened on 127.0.0.1:$port"
+  [ "$attempt" = 3 ] && fail "the server was never ready (port $port)"
 done
 
 run_client "$port"
@@ -126,4 +157,13 @@ fi
 if [ "$pair" = ibv_ud_pingpong ]; then
   grep -q "200 iters in" "$log_dir/client.out" || fail "ibv_ud_pingpong did not complete 200 iterations"
 fi
+case $pair in
+  udaddy|mckey)
+    for side in server client; do
+      grep -q "data transfers complete" "$log_dir/$side.out" || fail "$pair $side: no data transfers"
+      grep -q "return status 0" "$log_dir/$side.out" || fail "$pair $side did not report success"
+    done ;;
+  ib_send_bw_ud*)
+    grep -Eq "^ *4096 +200 " "$log_dir/client.out" || fail "ib_send_bw did not report 200 iterations" ;;
+esac
 echo "PASS: $pair on port $port"
