@@ -28,6 +28,7 @@ constexpr uint32_t kQpInitMaskSupported =
 constexpr uint64_t kRcSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                                 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
                                 IBV_QP_EX_WITH_RDMA_READ;
+constexpr uint64_t kUdSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;  // rxe's
 // The flags a work request of this API takes from wr_flags (inline data
 // comes through the inline setters).
 constexpr unsigned kWrFlags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_FENCE;
@@ -85,6 +86,15 @@ void wrRdmaRead(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr) {
   PendingWr& p = build(x, IBV_WR_RDMA_READ);
   p.wr.wr.rdma.remote_addr = remote_addr;
   p.wr.wr.rdma.rkey = rkey;
+}
+
+// UD: the destination of the last work request built.
+void wrSetUdAddr(ibv_qp_ex* x, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+  PendingWr* p = last(toQp(x));
+  if (p == nullptr) return;
+  p->wr.wr.ud.ah = ah;
+  p->wr.wr.ud.remote_qpn = remote_qpn;
+  p->wr.wr.ud.remote_qkey = remote_qkey;
 }
 
 void wrSetSge(ibv_qp_ex* x, uint32_t lkey, uint64_t addr, uint32_t length) {
@@ -184,6 +194,7 @@ void setWrOps(Qp* qp, uint64_t flags) {
   if (flags & IBV_QP_EX_WITH_RDMA_WRITE) x.wr_rdma_write = wrRdmaWrite;
   if (flags & IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM) x.wr_rdma_write_imm = wrRdmaWriteImm;
   if (flags & IBV_QP_EX_WITH_RDMA_READ) x.wr_rdma_read = wrRdmaRead;
+  if (qp->qp.qp_type == IBV_QPT_UD) x.wr_set_ud_addr = wrSetUdAddr;
   x.wr_set_sge = wrSetSge;
   x.wr_set_sge_list = wrSetSgeList;
   x.wr_set_inline_data = wrSetInlineData;
@@ -202,10 +213,11 @@ ibv_qp* createQpExOp(ibv_context* ctx, ibv_qp_init_attr_ex* ax) {
   }
   // What rxe's provider refuses (check_qp_init_attr), and the QP types
   // softrdma does not emulate.
+  const uint64_t ops = ax->qp_type == IBV_QPT_UD ? kUdSendOps : kRcSendOps;
   if ((ax->comp_mask & ~kQpInitMaskSupported) ||
       ((ax->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ax->create_flags != 0) ||
-      ax->qp_type != IBV_QPT_RC ||
-      ((ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (ax->send_ops_flags & ~kRcSendOps))) {
+      (ax->qp_type != IBV_QPT_RC && ax->qp_type != IBV_QPT_UD) ||
+      ((ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (ax->send_ops_flags & ~ops))) {
     errno = EOPNOTSUPP;
     return nullptr;
   }

@@ -326,5 +326,43 @@ TEST_F(Ud, MulticastReachesEveryAttachedQpUntilDetached) {
   c.destroy();
 }
 
+TEST_F(Ud, ExtendedQpPostsWithTheWrApiAndAnAddressPerRequest) {
+  ibv_qp_init_attr_ex ax{};
+  ax.send_cq = ax.recv_cq = a_.cq;
+  ax.qp_type = IBV_QPT_UD;
+  ax.cap = {8, 8, 1, 1, 0};
+  ax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  ax.pd = a_.pd;
+  ax.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
+  errno = 0;
+  EXPECT_EQ(nullptr, ibv_create_qp_ex(ctx_, &ax)) << "UD sends only, as rxe";
+  EXPECT_EQ(EOPNOTSUPP, errno);
+  ax.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+  UdEnd x;
+  x.ctx = ctx_;
+  x.qp = ibv_create_qp_ex(ctx_, &ax);
+  ASSERT_NE(nullptr, x.qp) << strerror(errno);
+  ASSERT_NO_FATAL_FAILURE(x.moveToRts());
+  ibv_qp_ex* qpx = ibv_qp_to_qp_ex(x.qp);
+  ASSERT_NE(nullptr, qpx);
+  ASSERT_NE(nullptr, qpx->wr_set_ud_addr);
+  ASSERT_EQ(0, b_.postRecv(1, 0));
+  memcpy(a_.buf.data(), "wr api", 6);
+  ibv_wr_start(qpx);
+  qpx->wr_id = 42;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_send(qpx);
+  ibv_wr_set_ud_addr(qpx, ah_, b_.qp->qp_num, kQkey);
+  ibv_wr_set_sge(qpx, a_.mr->lkey, reinterpret_cast<uint64_t>(a_.buf.data()), 6);
+  ASSERT_EQ(0, ibv_wr_complete(qpx));
+  auto s = a_.poll(1);
+  ASSERT_EQ(1u, s.size());
+  EXPECT_EQ(42u, s[0].wr_id);
+  auto r = b_.poll(1);
+  ASSERT_EQ(1u, r.size());
+  EXPECT_EQ(0, memcmp("wr api", b_.slot(0) + kGrh, 6));
+  EXPECT_EQ(0, ibv_destroy_qp(x.qp));
+}
+
 }  // namespace
 }  // namespace rdmamsg::test
