@@ -389,6 +389,10 @@ SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->max_qp_init_rd_atom = kMaxRdAtom;
   a->max_res_rd_atom = kMaxRdAtom * (1 << 16);
   a->atomic_cap = IBV_ATOMIC_NONE;
+  a->max_ah = 0x7ffc;  // rxe's limits for address handles and multicast
+  a->max_mcast_grp = 8192;
+  a->max_mcast_qp_attach = 56;
+  a->max_total_mcast_qp_attach = 0x70000;
   a->max_srq = 1 << 16;
   a->max_srq_wr = kMaxSrqWr;
   a->max_srq_sge = kMaxSge;
