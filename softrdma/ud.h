@@ -44,8 +44,17 @@ struct UdHeader {
   uint64_t netns;  // the sender's network namespace (inode of /proc/self/ns/net)
   uint8_t sgid[16];
   uint8_t dgid[16];
+  // UC: an RDMA WRITE's target.
+  uint64_t raddr;
+  uint32_t rkey;
+  // The sending QP's type << 16 | the ibv_wr_opcode: a QP takes only
+  // datagrams of its own type.
+  uint32_t opcode;
 };
-static_assert(sizeof(UdHeader) == 72, "UD datagram header layout");
+static_assert(sizeof(UdHeader) == 88, "UD datagram header layout");
+// UC messages travel as one datagram each, so they are limited by the
+// socket buffer (rxe: 2^31 bytes).
+constexpr uint32_t kUcMaxMessage = 256 * 1024;
 
 // An address handle: what ibv_create_ah was given, checked.
 struct Ah {
@@ -78,14 +87,18 @@ struct UdState {
   std::mutex tx_mu;
   std::set<std::string> groups;  // attached multicast GIDs (16 raw bytes each); Qp::mu
 };
+// UD and UC QPs (UC: the same datagrams, to the QP's one destination,
+// without GRH or Q_Key; uc.cc receives them).
 // Opens the QP's socket (ibv_create_qp): 0 or an errno value.
 int udOpen(const std::shared_ptr<Qp>& qp);
 // Closes it and leaves every group (ibv_destroy_qp).
 void udClose(Qp& qp);
 // ibv_post_send on a UD QP (qp.mu not held).
 int udPostSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing);
-// The attributes a UD QP's transition requires (the kernel's qp_state_table).
-bool udTransitionOk(ibv_qp_state from, ibv_qp_state to, int mask);
+// The attributes a UD or UC QP's transition requires (the kernel's qp_state_table).
+bool udTransitionOk(ibv_qp_type type, ibv_qp_state from, ibv_qp_state to, int mask);
+// Places a UC datagram (uc.cc; q.mu held).
+void ucReceive(Qp& q, const UdHeader& h, const uint8_t* payload);
 // Sends one datagram from socket `fd` to the socket of QP `qpn` (the payload
 // is `inl` if not null, else the scatter list): false if it was dropped.
 bool udDeliver(int fd, const UdHeader& h, const ibv_sge* sg, int n, const void* inl, uint32_t qpn);

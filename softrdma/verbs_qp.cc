@@ -310,8 +310,8 @@ int Qp::modify(ibv_qp_attr* a, int mask) {
   ibv_qp_state from = qp.state;
   ibv_qp_state to = (mask & IBV_QP_STATE) ? a->qp_state : from;
   if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != from) return EINVAL;
-  bool ok =
-      qp.qp_type == IBV_QPT_UD ? udTransitionOk(from, to, mask) : transitionOk(from, to, mask);
+  bool ok = qp.qp_type == IBV_QPT_RC ? transitionOk(from, to, mask)
+                                     : udTransitionOk(qp.qp_type, from, to, mask);
   if (!ok) return EINVAL;
   if ((mask & IBV_QP_PORT) && a->port_num != 1) return EINVAL;
   if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > kMaxRdAtom) return EINVAL;
@@ -385,7 +385,7 @@ int postSendOp(ibv_qp* q, ibv_send_wr* wr, ibv_send_wr** bad) {
 }
 
 int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
-  if (qp->qp.qp_type == IBV_QPT_UD) return udPostSend(qp, wr, bad, all_or_nothing);
+  if (qp->qp.qp_type != IBV_QPT_RC) return udPostSend(qp, wr, bad, all_or_nothing);
   std::unique_lock lk(qp->mu);
   ibv_qp_state st = qp->qp.state;
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
@@ -539,7 +539,7 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
     errno = EINVAL;
     return nullptr;
   }
-  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UD) {
+  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UD && a->qp_type != IBV_QPT_UC) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
@@ -578,7 +578,7 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qp->sq_sges.resize(static_cast<size_t>(qp->cap.max_send_wr) * qp->cap.max_send_sge);
   if (qp->srq == nullptr) qp->rq.init(c.max_recv_wr, c.max_recv_sge);
   qp->setState(IBV_QPS_RESET);
-  if (a->qp_type == IBV_QPT_UD) {
+  if (a->qp_type != IBV_QPT_RC) {
     if (int e = udOpen(qp); e != 0) {
       errno = e;
       return nullptr;

@@ -106,7 +106,7 @@ void buildGrh(const UdHeader& h, uint8_t* g) {
 // A QP's socket: the progress thread reads its datagrams.
 struct UdEndpoint : Endpoint {
   std::weak_ptr<Qp> qp;
-  std::vector<uint8_t> buf = std::vector<uint8_t>(sizeof(UdHeader) + kUdMtu + 1);
+  std::vector<uint8_t> buf = std::vector<uint8_t>(sizeof(UdHeader) + kUcMaxMessage + 1);
   void onEvents(uint32_t) override;
 };
 
@@ -156,6 +156,7 @@ void takeWqe(Qp& q) {
 bool accepts(Qp& q, const UdHeader& h) {
   ibv_qp_state st = q.qp.state;
   if (st != IBV_QPS_RTR && st != IBV_QPS_RTS && st != IBV_QPS_SQD) return false;
+  if (h.opcode >> 16 != IBV_QPT_UD || h.len > kUdMtu) return false;  // not a UD SEND
   if (h.netns != netnsId()) return false;  // another network namespace: not reachable
   bool to_me = h.dest_qpn == kMulticastQpn ? mcAttached(q, h.dgid) : h.dest_qpn == q.qp.qp_num;
   return to_me && h.qkey == q.attr.qkey;
@@ -222,10 +223,14 @@ void UdEndpoint::onEvents(uint32_t) {
     if (!q || static_cast<size_t>(n) < sizeof(UdHeader)) continue;
     UdHeader h;
     memcpy(&h, buf.data(), sizeof h);
-    if (h.magic != kUdMagic || h.len > kUdMtu || sizeof h + h.len != static_cast<size_t>(n))
+    if (h.magic != kUdMagic || h.len > kUcMaxMessage || sizeof h + h.len != static_cast<size_t>(n))
       continue;  // not a datagram of ours
     std::lock_guard lk(q->mu);
-    if (!q->destroyed) receive(*q, h, buf.data() + sizeof h);
+    if (q->destroyed) continue;
+    if (q->qp.qp_type == IBV_QPT_UC)
+      ucReceive(*q, h, buf.data() + sizeof h);
+    else
+      receive(*q, h, buf.data() + sizeof h);
   }
 }
 

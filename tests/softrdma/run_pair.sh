@@ -4,17 +4,18 @@
 # client with a timeout, then waits for the server. Every process it starts is stopped.
 #
 #   run_pair.sh SOFTRDMA_RUN rping|rdma_server|rdma_xserver|ibv_rc_pingpong|ibv_ud_pingpong|
-#               udaddy|mckey|ib_send_bw_ud|ib_send_bw_ud_cm
+#               udaddy|mckey|ib_send_bw_ud|ib_send_bw_ud_cm|ibv_uc_pingpong|ib_write_bw_uc
 #
 # rdma_xserver pairs rdma_xserver and rdma_xclient with RC (-c r): the client sends 16 bytes
 # inline on a QP that asked for no inline data, which the device's grant allows.
 #
-# ibv_rc_pingpong's, ibv_ud_pingpong's and ib_send_bw's servers listen on every
+# ibv_rc_pingpong's, ibv_ud_pingpong's, ibv_uc_pingpong's and perftest's servers listen on every
 # address, udaddy's on a fixed port (7174) and mckey has no port at all (its
 # receiver is ready once it has printed that it joined the group), so run
 # those pairs only in a private network namespace (run_netns.sh).
 # ib_send_bw_ud pairs perftest's ib_send_bw -c UD (addresses exchanged over
-# TCP), ib_send_bw_ud_cm the same with -R (rdma_cm, RDMA_PS_UDP).
+# TCP), ib_send_bw_ud_cm the same with -R (rdma_cm, RDMA_PS_UDP), ib_write_bw_uc
+# ib_write_bw -c UC.
 #
 # Exit status 0 when both programs exit 0 (and the client reports success).
 set -u
@@ -69,6 +70,10 @@ start_server() {
              -p "$port" >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     ibv_ud_pingpong) timeout -k 2 $deadline "$run" ibv_ud_pingpong -g 0 -e -n 200 -s 2048 \
              -p "$port" >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    ibv_uc_pingpong) timeout -k 2 $deadline "$run" ibv_uc_pingpong -g 0 -e -n 200 -s 8192 \
+             -p "$port" >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
+    ib_write_bw_uc) timeout -k 2 $deadline "$run" ib_write_bw -c UC -n 200 -p "$port" \
+             >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     udaddy) timeout -k 2 $deadline "$run" udaddy -b 127.0.0.1 -C 10 \
              >"$log_dir/server.out" 2>"$log_dir/server.err" & ;;
     mckey) timeout -k 2 $deadline stdbuf -oL "$run" mckey -m "$group" -b 127.0.0.1 -C 10 \
@@ -95,6 +100,10 @@ run_client() {
              -p "$port" 127.0.0.1 >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
     ibv_ud_pingpong) timeout -k 2 $deadline "$run" ibv_ud_pingpong -g 0 -e -n 200 -s 2048 \
              -p "$port" 127.0.0.1 >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+    ibv_uc_pingpong) timeout -k 2 $deadline "$run" ibv_uc_pingpong -g 0 -e -n 200 -s 8192 \
+             -p "$port" 127.0.0.1 >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
+    ib_write_bw_uc) timeout -k 2 $deadline "$run" ib_write_bw -c UC -n 200 -p "$port" 127.0.0.1 \
+             >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
     udaddy) timeout -k 2 $deadline "$run" udaddy -s 127.0.0.1 -C 10 \
              >"$log_dir/client.out" 2>"$log_dir/client.err" ;;
     mckey) timeout -k 2 $deadline "$run" mckey -m "$group" -b 127.0.0.1 -s -C 10 \
@@ -154,6 +163,9 @@ fi
 if [ "$pair" = ibv_rc_pingpong ]; then
   grep -q "500 iters in" "$log_dir/client.out" || fail "ibv_rc_pingpong did not complete 500 iterations"
 fi
+if [ "$pair" = ibv_uc_pingpong ]; then
+  grep -q "200 iters in" "$log_dir/client.out" || fail "ibv_uc_pingpong did not complete 200 iterations"
+fi
 if [ "$pair" = ibv_ud_pingpong ]; then
   grep -q "200 iters in" "$log_dir/client.out" || fail "ibv_ud_pingpong did not complete 200 iterations"
 fi
@@ -165,5 +177,7 @@ case $pair in
     done ;;
   ib_send_bw_ud*)
     grep -Eq "^ *4096 +200 " "$log_dir/client.out" || fail "ib_send_bw did not report 200 iterations" ;;
+  ib_write_bw_uc)
+    grep -Eq "^ *65536 +200 " "$log_dir/client.out" || fail "ib_write_bw did not report 200 iterations" ;;
 esac
 echo "PASS: $pair on port $port"
