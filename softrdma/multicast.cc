@@ -99,7 +99,12 @@ void mcDetachAll(Qp& qp) {
 }
 
 void mcSend(int fd, UdHeader h, const ibv_sge* sg, int n, const void* inl) {
-  forEachMember(groupDir(h.dgid), [&](uint32_t qpn) { udDeliver(fd, h, sg, n, inl, qpn); });
+  std::string dir = groupDir(h.dgid);
+  forEachMember(dir, [&](uint32_t qpn) {
+    // A member whose process ended without leaving: its entry goes.
+    if (!udDeliver(fd, h, sg, n, inl, qpn) && (errno == ECONNREFUSED || errno == ENOENT))
+      unlink((dir + "/" + std::to_string(qpn)).c_str());
+  });
 }
 
 }  // namespace softrdma
