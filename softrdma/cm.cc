@@ -370,8 +370,10 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   };
   if (listener && listener->state == CmState::DeviceRemoval) return drop("listener removed");
   if (!portActive()) return drop("the port is down");
+  const bool ud = listener && isUdId(listener.get());
+  const size_t pdata_max = ud ? kSidrReqPrivateData : kConnectPrivateData;
   if (!listener || listener->destroyed || listener->state != CmState::Listen ||
-      m.private_data_len > kConnectPrivateData) {
+      m.private_data_len > pdata_max) {
     CmMessage rej = makeMessage(0, nullptr);
     rej.reason = kRejInvalidServiceId;
     sendCm(*c, FrameType::Rej, &rej);
@@ -396,7 +398,7 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   id->id.channel = &id->channel->ch;
   id->id.context = listener->id.context;
   id->id.ps = listener->id.ps;
-  id->id.qp_type = IBV_QPT_RC;
+  id->id.qp_type = listener->id.qp_type;
   id->listen_parent = listener.get();
   sockaddr_storage local{}, peer{};
   socklen_t ll = sizeof local, pl = sizeof peer;
@@ -413,7 +415,7 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   id->path.traffic_class = id->tos;
   id->remote_qpn = m.qpn;
   c->remote_qpn = m.qpn;
-  pendingBinds()[m.qpn] = c;  // for a QP the program moves itself (no QP on the id)
+  if (!ud) pendingBinds()[m.qpn] = c;  // for a QP the program moves itself (no QP on the id)
   id->remote_rnr_retry = m.rnr_retry_count;
   id->remote_retry = m.retry_count;
   id->responder_resources = m.responder_resources;
@@ -423,9 +425,9 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   setCmState(id.get(), CmState::ReqRcvd);
   idTable()[&id->id] = id;
   listener->queued_requests++;
-  queueEvent(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m.private_data, m.private_data_len,
-             kConnectPrivateData, listener);
-  fillConnParam(id->queued.back()->ev.param.conn, m);
+  queueEvent(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m.private_data, m.private_data_len, pdata_max,
+             listener);
+  if (!ud) fillConnParam(id->queued.back()->ev.param.conn, m);
 }
 
 // A listener whose backlog has room again admits deferred requests (cm_mu).
@@ -454,6 +456,10 @@ void onCmFrame(const std::shared_ptr<Conn>& c, FrameType t, const CmMessage& m) 
   }
   auto id = c->id.lock();
   if (!id || id->destroyed) return;
+  if (isUdId(id.get()) && (t == FrameType::Rep || t == FrameType::Rej)) {
+    onSidrRep(id, c, t, m);
+    return;
+  }
   switch (t) {
     case FrameType::Rep:
       if (id->state != CmState::Connect || m.private_data_len > kAcceptPrivateData) break;
@@ -522,7 +528,9 @@ void onConnConnected(const std::shared_ptr<Conn>& c, int err) {
   id->timer_gen++;
   setCmState(id.get(), CmState::Disconnected);
   qpToError(id.get());
-  if (err == ECONNREFUSED)  // nobody listens: the CM rejects with "invalid service ID"
+  if (err == ECONNREFUSED && isUdId(id.get()))  // SIDR: the REP says "unsupported"
+    queueEvent(id, RDMA_CM_EVENT_UNREACHABLE, 1);
+  else if (err == ECONNREFUSED)  // nobody listens: the CM rejects with "invalid service ID"
     queueEvent(id, RDMA_CM_EVENT_REJECTED, kRejInvalidServiceId, nullptr, 0, kRejectPrivateData);
   else
     queueEvent(id, RDMA_CM_EVENT_UNREACHABLE, -err);

@@ -188,7 +188,8 @@ SOFTRDMA_API void rdma_destroy_event_channel(rdma_event_channel* channel) {
 SOFTRDMA_API int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context,
                                 rdma_port_space ps) {
   if (out == nullptr) return setErr(EINVAL);
-  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB) return setErr(EINVAL);  // UD port spaces: not emulated
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB && ps != RDMA_PS_UDP && ps != RDMA_PS_IPOIB)
+    return setErr(EINVAL);
   Fabric& f = Fabric::get();
   auto id = std::make_shared<CmId>();
   id->self = id;
@@ -203,7 +204,7 @@ SOFTRDMA_API int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** out, v
   id->id.channel = &id->channel->ch;
   id->id.context = context;
   id->id.ps = ps;
-  id->id.qp_type = IBV_QPT_RC;
+  id->id.qp_type = ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
   std::lock_guard lk(f.cm_mu);
   idTable()[&id->id] = id;
   *out = &id->id;
@@ -449,6 +450,10 @@ SOFTRDMA_API int rdma_create_qp_ex(rdma_cm_id* rid, ibv_qp_init_attr_ex* ax) {
   id->cm_created_cqs = own_cqs;
   id->qp_created_by_cm = true;
   int rc = cmModifyQp(id.get(), IBV_QPS_INIT);
+  if (rc == 0 && isUdId(id.get())) {  // librdmacm's ucma_init_ud_qp: ready at once
+    rc = cmModifyQp(id.get(), IBV_QPS_RTR);
+    if (rc == 0) rc = cmModifyQp(id.get(), IBV_QPS_RTS);
+  }
   if (rc != 0) return setErr(rc);
   return 0;
 }
@@ -513,7 +518,8 @@ SOFTRDMA_API int rdma_connect(rdma_cm_id* rid, rdma_conn_param* param) {
     auto id = liveId(rid);
     if (removed(id)) return setErr(ENXIO);
     if (!id || id->state != CmState::RouteResolved) return setErr(EINVAL);
-    if (!validConnParam(param, kConnectPrivateData)) return setErr(EINVAL);
+    if (!validConnParam(param, isUdId(id.get()) ? kSidrReqPrivateData : kConnectPrivateData))
+      return setErr(EINVAL);
     if (rid->qp == nullptr && param == nullptr) return setErr(EINVAL);
     const sockaddr* dst = &rid->route.addr.dst_addr;
     int s;
@@ -543,7 +549,7 @@ SOFTRDMA_API int rdma_connect(rdma_cm_id* rid, rdma_conn_param* param) {
     CmMessage m = makeMessage(qpn, param);
     sendCm(*c, FrameType::Req, &m);  // queued until the TCP connection is up
     countIfNoReceive(rid->qp);
-    attachQp(id.get());
+    if (!isUdId(id.get())) attachQp(id.get());  // SIDR: the QP has no connection
     setCmState(id.get(), CmState::Connect);
     int err;
     if (portActive()) {
@@ -576,8 +582,12 @@ SOFTRDMA_API int rdma_accept(rdma_cm_id* rid, rdma_conn_param* param) {
     auto id = liveId(rid);
     if (removed(id)) return setErr(ENXIO);
     if (!id || id->state != CmState::ReqRcvd) return setErr(EINVAL);
-    if (!validConnParam(param, kAcceptPrivateData)) return setErr(EINVAL);
     if (rid->qp == nullptr && param == nullptr) return setErr(EINVAL);
+    if (isUdId(id.get())) {
+      int rc = udAccept(id, param);
+      return rc == 0 ? 0 : setErr(rc);  // librdmacm does not wait for UD ids
+    }
+    if (!validConnParam(param, kAcceptPrivateData)) return setErr(EINVAL);
     if (rid->qp != nullptr) {
       int rc = cmModifyQp(id.get(), IBV_QPS_RTR);
       if (rc == 0) rc = cmModifyQp(id.get(), IBV_QPS_RTS);
@@ -606,6 +616,10 @@ static int reject(rdma_cm_id* rid, const void* pdata, uint8_t len, int reason) {
   if (!id || id->state != CmState::ReqRcvd || len > kRejectPrivateData ||
       (len > 0 && pdata == nullptr))
     return setErr(EINVAL);
+  if (isUdId(id.get())) {
+    int rc = udReject(id, pdata, len);
+    return rc == 0 ? 0 : setErr(rc);
+  }
   CmMessage m = makeMessage(0, nullptr);
   m.reason = static_cast<uint8_t>(reason);
   m.private_data_len = len;
@@ -700,6 +714,7 @@ SOFTRDMA_API int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
       }
     }
     e->owner->events_reported++;
+    if (e->ev.event == RDMA_CM_EVENT_MULTICAST_JOIN) onJoinEvent(e);
     if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
       e->owner->queued_requests--;
       admitDeferred(e->owner.get());

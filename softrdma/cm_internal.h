@@ -35,6 +35,21 @@ std::shared_ptr<Endpoint> makeListener(int fd, const std::shared_ptr<CmId>& id);
 void listenerStart(CmId* id);
 void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m);
 
+// UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB; cm_ud.cc): SIDR instead of a
+// connection, and multicast.
+constexpr size_t kSidrReqPrivateData = 180;  // IB CM SIDR REQ, after the CMA header
+constexpr size_t kSidrRepPrivateData = 136;  // IB CM SIDR REP
+inline bool isUdId(const CmId* id) {
+  return id->id.qp_type == IBV_QPT_UD;
+}
+int udInitQpAttr(CmId* id, ibv_qp_attr* a, int* mask);
+int udAccept(const std::shared_ptr<CmId>& id, const rdma_conn_param* param);
+int udReject(const std::shared_ptr<CmId>& id, const void* pdata, uint8_t len);
+void onSidrRep(const std::shared_ptr<CmId>& id, const std::shared_ptr<Conn>& c, FrameType t,
+               const CmMessage& m);
+// A MULTICAST_JOIN event handed out: librdmacm attaches the id's QP then.
+void onJoinEvent(CmEvent* e);
+
 // Synchronous ids: wait for the next event of `id` (cm_mu NOT held), as
 // librdmacm's ucma_complete does; returns 0 or -1 with errno.
 int syncComplete(rdma_cm_id* id);

@@ -47,6 +47,7 @@ int initQpAttr(rdma_cm_id* rid, ibv_qp_attr* a, int* mask) {
   ibv_qp_state to = a->qp_state;
   memset(a, 0, sizeof *a);
   a->qp_state = to;
+  if (isUdId(id)) return udInitQpAttr(id, a, mask);
   switch (to) {
     case IBV_QPS_INIT:
       a->pkey_index = 0;
@@ -136,9 +137,11 @@ SOFTRDMA_API int rdma_getaddrinfo(const char* node, const char* service, const r
   }
   r->ai_flags = hints != nullptr ? hints->ai_flags : 0;
   r->ai_family = pick->ai_family;
-  r->ai_qp_type = IBV_QPT_RC;
   r->ai_port_space =
       hints != nullptr && hints->ai_port_space != 0 ? hints->ai_port_space : RDMA_PS_TCP;
+  r->ai_qp_type = r->ai_port_space == RDMA_PS_UDP || r->ai_port_space == RDMA_PS_IPOIB ? IBV_QPT_UD
+                                                                                       : IBV_QPT_RC;
+  if (hints != nullptr && hints->ai_qp_type != 0) r->ai_qp_type = hints->ai_qp_type;
   if (passive) {
     r->ai_src_addr = copyAddr(pick->ai_addr, &r->ai_src_len);
   } else {
@@ -415,15 +418,6 @@ SOFTRDMA_API void rdma_destroy_srq(rdma_cm_id* id) {
   id->srq = nullptr;
 }
 
-SOFTRDMA_API int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) {
-  return setErr(EOPNOTSUPP);
-}
-SOFTRDMA_API int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) {
-  return setErr(EOPNOTSUPP);
-}
-SOFTRDMA_API int rdma_leave_multicast(rdma_cm_id*, sockaddr*) {
-  return setErr(EOPNOTSUPP);
-}
 SOFTRDMA_API int rdma_set_local_ece(rdma_cm_id*, ibv_ece*) {
   return setErr(EOPNOTSUPP);
 }

@@ -20,6 +20,9 @@ enum class Counter : unsigned {
   // softrdma's own (no rxe counterpart): rdma_connect or rdma_accept on a QP
   // with no receive posted (on its RQ or SRQ), the race that ends in RNR.
   ConnectWithoutRecv,  // connect_without_recv
+  // softrdma's own: UD or UC datagrams a QP accepted (ready to receive, UD
+  // qkey matched), placed or dropped for want of a receive or access.
+  UdAccepted,  // ud_accepted
   kCount,
 };
 

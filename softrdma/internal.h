@@ -63,6 +63,7 @@ struct Cq;
 struct Srq;
 struct Conn;
 struct CmId;
+struct UdState;  // ud.h
 
 // ---------------------------------------------------------------- verbs
 
@@ -188,6 +189,7 @@ struct RecvQueue {
   void init(uint32_t wr, uint32_t sge);
   int post(ibv_recv_wr* wr, ibv_recv_wr** bad);
   bool pop(RecvWqe& out, const ibv_sge*& sg);
+  bool peek(RecvWqe& out, const ibv_sge*& sg) const;  // the next one, left in place
 };
 
 struct Srq {
@@ -261,6 +263,7 @@ struct Qp {
   bool sq_halted = false;  // a request failed its local checks: nothing more is sent
   RecvQueue rq;
   std::shared_ptr<Conn> conn;
+  std::shared_ptr<UdState> ud;  // a UD QP's socket and groups (ud.h)
   uint64_t rnr_events = 0;
   // Made by ibv_create_qp_ex: ibv_qp_to_qp_ex returns &qpx, whose wr_*
   // functions post through the batch (verbs_qp_ex.cc).
@@ -643,6 +646,13 @@ struct CmId {
   ibv_sa_path_rec path{};
   bool owns_channel = false;  // a synchronous id's private channel
   bool peer_gone = false;
+  // Multicast groups joined through this id (cm_ud.cc).
+  struct Join {
+    sockaddr_storage addr;
+    ibv_gid mgid;
+    bool send_only;
+  };
+  std::vector<Join> joins;
 };
 CmId* toCmId(rdma_cm_id* id);
 

@@ -168,26 +168,6 @@ SOFTRDMA_API ibv_rate mbps_to_ibv_rate(int mbps) {
 
 // ---------------------------------------------------------- unsupported
 
-SOFTRDMA_API ibv_ah* ibv_create_ah(ibv_pd*, ibv_ah_attr*) {
-  errno = EOPNOTSUPP;  // address handles serve UD QPs, which softrdma does not emulate
-  return nullptr;
-}
-SOFTRDMA_API int ibv_destroy_ah(ibv_ah*) {
-  return EOPNOTSUPP;
-}
-SOFTRDMA_API int ibv_init_ah_from_wc(ibv_context*, uint8_t, ibv_wc*, ibv_grh*, ibv_ah_attr*) {
-  return EOPNOTSUPP;
-}
-SOFTRDMA_API ibv_ah* ibv_create_ah_from_wc(ibv_pd*, ibv_wc*, ibv_grh*, uint8_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-SOFTRDMA_API int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
-  return EOPNOTSUPP;
-}
-SOFTRDMA_API int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
-  return EOPNOTSUPP;
-}
 SOFTRDMA_API int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
   errno = EOPNOTSUPP;
   return IBV_REREG_MR_ERR_INPUT;

@@ -16,6 +16,7 @@
 #include "counters.h"
 #include "internal.h"
 #include "registry.h"
+#include "ud.h"
 
 namespace softrdma {
 
@@ -185,6 +186,13 @@ int RecvQueue::post(ibv_recv_wr* wr, ibv_recv_wr** bad) {
   return 0;
 }
 
+bool RecvQueue::peek(RecvWqe& out, const ibv_sge*& sg) const {
+  if (count == 0) return false;
+  out = ring[head];
+  sg = &sges[out.sge_off];
+  return true;
+}
+
 bool RecvQueue::pop(RecvWqe& out, const ibv_sge*& sg) {
   if (count == 0) return false;
   out = ring[head];
@@ -308,7 +316,9 @@ int Qp::modify(ibv_qp_attr* a, int mask) {
   ibv_qp_state from = qp.state;
   ibv_qp_state to = (mask & IBV_QP_STATE) ? a->qp_state : from;
   if ((mask & IBV_QP_CUR_STATE) && a->cur_qp_state != from) return EINVAL;
-  if (!transitionOk(from, to, mask)) return EINVAL;
+  bool ok = qp.qp_type == IBV_QPT_RC ? transitionOk(from, to, mask)
+                                     : udTransitionOk(qp.qp_type, from, to, mask);
+  if (!ok) return EINVAL;
   if ((mask & IBV_QP_PORT) && a->port_num != 1) return EINVAL;
   if ((mask & IBV_QP_MAX_QP_RD_ATOMIC) && a->max_rd_atomic > kMaxRdAtom) return EINVAL;
   if ((mask & IBV_QP_MAX_DEST_RD_ATOMIC) && a->max_dest_rd_atomic > kMaxRdAtom) return EINVAL;
@@ -316,6 +326,7 @@ int Qp::modify(ibv_qp_attr* a, int mask) {
   if ((mask & (IBV_QP_RNR_RETRY)) && a->rnr_retry > 7) return EINVAL;
   if (mask & IBV_QP_ACCESS_FLAGS) attr.qp_access_flags = a->qp_access_flags;
   if (mask & IBV_QP_PKEY_INDEX) attr.pkey_index = a->pkey_index;
+  if (mask & IBV_QP_QKEY) attr.qkey = a->qkey;
   if (mask & IBV_QP_PORT) attr.port_num = a->port_num;
   if (mask & IBV_QP_AV) attr.ah_attr = a->ah_attr;
   if (mask & IBV_QP_PATH_MTU) attr.path_mtu = a->path_mtu;
@@ -488,6 +499,7 @@ constexpr int kBatch = 64;  // frames per write to the connection
 }  // namespace
 
 int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
+  if (qp->qp.qp_type != IBV_QPT_RC) return udPostSend(qp, wr, bad, all_or_nothing);
   std::unique_lock lk(qp->mu);
   ibv_qp_state st = qp->qp.state;
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT || st == IBV_QPS_RTR) {
@@ -592,7 +604,7 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
     errno = EINVAL;
     return nullptr;
   }
-  if (a->qp_type != IBV_QPT_RC) {
+  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UD && a->qp_type != IBV_QPT_UC) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
@@ -618,7 +630,7 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qp->qp.recv_cq = a->recv_cq;
   qp->qp.srq = a->srq;
   qp->qp.qp_num = allocQpn();
-  qp->qp.qp_type = IBV_QPT_RC;
+  qp->qp.qp_type = a->qp_type;
   qp->qp.state = IBV_QPS_RESET;
   pthread_mutex_init(&qp->qp.mutex, nullptr);
   pthread_cond_init(&qp->qp.cond, nullptr);
@@ -631,11 +643,18 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qp->sq_sges.resize(static_cast<size_t>(qp->cap.max_send_wr) * qp->cap.max_send_sge);
   if (qp->srq == nullptr) qp->rq.init(c.max_recv_wr, c.max_recv_sge);
   qp->setState(IBV_QPS_RESET);
+  if (a->qp_type != IBV_QPT_RC) {
+    if (int e = udOpen(qp); e != 0) {
+      errno = e;
+      return nullptr;
+    }
+  }
   {
     // Checked again where removal looks for QPs (allQps): a QP is either
     // flushed by the removal or never created.
     std::lock_guard lk(qps_mu);
     if (contextDead(pd->context)) {
+      if (qp->ud) udClose(*qp);
       errno = EIO;
       return nullptr;
     }
@@ -665,7 +684,7 @@ SOFTRDMA_API int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
     to_err = rc == 0 && qp->qp.state == IBV_QPS_ERR;
     conn = qp->conn;
   }
-  if (to_rtr) bindPendingConn(qp);
+  if (to_rtr && qp->qp.qp_type == IBV_QPT_RC) bindPendingConn(qp);
   if (to_err && conn) conn->kick();  // held requests are now discarded
   return rc;
 }
@@ -686,7 +705,7 @@ SOFTRDMA_API int ibv_query_qp(ibv_qp* q, ibv_qp_attr* a, int, ibv_qp_init_attr* 
     init->recv_cq = q->recv_cq;
     init->srq = q->srq;
     init->cap = qp->cap;
-    init->qp_type = IBV_QPT_RC;
+    init->qp_type = q->qp_type;
     init->sq_sig_all = qp->sq_sig_all;
   }
   return 0;
@@ -713,6 +732,7 @@ SOFTRDMA_API int ibv_destroy_qp(ibv_qp* q) {
     qp->pd->users--;
   }
   if (conn) conn->bindQp(nullptr);
+  if (qp->ud) udClose(*qp);
   manualForget(q->qp_num);
   std::lock_guard lk(qps_mu);
   qpTable().erase(q->qp_num);

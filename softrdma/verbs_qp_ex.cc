@@ -30,6 +30,7 @@ constexpr uint64_t kRcSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_
                                 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
                                 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                                 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+constexpr uint64_t kUdSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;  // rxe's
 // The flags a work request of this API takes from wr_flags (inline data
 // comes through the inline setters).
 constexpr unsigned kWrFlags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_FENCE;
@@ -103,6 +104,15 @@ void wrAtomicFetchAdd(ibv_qp_ex* x, uint32_t rkey, uint64_t remote_addr, uint64_
   p.wr.wr.atomic.remote_addr = remote_addr;
   p.wr.wr.atomic.rkey = rkey;
   p.wr.wr.atomic.compare_add = add;
+}
+
+// UD: the destination of the last work request built.
+void wrSetUdAddr(ibv_qp_ex* x, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+  PendingWr* p = last(toQp(x));
+  if (p == nullptr) return;
+  p->wr.wr.ud.ah = ah;
+  p->wr.wr.ud.remote_qpn = remote_qpn;
+  p->wr.wr.ud.remote_qkey = remote_qkey;
 }
 
 void wrSetSge(ibv_qp_ex* x, uint32_t lkey, uint64_t addr, uint32_t length) {
@@ -204,6 +214,7 @@ void setWrOps(Qp* qp, uint64_t flags) {
   if (flags & IBV_QP_EX_WITH_RDMA_READ) x.wr_rdma_read = wrRdmaRead;
   if (flags & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP) x.wr_atomic_cmp_swp = wrAtomicCmpSwp;
   if (flags & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) x.wr_atomic_fetch_add = wrAtomicFetchAdd;
+  if (qp->qp.qp_type == IBV_QPT_UD) x.wr_set_ud_addr = wrSetUdAddr;
   x.wr_set_sge = wrSetSge;
   x.wr_set_sge_list = wrSetSgeList;
   x.wr_set_inline_data = wrSetInlineData;
@@ -222,10 +233,11 @@ ibv_qp* createQpExOp(ibv_context* ctx, ibv_qp_init_attr_ex* ax) {
   }
   // What rxe's provider refuses (check_qp_init_attr), and the QP types
   // softrdma does not emulate.
+  const uint64_t ops = ax->qp_type == IBV_QPT_UD ? kUdSendOps : kRcSendOps;
   if ((ax->comp_mask & ~kQpInitMaskSupported) ||
       ((ax->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ax->create_flags != 0) ||
-      ax->qp_type != IBV_QPT_RC ||
-      ((ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (ax->send_ops_flags & ~kRcSendOps))) {
+      (ax->qp_type != IBV_QPT_RC && ax->qp_type != IBV_QPT_UD) ||
+      ((ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (ax->send_ops_flags & ~ops))) {
     errno = EOPNOTSUPP;
     return nullptr;
   }

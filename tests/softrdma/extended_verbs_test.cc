@@ -546,7 +546,10 @@ TEST_F(ExtendedCreate, CreateQpExRefusesWhatRxeRefuses) {
   expectRefused(a, EOPNOTSUPP);
   a = qpAttr(ops);
   a.send_ops_flags = IBV_QP_EX_WITH_SEND;
+  a.qp_type = IBV_QPT_RAW_PACKET;  // rxe's provider takes RC, UC and UD only
+  expectRefused(a, EOPNOTSUPP);
   a.qp_type = IBV_QPT_UD;
+  a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;  // UD: sends only
   expectRefused(a, EOPNOTSUPP);
   a = qpAttr(IBV_QP_INIT_ATTR_SEND_OPS_FLAGS);  // no PD
   a.send_ops_flags = IBV_QP_EX_WITH_SEND;
