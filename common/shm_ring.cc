@@ -207,17 +207,15 @@ Status ShmRingConsumer::fail(std::string reason) {
   return status_;
 }
 
-// Reads the producer index once: aligned, never back, never behind the
-// consumer index, never more than the capacity ahead of it.
+// Reads the producer index once: aligned, never behind the consumer index
+// (which is where the producer index was last seen: never back), never more
+// than the capacity ahead of it.
 Status ShmRingConsumer::refreshProducer(uint64_t& readable) {
   const uint64_t p = map_.word(kProducerOffset).load(std::memory_order_acquire);
   if (p % kAlignment != 0) return fail("ring producer index " + num(p) + " is not 8-byte aligned");
   if (p < consumer_) {
     return fail("ring producer index " + num(p) + " is behind the consumer index " +
                 num(consumer_));
-  }
-  if (p < producerSeen_) {
-    return fail("ring producer index went back from " + num(producerSeen_) + " to " + num(p));
   }
   if (p - consumer_ > map_.capacity()) {
     return fail("ring producer index " + num(p) + " is more than the capacity ahead of the " +
@@ -253,8 +251,12 @@ Status ShmRingConsumer::skipPadding(uint64_t header, uint64_t& readable) {
 Result<ShmRecord> ShmRingConsumer::peek() {
   if (!status_) return status_;
   if (pending_ != 0) return ShmRecord(peeked_);
-  uint64_t readable = 0;
-  if (Status s = refreshProducer(readable); !s) return s;
+  // What the producer index last showed is still published; the shared word
+  // is read again (and checked) only when that is used up.
+  uint64_t readable = producerSeen_ - consumer_;
+  if (readable == 0) {
+    if (Status s = refreshProducer(readable); !s) return s;
+  }
   // At most a padding record, then a data record: two rounds.
   for (int round = 0; round < 2 && readable != 0; ++round) {
     const uint64_t offset = consumer_ & (map_.capacity() - 1);

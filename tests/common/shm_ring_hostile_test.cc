@@ -79,10 +79,12 @@ TEST(ShmRingHostileTest, ProducerIndexGoingBack) {
   h.ring.setRecordHeader(0, kDataRecord, 0);
   h.ring.setRecordHeader(8, kDataRecord, 0);
   h.publish(16);
-  ASSERT_TRUE(h.consumer->peek().value().has_value());
-  ASSERT_TRUE(h.consumer->release().ok());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(h.consumer->peek().value().has_value());
+    ASSERT_TRUE(h.consumer->release().ok());
+  }
   h.publish(8);
-  EXPECT_MENTIONS(consumerError(*h.consumer), "went back from 16 to 8");
+  EXPECT_MENTIONS(consumerError(*h.consumer), "index 8 is behind the consumer index 16");
 }
 
 TEST(ShmRingHostileTest, RecordLengthBeyondReadableSpan) {
