@@ -1,15 +1,18 @@
 // make_corpus: writes the fuzz targets' seed corpus (fuzz/corpus/<target>/),
 // real inputs made by the project's own encoders: local protocol frames and
-// sessions, peer batches and handshakes, and configuration files.
+// sessions, peer batches and handshakes, configuration files, and
+// shared-memory ring images written by the ring's producer.
 //
 //   build/fuzz/fuzz/make_corpus fuzz/corpus config/rdmamsgd.yaml
 //
 // The output is deterministic; the corpus in the repository is what this
 // writes, so that a change to a format shows up as a change to the seeds.
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iostream>
 #include <span>
 #include <stdexcept>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "common/local_protocol.h"
+#include "common/shm_ring.h"
 #include "daemon/peer/protocol.h"
 
 namespace rdmamsg {
@@ -230,6 +234,38 @@ void configs(const fs::path& dir, const fs::path& reference) {
       "message_timeout: 1d\n");
 }
 
+// --- shared-memory ring images ----------------------------------------------
+
+// A region of `capacity` whose indexes start at `start`, holding records of
+// the given payload sizes (reserved and committed by the real producer).
+void shmRing(const fs::path& path, size_t capacity, uint64_t start,
+             std::initializer_list<size_t> sizes) {
+  struct alignas(64) Line {
+    std::byte bytes[64];
+  };
+  std::vector<Line> lines(shm_ring::regionSize(capacity) / 64);
+  const std::span<std::byte> region(lines.front().bytes, lines.size() * 64);
+  if (!shm_ring::format(region, capacity)) throw std::runtime_error("ring format");
+  std::memcpy(region.data() + shm_ring::kProducerOffset, &start, sizeof start);
+  std::memcpy(region.data() + shm_ring::kConsumerOffset, &start, sizeof start);
+  ShmRingProducer producer = ShmRingProducer::attach(region).value();
+  uint8_t fill = 1;
+  for (size_t n : sizes) {
+    Result<std::span<std::byte>> room = producer.reserve(n);
+    if (!room) throw std::runtime_error("ring reserve: " + room.status().toString());
+    std::memset(room.value().data(), fill++, n);
+    if (!producer.commit()) throw std::runtime_error("ring commit");
+  }
+  writeFile(path, region);
+}
+
+void shmRings(const fs::path& dir) {
+  shmRing(dir / "empty", 64, 0, {});
+  shmRing(dir / "records", 256, 0, {0, 1, 7, 8, 20, 100});
+  shmRing(dir / "wrapped", 256, 256 * 5 - 16, {10, 40, 3});  // a padding record, then the rest
+  shmRing(dir / "full", 128, 64, {56, 24, 16});
+}
+
 }  // namespace
 }  // namespace rdmamsg
 
@@ -242,12 +278,13 @@ int main(int argc, char** argv) {
   const fs::path root = argv[1];
   try {
     for (const char* target :
-         {"local_frame_fuzz", "peer_batch_fuzz", "peer_hello_fuzz", "config_fuzz"})
+         {"local_frame_fuzz", "peer_batch_fuzz", "peer_hello_fuzz", "config_fuzz", "shm_ring_fuzz"})
       fs::create_directories(root / target);
     rdmamsg::localFrames(root / "local_frame_fuzz");
     rdmamsg::peerBatches(root / "peer_batch_fuzz");
     rdmamsg::peerHellos(root / "peer_hello_fuzz");
     rdmamsg::configs(root / "config_fuzz", argv[2]);
+    rdmamsg::shmRings(root / "shm_ring_fuzz");
   } catch (const std::exception& e) {
     std::cerr << "make_corpus: " << e.what() << '\n';
     return 1;
