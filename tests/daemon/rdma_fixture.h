@@ -30,6 +30,13 @@ using namespace std::chrono_literals;
 using peer::test::freePort;
 using peer::test::stepUntil;
 
+// The buffer size of the pools these tests make, and what a pool of
+// `count` of them registers.
+inline constexpr size_t kBuffer = 4096;
+inline uint64_t bytesFor(uint32_t count) {
+  return BufferPool::registeredBytesFor(kBuffer, count);
+}
+
 inline sockaddr_in ipv4(const char* ip, uint16_t port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;

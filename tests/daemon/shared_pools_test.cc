@@ -23,11 +23,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr size_t kBuffer = 4096;
-
-uint64_t bytesFor(uint32_t count) {
-  return BufferPool::registeredBytesFor(kBuffer, count);
-}
+using test::bytesFor;
+using test::kBuffer;
 
 class SharedPoolsTest : public ::testing::Test {
  protected:

@@ -26,33 +26,7 @@ deadline=20  # seconds for each program
 log_dir=$(mktemp -d)
 server_pid=
 
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -KILL "$server_pid" 2>/dev/null
-    wait "$server_pid" 2>/dev/null
-  fi
-  rm -rf "$log_dir"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$log_dir"/*; do
-    [ -s "$f" ] && { echo "--- $(basename "$f")" >&2; tail -n 30 "$f" >&2; }
-  done
-  exit 1
-}
-
-listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -Eq "(127.0.0.1|0.0.0.0|\*|\[::\]):$1"; }
-
-pick_port() {
-  local port i
-  for i in $(seq 1 50); do
-    port=$((20000 + RANDOM % 40000))
-    listening "$port" || { echo "$port"; return 0; }
-  done
-  return 1
-}
+. "$(dirname "$0")/pair_lib.sh"
 
 # Runs "$@" with @PORT@ replaced, under softrdma-run (and the extra preload).
 launch() {
@@ -75,9 +49,7 @@ for attempt in 1 2 3; do
     sleep 0.1
   done
   listening "$port" && break
-  kill -KILL "$server_pid" 2>/dev/null
-  wait "$server_pid" 2>/dev/null
-  server_pid=
+  stop_server
   [ "$attempt" = 3 ] && fail "the server never listened on 127.0.0.1:$port"
 done
 
