@@ -118,7 +118,7 @@ struct Pd {
 struct Mr {
   ibv_mr mr;
   Pd* pd;
-  int access;
+  std::atomic<int> access;  // ibv_rereg_mr may change it (verbs_mr.cc)
   uint8_t* base() const { return static_cast<uint8_t*>(mr.addr); }
   bool covers(uint64_t addr, uint64_t len) const;
 };

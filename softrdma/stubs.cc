@@ -168,10 +168,6 @@ SOFTRDMA_API ibv_rate mbps_to_ibv_rate(int mbps) {
 
 // ---------------------------------------------------------- unsupported
 
-SOFTRDMA_API int ibv_rereg_mr(ibv_mr*, int, ibv_pd*, void*, size_t, int) {
-  errno = EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
-}
 SOFTRDMA_API ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
   errno = EOPNOTSUPP;
   return nullptr;

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -304,7 +305,14 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   ctx->device = dev;
   ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
   ctx->num_comp_vectors = 1;
-  ctx->cmd_fd = -1;
+  // The uverbs file's stand-in: a real fd of the context's own that
+  // programs may dup or poll (pyverbs' shared-PD test dups it before
+  // ibv_import_device, which softrdma refuses with EOPNOTSUPP).
+  ctx->cmd_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (ctx->cmd_fd < 0) {
+    delete c;
+    return nullptr;
+  }
   ctx->ops.poll_cq = pollCqOp;
   ctx->ops.req_notify_cq = reqNotifyCqOp;
   ctx->ops.post_send = postSendOp;
@@ -313,6 +321,7 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   pthread_mutex_init(&ctx->mutex, nullptr);
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) {
+    close(ctx->cmd_fd);
     delete c;
     return nullptr;
   }
@@ -330,6 +339,7 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   }
   close(p[0]);  // removed meanwhile
   close(p[1]);
+  close(ctx->cmd_fd);
   pthread_mutex_destroy(&ctx->mutex);
   delete c;
   errno = ENODEV;
@@ -355,6 +365,7 @@ SOFTRDMA_API int ibv_close_device(ibv_context* ctx) {
   }
   close(ctx->async_fd);
   close(c->async_wfd);
+  close(ctx->cmd_fd);
   pthread_mutex_destroy(&ctx->mutex);
   delete c;
   return 0;
@@ -389,7 +400,7 @@ SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->max_qp_init_rd_atom = kMaxRdAtom;
   a->max_res_rd_atom = kMaxRdAtom * (1 << 16);
   a->atomic_cap = IBV_ATOMIC_HCA;  // as rxe: atomic against other atomics of the device
-  a->max_ah = 0x7ffc;  // rxe's limits for address handles and multicast
+  a->max_ah = 0x7ffc;              // rxe's limits for address handles and multicast
   a->max_mcast_grp = 8192;
   a->max_mcast_qp_attach = 56;
   a->max_total_mcast_qp_attach = 0x70000;

@@ -31,6 +31,14 @@ constexpr uint64_t kRcSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_
                                 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                                 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 constexpr uint64_t kUdSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;  // rxe's
+// rxe's UC operations less memory windows and invalidation.
+constexpr uint64_t kUcSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                                IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+
+uint64_t sendOpsOf(ibv_qp_type t) {
+  if (t == IBV_QPT_UD) return kUdSendOps;
+  return t == IBV_QPT_UC ? kUcSendOps : kRcSendOps;
+}
 // The flags a work request of this API takes from wr_flags (inline data
 // comes through the inline setters).
 constexpr unsigned kWrFlags = IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_FENCE;
@@ -233,10 +241,10 @@ ibv_qp* createQpExOp(ibv_context* ctx, ibv_qp_init_attr_ex* ax) {
   }
   // What rxe's provider refuses (check_qp_init_attr), and the QP types
   // softrdma does not emulate.
-  const uint64_t ops = ax->qp_type == IBV_QPT_UD ? kUdSendOps : kRcSendOps;
+  const uint64_t ops = sendOpsOf(ax->qp_type);
   if ((ax->comp_mask & ~kQpInitMaskSupported) ||
       ((ax->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && ax->create_flags != 0) ||
-      (ax->qp_type != IBV_QPT_RC && ax->qp_type != IBV_QPT_UD) ||
+      (ax->qp_type != IBV_QPT_RC && ax->qp_type != IBV_QPT_UD && ax->qp_type != IBV_QPT_UC) ||
       ((ax->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (ax->send_ops_flags & ~ops))) {
     errno = EOPNOTSUPP;
     return nullptr;

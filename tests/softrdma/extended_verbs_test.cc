@@ -5,6 +5,8 @@
 // Errors are those of rxe's provider: EOPNOTSUPP for what it does not offer, ENOSPC for a work
 // request batch that does not fit.
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -554,6 +556,52 @@ TEST_F(ExtendedCreate, CreateQpExRefusesWhatRxeRefuses) {
   a = qpAttr(IBV_QP_INIT_ATTR_SEND_OPS_FLAGS);  // no PD
   a.send_ops_flags = IBV_QP_EX_WITH_SEND;
   expectRefused(a, EINVAL);
+}
+
+TEST_F(ExtendedCreate, CreateQpExTakesUcWithRxesUcOperations) {
+  ibv_qp_init_attr_ex a = qpAttr(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS);
+  a.qp_type = IBV_QPT_UC;
+  a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+  ibv_qp* qp = ibv_create_qp_ex(ctx, &a);
+  ASSERT_NE(nullptr, qp) << strerror(errno);
+  EXPECT_EQ(IBV_QPT_UC, qp->qp_type);
+  ibv_qp_ex* x = ibv_qp_to_qp_ex(qp);
+  ASSERT_NE(nullptr, x);
+  EXPECT_NE(nullptr, x->wr_rdma_write);
+  EXPECT_EQ(nullptr, x->wr_rdma_read);
+  EXPECT_EQ(0, ibv_destroy_qp(qp));
+  // pyverbs' random attributes: create flags 0 under IBV_QP_INIT_ATTR_CREATE_FLAGS.
+  a = qpAttr(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS);
+  a.qp_type = IBV_QPT_UC;
+  qp = ibv_create_qp_ex(ctx, &a);
+  ASSERT_NE(nullptr, qp) << strerror(errno);
+  EXPECT_EQ(0, ibv_destroy_qp(qp));
+  // UC has neither reads nor atomics.
+  for (uint64_t op : {static_cast<uint64_t>(IBV_QP_EX_WITH_RDMA_READ),
+                      static_cast<uint64_t>(IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)}) {
+    a = qpAttr(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS);
+    a.qp_type = IBV_QPT_UC;
+    a.send_ops_flags = IBV_QP_EX_WITH_SEND | op;
+    SCOPED_TRACE(op);
+    expectRefused(a, EOPNOTSUPP);
+  }
+}
+
+// A context's cmd_fd is a real fd a program can dup (pyverbs' shared-PD test does before
+// ibv_import_device); importing is refused with EOPNOTSUPP, which makes that test skip.
+TEST_F(ExtendedCreate, CommandFdIsARealFdAndImportingIsRefused) {
+  ASSERT_GE(ctx->cmd_fd, 0);
+  int dup = ::dup(ctx->cmd_fd);
+  ASSERT_GE(dup, 0) << strerror(errno);
+  EXPECT_NE(-1, fcntl(ctx->cmd_fd, F_GETFD));
+  errno = 0;
+  EXPECT_EQ(nullptr, ibv_import_device(dup));
+  EXPECT_EQ(EOPNOTSUPP, errno);
+  errno = 0;
+  EXPECT_EQ(nullptr, ibv_import_pd(ctx, pd->handle));
+  EXPECT_EQ(EOPNOTSUPP, errno);
+  EXPECT_EQ(0, close(dup));
 }
 
 TEST_F(ExtendedCreate, CreateQpGrantsInlineDataAsRxe) {
