@@ -3,6 +3,7 @@
 #include "rdmamsg/client.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -15,7 +16,9 @@
 
 #include "client/ring.h"
 #include "common/byte_buffer.h"
+#include "common/fd_passing.h"
 #include "common/local_protocol.h"
+#include "common/shm_channel.h"
 #include "common/unique_fd.h"
 
 namespace rdmamsg {
@@ -37,6 +40,11 @@ Status errnoStatus(Errc code, const std::string& what, int err) {
 // previous message's, so they are compared rather than copied.
 void assignIfChanged(std::string& to, std::string_view from) {
   if (to != from) to.assign(from);
+}
+
+bool sharedMemoryWanted(const ConnectOptions& opts) {
+  const char* env = std::getenv("RDMAMSG_SHM");
+  return opts.sharedMemory && !(env != nullptr && std::string_view(env) == "0");
 }
 
 Status checkName(std::string_view kind, std::string_view name) {
@@ -66,6 +74,12 @@ struct Client::Impl {
   // Destinations the daemon told us to HOLD, until their RESUME.
   std::vector<std::pair<std::string, std::string>> held;
   Status conn;  // ok while connected
+  // Shared memory: offered at connect, in use once the daemon accepted.
+  // The socket then carries no frames but a closing ERROR, read into sockIn.
+  std::unique_ptr<ShmChannel> shm;
+  bool shmOffered = false, shmDecided = false, shmInUse = false;
+  ByteBuffer sockIn{4096};
+  UniqueFd epfd;  // fd() with shared memory: the doorbell and the socket
   detail::Ring<Message> inbox;
   // Completions not taken yet, in arrival order; an ACK range is one entry.
   struct Pending {
@@ -75,6 +89,7 @@ struct Client::Impl {
   };
   detail::Ring<Pending> completions;
   bool welcomed = false;
+  bool outBlocked = false;                  // trySend said would_block for a full buffer
   std::string checkedNode, checkedService;  // the last valid destination names
   // The one outstanding blocking request of each kind.
   std::optional<Status> registerReply;
@@ -84,21 +99,40 @@ struct Client::Impl {
   void lose(Status why) {
     if (conn.ok()) conn = std::move(why);
     fd.reset();
+    epfd.reset();
   }
 
   // Write and read what they can without waiting; a failure is `conn`.
   void writeSome();
   void readSome();
+  void writeRing();
+  void readRing();
+  void readSocket(ByteBuffer& into);  // whatever the socket has (its end: lose)
+  // With shared memory: before sleeping on the doorbell (and socket), says
+  // so to the daemon; false when something arrived meanwhile.
+  bool armForSleep() { return shm->prepareToSleep(!out.empty()); }
+  // Everything queued is written: into the socket, or into the ring while
+  // the daemon's socket is open (a ring does not fail when its reader died).
+  bool allWritten() {
+    if (!out.empty()) return false;
+    if (shmInUse) readSocket(sockIn);
+    return conn.ok();
+  }
+  void startSharedMemory();
+  void offerSharedMemory(const ConnectOptions& opts);
   // What processIo() does: consumption reported, written, read.
   void pump() {
+    if (shmInUse) return pumpRings();
     reportConsumed();
     writeSome();
     readSome();
   }
+  void pumpRings();
+  void settleRings();
   void reportConsumed();
   bool isHeld(std::string_view node, std::string_view service) const;
   void setHeld(const proto::Frame& f, bool on);
-  void parseInput();
+  void parseInput(ByteBuffer& from);
   void handleFrame(const proto::Frame& f);
   void handleError(const proto::Frame& f);
   void takeFront(Completion& c);
@@ -112,11 +146,15 @@ struct Client::Impl {
   bool take(uint64_t msgId, Completion& c);
   template <typename Done>
   Status waitFor(Done done, std::chrono::milliseconds timeout);
+  template <typename Done>
+  Status waitUntil(Done done, std::chrono::milliseconds timeout);
+  void sleepOnRing(int ms);
 };
 
 // --- I/O ---------------------------------------------------------------------------
 
 void Client::Impl::writeSome() {
+  if (shmInUse) return writeRing();
   while (!out.empty() && conn.ok()) {
     const ssize_t n = ::send(fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) {
@@ -134,12 +172,17 @@ void Client::Impl::writeSome() {
 }
 
 void Client::Impl::readSome() {
+  if (shmInUse) return readRing();
+  readSocket(in);
+}
+
+void Client::Impl::readSocket(ByteBuffer& into) {
   while (conn.ok()) {
-    auto room = in.prepare(kReadChunk);
+    auto room = into.prepare(kReadChunk);
     const ssize_t n = ::recv(fd.get(), room.data(), room.size(), MSG_DONTWAIT);
     if (n > 0) {
-      in.commit(static_cast<size_t>(n));
-      parseInput();
+      into.commit(static_cast<size_t>(n));
+      parseInput(into);
     } else if (n == 0) {
       lose(Status(Errc::not_connected, "rdmamsgd closed the connection"));
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -150,9 +193,27 @@ void Client::Impl::readSome() {
   }
 }
 
-void Client::Impl::parseInput() {
+// Shared memory: the frames into the ring to the daemon, as far as it has
+// room (the rest waits in `out`, like bytes a full socket did not take).
+void Client::Impl::writeRing() {
+  if (out.empty() || !conn.ok()) return;
+  Result<size_t> put = shm->write(out.readable());
+  if (!put) return lose(put.status());
+  out.consume(*put);
+}
+
+void Client::Impl::readRing() {
   while (conn.ok()) {
-    const proto::DecodeResult res = proto::decodeFrame(in.readable(), maxBody);
+    Result<size_t> got = shm->read(in, kReadChunk);
+    if (!got) return lose(got.status());
+    if (*got == 0) return;
+    parseInput(in);
+  }
+}
+
+void Client::Impl::parseInput(ByteBuffer& from) {
+  while (conn.ok()) {
+    const proto::DecodeResult res = proto::decodeFrame(from.readable(), maxBody);
     if (res.outcome == proto::DecodeOutcome::need_more) return;
     if (res.outcome == proto::DecodeOutcome::error && res.version != 0) {
       return lose(Status(Errc::protocol_error,
@@ -164,7 +225,7 @@ void Client::Impl::parseInput() {
       return lose(Status(Errc::protocol_error, std::string("from rdmamsgd: ") + res.reason));
     }
     handleFrame(res.frame);
-    in.consume(res.consumed);
+    from.consume(res.consumed);
   }
 }
 
@@ -208,6 +269,12 @@ void Client::Impl::handleFrame(const proto::Frame& f) {
       return setHeld(f, true);
     case FrameKind::resume:
       return setHeld(f, false);
+    case FrameKind::shm_accept:
+      if (!shmOffered || shmDecided)
+        return lose(Status(Errc::protocol_error, "rdmamsgd sent SHM_ACCEPT unasked"));
+      shmDecided = true;
+      return startSharedMemory();
+    case FrameKind::shm_offer:
     case FrameKind::hello:
     case FrameKind::consumed:
     case FrameKind::reg:
@@ -252,6 +319,10 @@ void Client::Impl::handleError(const proto::Frame& f) {
     return;
   }
   switch (static_cast<FrameKind>(f.inReplyTo)) {
+    case FrameKind::shm_offer:  // refused: the socket it is
+      shmDecided = true;
+      shm.reset();
+      return;
     case FrameKind::reg:
       if (!registerReply) registerReply = std::move(st);
       return;
@@ -305,6 +376,14 @@ bool Client::Impl::take(uint64_t msgId, Completion& c) {
 
 template <typename Done>
 Status Client::Impl::waitFor(Done done, std::chrono::milliseconds timeout) {
+  Status st = waitUntil(done, timeout);
+  // The application may poll fd() next: the daemon must ring for what comes.
+  if (shmInUse && conn.ok() && !shm->armed()) settleRings();
+  return st;
+}
+
+template <typename Done>
+Status Client::Impl::waitUntil(Done done, std::chrono::milliseconds timeout) {
   // Already there (e.g. a completion from an ACK frame read earlier): no I/O.
   if (done()) return {};
   const auto deadline = Clock::now() + timeout;
@@ -317,10 +396,91 @@ Status Client::Impl::waitFor(Done done, std::chrono::milliseconds timeout) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return Status(Errc::timeout, "no answer from rdmamsgd in time");
+    const int ms = static_cast<int>(std::min<long long>(left, 1000));
+    if (shmInUse) {
+      sleepOnRing(ms);
+      continue;
+    }
     pollfd p{fd.get(), static_cast<short>(POLLIN | (out.empty() ? 0 : POLLOUT)), 0};
-    if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR) {
+    if (::poll(&p, 1, ms) < 0 && errno != EINTR) {
       lose(errnoStatus(Errc::io_error, "poll", errno));
     }
+  }
+}
+
+// Waits up to `ms` for the daemon's doorbell (records, or room it released)
+// or its socket (a closing ERROR, or the end) — after telling the daemon,
+// through the rings, that it sleeps.
+void Client::Impl::sleepOnRing(int ms) {
+  if (!armForSleep()) return;  // something arrived meanwhile
+  pollfd p[2] = {{shm->wakeFd(), POLLIN, 0}, {fd.get(), POLLIN, 0}};
+  if (::poll(p, 2, ms) < 0 && errno != EINTR)
+    return lose(errnoStatus(Errc::io_error, "poll", errno));
+  if (Result<bool> rung = shm->disarm(); !rung) return lose(rung.status());
+  if (p[1].revents != 0) readSocket(sockIn);
+}
+
+// What processIo(), tryReceive() and pollCompletion() do with shared
+// memory: after a wake-up, reset the doorbell and look at the socket (a
+// closing ERROR, or its end); move the frames; then leave the daemon told
+// to ring, so that an application polling fd() is woken by what comes next
+// — or, when records keep arriving, leave fd() readable.
+void Client::Impl::pumpRings() {
+  const bool wasArmed = shm->armed();
+  Result<bool> rung = shm->disarm();
+  if (!rung) return lose(rung.status());
+  reportConsumed();
+  writeRing();
+  const uint64_t before = shm->counters().recordsRead;
+  readRing();
+  // Woken, but not by the doorbell and with nothing in the ring: the socket
+  // (a closing ERROR, or its end) — or a spurious call, for one recv.
+  if (wasArmed && !*rung && shm->counters().recordsRead == before) readSocket(sockIn);
+  settleRings();
+}
+
+// The rings are worked: leave the daemon told to ring when anything comes
+// (or room appears), so that an application polling fd() wakes for it — or,
+// when records keep arriving, leave fd() readable.
+void Client::Impl::settleRings() {
+  for (int round = 0; round < 4 && conn.ok(); ++round) {
+    if (armForSleep()) return;
+    Result<bool> rung = shm->disarm();
+    if (!rung) return lose(rung.status());
+    writeRing();
+    readRing();
+  }
+  if (!conn.ok()) return;
+  if (Status st = shm->wakeSelf(); !st) lose(st);
+}
+
+void Client::Impl::offerSharedMemory(const ConnectOptions& opts) {
+  Result<ShmChannel> channel = ShmChannel::create(opts.sendRingCapacity, opts.receiveRingCapacity);
+  if (!channel) return;  // no shared memory here (e.g. memfd refused): the socket it is
+  shm = std::make_unique<ShmChannel>(std::move(channel.value()));
+  proto::encodeShmOffer(out, shm_ring::kVersion, shm->toDaemonCapacity(), shm->toClientCapacity());
+  const auto fds = shm->fdsToPass();
+  Result<size_t> sent = sendFds(fd.get(), fds, out.readable());
+  if (!sent) {
+    shm.reset();
+    return lose(sent.status());
+  }
+  out.consume(*sent);
+  shmOffered = true;
+}
+
+// SHM_ACCEPT: every later frame goes through the rings; fd() becomes an
+// epoll set of the doorbell and the socket.
+void Client::Impl::startSharedMemory() {
+  shmInUse = true;
+  epfd.reset(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epfd) return lose(errnoStatus(Errc::io_error, "epoll_create1", errno));
+  for (int watched : {shm->wakeFd(), fd.get()}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = watched;
+    if (::epoll_ctl(epfd.get(), EPOLL_CTL_ADD, watched, &ev) != 0)
+      return lose(errnoStatus(Errc::io_error, "epoll_ctl", errno));
   }
 }
 
@@ -357,7 +517,9 @@ Result<Client> Client::connect(std::string_view socketPath, const ConnectOptions
   ::setsockopt(impl->fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   proto::encodeHello(impl->out, opts.clientName);
   Impl& im = *impl;
-  Status st = im.waitFor([&im] { return im.welcomed; }, opts.timeout);
+  if (sharedMemoryWanted(opts)) im.offerSharedMemory(opts);
+  Status st =
+      im.waitFor([&im] { return im.welcomed && im.shmOffered == im.shmDecided; }, opts.timeout);
   if (!st.ok()) return st;
   return Client(std::move(impl));
 }
@@ -376,10 +538,14 @@ uint32_t Client::maxMessageSize() const {
   return impl_->maxMessage;
 }
 int Client::fd() const {
-  return impl_ ? impl_->fd.get() : -1;
+  if (!impl_) return -1;
+  return impl_->shmInUse ? impl_->epfd.get() : impl_->fd.get();
 }
 bool Client::wantsWrite() const {
-  return !impl_->out.empty();
+  return !impl_->shmInUse && !impl_->out.empty();  // room in a ring rings the doorbell
+}
+bool Client::usesSharedMemory() const {
+  return impl_ && impl_->shmInUse;
 }
 size_t Client::inFlight() const {
   return impl_->inFlight;
@@ -451,7 +617,21 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
                                        " bytes exceeds the maximum of " +
                                        std::to_string(maxMessage));
   }
+  // Blocked by a full buffer: would_block until it drained below the write
+  // threshold (by then any HOLD the daemon sent meanwhile has been read),
+  // so that trySend does not flap between accepted and would_block.
+  if (!mayWait && (outBlocked || out.size() >= kWriteBlockLimit)) {
+    writeSome();
+    readSome();
+    if (!conn.ok()) return conn;
+    outBlocked = out.size() >= kWriteThreshold;
+    if (outBlocked && shmInUse) settleRings();  // fd() wakes when room appears
+    if (outBlocked)
+      return Status(Errc::would_block,
+                    std::to_string(out.size()) + " bytes are waiting for rdmamsgd to read them");
+  }
   if (isHeld(node, service)) {
+    if (!mayWait && shmInUse) settleRings();  // fd() wakes for the RESUME
     if (!mayWait)
       return Status(Errc::would_block, "rdmamsgd holds " + std::string(node) + "/" +
                                            std::string(service) +
@@ -460,17 +640,16 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
     Status st = waitFor([&] { return !isHeld(n, sv); }, std::chrono::hours(24));
     if (!st.ok()) return st;
   }
-  if (!mayWait && out.size() >= kWriteBlockLimit) {
-    writeSome();
-    if (!conn.ok()) return conn;
-    if (out.size() >= kWriteBlockLimit)
-      return Status(Errc::would_block,
-                    std::to_string(out.size()) + " bytes are waiting for rdmamsgd to read them");
-  }
   const uint64_t id = nextId++;
   proto::encodeSend(out, id, node, service, fromService, payload);
   ++inFlight;
-  if (out.size() >= kWriteThreshold) {
+  if (shmInUse) {
+    // No system call to save: into the ring at once (the daemon is rung
+    // only if it sleeps), the answers read, and the daemon told to ring.
+    writeRing();
+    readRing();
+    settleRings();
+  } else if (out.size() >= kWriteThreshold) {
     writeSome();
     readSome();  // a HOLD is seen within 64 KiB, not once the socket is full
   }
@@ -499,7 +678,8 @@ Status Client::sendAndWait(std::string_view node, std::string_view service,
 
 Status Client::flush(std::chrono::milliseconds timeout) {
   Impl& im = *impl_;
-  return im.waitFor([&im] { return im.out.empty(); }, timeout);
+  if (!im.conn.ok()) return im.conn;
+  return im.waitFor([&im] { return im.allWritten(); }, timeout);
 }
 
 // Hands the first inbox message to `out`: the payload buffers are swapped

@@ -200,6 +200,15 @@ void parseBody(FrameKind kind, Reader& r, Frame& f) {
       f.service = r.name("hold/resume: invalid service name");
       r.expectEnd();
       return;
+    case FrameKind::shm_offer:
+      f.maxMessageSize = r.get<uint32_t>("shm offer: ring version");
+      f.toDaemonCapacity = r.get<uint64_t>("shm offer: client-to-daemon capacity");
+      f.toClientCapacity = r.get<uint64_t>("shm offer: daemon-to-client capacity");
+      r.expectEnd();
+      return;
+    case FrameKind::shm_accept:
+      r.expectEnd();
+      return;
   }
 }
 
@@ -237,6 +246,10 @@ std::string_view toString(FrameKind kind) {
       return "HOLD";
     case FrameKind::resume:
       return "RESUME";
+    case FrameKind::shm_offer:
+      return "SHM_OFFER";
+    case FrameKind::shm_accept:
+      return "SHM_ACCEPT";
   }
   return "UNKNOWN";
 }
@@ -419,6 +432,18 @@ void encodeHold(ByteBuffer& out, std::string_view node, std::string_view service
 
 void encodeResume(ByteBuffer& out, std::string_view node, std::string_view service) {
   encodeDestinationFrame(out, FrameKind::resume, node, service);
+}
+
+void encodeShmOffer(ByteBuffer& out, uint32_t ringVersion, uint64_t toDaemonCapacity,
+                    uint64_t toClientCapacity) {
+  Writer w = frame(out, FrameKind::shm_offer, 4 + 8 + 8);
+  w.le<uint32_t>(ringVersion);
+  w.le<uint64_t>(toDaemonCapacity);
+  w.le<uint64_t>(toClientCapacity);
+}
+
+void encodeShmAccept(ByteBuffer& out) {
+  frame(out, FrameKind::shm_accept, 0);
 }
 
 void encodeErrorInVersion(ByteBuffer& out, uint8_t version, Errc errc, std::string_view text) {

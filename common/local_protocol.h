@@ -52,8 +52,11 @@ enum class FrameKind : uint8_t {
   consumed = 13,        // c→d  u64 taken: DELIVERs the application has taken (cumulative)
   hold = 14,            // d→c  str8 node, str8 service: send nothing more there until RESUME
   resume = 15,          // d→c  str8 node, str8 service
+  shm_offer = 16,       // c→d  u32 ringVersion, u64 toDaemonCapacity, u64 toClientCapacity;
+                        //      3 fds ride with it (common/shm_channel.h); only right after HELLO
+  shm_accept = 17,      // d→c  (empty): every later frame of both sides goes through the rings
 };
-inline constexpr uint8_t kMaxFrameKind = static_cast<uint8_t>(FrameKind::resume);
+inline constexpr uint8_t kMaxFrameKind = static_cast<uint8_t>(FrameKind::shm_accept);
 
 std::string_view toString(FrameKind kind);
 
@@ -82,7 +85,9 @@ struct Frame {
   uint64_t msgId = 0;                  // send, error; consumed: the count taken
   Errc errc = Errc::ok;                // error
   uint8_t inReplyTo = 0;               // error: FrameKind of the request, 0 = connection
-  uint32_t maxMessageSize = 0;         // welcome
+  uint32_t maxMessageSize = 0;         // welcome; shm_offer: the ring version
+  uint64_t toDaemonCapacity = 0;       // shm_offer
+  uint64_t toClientCapacity = 0;       // shm_offer
   std::string_view node;               // welcome (own), send/hold/resume (destination),
                                        // deliver (source)
   std::string_view service;            // reg/registered/unreg; send/hold/resume (destination);
@@ -132,6 +137,9 @@ void encodeBye(ByteBuffer& out);
 void encodeConsumed(ByteBuffer& out, uint64_t taken);
 void encodeHold(ByteBuffer& out, std::string_view node, std::string_view service);
 void encodeResume(ByteBuffer& out, std::string_view node, std::string_view service);
+void encodeShmOffer(ByteBuffer& out, uint32_t ringVersion, uint64_t toDaemonCapacity,
+                    uint64_t toClientCapacity);
+void encodeShmAccept(ByteBuffer& out);
 // An ERROR framed in protocol version `version` (the header and the ERROR
 // body are the same in every version): the answer to a peer of another version.
 void encodeErrorInVersion(ByteBuffer& out, uint8_t version, Errc errc, std::string_view text);

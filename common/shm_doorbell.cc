@@ -57,16 +57,22 @@ Status ShmDoorbell::ring() {
 }
 
 Result<bool> ShmDoorbell::drain() {
+  Result<uint64_t> count = take();
+  if (!count) return count.status();
+  return *count != 0;
+}
+
+Result<uint64_t> ShmDoorbell::take() {
   uint64_t count = 0;
   ssize_t n;
   do {
     n = ::read(fd_.get(), &count, sizeof count);
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
-    if (errno == EAGAIN) return false;
+    if (errno == EAGAIN) return uint64_t{0};
     return sysError("draining the doorbell");
   }
-  return true;
+  return count;
 }
 
 }  // namespace rdmamsg

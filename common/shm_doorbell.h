@@ -34,6 +34,9 @@ class ShmDoorbell {
   // Resets the eventfd after a wake-up; returns whether it had been rung.
   // One read(2).
   [[nodiscard]] Result<bool> drain();
+  // The same, returning how often it was rung since the last reset (each
+  // ring() adds one; 0 when it was not rung).
+  [[nodiscard]] Result<uint64_t> take();
 
   int fd() const { return fd_.get(); }
   bool valid() const { return fd_.valid(); }

@@ -185,8 +185,8 @@ bool ShmRingProducer::prepareToSleep() {
   return true;
 }
 
-void ShmRingProducer::cancelSleep() {
-  map_.word(kProducerSleepingOffset).store(0, std::memory_order_relaxed);
+bool ShmRingProducer::cancelSleep() {
+  return map_.word(kProducerSleepingOffset).exchange(0, std::memory_order_relaxed) != 0;
 }
 
 // --- consumer ----------------------------------------------------------------
@@ -305,8 +305,8 @@ bool ShmRingConsumer::prepareToSleep() {
   return true;
 }
 
-void ShmRingConsumer::cancelSleep() {
-  map_.word(kConsumerSleepingOffset).store(0, std::memory_order_relaxed);
+bool ShmRingConsumer::cancelSleep() {
+  return map_.word(kConsumerSleepingOffset).exchange(0, std::memory_order_relaxed) != 0;
 }
 
 bool ShmRingConsumer::needsWake() {

@@ -161,8 +161,10 @@ class ShmRingProducer {
   // (its word is set; the consumer's needsWake() will say so), false when
   // the consumer released room meanwhile (reserve() again).
   [[nodiscard]] bool prepareToSleep();
-  // Clears the producer's sleeping word (after it woke up).
-  void cancelSleep();
+  // Clears the producer's sleeping word (after it woke up, or when it did
+  // not sleep after all). True when this side cleared it; false when the
+  // consumer had taken it (its needsWake() said true: the doorbell is rung).
+  bool cancelSleep();
 
   size_t maxPayload() const { return shm_ring::maxPayload(map_.capacity()); }
   // ok, or the protocol_error that killed the ring.
@@ -200,8 +202,10 @@ class ShmRingConsumer {
   // (the producer's needsWake() will say so), false when a record arrived
   // meanwhile (peek() again).
   [[nodiscard]] bool prepareToSleep();
-  // Clears the consumer's sleeping word (after it woke up).
-  void cancelSleep();
+  // Clears the consumer's sleeping word (after it woke up, or when it did
+  // not sleep after all). True when this side cleared it; false when the
+  // producer had taken it (its needsWake() said true: the doorbell is rung).
+  bool cancelSleep();
   // After release() (once per batch): whether the producer waits for room;
   // true at most once per sleep: ring its doorbell.
   [[nodiscard]] bool needsWake();

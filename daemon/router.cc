@@ -89,10 +89,6 @@ void Router::onSessionClosed(local::SessionId session) {
   if (auto waiting = heldOnSession_.extract(session); !waiting.empty()) release(waiting.mapped());
 }
 
-// What a client may have written before it read a HOLD: its library's
-// buffer (librdmamsg's send() waits above 4 MiB) and the socket's.
-constexpr size_t kHoldSlack = 8u << 20;
-
 void Router::hold(std::vector<Holder>& holders, local::SessionId session, std::string_view node,
                   std::string_view service, size_t bytes) {
   for (Holder& h : holders) {
@@ -100,8 +96,8 @@ void Router::hold(std::vector<Holder>& holders, local::SessionId session, std::s
     // Sent before it read the HOLD, or ignoring it: a client that goes on
     // past a queue's worth and two messages is no longer read.
     h.overshoot += bytes;
-    if (!h.paused &&
-        h.overshoot > kHoldSlack + config_.sendQueueLimit + 2 * size_t{config_.maxMessageSize}) {
+    if (!h.paused && h.overshoot > server_->holdSlack(session) + config_.sendQueueLimit +
+                                       2 * size_t{config_.maxMessageSize}) {
       h.paused = true;
       counters_.holdsIgnored++;
       server_->pauseReading(session);

@@ -31,7 +31,8 @@ bool sameBytes(Bytes a, Bytes b) {
 
 bool sameFrame(const Frame& a, const Frame& b) {
   return a.kind == b.kind && a.msgId == b.msgId && a.errc == b.errc && a.inReplyTo == b.inReplyTo &&
-         a.maxMessageSize == b.maxMessageSize && a.node == b.node && a.service == b.service &&
+         a.maxMessageSize == b.maxMessageSize && a.toDaemonCapacity == b.toDaemonCapacity &&
+         a.toClientCapacity == b.toClientCapacity && a.node == b.node && a.service == b.service &&
          a.otherService == b.otherService && a.text == b.text && sameBytes(a.payload, b.payload) &&
          sameBytes(a.acks, b.acks);
 }
@@ -105,6 +106,12 @@ void checkFields(const Frame& f, Bytes body) {
       FUZZ_CHECK(isValidName(f.node) && isValidName(f.service));
       FUZZ_CHECK(f.node.size() + f.service.size() + 2 == body.size());
       return;
+    case FrameKind::shm_offer:
+      FUZZ_CHECK(body.size() == 20);
+      return;
+    case FrameKind::shm_accept:
+      FUZZ_CHECK(body.empty());
+      return;
   }
   FUZZ_CHECK(!"decoded an unknown frame kind");
 }
@@ -162,6 +169,12 @@ bool encodeAgain(const Frame& f, ByteBuffer& out) {
       return true;
     case FrameKind::resume:
       encodeResume(out, f.node, f.service);
+      return true;
+    case FrameKind::shm_offer:
+      encodeShmOffer(out, f.maxMessageSize, f.toDaemonCapacity, f.toClientCapacity);
+      return true;
+    case FrameKind::shm_accept:
+      encodeShmAccept(out);
       return true;
   }
   return false;

@@ -130,7 +130,7 @@ void LocalServer::serviceSession(Session& s) {
   // Frames before the end are handled first; a paused session reads its
   // end again when it resumes.
   if (s.inputEnded() && s.state() != Session::State::closing && !s.paused())
-    beginClose(s, Status(), s.endReason());
+    beginClose(s, s.endStatus(), s.endReason());
 }
 
 void LocalServer::processInput(Session& s) {
@@ -160,6 +160,9 @@ void LocalServer::handleFrame(Session& s, const proto::Frame& f) {
   if (s.state() == Session::State::awaiting_hello && f.kind != FrameKind::hello) {
     return protocolError(s, "the first frame must be HELLO");
   }
+  // SHM_OFFER comes right after HELLO, or not at all.
+  if (f.kind == FrameKind::shm_offer && s.offerWindowOpen()) return onShmOffer(s, f);
+  if (f.kind != FrameKind::hello) s.closeOfferWindow();
   switch (f.kind) {
     case FrameKind::hello:
       return onHello(s, f);
@@ -175,7 +178,10 @@ void LocalServer::handleFrame(Session& s, const proto::Frame& f) {
       return beginClose(s, Status(), "client said goodbye");
     case FrameKind::consumed:
       return onConsumed(s, f.msgId);
+    case FrameKind::shm_offer:
+      return protocolError(s, "SHM_OFFER must follow HELLO directly");
     case FrameKind::welcome:
+    case FrameKind::shm_accept:
     case FrameKind::hold:
     case FrameKind::resume:
     case FrameKind::registered:
@@ -199,6 +205,40 @@ void LocalServer::onHello(Session& s, const proto::Frame& f) {
   localLog().debug("{}: hello from '{}'", s.name(), f.text);
   proto::encodeWelcome(s.outputBuffer(), config_.maxMessageSize, config_.nodeName);
   markDirty(s);
+}
+
+// The client's shared-memory channel: attached and accepted, or refused with
+// an ERROR in reply to SHM_OFFER — the client then goes on over the socket.
+void LocalServer::onShmOffer(Session& s, const proto::Frame& f) {
+  std::vector<UniqueFd> fds = s.takePassedFds();
+  s.closeOfferWindow();
+  auto refuse = [&](const Status& why) {
+    localLog().info("{}: shared memory refused: {}", s.name(), why.message());
+    proto::encodeError(s.outputBuffer(), 0, why.code(),
+                       static_cast<uint8_t>(proto::FrameKind::shm_offer), why.message());
+    markDirty(s);
+  };
+  if (!config_.sharedMemory)
+    return refuse(Status(Errc::bad_request, "shared memory is off on this daemon"));
+  if (f.maxMessageSize != shm_ring::kVersion)
+    return refuse(Status(Errc::protocol_error,
+                         "shared-memory ring version " + std::to_string(f.maxMessageSize) +
+                             " is not this daemon's (" + std::to_string(shm_ring::kVersion) + ")"));
+  if (fds.size() != shm_channel::kFdCount)
+    return refuse(Status(Errc::protocol_error, "SHM_OFFER came with " + std::to_string(fds.size()) +
+                                                   " descriptors instead of " +
+                                                   std::to_string(shm_channel::kFdCount)));
+  Result<ShmChannel> channel =
+      ShmChannel::attach({std::move(fds[0]), std::move(fds[1]), std::move(fds[2])},
+                         f.toDaemonCapacity, f.toClientCapacity);
+  if (!channel) return refuse(channel.status());
+  // SHM_ACCEPT is the socket's last frame: written now, before the switch.
+  proto::encodeShmAccept(s.outputBuffer());
+  if (s.flush() != Session::FlushResult::drained)
+    return beginClose(s, Status(), "the control socket did not take SHM_ACCEPT");
+  s.useSharedMemory(std::make_unique<ShmChannel>(std::move(channel.value())));
+  localLog().debug("{}: shared memory: rings of {} and {} bytes", s.name(), f.toDaemonCapacity,
+                   f.toClientCapacity);
 }
 
 void LocalServer::onRegister(Session& s, std::string_view service) {
@@ -438,6 +478,15 @@ size_t LocalServer::outputBytes(SessionId id) const {
   return s == nullptr ? 0 : s->outputBytes();
 }
 
+size_t LocalServer::holdSlack(SessionId id) const {
+  constexpr size_t kLibraryBuffer = size_t{4} << 20;
+  constexpr size_t kSocketBuffer = size_t{4} << 20;  // more than the kernel's default
+  const Session* s = find(id);
+  const ShmChannel* shm = s == nullptr ? nullptr : s->sharedMemory();
+  const size_t transport = shm != nullptr ? shm->toDaemonCapacity() : kSocketBuffer;
+  return kLibraryBuffer + transport + 2 * Session::kReadBudget;
+}
+
 bool LocalServer::outputCongested(SessionId id) const {
   const Session* s = find(id);
   return s != nullptr && s->congested;
@@ -475,6 +524,8 @@ void LocalServer::beginClose(Session& s, const Status& reason, std::string_view 
   localLog().debug("{}: disconnecting: {}{}{}", s.name(), logWhy, s.lastErrno() ? ": " : "",
                    s.lastErrno() ? std::strerror(s.lastErrno()) : "");
   s.encodePendingAcks();  // acks already earned go out before the closing error
+  // A broken ring takes nothing more: only the ERROR goes, over the socket.
+  if (s.ringBroken()) s.outputBuffer().clear();
   if (!reason.ok()) proto::encodeError(s.outputBuffer(), 0, reason.code(), 0, reason.message());
   s.setState(Session::State::closing);
   s.stopEvents();

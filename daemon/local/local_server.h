@@ -65,6 +65,8 @@ struct LocalServerConfig {
   // Who may connect, register and send (config/local_policy.h); unset: anyone
   // who can open the socket may do anything. Replaced by setPolicy().
   std::optional<config::LocalPolicy> policy;
+  // Whether clients may move their frames to shared-memory rings (SHM_OFFER).
+  bool sharedMemory = true;
 };
 
 // Requests refused by the local policy, by kind, and sessions closed because
@@ -111,6 +113,10 @@ class LocalServer {
   bool pauseReading(SessionId id);
   bool resumeReading(SessionId id);
   size_t outputBytes(SessionId id) const;  // 0 for unknown sessions
+  // What a client may have written before it could read a HOLD: its
+  // library's buffer (librdmamsg's send() waits above 4 MiB), its socket's
+  // or its ring's, and what the daemon reads in one go.
+  size_t holdSlack(SessionId id) const;
   bool outputCongested(SessionId id) const;
   void setDrainedCallback(DrainedCallback cb) { drained_ = std::move(cb); }
   // A delivery of `bytes` to session `listener` was taken by its application
@@ -151,6 +157,7 @@ class LocalServer {
   void beginClose(Session& s, const Status& reason, std::string_view logWhy);
   // Request handlers.
   void onHello(Session& s, const proto::Frame& frame);
+  void onShmOffer(Session& s, const proto::Frame& frame);
   void onRegister(Session& s, std::string_view service);
   void onUnregister(Session& s, std::string_view service);
   void onSend(Session& s, const proto::Frame& frame);

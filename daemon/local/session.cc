@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/fd_passing.h"
 #include "common/local_protocol.h"
 #include "daemon/local/log.h"
 
@@ -20,9 +21,6 @@ namespace rdmamsg::local {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
-// Bytes read per wakeup before yielding to other clients; the rest is picked
-// up by re-activating the read event (no new edge needed).
-constexpr size_t kReadBudget = 1024 * 1024;
 
 std::string_view toString(Session::State s) {
   switch (s) {
@@ -41,7 +39,8 @@ std::string_view toString(Session::State s) {
 Session::Session(loop::EventLoop& loop, SessionId id, UniqueFd fd, PeerCred cred, uint32_t maxBody,
                  size_t maxAcksPerFrame, std::chrono::milliseconds helloTimeout,
                  std::function<void()> wake)
-    : id_(id),
+    : loop_(loop),
+      id_(id),
       wake_(std::move(wake)),
       fd_(std::move(fd)),
       cred_(cred),
@@ -111,46 +110,136 @@ void Session::resume(uint8_t reason) {
   pauseMask_ &= static_cast<uint8_t>(~reason);
   // Continue with the frames already buffered and read on: no edge will come
   // for bytes that arrived while paused.
-  if (wasPaused && pauseMask_ == 0 && state_ != State::closing) readEvent_.activate(EV_READ);
+  if (wasPaused && pauseMask_ == 0 && state_ != State::closing) kickRead();
 }
 
 void Session::kickRead() {
+  if (doorbellEvent_) return doorbellEvent_->activate(EV_READ);
   readEvent_.activate(EV_READ);
 }
 
 // Reads until EAGAIN (edge-triggered) or the budget, then marks the
 // session: its owner parses what came in its service phase. Nothing is read
-// while the session is paused, so a paused client's writes block.
+// while the session is paused, so a paused client's writes block. With
+// shared memory the socket carries no frames: only its end is read.
 void Session::onReadable() {
-  if (state_ == State::closing || pauseMask_ != 0 || endReason_ != nullptr) return;
-  size_t budget = kReadBudget;
+  if (state_ == State::closing || endReason_ != nullptr) return;
+  if (shm_) {
+    std::byte probe[64];
+    const ssize_t n = ::read(fd_.get(), probe, sizeof probe);
+    loop::syscalls().socketReads++;
+    if (n == 0) {
+      // What the client wrote before it closed (its last CONSUMED, its BYE)
+      // is in the ring: all of it is read before the end.
+      if (Result<size_t> got = shm_->read(in_, SIZE_MAX); !got)
+        localLog().warn("{}: shared memory: {}", name_, got.status().toString());
+      endInput("client closed the connection", 0);
+    }
+    if (n > 0) endInput("bytes on the control socket after SHM_ACCEPT", 0, Errc::protocol_error);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      endInput("read failed", errno);
+    if (endReason_ != nullptr) wake_();
+    return;
+  }
+  if (pauseMask_ != 0) return;
+  readSocket(kReadBudget);
+  wake_();
+}
+
+void Session::readSocket(size_t budget) {
   for (;;) {
     if (budget == 0) {
       readEvent_.activate(EV_READ);  // the rest on the next iteration
-      break;
+      return;
     }
     auto room = in_.prepare(kReadChunk);
-    const ssize_t n = ::read(fd_.get(), room.data(), room.size());
-    loop::syscalls().socketReads++;
+    ssize_t n;
+    if (offerWindow_) {  // a SHM_OFFER's descriptors may come with these bytes
+      Result<ReceivedFds> got = receiveFds(fd_.get(), room, kMaxPassedFds);
+      loop::syscalls().socketReads++;
+      if (!got) {
+        if (got.status().code() == Errc::would_block) return;
+        return endInput("receiving descriptors failed", 0, got.status().code());
+      }
+      n = static_cast<ssize_t>(got->bytes);
+      for (UniqueFd& fd : got->fds)
+        passedFds_.push_back(std::move(fd));
+      if (passedFds_.size() > shm_channel::kFdCount)
+        return endInput("too many descriptors passed", 0, Errc::protocol_error);
+    } else {
+      n = ::read(fd_.get(), room.data(), room.size());
+      loop::syscalls().socketReads++;
+    }
     if (n > 0) {
       in_.commit(static_cast<size_t>(n));
       budget -= std::min(budget, static_cast<size_t>(n));
     } else if (n == 0) {
-      endInput("client closed the connection", 0);
-      break;
+      return endInput("client closed the connection", 0);
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      break;
+      return;
     } else if (errno != EINTR) {
-      endInput("read failed", errno);
-      break;
+      return endInput("read failed", errno);
     }
   }
+}
+
+void Session::closeOfferWindow() {
+  passedFds_.clear();
+  offerWindow_ = false;
+}
+
+void Session::useSharedMemory(std::unique_ptr<ShmChannel> channel) {
+  shm_ = std::move(channel);
+  offerWindow_ = false;
+  passedFds_.clear();
+  doorbellEvent_ = std::make_unique<loop::IoEvent>(
+      loop_, shm_->wakeFd(), EV_READ | EV_PERSIST | EV_ET, [this](short) { onDoorbell(); });
+  doorbellEvent_->activate(EV_READ);  // records may be there already
+}
+
+// The client rang: records arrived, or it released room this side waits for.
+void Session::onDoorbell() {
+  if (state_ == State::closing || endReason_ != nullptr) return;
+  if (Result<bool> rung = shm_->disarm(); !rung) {
+    endInput("reading the doorbell failed", 0);
+    return wake_();
+  }
+  if (!out_.empty()) writable_ = true;
+  if (pauseMask_ == 0) readRing();
   wake_();
 }
 
-void Session::endInput(const char* why, int err) {
+// Copies records into the input buffer (the one read of their bytes) up to
+// the read budget; when the ring is empty, asks to be rung for the next.
+void Session::readRing() {
+  for (int round = 0; round < 2; ++round) {
+    Result<size_t> got = shm_->read(in_, kReadBudget);
+    if (!got) {
+      localLog().warn("{}: shared memory: {}", name_, got.status().toString());
+      return endInput("the client's shared-memory ring is corrupt", 0, Errc::protocol_error);
+    }
+    if (*got >= kReadBudget) {
+      doorbellEvent_->activate(EV_READ);  // the rest on the next iteration
+      return;
+    }
+    if (shm_->armInput()) return;  // the client rings for its next record
+  }
+  doorbellEvent_->activate(EV_READ);
+}
+
+void Session::endInput(const char* why, int err, Errc code) {
   endReason_ = why;
   lastErrno_ = err;
+  endCode_ = code;
+}
+
+Status Session::endStatus() const {
+  if (endCode_ == Errc::ok || endReason_ == nullptr) return {};
+  return Status(endCode_, endReason_);
+}
+
+bool Session::ringBroken() const {
+  return shm_ != nullptr && !shm_->status().ok();
 }
 
 void Session::queueAcks(uint64_t msgId, uint64_t count) {
@@ -199,6 +288,8 @@ bool Session::consume(uint64_t taken) {
 
 Session::FlushResult Session::flush() {
   encodePendingAcks();
+  // A broken ring cannot carry the closing ERROR: the socket does.
+  if (shm_ && !ringBroken()) return flushToRing();
   while (!out_.empty()) {
     iovec iov{const_cast<std::byte*>(out_.data()), out_.size()};
     msghdr msg{};
@@ -220,9 +311,27 @@ Session::FlushResult Session::flush() {
   return FlushResult::drained;
 }
 
+// Moves the output into the client's ring; when the ring is full, asks to be
+// rung once the client released room (the doorbell then sets writable_).
+Session::FlushResult Session::flushToRing() {
+  for (int round = 0; round < 64 && !out_.empty(); ++round) {
+    Result<size_t> put = shm_->write(out_.readable());
+    if (!put) {
+      localLog().warn("{}: shared memory: {}", name_, put.status().toString());
+      return FlushResult::failed;
+    }
+    out_.consume(*put);
+    if (*put == 0 && shm_->armRoom()) return FlushResult::blocked;
+  }
+  if (out_.empty()) return FlushResult::drained;
+  doorbellEvent_->activate(EV_READ);  // room keeps appearing: go on next iteration
+  return FlushResult::blocked;
+}
+
 void Session::stopEvents() {
   readEvent_.disable();
   writeEvent_.disable();
+  if (doorbellEvent_) doorbellEvent_->disable();
 }
 
 }  // namespace rdmamsg::local

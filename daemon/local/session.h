@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +29,7 @@
 
 #include "common/byte_buffer.h"
 #include "common/local_protocol.h"
+#include "common/shm_channel.h"
 #include "common/unique_fd.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/loop/events.h"
@@ -63,6 +65,9 @@ class Session {
   uint32_t maxBody() const { return maxBody_; }
   bool inputEnded() const { return endReason_ != nullptr; }
   const char* endReason() const { return endReason_; }
+  // Why the input ended, for the client: ok for an orderly end, an error
+  // (protocol_error) when the client broke the protocol.
+  Status endStatus() const;
   bool helloExpired() const { return helloExpired_; }
   // The socket became writable again (once per edge).
   bool takeWritable() { return std::exchange(writable_, false); }
@@ -82,6 +87,22 @@ class Session {
   // Runs the read callback on this loop turn (bytes may predate registration).
   void kickRead();
 
+  // Shared memory (common/shm_channel.h). Until the offer window closes —
+  // the first frame after HELLO that is not SHM_OFFER — the socket is read
+  // with the descriptors passed along (at most shm_channel::kFdCount).
+  // takePassedFds() hands them to the SHM_OFFER; closeOfferWindow() closes
+  // the rest and reads the socket without descriptors from then on.
+  std::vector<UniqueFd> takePassedFds() { return std::exchange(passedFds_, {}); }
+  void closeOfferWindow();
+  bool offerWindowOpen() const { return offerWindow_; }
+  // From now on frames come from and go to the channel's rings; the socket
+  // is only watched for its end. The output buffer must be empty (what was
+  // queued before, the SHM_ACCEPT, went through the socket).
+  void useSharedMemory(std::unique_ptr<ShmChannel> channel);
+  const ShmChannel* sharedMemory() const { return shm_.get(); }
+  // The channel failed (a ring the client corrupted): output goes to the socket.
+  bool ringBroken() const;
+
   // Output: the caller appends one frame and calls LocalServer::markDirty.
   // Acks are collected and encoded at flush time — one ACK frame carries all
   // acks of a loop turn, so they may overtake other frames of that turn.
@@ -99,6 +120,8 @@ class Session {
   // receipt (same owner and epoch, next seq) extends it, up to kReceiptSpan
   // bytes, so a stream is handed back in runs.
   static constexpr size_t kReceiptSpan = 64 * 1024;
+  // Bytes read from the socket or ring per wakeup before other clients' turn.
+  static constexpr size_t kReadBudget = 1024 * 1024;
   void track(const Receipt& r, size_t frameBytes);
   // The client's CONSUMED: false when `taken` goes back or past the
   // deliveries sent (a protocol error). Then consumed() hands back the
@@ -160,8 +183,13 @@ class Session {
 
  private:
   void onReadable();
-  void endInput(const char* why, int err);
+  void readSocket(size_t budget);
+  void onDoorbell();
+  void readRing();
+  FlushResult flushToRing();
+  void endInput(const char* why, int err, Errc code = Errc::ok);
 
+  loop::EventLoop& loop_;
   const SessionId id_;
   std::function<void()> wake_;
   UniqueFd fd_;
@@ -173,6 +201,7 @@ class Session {
   uint8_t pauseMask_ = 0;
   int lastErrno_ = 0;
   const char* endReason_ = nullptr;
+  Errc endCode_ = Errc::ok;
   bool writable_ = false;
   bool helloExpired_ = false;
   ByteBuffer in_;
@@ -191,6 +220,10 @@ class Session {
   loop::IoEvent readEvent_;   // EV_READ|EV_PERSIST|EV_ET, always registered
   loop::IoEvent writeEvent_;  // EV_WRITE|EV_PERSIST|EV_ET, registered while output is blocked
   loop::Timer helloTimer_;    // closes a client that never says HELLO
+  bool offerWindow_ = true;   // descriptors are read with the socket's bytes
+  std::vector<UniqueFd> passedFds_;
+  std::unique_ptr<ShmChannel> shm_;
+  std::unique_ptr<loop::IoEvent> doorbellEvent_;  // the channel's wakeFd, EV_ET
 };
 
 }  // namespace rdmamsg::local

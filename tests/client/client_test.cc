@@ -215,5 +215,47 @@ TEST(ClientTest, EventLoopIntegrationThroughFd) {
   EXPECT_EQ(m.text(), "loop");
 }
 
+// An application's own loop, as `rdmamsg bench` runs one: a sender and a
+// listener polled together, each drained only when its fd() is readable.
+// Every wait must be ended by the daemon's doorbell or socket, never by the
+// poll's timeout: a lost wake-up would stall the stream.
+TEST(ClientTest, PolledSenderAndListenerAreWokenForEveryAnswer) {
+  ThreadedServer server;
+  auto sink = Client::connect(server.socket());
+  ASSERT_TRUE(sink.ok()) << sink.status().toString();
+  ASSERT_TRUE(sink->registerService("sink").ok());
+  auto sender = Client::connect(server.socket());
+  ASSERT_TRUE(sender.ok()) << sender.status().toString();
+  constexpr uint64_t kCount = 3000, kWindow = 100;
+  uint64_t sent = 0, received = 0, completed = 0, timeouts = 0;
+  Message m;
+  Completion c;
+  for (int round = 0; round < 100000 && (received < kCount || completed < kCount); ++round) {
+    while (sent < kCount && sender->inFlight() < kWindow) {
+      auto id = sender->trySend("nodeA", "sink", bytes("x"));
+      if (!id.ok()) break;
+      ++sent;
+    }
+    pollfd p[2] = {
+        {sender->fd(), static_cast<short>(POLLIN | (sender->wantsWrite() ? POLLOUT : 0)), 0},
+        {sink->fd(), static_cast<short>(POLLIN | (sink->wantsWrite() ? POLLOUT : 0)), 0}};
+    if (::poll(p, 2, 2000) == 0) ++timeouts;
+    if (p[0].revents != 0)
+      while (sender->pollCompletion(c)) {
+        ASSERT_TRUE(c.status.ok()) << c.status.toString();
+        ++completed;
+      }
+    if (p[1].revents != 0)
+      while (sink->tryReceive(m))
+        ++received;
+    ASSERT_TRUE(sender->connectionStatus().ok());
+    ASSERT_TRUE(sink->connectionStatus().ok());
+    ASSERT_EQ(timeouts, 0u) << "a wait was not woken: sent " << sent << ", received " << received
+                            << ", completed " << completed;
+  }
+  EXPECT_EQ(received, kCount);
+  EXPECT_EQ(completed, kCount);
+}
+
 }  // namespace
 }  // namespace rdmamsg

@@ -17,6 +17,12 @@
 // waits, trySend() returns would_block; other destinations go on. A Client is not thread-safe. For
 // an application's own event loop: poll fd() for POLLIN (and POLLOUT while wantsWrite()), then call
 // processIo() and drain tryReceive / pollCompletion.
+//
+// By default the frames go through shared memory: a ring to the daemon and
+// one from it, set up over the socket at connect (ConnectOptions::
+// sharedMemory, RDMAMSG_SHM=0 to turn it off). The API and its promises are
+// the same either way; fd() is then an epoll descriptor that is readable
+// when the daemon rings this client or closes its socket.
 #pragma once
 
 #include <chrono>
@@ -56,6 +62,15 @@ struct Completion {
 struct ConnectOptions {
   std::string clientName = "librdmamsg";    // shown in the daemon's logs (<= 63 chars)
   std::chrono::milliseconds timeout{5000};  // for the HELLO/WELCOME handshake
+  // Frames go through two shared-memory rings instead of the socket (no
+  // system call per message) when the daemon accepts; the environment
+  // variable RDMAMSG_SHM=0 turns it off for every client of a process.
+  bool sharedMemory = true;
+  // Bytes of the ring to the daemon and of the ring from it (powers of two,
+  // 64 KiB to 64 MiB). What this client may have written before it reads a
+  // HOLD grows with the first, so it stays near a socket's buffer.
+  size_t sendRingCapacity = size_t{1} << 20;
+  size_t receiveRingCapacity = size_t{4} << 20;
 };
 
 class Client {
@@ -134,6 +149,8 @@ class Client {
 
   // The error that closed the connection, or ok while it is open.
   const Status& connectionStatus() const;
+  // Whether frames go through shared memory (the daemon accepted the offer).
+  bool usesSharedMemory() const;
   // Tells the daemon what the application took and says goodbye (best
   // effort, never waiting), then closes: messages returned by receive() are
   // confirmed (with confirmOnReceive), those not returned fail back to their

@@ -1,0 +1,139 @@
+// ShmChannel: a local client's shared-memory data path to rdmamsgd — one
+// region holding two rings (client → daemon and daemon → client) and two
+// doorbells — carrying the local protocol's frame stream in place of the
+// Unix socket, which stays open for control (its end is the client's end)
+// and as the fallback.
+//
+// The client creates the channel (ShmChannel::create: a sealed memfd with
+// both rings formatted, two eventfds) and passes its three fds with the
+// SHM_OFFER frame (docs/protocol.md); the daemon attaches to them
+// (ShmChannel::attach), checking every size, seal and header, and answers
+// SHM_ACCEPT. From then on each side writes its frames into its outgoing
+// ring and reads the other's from its incoming ring.
+//
+//   region: [ ring client → daemon ][ ring daemon → client ]
+//   fds:    region memfd, the daemon's doorbell, the client's doorbell
+//
+// Each side waits on its own doorbell (wakeFd()) and rings the other's only
+// when the ring says the other sleeps (the wake-up rule, shm_ring.h): a
+// busy pair makes no system call per frame. A side about to sleep calls
+// prepareToSleep() — also to be woken when it waits for room in its
+// outgoing ring — and after waking, disarm().
+//
+// The frame stream is cut into records as a socket cuts it into reads: a
+// record holds part of a frame, one frame or several. read() copies records
+// into the reader's own memory before anything parses them, so a value the
+// other side changes after it was written is never read twice: the reader
+// parses its private copy exactly as it parses a socket's bytes.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "common/byte_buffer.h"
+#include "common/shm_doorbell.h"
+#include "common/shm_region.h"
+#include "common/shm_ring.h"
+#include "common/status.h"
+#include "common/unique_fd.h"
+
+namespace rdmamsg {
+
+namespace shm_channel {
+// Ring capacities a daemon accepts (bytes, powers of two).
+inline constexpr size_t kMinCapacity = size_t{64} << 10;
+inline constexpr size_t kMaxCapacity = size_t{64} << 20;
+// The fds passed with SHM_OFFER, in this order.
+inline constexpr size_t kFdCount = 3;
+// Whether `capacity` is one a daemon accepts.
+bool validCapacity(uint64_t capacity);
+}  // namespace shm_channel
+
+// What a channel did (for status, metrics and benchmarks).
+struct ShmChannelCounters {
+  uint64_t recordsWritten = 0;
+  uint64_t recordsRead = 0;
+  uint64_t bytesWritten = 0;
+  uint64_t bytesRead = 0;
+  uint64_t wakesSent = 0;  // the other side's doorbell rung (one write(2) each)
+  uint64_t sleeps = 0;     // prepareToSleep() that said: sleep
+};
+
+class ShmChannel {
+ public:
+  enum class Side : uint8_t { client, daemon };
+
+  ShmChannel(ShmChannel&&) noexcept = default;
+  ShmChannel& operator=(ShmChannel&&) noexcept = default;
+
+  // The client's side: a new region with both rings and both doorbells.
+  [[nodiscard]] static Result<ShmChannel> create(size_t toDaemonCapacity, size_t toClientCapacity);
+  // The daemon's side, from the fds of a client's SHM_OFFER (in
+  // fdsToPass() order) and the capacities it named. Anything that does not
+  // match — a capacity out of range, an unsealed or wrong-size memfd, a
+  // ring header that is not what was offered, an fd that is not an eventfd
+  // — is a protocol_error naming it; the fds are closed.
+  [[nodiscard]] static Result<ShmChannel> attach(std::array<UniqueFd, shm_channel::kFdCount> fds,
+                                                 uint64_t toDaemonCapacity,
+                                                 uint64_t toClientCapacity);
+
+  // The client's fds for SHM_OFFER: region, daemon doorbell, client doorbell.
+  std::array<int, shm_channel::kFdCount> fdsToPass() const;
+  uint64_t toDaemonCapacity() const { return toDaemonCapacity_; }
+  uint64_t toClientCapacity() const { return toClientCapacity_; }
+
+  // Copies as much of `bytes` as the outgoing ring has room for, in records;
+  // returns how many bytes it took (0 when the ring is full: retry once the
+  // other side released, prepareToSleep(true) first to be woken for it).
+  // Rings the other side once if it sleeps.
+  [[nodiscard]] Result<size_t> write(std::span<const std::byte> bytes);
+  // Appends whole records from the incoming ring to `in` until the ring is
+  // empty or more than `budget` bytes were read; returns the bytes read.
+  // Rings the other side once if it waits for room.
+  [[nodiscard]] Result<size_t> read(ByteBuffer& in, size_t budget);
+
+  // Nothing left to read (and, with `waitingForRoom`, no room to write):
+  // true when this side may sleep on wakeFd() — the other side will ring —
+  // false when something arrived or room appeared meanwhile (go on).
+  [[nodiscard]] bool prepareToSleep(bool waitingForRoom);
+  // The halves of prepareToSleep(), for a side that waits for input and for
+  // room at different times: be woken when records arrive / room appears.
+  [[nodiscard]] bool armInput();
+  [[nodiscard]] bool armRoom();
+  // Before working again (after a wake-up, or when it did not sleep):
+  // takes back what this side armed, and resets the doorbell only when it
+  // is owed a ring — the other side took an armed word to ring it, or
+  // wakeSelf() rang — until every ring owed was read (a ring may come just
+  // after the word was taken). No system call when nobody rang. Returns
+  // whether it was rung.
+  [[nodiscard]] Result<bool> disarm();
+  bool armed() const { return armedInput_ || armedRoom_; }
+  int wakeFd() const { return own_.fd(); }
+  // Makes wakeFd() readable now: for a side that stops working before it
+  // could arm (prepareToSleep() kept finding work) and must not sleep.
+  [[nodiscard]] Status wakeSelf();
+
+  // ok, or the protocol_error that broke a ring (the channel is then dead).
+  Status status() const;
+  const ShmChannelCounters& counters() const { return counters_; }
+
+ private:
+  ShmChannel(ShmRegion region, ShmRingProducer out, ShmRingConsumer in, ShmDoorbell own,
+             ShmDoorbell peer, uint64_t toDaemon, uint64_t toClient);
+  [[nodiscard]] Status wakePeer();
+
+  ShmRegion region_;
+  ShmRingProducer out_;
+  ShmRingConsumer in_;
+  ShmDoorbell own_;   // this side sleeps on it
+  ShmDoorbell peer_;  // the other side sleeps on it
+  uint64_t toDaemonCapacity_ = 0;
+  uint64_t toClientCapacity_ = 0;
+  ShmChannelCounters counters_;
+  bool armedInput_ = false, armedRoom_ = false;
+  uint64_t owedRings_ = 0;  // rings taken (a word, wakeSelf) not yet read from the doorbell
+};
+
+}  // namespace rdmamsg
