@@ -435,7 +435,10 @@ void Client::Impl::pumpRings() {
   readRing();
   // Woken, but not by the doorbell and with nothing in the ring: the socket
   // (a closing ERROR, or its end) — or a spurious call, for one recv.
-  if (wasArmed && !*rung && shm->counters().recordsRead == before) readSocket(sockIn);
+  if (wasArmed && !*rung && shm->counters().recordsRead == before) {
+    if (Status st = shm->resetDoorbell(); !st) return lose(st);
+    readSocket(sockIn);
+  }
   settleRings();
 }
 

@@ -155,11 +155,13 @@ Result<size_t> ShmChannel::read(ByteBuffer& in, size_t budget) {
 
 bool ShmChannel::armInput() {
   armedInput_ = in_.prepareToSleep();
+  if (in_.takeOwedWake()) ++owedRings_;
   return armedInput_;
 }
 
 bool ShmChannel::armRoom() {
   armedRoom_ = out_.prepareToSleep();
+  if (out_.takeOwedWake()) ++owedRings_;
   return armedRoom_;
 }
 
@@ -179,6 +181,13 @@ Result<bool> ShmChannel::disarm() {
   if (!rings) return rings.status();
   owedRings_ -= std::min(owedRings_, *rings);
   return *rings != 0;
+}
+
+Status ShmChannel::resetDoorbell() {
+  Result<uint64_t> rings = own_.take();
+  if (!rings) return rings.status();
+  owedRings_ -= std::min(owedRings_, *rings);
+  return {};
 }
 
 Status ShmChannel::wakeSelf() {

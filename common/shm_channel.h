@@ -110,6 +110,10 @@ class ShmChannel {
   // whether it was rung.
   [[nodiscard]] Result<bool> disarm();
   bool armed() const { return armedInput_ || armedRoom_; }
+  // Resets the doorbell whatever is owed (one read(2)): for a side that was
+  // woken and found nothing to do, so that a stray ring cannot keep
+  // wakeFd() readable.
+  [[nodiscard]] Status resetDoorbell();
   int wakeFd() const { return own_.fd(); }
   // Makes wakeFd() readable now: for a side that stops working before it
   // could arm (prepareToSleep() kept finding work) and must not sleep.

@@ -179,7 +179,8 @@ bool ShmRingProducer::prepareToSleep() {
   // Dekker: the flag is stored; fence; load the consumer index.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (map_.word(kConsumerOffset).load(std::memory_order_relaxed) != consumerSeen_) {
-    sleeping.store(0, std::memory_order_relaxed);
+    // The consumer may have taken the word meanwhile: then it rings.
+    if (sleeping.exchange(0, std::memory_order_relaxed) == 0) owedWake_ = true;
     return false;
   }
   return true;
@@ -299,7 +300,8 @@ bool ShmRingConsumer::prepareToSleep() {
   // Dekker: the flag is stored; fence; load the producer index.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (map_.word(kProducerOffset).load(std::memory_order_relaxed) != consumer_ || pending_ != 0) {
-    sleeping.store(0, std::memory_order_relaxed);
+    // The producer may have taken the word meanwhile: then it rings.
+    if (sleeping.exchange(0, std::memory_order_relaxed) == 0) owedWake_ = true;
     return false;
   }
   return true;

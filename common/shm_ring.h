@@ -76,6 +76,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "common/status.h"
 
@@ -165,6 +166,10 @@ class ShmRingProducer {
   // not sleep after all). True when this side cleared it; false when the
   // consumer had taken it (its needsWake() said true: the doorbell is rung).
   bool cancelSleep();
+  // Whether a prepareToSleep() that said false found its word taken by the
+  // consumer (which then rings the doorbell although this side goes on);
+  // clears the answer.
+  bool takeOwedWake() { return std::exchange(owedWake_, false); }
 
   size_t maxPayload() const { return shm_ring::maxPayload(map_.capacity()); }
   // ok, or the protocol_error that killed the ring.
@@ -182,6 +187,7 @@ class ShmRingProducer {
   uint64_t reservedPad_ = 0;   // padding before the reserved record, or 0
   uint64_t reservedSize_ = 0;  // recordSize() of the reservation, 0: none
   uint32_t reservedLength_ = 0;
+  bool owedWake_ = false;
 };
 
 // A record as peek() shows it: the payload, or nothing when the ring is empty.
@@ -206,6 +212,10 @@ class ShmRingConsumer {
   // not sleep after all). True when this side cleared it; false when the
   // producer had taken it (its needsWake() said true: the doorbell is rung).
   bool cancelSleep();
+  // Whether a prepareToSleep() that said false found its word taken by the
+  // producer (which then rings the doorbell although this side goes on);
+  // clears the answer.
+  bool takeOwedWake() { return std::exchange(owedWake_, false); }
   // After release() (once per batch): whether the producer waits for room;
   // true at most once per sleep: ring its doorbell.
   [[nodiscard]] bool needsWake();
@@ -226,6 +236,7 @@ class ShmRingConsumer {
   uint64_t producerSeen_ = 0;  // the producer index last read and checked
   uint64_t pending_ = 0;       // size of the peeked record, 0: none
   std::span<const std::byte> peeked_;
+  bool owedWake_ = false;
 };
 
 }  // namespace rdmamsg

@@ -207,40 +207,6 @@ void LocalServer::onHello(Session& s, const proto::Frame& f) {
   markDirty(s);
 }
 
-// The client's shared-memory channel: attached and accepted, or refused with
-// an ERROR in reply to SHM_OFFER — the client then goes on over the socket.
-void LocalServer::onShmOffer(Session& s, const proto::Frame& f) {
-  std::vector<UniqueFd> fds = s.takePassedFds();
-  s.closeOfferWindow();
-  auto refuse = [&](const Status& why) {
-    localLog().info("{}: shared memory refused: {}", s.name(), why.message());
-    proto::encodeError(s.outputBuffer(), 0, why.code(),
-                       static_cast<uint8_t>(proto::FrameKind::shm_offer), why.message());
-    markDirty(s);
-  };
-  if (!config_.sharedMemory)
-    return refuse(Status(Errc::bad_request, "shared memory is off on this daemon"));
-  if (f.maxMessageSize != shm_ring::kVersion)
-    return refuse(Status(Errc::protocol_error,
-                         "shared-memory ring version " + std::to_string(f.maxMessageSize) +
-                             " is not this daemon's (" + std::to_string(shm_ring::kVersion) + ")"));
-  if (fds.size() != shm_channel::kFdCount)
-    return refuse(Status(Errc::protocol_error, "SHM_OFFER came with " + std::to_string(fds.size()) +
-                                                   " descriptors instead of " +
-                                                   std::to_string(shm_channel::kFdCount)));
-  Result<ShmChannel> channel =
-      ShmChannel::attach({std::move(fds[0]), std::move(fds[1]), std::move(fds[2])},
-                         f.toDaemonCapacity, f.toClientCapacity);
-  if (!channel) return refuse(channel.status());
-  // SHM_ACCEPT is the socket's last frame: written now, before the switch.
-  proto::encodeShmAccept(s.outputBuffer());
-  if (s.flush() != Session::FlushResult::drained)
-    return beginClose(s, Status(), "the control socket did not take SHM_ACCEPT");
-  s.useSharedMemory(std::make_unique<ShmChannel>(std::move(channel.value())));
-  localLog().debug("{}: shared memory: rings of {} and {} bytes", s.name(), f.toDaemonCapacity,
-                   f.toClientCapacity);
-}
-
 void LocalServer::onRegister(Session& s, std::string_view service) {
   if (!mayRegister(s, service)) return;
   Status st;
@@ -478,15 +444,6 @@ size_t LocalServer::outputBytes(SessionId id) const {
   return s == nullptr ? 0 : s->outputBytes();
 }
 
-size_t LocalServer::holdSlack(SessionId id) const {
-  constexpr size_t kLibraryBuffer = size_t{4} << 20;
-  constexpr size_t kSocketBuffer = size_t{4} << 20;  // more than the kernel's default
-  const Session* s = find(id);
-  const ShmChannel* shm = s == nullptr ? nullptr : s->sharedMemory();
-  const size_t transport = shm != nullptr ? shm->toDaemonCapacity() : kSocketBuffer;
-  return kLibraryBuffer + transport + 2 * Session::kReadBudget;
-}
-
 bool LocalServer::outputCongested(SessionId id) const {
   const Session* s = find(id);
   return s != nullptr && s->congested;
@@ -524,12 +481,20 @@ void LocalServer::beginClose(Session& s, const Status& reason, std::string_view 
   localLog().debug("{}: disconnecting: {}{}{}", s.name(), logWhy, s.lastErrno() ? ": " : "",
                    s.lastErrno() ? std::strerror(s.lastErrno()) : "");
   s.encodePendingAcks();  // acks already earned go out before the closing error
-  // A broken ring takes nothing more: only the ERROR goes, over the socket.
-  if (s.ringBroken()) s.outputBuffer().clear();
-  if (!reason.ok()) proto::encodeError(s.outputBuffer(), 0, reason.code(), 0, reason.message());
   s.setState(Session::State::closing);
   s.stopEvents();
-  s.flush();  // best effort: the client may see why; never waits
+  // Best effort, never waiting: what is queued (into the ring, unless the
+  // client broke it), then why — on the socket, the control channel, when
+  // the frames go through shared memory.
+  if (s.sharedMemory() != nullptr) {
+    if (s.ringBroken()) s.outputBuffer().clear();
+    s.flush();
+    s.outputBuffer().clear();
+    if (!reason.ok()) s.sayOnSocket(reason);
+  } else {
+    if (!reason.ok()) proto::encodeError(s.outputBuffer(), 0, reason.code(), 0, reason.message());
+    s.flush();
+  }
   s.unconsumed([this, &s](const Receipt& r, size_t bytes) {
     trackedBytes_ -= bytes;
     consumedReports_.push_back({s.id(), r, bytes, Errc::unknown_service});
@@ -579,7 +544,8 @@ void LocalServer::flushDirty() {
     if (s == nullptr) continue;
     s->dirty = false;
     if (s->flush() == Session::FlushResult::failed) {
-      beginClose(*s, Status(), "write failed");
+      // A ring the client broke is its protocol error; a socket's is its end.
+      beginClose(*s, s->ringBroken() ? s->sharedMemory()->status() : Status(), "write failed");
       continue;
     }
     afterFlush(*s);

@@ -288,8 +288,7 @@ bool Session::consume(uint64_t taken) {
 
 Session::FlushResult Session::flush() {
   encodePendingAcks();
-  // A broken ring cannot carry the closing ERROR: the socket does.
-  if (shm_ && !ringBroken()) return flushToRing();
+  if (shm_) return ringBroken() ? FlushResult::failed : flushToRing();
   while (!out_.empty()) {
     iovec iov{const_cast<std::byte*>(out_.data()), out_.size()};
     msghdr msg{};
@@ -326,6 +325,14 @@ Session::FlushResult Session::flushToRing() {
   if (out_.empty()) return FlushResult::drained;
   doorbellEvent_->activate(EV_READ);  // room keeps appearing: go on next iteration
   return FlushResult::blocked;
+}
+
+void Session::sayOnSocket(const Status& why) {
+  ByteBuffer frame;
+  proto::encodeError(frame, 0, why.code(), 0, why.message());
+  const ssize_t n = ::send(fd_.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  loop::syscalls().socketWrites++;
+  if (n < 0) lastErrno_ = errno;
 }
 
 void Session::stopEvents() {

@@ -100,8 +100,11 @@ class Session {
   // queued before, the SHM_ACCEPT, went through the socket).
   void useSharedMemory(std::unique_ptr<ShmChannel> channel);
   const ShmChannel* sharedMemory() const { return shm_.get(); }
-  // The channel failed (a ring the client corrupted): output goes to the socket.
+  // The channel failed (a ring the client corrupted).
   bool ringBroken() const;
+  // Closing a shared-memory session: an ERROR with `why` straight onto the
+  // socket (best effort, never waiting).
+  void sayOnSocket(const Status& why);
 
   // Output: the caller appends one frame and calls LocalServer::markDirty.
   // Acks are collected and encoded at flush time — one ACK frame carries all
