@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compares rdmamsg with what a user would otherwise build for the same topology, in one run
 # on one machine, and prints the ratios (docs/performance.md):
-#   rdmamsg  app -unix-> rdmamsgd(alpha) -softrdma/tcp-> rdmamsgd(beta) -unix-> app
+#   rdmamsg  app -shm-> rdmamsgd(alpha) -softrdma/tcp-> rdmamsgd(beta) -shm-> app
+#            (and again with RDMAMSG_SHM=0: app -unix-> rdmamsgd ... rdmamsgd -unix-> app)
 #   zmq      app -ipc-> proxy -tcp-> proxy -ipc-> app   (PUSH/PULL; REQ/REP via ROUTER/DEALER)
 #   uds      app -unix-> app                           (one raw hop: the physical floor)
 #
@@ -192,21 +193,30 @@ finish_stream() {
   return "$rc"
 }
 
-cli_rdmamsg() { # cli_rdmamsg RUN: rdmamsg listen on beta, rdmamsg send on alpha
-  local tag="cli.rdmamsg.$1" svc="cli$1" t0 t1 listener sender ok=1
-  spawn bounded "$rdmamsg" --socket "$beta_sock" listen "$svc" --count "$count" >/dev/null
+# Every rdmamsg case runs over both local paths: shared memory (the default)
+# and the socket; SYSTEM names which (rdmamsg, rdmamsg_socket).
+path_env() { # path_env SYSTEM: the environment that selects its local path
+  if [ "$1" = rdmamsg_socket ]; then echo RDMAMSG_SHM=0; else echo RDMAMSG_SHM=1; fi
+}
+
+cli_rdmamsg() { # cli_rdmamsg RUN SYSTEM: rdmamsg listen on beta, rdmamsg send on alpha
+  local tag="cli.$2.$1" svc="cli$1$2" t0 t1 listener sender ok=1
+  local env
+  env=$(path_env "$2")
+  spawn bounded env "$env" "$rdmamsg" --socket "$beta_sock" listen "${svc//_/-}" --count "$count" \
+    >/dev/null
   listener=$last
-  wait_service "$beta_sock" "$svc" || ok=0
+  wait_service "$beta_sock" "${svc//_/-}" || ok=0
   begin_rdmamsg "$tag"
   t0=$(now_ns)
-  spawn -i "$lines" bounded "$rdmamsg" --socket "$alpha_sock" send "beta/$svc"
+  spawn -i "$lines" bounded env "$env" "$rdmamsg" --socket "$alpha_sock" send "beta/${svc//_/-}"
   sender=$last
   finish_stream "$listener" "$sender" || ok=0
   end_rdmamsg "$tag"
   if [ "$ok" -eq 1 ]; then
     timing "$dir/r/$tag.json" "$t0" "$t1" "$count" 64
   else
-    log "rdmamsg CLI streaming failed (run $1)"
+    log "$2 CLI streaming failed (run $1)"
   fi
 }
 
@@ -266,10 +276,11 @@ cli_uds() { # cli_uds RUN: the same line stream through one raw hop (batched, th
 }
 
 # --- b. throughput, 64 B and 1 MiB --------------------------------------------------------
-tput_rdmamsg() { # tput_rdmamsg RUN SIZE N
-  local tag="tput$2.rdmamsg.$1"
+tput_rdmamsg() { # tput_rdmamsg RUN SIZE N SYSTEM
+  local tag="tput$2.$4.$1"
   begin_rdmamsg "$tag"
-  if ! bounded "$rdmamsg" --socket "$alpha_sock" bench throughput "beta/tput$2x$1" \
+  if ! bounded env "$(path_env "$4")" "$rdmamsg" --socket "$alpha_sock" bench throughput \
+    "beta/tput$2x$1${4//_/-}" \
     --sink-socket "$beta_sock" --size "$2" --count "$3" --json >"$dir/r/$tag.json" \
     2>"$dir/r/$tag.err"; then
     log "rdmamsg bench throughput failed: $(head -c 300 "$dir/r/$tag.err")"
@@ -308,11 +319,12 @@ sysnap() {
   } >"$1"
 }
 
-rtt_rdmamsg() { # rtt_rdmamsg RUN
-  local tag="rtt.rdmamsg.$1"
+rtt_rdmamsg() { # rtt_rdmamsg RUN SYSTEM
+  local tag="rtt.$2.$1"
   begin_rdmamsg "$tag"
   sysnap "$dir/r/$tag.sys0"
-  if ! bounded "$rdmamsg" --socket "$alpha_sock" bench latency "beta/rtt$1" \
+  if ! bounded env "$(path_env "$2")" "$rdmamsg" --socket "$alpha_sock" bench latency \
+    "beta/rtt$1${2//_/-}" \
     --echo-socket "$beta_sock" --size 64 --count "$rtt" --warmup "$warmup" --json \
     >"$dir/r/$tag.json" 2>"$dir/r/$tag.err"; then
     log "rdmamsg bench latency failed: $(head -c 300 "$dir/r/$tag.err")"
@@ -344,18 +356,21 @@ log "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f
   "kernel $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$runs"); do
   log "run $r/$runs: CLI streaming, $count x 64 B lines"
-  cli_rdmamsg "$r"
+  cli_rdmamsg "$r" rdmamsg
+  cli_rdmamsg "$r" rdmamsg_socket
   cli_zmq "$r"
   cli_uds "$r"
   log "run $r/$runs: throughput, $count x 64 B and $large x 1 MiB"
   for spec in "64 $count" "1048576 $large"; do
     read -r size n <<<"$spec"
-    tput_rdmamsg "$r" "$size" "$n"
+    tput_rdmamsg "$r" "$size" "$n" rdmamsg
+    tput_rdmamsg "$r" "$size" "$n" rdmamsg_socket
     tput_zmq "$r" "$size" "$n"
     tput_uds "$r" "$size" "$n"
   done
   log "run $r/$runs: round trips, $rtt x 64 B (after $warmup warm-up)"
-  rtt_rdmamsg "$r"
+  rtt_rdmamsg "$r" rdmamsg
+  rtt_rdmamsg "$r" rdmamsg_socket
   rtt_zmq "$r"
   rtt_uds "$r"
 done

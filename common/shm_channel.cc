@@ -177,6 +177,7 @@ Result<bool> ShmChannel::disarm() {
   if (std::exchange(armedInput_, false) && !in_.cancelSleep()) ++owedRings_;
   if (std::exchange(armedRoom_, false) && !out_.cancelSleep()) ++owedRings_;
   if (owedRings_ == 0) return false;
+  ++counters_.doorbellReads;
   Result<uint64_t> rings = own_.take();
   if (!rings) return rings.status();
   owedRings_ -= std::min(owedRings_, *rings);
@@ -184,6 +185,7 @@ Result<bool> ShmChannel::disarm() {
 }
 
 Status ShmChannel::resetDoorbell() {
+  ++counters_.doorbellReads;
   Result<uint64_t> rings = own_.take();
   if (!rings) return rings.status();
   owedRings_ -= std::min(owedRings_, *rings);
@@ -192,6 +194,7 @@ Status ShmChannel::resetDoorbell() {
 
 Status ShmChannel::wakeSelf() {
   ++owedRings_;
+  ++counters_.wakesSent;
   return own_.ring();
 }
 

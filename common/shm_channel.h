@@ -57,8 +57,9 @@ struct ShmChannelCounters {
   uint64_t recordsRead = 0;
   uint64_t bytesWritten = 0;
   uint64_t bytesRead = 0;
-  uint64_t wakesSent = 0;  // the other side's doorbell rung (one write(2) each)
-  uint64_t sleeps = 0;     // prepareToSleep() that said: sleep
+  uint64_t wakesSent = 0;      // the other side's doorbell rung (one write(2) each)
+  uint64_t doorbellReads = 0;  // own doorbell read (one read(2) each)
+  uint64_t sleeps = 0;         // prepareToSleep() that said: sleep
 };
 
 class ShmChannel {

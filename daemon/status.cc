@@ -150,6 +150,8 @@ void processJson(const Snapshot& s, json& j) {
                {"accepts", sc.accepts},
                {"cq_event_reads", sc.cqEventReads},
                {"cm_event_reads", sc.cmEventReads},
+               {"doorbell_rings", sc.doorbellRings},
+               {"doorbell_reads", sc.doorbellReads},
                {"syscalls", sc.total()}};
   j["log"] = {{"dropped", s.logDropped}, {"suppressed", s.logSuppressed}};
   j["rss_bytes"] = s.rssBytes;

@@ -206,7 +206,14 @@ void Session::onDoorbell() {
   }
   if (!out_.empty()) writable_ = true;
   if (pauseMask_ == 0) readRing();
+  countShmSyscalls();
   wake_();
+}
+
+void Session::countShmSyscalls() {
+  const ShmChannelCounters& c = shm_->counters();
+  loop::syscalls().doorbellRings += c.wakesSent - std::exchange(wakesCounted_, c.wakesSent);
+  loop::syscalls().doorbellReads += c.doorbellReads - std::exchange(readsCounted_, c.doorbellReads);
 }
 
 // Copies records into the input buffer (the one read of their bytes) up to
@@ -320,8 +327,12 @@ Session::FlushResult Session::flushToRing() {
       return FlushResult::failed;
     }
     out_.consume(*put);
-    if (*put == 0 && shm_->armRoom()) return FlushResult::blocked;
+    if (*put == 0 && shm_->armRoom()) {
+      countShmSyscalls();
+      return FlushResult::blocked;
+    }
   }
+  countShmSyscalls();
   if (out_.empty()) return FlushResult::drained;
   doorbellEvent_->activate(EV_READ);  // room keeps appearing: go on next iteration
   return FlushResult::blocked;

@@ -190,6 +190,7 @@ class Session {
   void onDoorbell();
   void readRing();
   FlushResult flushToRing();
+  void countShmSyscalls();  // the channel's doorbell calls into loop::syscalls()
   void endInput(const char* why, int err, Errc code = Errc::ok);
 
   loop::EventLoop& loop_;
@@ -227,6 +228,7 @@ class Session {
   std::vector<UniqueFd> passedFds_;
   std::unique_ptr<ShmChannel> shm_;
   std::unique_ptr<loop::IoEvent> doorbellEvent_;  // the channel's wakeFd, EV_ET
+  uint64_t wakesCounted_ = 0, readsCounted_ = 0;
 };
 
 }  // namespace rdmamsg::local

@@ -11,14 +11,17 @@
 namespace rdmamsg::loop {
 
 struct SyscallCounters {
-  uint64_t loopWakeups = 0;   // epoll_wait
-  uint64_t socketReads = 0;   // read on client sockets (including the EAGAIN one)
-  uint64_t socketWrites = 0;  // sendmsg on client sockets
-  uint64_t accepts = 0;       // accept4 on the Unix listener
-  uint64_t cqEventReads = 0;  // ibv_get_cq_event (a read on the completion channel)
-  uint64_t cmEventReads = 0;  // rdma_get_cm_event
+  uint64_t loopWakeups = 0;    // epoll_wait
+  uint64_t socketReads = 0;    // read on client sockets (including the EAGAIN one)
+  uint64_t socketWrites = 0;   // sendmsg on client sockets
+  uint64_t accepts = 0;        // accept4 on the Unix listener
+  uint64_t cqEventReads = 0;   // ibv_get_cq_event (a read on the completion channel)
+  uint64_t cmEventReads = 0;   // rdma_get_cm_event
+  uint64_t doorbellRings = 0;  // write on a shared-memory client's eventfd (it slept)
+  uint64_t doorbellReads = 0;  // read of the daemon's own eventfd of such a client
   uint64_t total() const {
-    return loopWakeups + socketReads + socketWrites + accepts + cqEventReads + cmEventReads;
+    return loopWakeups + socketReads + socketWrites + accepts + cqEventReads + cmEventReads +
+           doorbellRings + doorbellReads;
   }
 };
 
