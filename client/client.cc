@@ -129,6 +129,7 @@ struct Client::Impl {
   }
   void pumpRings();
   void settleRings();
+  bool batchWake = false;  // fd() made readable for a batch trySend queued
   void reportConsumed();
   bool isHeld(std::string_view node, std::string_view service) const;
   void setHeld(const proto::Frame& f, bool on);
@@ -376,8 +377,11 @@ bool Client::Impl::take(uint64_t msgId, Completion& c) {
 
 template <typename Done>
 Status Client::Impl::waitFor(Done done, std::chrono::milliseconds timeout) {
+  // Already there (e.g. a completion from an ACK frame read earlier): no I/O.
+  if (done()) return {};
   Status st = waitUntil(done, timeout);
-  // The application may poll fd() next: the daemon must ring for what comes.
+  // It worked the rings: the application may poll fd() next, so the daemon
+  // must ring for what comes.
   if (shmInUse && conn.ok() && !shm->armed()) settleRings();
   return st;
 }
@@ -426,6 +430,7 @@ void Client::Impl::sleepOnRing(int ms) {
 // to ring, so that an application polling fd() is woken by what comes next
 // — or, when records keep arriving, leave fd() readable.
 void Client::Impl::pumpRings() {
+  batchWake = false;
   const bool wasArmed = shm->armed();
   Result<bool> rung = shm->disarm();
   if (!rung) return lose(rung.status());
@@ -646,15 +651,19 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
   const uint64_t id = nextId++;
   proto::encodeSend(out, id, node, service, fromService, payload);
   ++inFlight;
-  if (shmInUse) {
-    // No system call to save: into the ring at once (the daemon is rung
-    // only if it sleeps), the answers read, and the daemon told to ring.
-    writeRing();
-    readRing();
-    settleRings();
+  if (shmInUse && !mayWait && out.size() < kWriteThreshold) {
+    // Batched as over the socket (a daemon that finds more in one turn
+    // sends more per RDMA post), but trySend's caller polls fd() next and
+    // calls back: fd() is made readable once per batch, and the next
+    // processIo()/tryReceive()/pollCompletion() writes the batch.
+    if (!batchWake) {
+      batchWake = true;
+      if (Status st = shm->wakeSelf(); !st) lose(st);
+    }
   } else if (out.size() >= kWriteThreshold) {
     writeSome();
     readSome();  // a HOLD is seen within 64 KiB, not once the socket is full
+    if (shmInUse && !mayWait) settleRings();
   }
   if (mayWait && out.size() >= kWriteBlockLimit) {
     Status st = waitFor([this] { return out.size() < kWriteThreshold; }, std::chrono::hours(24));
