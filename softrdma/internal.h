@@ -119,6 +119,7 @@ struct Mr {
   ibv_mr mr;
   Pd* pd;
   std::atomic<int> access;  // ibv_rereg_mr may change it (verbs_mr.cc)
+  std::atomic<int> mws{0};  // memory windows bound to it (mw.cc): no deregistration
   uint8_t* base() const { return static_cast<uint8_t*>(mr.addr); }
   bool covers(uint64_t addr, uint64_t len) const;
 };
@@ -291,6 +292,25 @@ int queryDeviceExOp(ibv_context* ctx, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size);
 // Sets the ibv_wr_* functions of an extended QP for `send_ops_flags`.
 void setWrOps(Qp* qp, uint64_t send_ops_flags);
+// A work request of the ibv_wr_* API, added to the QP's batch (verbs_qp_ex.cc).
+PendingWr& buildWr(ibv_qp_ex* x, ibv_wr_opcode op);
+
+// Memory windows (mw.cc). The context's alloc_mw, dealloc_mw and bind_mw.
+void setMwOps(ibv_context* ctx);
+// The memory-window builders of an extended QP (ibv_wr_bind_mw, ...).
+void setMwWrOps(Qp* qp, uint64_t send_ops_flags);
+// Posts a bind or local invalidation (qp->mu held; `e` filled, its slot
+// taken): executed now, completed in order with the requests before it.
+void postLocalOp(Qp* qp, const ibv_send_wr& w, SendWqe& e);
+// A SEND with invalidate's invalidation at the responder: false if the key
+// names no bound type 2 window.
+bool remoteInvalidate(uint32_t rkey);
+// The responder's check of a remote access of `len` bytes at `addr` through
+// `rkey` (an MR's or a memory window's) needing `need` (one access flag),
+// with the QP's access flags and PD; `*local` gets the address the bytes are
+// at (a zero-based window's offsets are translated).
+bool resolveRkey(const Qp& q, uint32_t rkey, uint64_t addr, uint64_t len, int need,
+                 uint64_t* local);
 std::shared_ptr<Qp> findQpByNum(uint32_t qpn);
 // Every QP not destroyed (taken after detachDevice: none is created later
 // on a dead context).

@@ -318,6 +318,7 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   ctx->ops.post_send = postSendOp;
   ctx->ops.post_recv = postRecvOp;
   ctx->ops.post_srq_recv = postSrqRecvOp;
+  setMwOps(ctx);
   pthread_mutex_init(&ctx->mutex, nullptr);
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) {
@@ -387,14 +388,17 @@ SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->max_qp_wr = kMaxQpWr;
   // Of rxe's flags, those softrdma lives up to (PORT_ACTIVE_EVENT: the
   // control channel's port-up; SYS_IMAGE_GUID: reported below), and
-  // N_NOTIFY_CQ, which softrdma's arming honours.
+  // N_NOTIFY_CQ, which softrdma's arming honours; memory windows of type 1 and 2 (mw.cc).
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
-                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID;
+                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2A |
+                        IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = kMaxSge;
   a->max_sge_rd = kMaxSge;
   a->max_cq = 1 << 16;
   a->max_cqe = maxCqe();
   a->max_mr = 1 << 16;
+  a->max_mw = 0x1000;  // rxe's (mw.cc)
   a->max_pd = 1 << 16;
   a->max_qp_rd_atom = kMaxRdAtom;
   a->max_qp_init_rd_atom = kMaxRdAtom;
@@ -582,6 +586,7 @@ SOFTRDMA_API ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64
 SOFTRDMA_API int ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return EINVAL;
   auto* m = reinterpret_cast<Mr*>(mr);
+  if (m->mws.load() > 0) return EINVAL;  // windows are bound to it (rxe, IBA 10.6.7.2.6)
   mrs().erase(mr->lkey >> 8, m);
   m->pd->users--;
   delete m;
