@@ -117,7 +117,7 @@ struct Pd {
 
 struct Mr {
   ibv_mr mr;
-  Pd* pd;
+  std::atomic<Pd*> pd;      // ibv_rereg_mr may move it to another PD (verbs_mr.cc)
   std::atomic<int> access;  // ibv_rereg_mr may change it (verbs_mr.cc)
   std::atomic<int> mws{0};  // memory windows bound to it (mw.cc): no deregistration
   uint8_t* base() const { return static_cast<uint8_t*>(mr.addr); }
@@ -695,6 +695,10 @@ void removeCmDevice();
 void manualConnect(const std::shared_ptr<Qp>& qp);
 void manualAttach(const std::shared_ptr<Conn>& c, const CmMessage& m);
 void manualForget(uint32_t qpn);
+// The QP was moved to RESET: a connection made without rdma_cm is dropped,
+// and a new one is made when the QP reaches RTR again (a QP reset and
+// brought back to RTS works again, as on rxe).
+void manualReset(const std::shared_ptr<Qp>& qp);
 std::vector<in6_addr> gidTable();
 
 }  // namespace softrdma

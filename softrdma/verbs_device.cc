@@ -557,7 +557,7 @@ static ibv_mr* regMr(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned
   m->mr.handle = key;
   m->mr.lkey = key;
   m->mr.rkey = key;
-  m->pd->users++;
+  m->pd.load()->users++;
   return &m->mr;
 }
 
@@ -588,7 +588,7 @@ SOFTRDMA_API int ibv_dereg_mr(ibv_mr* mr) {
   auto* m = reinterpret_cast<Mr*>(mr);
   if (m->mws.load() > 0) return EINVAL;  // windows are bound to it (rxe, IBA 10.6.7.2.6)
   mrs().erase(mr->lkey >> 8, m);
-  m->pd->users--;
+  m->pd.load()->users--;
   delete m;
   return 0;
 }

@@ -698,7 +698,7 @@ SOFTRDMA_API int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
   auto qp = qpRef(q);
   if (!qp) return EINVAL;
   int rc;
-  bool to_rtr, to_err;
+  bool to_rtr, to_err, to_reset;
   std::shared_ptr<Conn> conn;
   {
     std::lock_guard lk(qp->mu);
@@ -706,10 +706,12 @@ SOFTRDMA_API int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
     rc = qp->modify(a, mask);
     to_rtr = rc == 0 && from != IBV_QPS_RTR && qp->qp.state == IBV_QPS_RTR;
     to_err = rc == 0 && qp->qp.state == IBV_QPS_ERR;
+    to_reset = rc == 0 && from != IBV_QPS_RESET && qp->qp.state == IBV_QPS_RESET;
     conn = qp->conn;
   }
   if (to_rtr && qp->qp.qp_type == IBV_QPT_RC) bindPendingConn(qp);
   if (to_err && conn) conn->kick();  // held requests are now discarded
+  if (to_reset && conn) manualReset(qp);
   return rc;
 }
 
