@@ -1,11 +1,14 @@
 // A QP connected without rdma_cm, moved to RESET and brought back to RTS with its peer, carries
 // traffic again, as on rxe: after plain traffic, after an error that moved both QPs to ERR, with
 // either QP of the pair reset and brought back first. And ibv_rereg_mr moving a receive buffer's
-// MR to another PD and back, the flow of rdma-core's test_mr_rereg_pd. QPs in one process.
+// MR to another PD and back, the flow of rdma-core's test_mr_rereg_pd. And such QPs still work
+// after the time their connection had to form. QPs in one process.
 #include <infiniband/verbs.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -210,6 +213,16 @@ TEST_F(QpReset, ReceiveBufferMovedToAnotherPdAndBack) {
   ASSERT_EQ(0, ibv_rereg_mr(b_.mr, IBV_REREG_MR_CHANGE_PD, pd_, nullptr, 0, 0));
   expectTrafficBothWays(9);
   EXPECT_EQ(0, ibv_dealloc_pd(other));
+}
+
+// Both QPs keep working once the time a connection has to form (10 s) is over: the waiting
+// QP's deadline concerns only a connection that never came. Not a synchronisation: the test
+// is about the time that passes.
+using ManualQp = QpReset;
+TEST_F(ManualQp, BothSidesStillSendAfterTheConnectDeadline) {
+  expectTrafficBothWays(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10500));
+  expectTrafficBothWays(3);
 }
 
 }  // namespace
