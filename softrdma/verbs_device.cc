@@ -94,7 +94,7 @@ int queryPortImpl(ibv_context* ctx, uint8_t port, ibv_port_attr* a, size_t len) 
   p.state = active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   p.max_mtu = IBV_MTU_4096;
   p.active_mtu = IBV_MTU_4096;
-  p.gid_tbl_len = static_cast<int>(gidTable().size());
+  p.gid_tbl_len = static_cast<int>(gidTable().size()) + 1;  // and one empty entry, as rxe's
   p.port_cap_flags = IBV_PORT_CM_SUP;
   p.max_msg_sz = kMaxFramePayload;
   p.pkey_tbl_len = 1;
@@ -443,11 +443,19 @@ SOFTRDMA_API int ibv_query_port(ibv_context* ctx, uint8_t port, _compat_ibv_port
   return queryPortImpl(ctx, port, reinterpret_cast<ibv_port_attr*>(a), sizeof(ibv_port_attr));
 }
 
+// The GID table: the addresses of gidTable(), then one empty entry (index
+// gidTable().size()), as rxe's table has empty entries. As libibverbs
+// answers for an empty entry, ibv_query_gid gives the zero GID and
+// ibv_query_gid_type RoCE v1; ibv_query_gid_ex fails with ENODATA, and
+// ibv_query_gid_table leaves it out. Beyond the table: errors.
 SOFTRDMA_API int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
   if (ctx == nullptr || gid == nullptr || port != 1 || contextDead(ctx)) return -1;
   auto t = gidTable();
-  if (index < 0 || static_cast<size_t>(index) >= t.size()) return -1;
-  memcpy(gid->raw, &t[index], 16);
+  if (index < 0 || static_cast<size_t>(index) > t.size()) return -1;
+  if (static_cast<size_t>(index) == t.size())
+    memset(gid->raw, 0, 16);
+  else
+    memcpy(gid->raw, &t[index], 16);
   return 0;
 }
 
@@ -456,7 +464,8 @@ SOFTRDMA_API int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t ind
   if (ctx == nullptr || entry == nullptr || port != 1) return EINVAL;
   if (contextDead(ctx)) return EIO;
   auto t = gidTable();
-  if (index >= t.size()) return ENODATA;
+  if (index > t.size()) return EINVAL;
+  if (index == t.size()) return ENODATA;  // the empty entry
   memset(entry, 0, sizeof *entry);
   memcpy(entry->gid.raw, &t[index], 16);
   entry->gid_index = index;
@@ -471,7 +480,7 @@ SOFTRDMA_API ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entri
   if (ctx == nullptr || entries == nullptr) return -EINVAL;
   if (contextDead(ctx)) return -EIO;
   auto t = gidTable();
-  if (max_entries < t.size()) return -EINVAL;  // ibv_query_gid_table.3: too small
+  if (max_entries < t.size()) return -EINVAL;  // ibv_query_gid_table.3: too small (valid entries)
   const size_t n = t.size();
   for (size_t i = 0; i < n; i++)
     _ibv_query_gid_ex(ctx, 1, static_cast<uint32_t>(i), &entries[i], 0, 0);
@@ -480,12 +489,14 @@ SOFTRDMA_API ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entri
 
 // libibverbs' private helper (driver.h), which reads the GID type from
 // sysfs; programs such as ibv_devinfo call it. Type 1 is RoCE v2
-// (IBV_GID_TYPE_SYSFS_ROCE_V2), like every entry of the table.
+// (IBV_GID_TYPE_SYSFS_ROCE_V2), like every address of the table; the empty
+// entry answers 0 (RoCE v1), as libibverbs does for an empty GID.
 SOFTRDMA_API int ibv_query_gid_type(ibv_context* ctx, uint8_t port, unsigned int index, int* type) {
   if (ctx == nullptr || type == nullptr || port != 1) return EINVAL;
   if (contextDead(ctx)) return EIO;
-  if (index >= gidTable().size()) return EINVAL;
-  *type = 1;
+  const size_t n = gidTable().size();
+  if (index > n) return EINVAL;
+  *type = index == n ? 0 : 1;
   return 0;
 }
 
