@@ -76,8 +76,17 @@ struct Context {
   // file): calls that create or modify resources fail with EIO, destroys
   // succeed.
   std::atomic<bool> dead{false};
+  // A context made by ibv_import_device: the context whose objects it shares
+  // (import.cc). Null for one opened by ibv_open_device.
+  Context* origin = nullptr;
 };
 Context* toContext(ibv_context* c);
+// A new context on `dev` (ibv_open_device: cmd_fd -1, a descriptor of its
+// own is made); `cmd_fd` >= 0 is taken over (ibv_import_device).
+ibv_context* openContext(ibv_device* dev, int cmd_fd);
+// The open context (not an imported one) whose cmd_fd `fd` is a copy of, or
+// nullptr (import.cc).
+Context* findContextByFd(int fd);
 // Whether `c` (or the context of a PD, CQ, QP...) lost its device.
 inline bool contextDead(ibv_context* c);
 
@@ -113,13 +122,26 @@ void raiseOnContexts(ibv_event_type type, uint32_t kind);
 struct Pd {
   ibv_pd pd;
   std::atomic<int> users{0};  // MRs, QPs, SRQs
+  Pd* base = nullptr;         // an imported PD (import.cc): the PD it shows
+  std::atomic<int> views{0};  // imported PDs showing this one
 };
+// The PD a program's ibv_pd stands for: itself, or an imported one's
+// original. Objects record and compare these.
+inline Pd* toPd(ibv_pd* p) {
+  auto* x = reinterpret_cast<Pd*>(p);
+  return x->base != nullptr ? x->base : x;
+}
+// The process's PDs by handle, for ibv_import_pd (import.cc).
+void notePd(Pd* p);
+void forgetPd(Pd* p);
 
 struct Mr {
   ibv_mr mr;
-  std::atomic<Pd*> pd;      // ibv_rereg_mr may move it to another PD (verbs_mr.cc)
-  std::atomic<int> access;  // ibv_rereg_mr may change it (verbs_mr.cc)
-  std::atomic<int> mws{0};  // memory windows bound to it (mw.cc): no deregistration
+  std::atomic<Pd*> pd;        // ibv_rereg_mr may move it to another PD (verbs_mr.cc)
+  std::atomic<int> access;    // ibv_rereg_mr may change it (verbs_mr.cc)
+  std::atomic<int> mws{0};    // memory windows bound to it (mw.cc): no deregistration
+  Mr* shown = nullptr;        // an imported MR (import.cc): the MR it shows
+  std::atomic<int> views{0};  // imported MRs showing this one
   uint8_t* base() const { return static_cast<uint8_t*>(mr.addr); }
   bool covers(uint64_t addr, uint64_t len) const;
 };

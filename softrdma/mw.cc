@@ -211,7 +211,7 @@ ibv_mw* allocMwOp(ibv_pd* pd, ibv_mw_type type) {
   auto* w = new Mw();
   w->index = kMinMwIndex + t.next;
   t.next = (t.next + 1) % kMaxMw;
-  w->pd = reinterpret_cast<Pd*>(pd);
+  w->pd = toPd(pd);
   w->rkey = w->index << 8 | t.key;
   t.key = static_cast<uint8_t>(t.key * 5 + 1);
   w->valid = type == IBV_MW_TYPE_1;

@@ -7,7 +7,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
-#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -294,6 +295,10 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
     errno = ENODEV;
     return nullptr;
   }
+  return openContext(dev, -1);
+}
+
+ibv_context* softrdma::openContext(ibv_device* dev, int cmd_fd) {
   auto* c = new Context();
   memset(&c->vctx, 0, sizeof c->vctx);
   c->vctx.sz = sizeof(verbs_context);
@@ -305,10 +310,12 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   ctx->device = dev;
   ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
   ctx->num_comp_vectors = 1;
-  // The uverbs file's stand-in: a real fd of the context's own that
-  // programs may dup or poll (pyverbs' shared-PD test dups it before
-  // ibv_import_device, which softrdma refuses with EOPNOTSUPP).
-  ctx->cmd_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  // The uverbs file's stand-in: a real fd of the context's own, which
+  // programs may dup or poll, and which names the context to
+  // ibv_import_device (import.cc): an unbound Unix socket, whose inode is
+  // its own.
+  const bool imported = cmd_fd >= 0;
+  ctx->cmd_fd = imported ? cmd_fd : socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (ctx->cmd_fd < 0) {
     delete c;
     return nullptr;
@@ -322,7 +329,7 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   pthread_mutex_init(&ctx->mutex, nullptr);
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) {
-    close(ctx->cmd_fd);
+    if (!imported) close(ctx->cmd_fd);
     delete c;
     return nullptr;
   }
@@ -340,10 +347,24 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   }
   close(p[0]);  // removed meanwhile
   close(p[1]);
-  close(ctx->cmd_fd);
+  if (!imported) close(ctx->cmd_fd);
   pthread_mutex_destroy(&ctx->mutex);
   delete c;
   errno = ENODEV;
+  return nullptr;
+}
+
+Context* softrdma::findContextByFd(int fd) {
+  struct stat s {};
+  if (fstat(fd, &s) != 0) return nullptr;
+  DeviceState& d = device();
+  std::lock_guard lk(d.mu);
+  for (Context* c : d.contexts) {
+    struct stat t {};
+    if (c->origin == nullptr && fstat(c->ctx()->cmd_fd, &t) == 0 && t.st_dev == s.st_dev &&
+        t.st_ino == s.st_ino)
+      return c;
+  }
   return nullptr;
 }
 
@@ -524,13 +545,16 @@ SOFTRDMA_API ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
   p->pd.context = ctx;
   p->pd.handle = handles++;
   toContext(ctx)->users++;
+  notePd(p);
   return &p->pd;
 }
 
 SOFTRDMA_API int ibv_dealloc_pd(ibv_pd* pd) {
   if (pd == nullptr) return EINVAL;
   auto* p = reinterpret_cast<Pd*>(pd);
-  if (p->users.load() != 0) return EBUSY;
+  if (p->base != nullptr) return EINVAL;  // imported: ibv_unimport_pd (import.cc)
+  if (p->users.load() != 0 || p->views.load() != 0) return EBUSY;
+  forgetPd(p);
   toContext(pd->context)->users--;
   delete p;
   return 0;
@@ -552,7 +576,7 @@ static ibv_mr* regMr(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned
     return nullptr;
   }
   auto* m = new Mr();
-  m->pd = reinterpret_cast<Pd*>(pd);
+  m->pd = toPd(pd);
   m->access = static_cast<int>(access);
   m->mr.context = pd->context;
   m->mr.pd = pd;
@@ -597,7 +621,9 @@ SOFTRDMA_API ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64
 SOFTRDMA_API int ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return EINVAL;
   auto* m = reinterpret_cast<Mr*>(mr);
-  if (m->mws.load() > 0) return EINVAL;  // windows are bound to it (rxe, IBA 10.6.7.2.6)
+  if (m->mws.load() > 0) return EINVAL;    // windows are bound to it (rxe, IBA 10.6.7.2.6)
+  if (m->shown != nullptr) return EINVAL;  // imported: ibv_unimport_mr (import.cc)
+  if (m->views.load() > 0) return EBUSY;
   mrs().erase(mr->lkey >> 8, m);
   m->pd.load()->users--;
   delete m;

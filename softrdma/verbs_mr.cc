@@ -30,6 +30,8 @@ SOFTRDMA_API int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, siz
                               int access) {
   if (mr == nullptr || flags == 0 || (flags & ~kKnownRereg))
     return refuse(EINVAL, IBV_REREG_MR_ERR_INPUT);
+  if (reinterpret_cast<Mr*>(mr)->shown != nullptr)  // an imported MR (import.cc)
+    return refuse(EINVAL, IBV_REREG_MR_ERR_INPUT);
   const bool translation = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
   if (translation ? (addr == nullptr || length == 0) : (addr != nullptr || length != 0))
     return refuse(EINVAL, IBV_REREG_MR_ERR_INPUT);
@@ -46,7 +48,7 @@ SOFTRDMA_API int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, siz
   if (contextDead(mr->context)) return refuse(EIO, IBV_REREG_MR_ERR_CMD);
   auto* m = reinterpret_cast<Mr*>(mr);
   if (flags & IBV_REREG_MR_CHANGE_PD) {
-    auto* to = reinterpret_cast<Pd*>(pd);
+    auto* to = toPd(pd);
     to->users++;
     m->pd.exchange(to)->users--;
     mr->pd = pd;  // as libibverbs does on success

@@ -663,7 +663,7 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qp->scq = reinterpret_cast<Cq*>(a->send_cq);
   qp->rcq = reinterpret_cast<Cq*>(a->recv_cq);
   qp->srq = reinterpret_cast<Srq*>(a->srq);
-  qp->pd = reinterpret_cast<Pd*>(pd);
+  qp->pd = toPd(pd);
   qp->sq_sges.resize(static_cast<size_t>(qp->cap.max_send_wr) * qp->cap.max_send_sge);
   if (qp->srq == nullptr) qp->rq.init(c.max_recv_wr, c.max_recv_sge);
   qp->setState(IBV_QPS_RESET);
@@ -783,7 +783,7 @@ SOFTRDMA_API ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
   pthread_cond_init(&s->srq.cond, nullptr);
   s->rq.init(a->attr.max_wr, a->attr.max_sge ? a->attr.max_sge : 1);
   s->srq.handle = srqs().insert(s);
-  reinterpret_cast<Pd*>(pd)->users++;
+  toPd(pd)->users++;
   return &s->srq;
 }
 
@@ -831,7 +831,7 @@ SOFTRDMA_API int ibv_destroy_srq(ibv_srq* srq) {
   auto* s = reinterpret_cast<Srq*>(srq);
   if (s->qps.load() != 0) return EBUSY;
   srqs().erase(srq->handle >> 8, s);
-  reinterpret_cast<Pd*>(srq->pd)->users--;
+  toPd(srq->pd)->users--;
   delete s;
   return 0;
 }
