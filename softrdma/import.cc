@@ -50,6 +50,13 @@ Context* originOf(ibv_context* c) {
 
 }  // namespace
 
+void forkImport(ForkStep s) {
+  if (s == ForkStep::Prepare)
+    pdMutex().lock();
+  else
+    pdMutex().unlock();
+}
+
 void notePd(Pd* p) {
   std::lock_guard lk(pdMutex());
   pdsByHandle()[p->pd.handle] = p;

@@ -454,6 +454,9 @@ void forkCm(ForkStep s);         // cm.cc (its tables are guarded by the Fabric'
 void forkManual(ForkStep s);     // manual_qp.cc
 void forkTransport(ForkStep s);  // transport.cc
 void forkCounters(ForkStep s);   // counters.cc
+// Leaves: the memory windows' lock (mw.cc) and the PD handle table's (import.cc).
+void forkWindows(ForkStep s);
+void forkImport(ForkStep s);
 
 // ---------------------------------------------------------- transport
 

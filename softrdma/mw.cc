@@ -148,6 +148,18 @@ int invalidate(uint32_t rkey) {
 
 }  // namespace
 
+void forkWindows(ForkStep s) {
+  // The child keeps the windows: they are the parent's objects it shares,
+  // as it shares the MRs.
+  if (s == ForkStep::Prepare) {
+    mwMutex().lock();
+    forkImport(s);
+    return;
+  }
+  forkImport(s);
+  mwMutex().unlock();
+}
+
 void postLocalOp(Qp* qp, const ibv_send_wr& w, SendWqe& e) {
   e.psn = qp->next_psn - 1;  // completes right after the request posted before it
   e.byte_len = 0;
