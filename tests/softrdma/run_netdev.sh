@@ -7,6 +7,7 @@ run=$1
 if [ "$(id -u)" -eq 0 ]; then probe="unshare --mount true"; else probe="unshare --user --map-root-user --mount true"; fi
 $probe 2>/dev/null || { echo "no mount namespace available: skipped"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck disable=SC2016  # expanded by the inner shell
 out=$("$run" --netdev lo sh -c '
   ls /sys/class/infiniband/softrdma0/device/net/
   [ -d /sys/class/net/lo ] && echo net-class-kept
