@@ -100,7 +100,7 @@ SOFTRDMA_API ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     a->ah.handle = ++next_handle;
     liveAhs().insert(&a->ah);
   }
-  reinterpret_cast<Pd*>(pd)->users++;
+  toPd(pd)->users++;
   return &a->ah;
 }
 
@@ -109,7 +109,7 @@ SOFTRDMA_API int ibv_destroy_ah(ibv_ah* ah) {
     std::lock_guard lk(ahs_mu);
     if (ah == nullptr || liveAhs().erase(ah) == 0) return EINVAL;
   }
-  reinterpret_cast<Pd*>(ah->pd)->users--;
+  toPd(ah->pd)->users--;
   delete reinterpret_cast<Ah*>(ah);
   return 0;
 }

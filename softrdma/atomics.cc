@@ -29,14 +29,13 @@ bool isAtomicCompletion(ibv_wc_opcode op) {
 }
 
 // Why the responder refuses the atomic in hdr, or Syndrome::None (rxe's
-// order: resources, then the key and range, then the alignment).
-Syndrome refusal(const Qp& q, const FrameHeader& hdr) {
+// order: resources, then the key and range, then the alignment). `*local`
+// gets the address of the 8 bytes (an MR's or a memory window's rkey).
+Syndrome refusal(const Qp& q, const FrameHeader& hdr, uint64_t* local) {
   if (q.attr.max_dest_rd_atomic == 0) return Syndrome::RemoteInvalidRequest;
-  Mr* mr = findMrByKey(hdr.rkey);
-  if (mr == nullptr || mr->pd != q.pd || !(mr->access & IBV_ACCESS_REMOTE_ATOMIC) ||
-      !(q.attr.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC) || !mr->covers(hdr.raddr, kAtomicSize))
+  if (!resolveRkey(q, hdr.rkey, hdr.raddr, kAtomicSize, IBV_ACCESS_REMOTE_ATOMIC, local))
     return Syndrome::RemoteAccess;
-  if (hdr.raddr % kAtomicSize != 0) return Syndrome::RemoteInvalidRequest;
+  if (*local % kAtomicSize != 0) return Syndrome::RemoteInvalidRequest;
   return Syndrome::None;
 }
 
@@ -48,7 +47,8 @@ bool Conn::atomicRequest(Qp& q) {
     fail("atomic request of the wrong length");
     return false;
   }
-  if (Syndrome s = refusal(q, hdr); s != Syndrome::None) {
+  uint64_t local = 0;
+  if (Syndrome s = refusal(q, hdr, &local); s != Syndrome::None) {
     cur.kind = Pending::Nak;  // the operands are read and dropped
     cur.syndrome = s;
     return true;
@@ -61,13 +61,14 @@ bool Conn::atomicRequest(Qp& q) {
 // The operands are in: the atomic is executed and answered. q.mu held.
 void Conn::executeAtomic(Qp& q) {
   // Checked again: the MR may have been deregistered since the header came.
-  if (Syndrome s = refusal(q, hdr); s != Syndrome::None) {
+  uint64_t local = 0;
+  if (Syndrome s = refusal(q, hdr, &local); s != Syndrome::None) {
     flushAcksLocked(&q);
     sendFrame(FrameType::Nak, hdr.psn, static_cast<uint16_t>(s));
     discard_requests = true;
     return;
   }
-  std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t*>(hdr.raddr));
+  std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t*>(local));
   uint64_t original = cur.atomic.compare_add;
   if (static_cast<FrameType>(hdr.type) == FrameType::FetchAdd)
     original = target.fetch_add(cur.atomic.compare_add);

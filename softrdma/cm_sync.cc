@@ -107,9 +107,29 @@ static sockaddr* copyAddr(const sockaddr* a, socklen_t* len) {
   return c;
 }
 
+// rdma_getaddrinfo without node and service: the answer is made of the
+// hints alone (their flags, family, QP type, port space and addresses), as
+// librdmacm's. pyverbs' AddrInfo(src=...) asks this way.
+static int addrinfoFromHints(const rdma_addrinfo& hints, rdma_addrinfo** res) {
+  auto* r = static_cast<rdma_addrinfo*>(calloc(1, sizeof(rdma_addrinfo)));
+  if (r == nullptr) return setErr(ENOMEM);
+  r->ai_flags = hints.ai_flags;
+  r->ai_family = hints.ai_family;
+  r->ai_qp_type = hints.ai_qp_type;
+  r->ai_port_space = hints.ai_port_space;
+  if (hints.ai_dst_addr != nullptr && hints.ai_dst_len != 0)
+    r->ai_dst_addr = copyAddr(hints.ai_dst_addr, &r->ai_dst_len);
+  if (hints.ai_src_addr != nullptr && hints.ai_src_len != 0)
+    r->ai_src_addr = copyAddr(hints.ai_src_addr, &r->ai_src_len);
+  *res = r;
+  return 0;
+}
+
 SOFTRDMA_API int rdma_getaddrinfo(const char* node, const char* service, const rdma_addrinfo* hints,
                                   rdma_addrinfo** res) {
-  if (res == nullptr || (node == nullptr && service == nullptr)) return setErr(EINVAL);
+  if (res == nullptr || (node == nullptr && service == nullptr && hints == nullptr))
+    return setErr(EINVAL);
+  if (node == nullptr && service == nullptr) return addrinfoFromHints(*hints, res);
   bool passive = hints != nullptr && (hints->ai_flags & RAI_PASSIVE);
   addrinfo h{};
   h.ai_family = hints != nullptr && hints->ai_family != 0 ? hints->ai_family : AF_UNSPEC;

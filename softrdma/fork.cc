@@ -62,11 +62,13 @@ void Fabric::forkPrepare() {
   forkCqs(ForkStep::Prepare);
   forkTransport(ForkStep::Prepare);
   forkEndpoints(ForkStep::Prepare);
+  forkWindows(ForkStep::Prepare);
 }
 
 void Fabric::forkParent() {
   Fabric* f = instance_.load();
   if (f != nullptr) {
+    forkWindows(ForkStep::Parent);
     forkEndpoints(ForkStep::Parent);
     forkTransport(ForkStep::Parent);
     forkCqs(ForkStep::Parent);
@@ -89,6 +91,7 @@ void Fabric::forkParent() {
 void Fabric::forkChild() {
   Fabric* f = instance_.load();
   if (f != nullptr) {
+    forkWindows(ForkStep::Child);
     forkEndpoints(ForkStep::Child);
     forkTransport(ForkStep::Child);
     forkCqs(ForkStep::Child);

@@ -76,8 +76,17 @@ struct Context {
   // file): calls that create or modify resources fail with EIO, destroys
   // succeed.
   std::atomic<bool> dead{false};
+  // A context made by ibv_import_device: the context whose objects it shares
+  // (import.cc). Null for one opened by ibv_open_device.
+  Context* origin = nullptr;
 };
 Context* toContext(ibv_context* c);
+// A new context on `dev` (ibv_open_device: cmd_fd -1, a descriptor of its
+// own is made); `cmd_fd` >= 0 is taken over (ibv_import_device).
+ibv_context* openContext(ibv_device* dev, int cmd_fd);
+// The open context (not an imported one) whose cmd_fd `fd` is a copy of, or
+// nullptr (import.cc).
+Context* findContextByFd(int fd);
 // Whether `c` (or the context of a PD, CQ, QP...) lost its device.
 inline bool contextDead(ibv_context* c);
 
@@ -113,12 +122,26 @@ void raiseOnContexts(ibv_event_type type, uint32_t kind);
 struct Pd {
   ibv_pd pd;
   std::atomic<int> users{0};  // MRs, QPs, SRQs
+  Pd* base = nullptr;         // an imported PD (import.cc): the PD it shows
+  std::atomic<int> views{0};  // imported PDs showing this one
 };
+// The PD a program's ibv_pd stands for: itself, or an imported one's
+// original. Objects record and compare these.
+inline Pd* toPd(ibv_pd* p) {
+  auto* x = reinterpret_cast<Pd*>(p);
+  return x->base != nullptr ? x->base : x;
+}
+// The process's PDs by handle, for ibv_import_pd (import.cc).
+void notePd(Pd* p);
+void forgetPd(Pd* p);
 
 struct Mr {
   ibv_mr mr;
-  Pd* pd;
-  std::atomic<int> access;  // ibv_rereg_mr may change it (verbs_mr.cc)
+  std::atomic<Pd*> pd;        // ibv_rereg_mr may move it to another PD (verbs_mr.cc)
+  std::atomic<int> access;    // ibv_rereg_mr may change it (verbs_mr.cc)
+  std::atomic<int> mws{0};    // memory windows bound to it (mw.cc): no deregistration
+  Mr* shown = nullptr;        // an imported MR (import.cc): the MR it shows
+  std::atomic<int> views{0};  // imported MRs showing this one
   uint8_t* base() const { return static_cast<uint8_t*>(mr.addr); }
   bool covers(uint64_t addr, uint64_t len) const;
 };
@@ -291,6 +314,25 @@ int queryDeviceExOp(ibv_context* ctx, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size);
 // Sets the ibv_wr_* functions of an extended QP for `send_ops_flags`.
 void setWrOps(Qp* qp, uint64_t send_ops_flags);
+// A work request of the ibv_wr_* API, added to the QP's batch (verbs_qp_ex.cc).
+PendingWr& buildWr(ibv_qp_ex* x, ibv_wr_opcode op);
+
+// Memory windows (mw.cc). The context's alloc_mw, dealloc_mw and bind_mw.
+void setMwOps(ibv_context* ctx);
+// The memory-window builders of an extended QP (ibv_wr_bind_mw, ...).
+void setMwWrOps(Qp* qp, uint64_t send_ops_flags);
+// Posts a bind or local invalidation (qp->mu held; `e` filled, its slot
+// taken): executed now, completed in order with the requests before it.
+void postLocalOp(Qp* qp, const ibv_send_wr& w, SendWqe& e);
+// A SEND with invalidate's invalidation at the responder: false if the key
+// names no bound type 2 window.
+bool remoteInvalidate(uint32_t rkey);
+// The responder's check of a remote access of `len` bytes at `addr` through
+// `rkey` (an MR's or a memory window's) needing `need` (one access flag),
+// with the QP's access flags and PD; `*local` gets the address the bytes are
+// at (a zero-based window's offsets are translated).
+bool resolveRkey(const Qp& q, uint32_t rkey, uint64_t addr, uint64_t len, int need,
+                 uint64_t* local);
 std::shared_ptr<Qp> findQpByNum(uint32_t qpn);
 // Every QP not destroyed (taken after detachDevice: none is created later
 // on a dead context).
@@ -412,6 +454,9 @@ void forkCm(ForkStep s);         // cm.cc (its tables are guarded by the Fabric'
 void forkManual(ForkStep s);     // manual_qp.cc
 void forkTransport(ForkStep s);  // transport.cc
 void forkCounters(ForkStep s);   // counters.cc
+// Leaves: the memory windows' lock (mw.cc) and the PD handle table's (import.cc).
+void forkWindows(ForkStep s);
+void forkImport(ForkStep s);
 
 // ---------------------------------------------------------- transport
 
@@ -675,6 +720,10 @@ void removeCmDevice();
 void manualConnect(const std::shared_ptr<Qp>& qp);
 void manualAttach(const std::shared_ptr<Conn>& c, const CmMessage& m);
 void manualForget(uint32_t qpn);
+// The QP was moved to RESET: a connection made without rdma_cm is dropped,
+// and a new one is made when the QP reaches RTR again (a QP reset and
+// brought back to RTS works again, as on rxe).
+void manualReset(const std::shared_ptr<Qp>& qp);
 std::vector<in6_addr> gidTable();
 
 }  // namespace softrdma

@@ -10,6 +10,12 @@
 // - until then the QP's requests wait in a placeholder connection, as a
 //   NIC would retry them; if no connection forms within the transport
 //   timeout they fail with IBV_WC_RETRY_EXC_ERR.
+//
+// A QP moved to RESET drops its connection (its peer sees it end) and
+// numbers its requests from 0 again; back in RTR it connects anew, the same
+// way. An Attach that arrives for a QP still holding its old connection (the
+// peer was reset and came back first) is parked until the QP has been reset
+// and reaches RTR.
 #include <arpa/inet.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -63,6 +69,23 @@ std::map<in_addr_t, std::shared_ptr<ManualListener>>& listeners() {
   return *m;
 }
 
+// Attached connections waiting for their QP to be reset and reach RTR, by
+// the QP's number (mu).
+std::map<uint32_t, std::shared_ptr<Conn>>& parked() {
+  static auto* m = new std::map<uint32_t, std::shared_ptr<Conn>>();
+  return *m;
+}
+
+// The parked connection from `remote` for `qpn`, taken out; or nullptr.
+std::shared_ptr<Conn> unpark(uint32_t qpn, uint32_t remote) {
+  std::lock_guard lk(mu);
+  auto it = parked().find(qpn);
+  if (it == parked().end()) return nullptr;
+  std::shared_ptr<Conn> c = std::move(it->second);
+  parked().erase(it);
+  return c->remote_qpn == remote && !c->dead ? c : nullptr;
+}
+
 }  // namespace
 
 void forkManual(ForkStep s) {
@@ -70,7 +93,10 @@ void forkManual(ForkStep s) {
     mu.lock();
     return;
   }
-  if (s == ForkStep::Child) abandon(listeners());  // their sockets are the parent's
+  if (s == ForkStep::Child) {
+    abandon(listeners());  // their sockets are the parent's
+    abandon(parked());
+  }
   mu.unlock();
 }
 
@@ -117,6 +143,10 @@ void dial(std::weak_ptr<Qp> wqp, std::shared_ptr<Conn> c, in_addr src, in_addr d
           Clock::time_point deadline) {
   auto qp = wqp.lock();
   if (!qp || qp->destroyed || contextDead(qp->qp.context)) return;
+  {
+    std::lock_guard lk(qp->mu);
+    if (qp->conn != c) return;  // the QP was reset meanwhile
+  }
   uint32_t dest = qp->attr.dest_qp_num;
   FILE* f = fopen(registryFile(dest).c_str(), "r");
   unsigned port = 0;
@@ -184,8 +214,28 @@ void manualConnect(const std::shared_ptr<Qp>& qp) {
   in_addr src = sgid < gids.size() ? ipOfGid(*reinterpret_cast<const ibv_gid*>(&gids[sgid]))
                                    : in_addr{htonl(INADDR_LOOPBACK)};
   in_addr dst = a.ah_attr.is_global ? ipOfGid(a.ah_attr.grh.dgid) : in_addr{htonl(INADDR_LOOPBACK)};
+  if (auto c = unpark(qp->qp.qp_num, a.dest_qp_num)) {  // the peer came back first
+    {
+      std::lock_guard lk(qp->mu);
+      qp->conn = c;
+    }
+    c->bindQp(qp);
+    return;
+  }
   ManualListener* l = listenerFor(src);
   if (l == nullptr) return failTransport(qp, "cannot listen on the source GID's address");
+  // Requests wait in a placeholder until the connection forms. It is in
+  // place before the QP is published: an Attach may follow at once.
+  auto c = std::make_shared<Conn>(-1, ConnRole::Active);
+  c->manual = true;
+  c->connecting = true;
+  c->remote_qpn = a.dest_qp_num;
+  {
+    std::lock_guard lk(qp->mu);
+    if (qp->conn) return;  // the peer's Attach came first
+    qp->conn = c;
+  }
+  c->bindQp(qp);
   mkdir(registryDir().c_str(), 0700);
   std::string tmp = registryFile(qp->qp.qp_num) + ".tmp";
   if (FILE* f = fopen(tmp.c_str(), "w")) {
@@ -195,16 +245,6 @@ void manualConnect(const std::shared_ptr<Qp>& qp) {
     fclose(f);
     rename(tmp.c_str(), registryFile(qp->qp.qp_num).c_str());
   }
-  // Requests wait in a placeholder until the connection forms.
-  auto c = std::make_shared<Conn>(-1, ConnRole::Active);
-  c->manual = true;
-  c->connecting = true;
-  c->remote_qpn = a.dest_qp_num;
-  {
-    std::lock_guard lk(qp->mu);
-    qp->conn = c;
-  }
-  c->bindQp(qp);
   auto deadline = Clock::now() + kAttachTimeout;
   std::weak_ptr<Qp> wqp = qp;
   if (qp->qp.qp_num < a.dest_qp_num) {
@@ -212,7 +252,12 @@ void manualConnect(const std::shared_ptr<Qp>& qp) {
   } else {
     Fabric::get().schedule(deadline, [wqp, c] {
       auto q = wqp.lock();
-      if (q && c->fd < 0) failTransport(q, "the peer QP never connected");
+      if (!q || c->fd >= 0) return;
+      {
+        std::lock_guard lk(q->mu);
+        if (q->conn != c) return;  // reset meanwhile
+      }
+      failTransport(q, "the peer QP never connected");
     });
   }
 }
@@ -229,7 +274,15 @@ void manualAttach(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   {
     std::lock_guard ql(qp->mu);
     std::shared_ptr<Conn> placeholder = qp->conn;
-    if (placeholder && placeholder->fd < 0) {
+    if (placeholder && placeholder->fd >= 0) {
+      // The QP still holds the connection its peer dropped when it was
+      // reset: this one waits until the QP is reset too and reaches RTR.
+      c->remote_qpn = m.qpn;
+      std::lock_guard lk(mu);
+      parked()[dest] = c;
+      return;
+    }
+    if (placeholder) {
       // Move the requests that waited to the real connection, in order.
       std::lock_guard pl(placeholder->tx_mu);
       std::lock_guard cl(c->tx_mu);
@@ -249,6 +302,21 @@ void manualAttach(const std::shared_ptr<Conn>& c, const CmMessage& m) {
 
 void manualForget(uint32_t qpn) {
   unlink(registryFile(qpn).c_str());
+  std::lock_guard lk(mu);
+  parked().erase(qpn);
+}
+
+void manualReset(const std::shared_ptr<Qp>& qp) {
+  std::shared_ptr<Conn> c;
+  {
+    std::lock_guard lk(qp->mu);
+    if (!qp->conn || !qp->conn->manual) return;  // rdma_cm's connections stay
+    c = std::move(qp->conn);
+    qp->transport_lost = false;
+    qp->next_psn = 0;  // a new connection: both directions count from 0
+  }
+  c->bindQp(nullptr);
+  Fabric::get().post([c] { c->sever("the QP was reset"); });
 }
 
 }  // namespace softrdma

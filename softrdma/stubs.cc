@@ -181,20 +181,12 @@ SOFTRDMA_API int ibv_query_ece(ibv_qp*, ibv_ece*) {
 SOFTRDMA_API int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t*, uint16_t*) {
   return EOPNOTSUPP;
 }
-SOFTRDMA_API ibv_context* ibv_import_device(int) {
+// Device memory is not emulated (ibv_alloc_dm is EOPNOTSUPP): none to import.
+SOFTRDMA_API ibv_dm* ibv_import_dm(ibv_context*, uint32_t) {
   errno = EOPNOTSUPP;
   return nullptr;
 }
-SOFTRDMA_API ibv_pd* ibv_import_pd(ibv_context*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-SOFTRDMA_API void ibv_unimport_pd(ibv_pd*) {}
-SOFTRDMA_API ibv_mr* ibv_import_mr(ibv_pd*, uint32_t) {
-  errno = EOPNOTSUPP;
-  return nullptr;
-}
-SOFTRDMA_API void ibv_unimport_mr(ibv_mr*) {}
+SOFTRDMA_API void ibv_unimport_dm(ibv_dm*) {}
 SOFTRDMA_API int ibv_dontfork_range(void*, size_t) {
   return 0;
 }

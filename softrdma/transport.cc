@@ -87,9 +87,9 @@ void applyTestCorruption(ibv_wc& wc) {
 }
 
 bool isRequest(FrameType t) {
-  return t == FrameType::Send || t == FrameType::SendImm || t == FrameType::Write ||
-         t == FrameType::WriteImm || t == FrameType::ReadReq || t == FrameType::FetchAdd ||
-         t == FrameType::CmpSwap;
+  return t == FrameType::Send || t == FrameType::SendImm || t == FrameType::SendInv ||
+         t == FrameType::Write || t == FrameType::WriteImm || t == FrameType::ReadReq ||
+         t == FrameType::FetchAdd || t == FrameType::CmpSwap;
 }
 
 }  // namespace
@@ -498,6 +498,7 @@ bool Conn::handleHeader(const std::shared_ptr<Qp>& q) {
     case FrameType::ReadResp:
     case FrameType::Send:
     case FrameType::SendImm:
+    case FrameType::SendInv:
     case FrameType::Write:
     case FrameType::WriteImm:
     case FrameType::ReadReq:
@@ -553,14 +554,14 @@ bool Conn::remoteAccess(Qp& q, FrameType t) {
     cur.syndrome = Syndrome::RemoteInvalidRequest;
     return true;
   }
-  Mr* mr = len > 0 ? findMrByKey(hdr.rkey) : nullptr;
-  const bool ok = len == 0 || (mr != nullptr && mr->pd == q.pd && (mr->access & need) &&
-                               (q.attr.qp_access_flags & need) && mr->covers(hdr.raddr, len));
-  if (!ok) {
+  // An MR's or a memory window's (mw.cc); a window's offsets become addresses.
+  uint64_t local = hdr.raddr;
+  if (len > 0 && !resolveRkey(q, hdr.rkey, hdr.raddr, len, need, &local)) {
     cur.kind = Pending::Nak;
     cur.syndrome = Syndrome::RemoteAccess;
     return true;
   }
+  hdr.raddr = local;
   if (read) {
     cur.kind = Pending::ReadReq;
     return true;
@@ -748,6 +749,14 @@ void Conn::finishRequest(Qp& q) {
     if (t == FrameType::SendImm || t == FrameType::WriteImm) {
       wc.wc_flags = IBV_WC_WITH_IMM;
       wc.imm_data = hdr.imm;
+    }
+    if (t == FrameType::SendInv) {  // the window is invalidated before the CQE (mw.cc)
+      wc.wc_flags = IBV_WC_WITH_INV;
+      wc.invalidated_rkey = hdr.rkey;
+      if (cur.status == IBV_WC_SUCCESS && !remoteInvalidate(hdr.rkey)) {
+        wc.status = cur.status = IBV_WC_REM_INV_REQ_ERR;
+        cur.syndrome = Syndrome::RemoteInvalidRequest;
+      }
     }
     if (cur.status != IBV_WC_SUCCESS) {
       flushAcksLocked(&q);

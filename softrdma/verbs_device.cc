@@ -7,7 +7,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
-#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -94,7 +95,7 @@ int queryPortImpl(ibv_context* ctx, uint8_t port, ibv_port_attr* a, size_t len) 
   p.state = active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   p.max_mtu = IBV_MTU_4096;
   p.active_mtu = IBV_MTU_4096;
-  p.gid_tbl_len = static_cast<int>(gidTable().size());
+  p.gid_tbl_len = static_cast<int>(gidTable().size()) + 1;  // and one empty entry, as rxe's
   p.port_cap_flags = IBV_PORT_CM_SUP;
   p.max_msg_sz = kMaxFramePayload;
   p.pkey_tbl_len = 1;
@@ -294,6 +295,10 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
     errno = ENODEV;
     return nullptr;
   }
+  return openContext(dev, -1);
+}
+
+ibv_context* softrdma::openContext(ibv_device* dev, int cmd_fd) {
   auto* c = new Context();
   memset(&c->vctx, 0, sizeof c->vctx);
   c->vctx.sz = sizeof(verbs_context);
@@ -305,10 +310,12 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   ctx->device = dev;
   ctx->abi_compat = __VERBS_ABI_IS_EXTENDED;
   ctx->num_comp_vectors = 1;
-  // The uverbs file's stand-in: a real fd of the context's own that
-  // programs may dup or poll (pyverbs' shared-PD test dups it before
-  // ibv_import_device, which softrdma refuses with EOPNOTSUPP).
-  ctx->cmd_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  // The uverbs file's stand-in: a real fd of the context's own, which
+  // programs may dup or poll, and which names the context to
+  // ibv_import_device (import.cc): an unbound Unix socket, whose inode is
+  // its own.
+  const bool imported = cmd_fd >= 0;
+  ctx->cmd_fd = imported ? cmd_fd : socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (ctx->cmd_fd < 0) {
     delete c;
     return nullptr;
@@ -318,10 +325,11 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   ctx->ops.post_send = postSendOp;
   ctx->ops.post_recv = postRecvOp;
   ctx->ops.post_srq_recv = postSrqRecvOp;
+  setMwOps(ctx);
   pthread_mutex_init(&ctx->mutex, nullptr);
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) {
-    close(ctx->cmd_fd);
+    if (!imported) close(ctx->cmd_fd);
     delete c;
     return nullptr;
   }
@@ -339,10 +347,24 @@ SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
   }
   close(p[0]);  // removed meanwhile
   close(p[1]);
-  close(ctx->cmd_fd);
+  if (!imported) close(ctx->cmd_fd);
   pthread_mutex_destroy(&ctx->mutex);
   delete c;
   errno = ENODEV;
+  return nullptr;
+}
+
+Context* softrdma::findContextByFd(int fd) {
+  struct stat s {};
+  if (fstat(fd, &s) != 0) return nullptr;
+  DeviceState& d = device();
+  std::lock_guard lk(d.mu);
+  for (Context* c : d.contexts) {
+    struct stat t {};
+    if (c->origin == nullptr && fstat(c->ctx()->cmd_fd, &t) == 0 && t.st_dev == s.st_dev &&
+        t.st_ino == s.st_ino)
+      return c;
+  }
   return nullptr;
 }
 
@@ -387,14 +409,17 @@ SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   a->max_qp_wr = kMaxQpWr;
   // Of rxe's flags, those softrdma lives up to (PORT_ACTIVE_EVENT: the
   // control channel's port-up; SYS_IMAGE_GUID: reported below), and
-  // N_NOTIFY_CQ, which softrdma's arming honours.
+  // N_NOTIFY_CQ, which softrdma's arming honours; memory windows of type 1 and 2 (mw.cc).
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
-                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID;
+                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2A |
+                        IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = kMaxSge;
   a->max_sge_rd = kMaxSge;
   a->max_cq = 1 << 16;
   a->max_cqe = maxCqe();
   a->max_mr = 1 << 16;
+  a->max_mw = 0x1000;  // rxe's (mw.cc)
   a->max_pd = 1 << 16;
   a->max_qp_rd_atom = kMaxRdAtom;
   a->max_qp_init_rd_atom = kMaxRdAtom;
@@ -439,11 +464,19 @@ SOFTRDMA_API int ibv_query_port(ibv_context* ctx, uint8_t port, _compat_ibv_port
   return queryPortImpl(ctx, port, reinterpret_cast<ibv_port_attr*>(a), sizeof(ibv_port_attr));
 }
 
+// The GID table: the addresses of gidTable(), then one empty entry (index
+// gidTable().size()), as rxe's table has empty entries. As libibverbs
+// answers for an empty entry, ibv_query_gid gives the zero GID and
+// ibv_query_gid_type RoCE v1; ibv_query_gid_ex fails with ENODATA, and
+// ibv_query_gid_table leaves it out. Beyond the table: errors.
 SOFTRDMA_API int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
   if (ctx == nullptr || gid == nullptr || port != 1 || contextDead(ctx)) return -1;
   auto t = gidTable();
-  if (index < 0 || static_cast<size_t>(index) >= t.size()) return -1;
-  memcpy(gid->raw, &t[index], 16);
+  if (index < 0 || static_cast<size_t>(index) > t.size()) return -1;
+  if (static_cast<size_t>(index) == t.size())
+    memset(gid->raw, 0, 16);
+  else
+    memcpy(gid->raw, &t[index], 16);
   return 0;
 }
 
@@ -452,7 +485,8 @@ SOFTRDMA_API int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t ind
   if (ctx == nullptr || entry == nullptr || port != 1) return EINVAL;
   if (contextDead(ctx)) return EIO;
   auto t = gidTable();
-  if (index >= t.size()) return ENODATA;
+  if (index > t.size()) return EINVAL;
+  if (index == t.size()) return ENODATA;  // the empty entry
   memset(entry, 0, sizeof *entry);
   memcpy(entry->gid.raw, &t[index], 16);
   entry->gid_index = index;
@@ -467,7 +501,7 @@ SOFTRDMA_API ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entri
   if (ctx == nullptr || entries == nullptr) return -EINVAL;
   if (contextDead(ctx)) return -EIO;
   auto t = gidTable();
-  if (max_entries < t.size()) return -EINVAL;  // ibv_query_gid_table.3: too small
+  if (max_entries < t.size()) return -EINVAL;  // ibv_query_gid_table.3: too small (valid entries)
   const size_t n = t.size();
   for (size_t i = 0; i < n; i++)
     _ibv_query_gid_ex(ctx, 1, static_cast<uint32_t>(i), &entries[i], 0, 0);
@@ -476,12 +510,14 @@ SOFTRDMA_API ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entri
 
 // libibverbs' private helper (driver.h), which reads the GID type from
 // sysfs; programs such as ibv_devinfo call it. Type 1 is RoCE v2
-// (IBV_GID_TYPE_SYSFS_ROCE_V2), like every entry of the table.
+// (IBV_GID_TYPE_SYSFS_ROCE_V2), like every address of the table; the empty
+// entry answers 0 (RoCE v1), as libibverbs does for an empty GID.
 SOFTRDMA_API int ibv_query_gid_type(ibv_context* ctx, uint8_t port, unsigned int index, int* type) {
   if (ctx == nullptr || type == nullptr || port != 1) return EINVAL;
   if (contextDead(ctx)) return EIO;
-  if (index >= gidTable().size()) return EINVAL;
-  *type = 1;
+  const size_t n = gidTable().size();
+  if (index > n) return EINVAL;
+  *type = index == n ? 0 : 1;
   return 0;
 }
 
@@ -509,13 +545,16 @@ SOFTRDMA_API ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
   p->pd.context = ctx;
   p->pd.handle = handles++;
   toContext(ctx)->users++;
+  notePd(p);
   return &p->pd;
 }
 
 SOFTRDMA_API int ibv_dealloc_pd(ibv_pd* pd) {
   if (pd == nullptr) return EINVAL;
   auto* p = reinterpret_cast<Pd*>(pd);
-  if (p->users.load() != 0) return EBUSY;
+  if (p->base != nullptr) return EINVAL;  // imported: ibv_unimport_pd (import.cc)
+  if (p->users.load() != 0 || p->views.load() != 0) return EBUSY;
+  forgetPd(p);
   toContext(pd->context)->users--;
   delete p;
   return 0;
@@ -537,7 +576,7 @@ static ibv_mr* regMr(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned
     return nullptr;
   }
   auto* m = new Mr();
-  m->pd = reinterpret_cast<Pd*>(pd);
+  m->pd = toPd(pd);
   m->access = static_cast<int>(access);
   m->mr.context = pd->context;
   m->mr.pd = pd;
@@ -553,7 +592,7 @@ static ibv_mr* regMr(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned
   m->mr.handle = key;
   m->mr.lkey = key;
   m->mr.rkey = key;
-  m->pd->users++;
+  m->pd.load()->users++;
   return &m->mr;
 }
 
@@ -582,8 +621,11 @@ SOFTRDMA_API ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t len, uint64
 SOFTRDMA_API int ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return EINVAL;
   auto* m = reinterpret_cast<Mr*>(mr);
+  if (m->mws.load() > 0) return EINVAL;    // windows are bound to it (rxe, IBA 10.6.7.2.6)
+  if (m->shown != nullptr) return EINVAL;  // imported: ibv_unimport_mr (import.cc)
+  if (m->views.load() > 0) return EBUSY;
   mrs().erase(mr->lkey >> 8, m);
-  m->pd->users--;
+  m->pd.load()->users--;
   delete m;
   return 0;
 }

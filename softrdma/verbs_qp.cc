@@ -71,6 +71,10 @@ ibv_wc_opcode wcOpcode(ibv_wr_opcode op) {
       return IBV_WC_COMP_SWAP;
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
       return IBV_WC_FETCH_ADD;
+    case IBV_WR_LOCAL_INV:
+      return IBV_WC_LOCAL_INV;
+    case IBV_WR_BIND_MW:
+      return IBV_WC_BIND_MW;
     default:
       return IBV_WC_SEND;
   }
@@ -86,6 +90,8 @@ FrameType frameType(ibv_wr_opcode op) {
       return FrameType::WriteImm;
     case IBV_WR_RDMA_READ:
       return FrameType::ReadReq;
+    case IBV_WR_SEND_WITH_INV:
+      return FrameType::SendInv;
     default:
       return FrameType::Send;
   }
@@ -364,12 +370,23 @@ int Qp::modify(ibv_qp_attr* a, int mask) {
 
 namespace {
 
-// RDMA_WRITE (0) … ATOMIC_FETCH_AND_ADD (6): every opcode up to the atomics.
+// RDMA_WRITE (0) … ATOMIC_FETCH_AND_ADD (6), then the memory-window
+// operations (mw.cc): LOCAL_INV (7), BIND_MW (8), SEND_WITH_INV (9).
 bool opcodeSupported(ibv_wr_opcode op) {
   static_assert(IBV_WR_RDMA_WRITE == 0 && IBV_WR_RDMA_WRITE_WITH_IMM == 1 && IBV_WR_SEND == 2 &&
                 IBV_WR_SEND_WITH_IMM == 3 && IBV_WR_RDMA_READ == 4 &&
-                IBV_WR_ATOMIC_CMP_AND_SWP == 5 && IBV_WR_ATOMIC_FETCH_AND_ADD == 6);
-  return static_cast<unsigned>(op) <= IBV_WR_ATOMIC_FETCH_AND_ADD;
+                IBV_WR_ATOMIC_CMP_AND_SWP == 5 && IBV_WR_ATOMIC_FETCH_AND_ADD == 6 &&
+                IBV_WR_LOCAL_INV == 7 && IBV_WR_BIND_MW == 8 && IBV_WR_SEND_WITH_INV == 9);
+  return static_cast<unsigned>(op) <= IBV_WR_SEND_WITH_INV;
+}
+
+// READ and the atomics fetch into their SGEs.
+bool fetches(ibv_wr_opcode op) {
+  return op >= IBV_WR_RDMA_READ && op <= IBV_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+bool isAtomic(ibv_wr_opcode op) {
+  return op == IBV_WR_ATOMIC_CMP_AND_SWP || op == IBV_WR_ATOMIC_FETCH_AND_ADD;
 }
 
 // The checks a device makes of each work request when it is posted
@@ -385,7 +402,10 @@ int checkWr(const Qp& qp, const ibv_send_wr* w, bool wr_api) {
   for (int i = 0; i < w->num_sge; i++)
     len += w->sg_list[i].length;
   if ((inl && len > qp.cap.max_inline_data) || len > kMaxFramePayload) return EINVAL;
-  if (w->opcode >= IBV_WR_ATOMIC_CMP_AND_SWP && !atomicWrValid(*w, len, wr_api)) return EINVAL;
+  if (isAtomic(w->opcode) && !atomicWrValid(*w, len, wr_api)) return EINVAL;
+  // A bind carries no data (rxe's provider; imm_data is the same field as
+  // invalidate_rkey, which a bind has no use for).
+  if (w->opcode == IBV_WR_BIND_MW && (w->num_sge != 0 || w->imm_data != 0)) return EINVAL;
   return 0;
 }
 
@@ -468,6 +488,7 @@ constexpr int kBatch = 64;  // frames per write to the connection
   h.psn = e.psn;
   if (w.opcode == IBV_WR_SEND_WITH_IMM || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
     h.imm = w.imm_data;
+  if (w.opcode == IBV_WR_SEND_WITH_INV) h.rkey = w.invalidate_rkey;
   if (w.opcode == IBV_WR_RDMA_WRITE || w.opcode == IBV_WR_RDMA_WRITE_WITH_IMM || is_read) {
     h.raddr = w.wr.rdma.remote_addr;
     h.rkey = w.wr.rdma.rkey;
@@ -537,13 +558,16 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
       qp->sendCompletion(e, IBV_WC_WR_FLUSH_ERR);
       continue;
     }
-    // READ and the atomics (the opcodes from READ on) fetch into their SGEs.
-    const bool fetches = w->opcode >= IBV_WR_RDMA_READ;
-    if ((w->send_flags & IBV_SEND_INLINE) == 0 && !sgesValid(qp, w->sg_list, w->num_sge, fetches))
+    if (w->opcode == IBV_WR_BIND_MW || w->opcode == IBV_WR_LOCAL_INV) {
+      postLocalOp(qp, *w, e);
+      continue;
+    }
+    const bool fetching = fetches(w->opcode);
+    if ((w->send_flags & IBV_SEND_INLINE) == 0 && !sgesValid(qp, w->sg_list, w->num_sge, fetching))
       e.preset = IBV_WC_LOC_PROT_ERR;
     if (qp->transport_lost || !qp->conn) e.preset = IBV_WC_RETRY_EXC_ERR;
     e.psn = qp->next_psn++;
-    if (fetches) keepReadSges(qp, *w, e);
+    if (fetching) keepReadSges(qp, *w, e);
     qp->sq.push_back(e);
     if (e.preset != IBV_WC_SUCCESS) qp->sq_halted = true;
     if (qp->sq_halted) {
@@ -551,14 +575,14 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
       continue;  // not transmitted; later requests will be flushed
     }
     if (nhdr == kBatch || niov + 2 + w->num_sge > static_cast<int>(std::size(iov))) flush();
-    if (w->opcode > IBV_WR_RDMA_READ) {
+    if (isAtomic(w->opcode)) {
       niov = addAtomicFrame(hdrs[nhdr], args[nhdr], iov, niov, *qp, *w, e);
       nhdr++;
       continue;
     }
     fillHeader(hdrs[nhdr], qp, *w, e, len);
     iov[niov++] = {&hdrs[nhdr], sizeof(FrameHeader), false, true, true};
-    if (!fetches && len > 0) niov = addPayload(iov, niov, *w, len, inl_buf, nhdr);
+    if (!fetching && len > 0) niov = addPayload(iov, niov, *w, len, inl_buf, nhdr);
     nhdr++;
   }
   if (niov > 0 && qp->conn) {
@@ -639,7 +663,7 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qp->scq = reinterpret_cast<Cq*>(a->send_cq);
   qp->rcq = reinterpret_cast<Cq*>(a->recv_cq);
   qp->srq = reinterpret_cast<Srq*>(a->srq);
-  qp->pd = reinterpret_cast<Pd*>(pd);
+  qp->pd = toPd(pd);
   qp->sq_sges.resize(static_cast<size_t>(qp->cap.max_send_wr) * qp->cap.max_send_sge);
   if (qp->srq == nullptr) qp->rq.init(c.max_recv_wr, c.max_recv_sge);
   qp->setState(IBV_QPS_RESET);
@@ -674,7 +698,7 @@ SOFTRDMA_API int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
   auto qp = qpRef(q);
   if (!qp) return EINVAL;
   int rc;
-  bool to_rtr, to_err;
+  bool to_rtr, to_err, to_reset;
   std::shared_ptr<Conn> conn;
   {
     std::lock_guard lk(qp->mu);
@@ -682,10 +706,12 @@ SOFTRDMA_API int ibv_modify_qp(ibv_qp* q, ibv_qp_attr* a, int mask) {
     rc = qp->modify(a, mask);
     to_rtr = rc == 0 && from != IBV_QPS_RTR && qp->qp.state == IBV_QPS_RTR;
     to_err = rc == 0 && qp->qp.state == IBV_QPS_ERR;
+    to_reset = rc == 0 && from != IBV_QPS_RESET && qp->qp.state == IBV_QPS_RESET;
     conn = qp->conn;
   }
   if (to_rtr && qp->qp.qp_type == IBV_QPT_RC) bindPendingConn(qp);
   if (to_err && conn) conn->kick();  // held requests are now discarded
+  if (to_reset && conn) manualReset(qp);
   return rc;
 }
 
@@ -757,7 +783,7 @@ SOFTRDMA_API ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* a) {
   pthread_cond_init(&s->srq.cond, nullptr);
   s->rq.init(a->attr.max_wr, a->attr.max_sge ? a->attr.max_sge : 1);
   s->srq.handle = srqs().insert(s);
-  reinterpret_cast<Pd*>(pd)->users++;
+  toPd(pd)->users++;
   return &s->srq;
 }
 
@@ -805,7 +831,7 @@ SOFTRDMA_API int ibv_destroy_srq(ibv_srq* srq) {
   auto* s = reinterpret_cast<Srq*>(srq);
   if (s->qps.load() != 0) return EBUSY;
   srqs().erase(srq->handle >> 8, s);
-  reinterpret_cast<Pd*>(srq->pd)->users--;
+  toPd(srq->pd)->users--;
   delete s;
   return 0;
 }

@@ -3,9 +3,9 @@
 // The inline ibv_wr_* functions of <infiniband/verbs.h> call through the
 // function pointers of struct ibv_qp_ex, which ibv_qp_to_qp_ex returns for a
 // QP made by ibv_create_qp_ex. As in rxe, only the builders asked for in
-// send_ops_flags are set, and the operations rxe has beyond softrdma's
-// (memory windows, local invalidate, send with invalidate) are refused at
-// creation with EOPNOTSUPP. The atomic builders check nothing, as rxe's:
+// send_ops_flags are set: on RC QPs rxe's set less IBV_QP_EX_WITH_ATOMIC_WRITE,
+// which is refused at creation with EOPNOTSUPP (the memory-window builders
+// are in mw.cc). The atomic builders check nothing, as rxe's:
 // a misaligned remote address fails at the responder (atomics.cc).
 //
 // Between ibv_wr_start and ibv_wr_complete the QP's wr_mu is held (the
@@ -29,7 +29,8 @@ constexpr uint32_t kQpInitMaskSupported =
 constexpr uint64_t kRcSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                                 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
                                 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                                IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+                                IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV |
+                                IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
 constexpr uint64_t kUdSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;  // rxe's
 // rxe's UC operations less memory windows and invalidation.
 constexpr uint64_t kUcSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
@@ -213,6 +214,10 @@ void wrAbort(ibv_qp_ex* x) {
 
 }  // namespace
 
+PendingWr& buildWr(ibv_qp_ex* x, ibv_wr_opcode op) {
+  return build(x, op);
+}
+
 void setWrOps(Qp* qp, uint64_t flags) {
   ibv_qp_ex& x = qp->qpx;
   if (flags & IBV_QP_EX_WITH_SEND) x.wr_send = wrSend;
@@ -223,6 +228,7 @@ void setWrOps(Qp* qp, uint64_t flags) {
   if (flags & IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP) x.wr_atomic_cmp_swp = wrAtomicCmpSwp;
   if (flags & IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) x.wr_atomic_fetch_add = wrAtomicFetchAdd;
   if (qp->qp.qp_type == IBV_QPT_UD) x.wr_set_ud_addr = wrSetUdAddr;
+  setMwWrOps(qp, flags);
   x.wr_set_sge = wrSetSge;
   x.wr_set_sge_list = wrSetSgeList;
   x.wr_set_inline_data = wrSetInlineData;

@@ -31,6 +31,7 @@ enum class FrameType : uint8_t {
   ReadReq = 20,
   FetchAdd = 21,  // AtomicArgs; raddr/rkey: the remote 8 bytes
   CmpSwap = 22,   // AtomicArgs
+  SendInv = 23,   // a SEND with invalidate: rkey is the key the responder invalidates
   // Responses (responder → requester).
   Ack = 32,         // every request with psn <= hdr.psn is done
   Nak = 33,         // request hdr.psn failed with hdr.syndrome

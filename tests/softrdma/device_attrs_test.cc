@@ -1,8 +1,10 @@
 // Device attributes and calls as real providers answer them (issue 24): a non-zero vendor id,
-// the same on every query; ibv_query_gid_table refusing a buffer too small; libibverbs'
+// the same on every query; ibv_query_gid_table refusing a buffer too small; the GID table's
+// empty entry (rxe's table has them); libibverbs'
 // ibv_query_gid_type answered for softrdma's context; rdma_join_multicast refused
 // on an id past address resolution; RDMA_OPTION_ID_ACK_TIMEOUT becoming the QP's timeout.
 #include <cerrno>
+#include <cstring>
 
 #include "support.h"
 
@@ -46,6 +48,30 @@ TEST_F(Device, GidTableTooSmallIsEinvalAndLargeEnoughIsFilled) {
   EXPECT_EQ(-EINVAL, ibv_query_gid_table(ctx, entries, static_cast<size_t>(n - 1), 0));
   EXPECT_EQ(n, ibv_query_gid_table(ctx, entries, static_cast<size_t>(n), 0));
   EXPECT_EQ(IBV_GID_TYPE_ROCE_V2, entries[0].gid_type);
+}
+
+TEST_F(Device, GidTableEndsWithAnEmptyEntryAsRxes) {
+  ibv_gid_entry entries[64]{};
+  const ssize_t n = ibv_query_gid_table(ctx, entries, 64, 0);
+  ASSERT_GE(n, 1);
+  ibv_port_attr port{};
+  ASSERT_EQ(0, ibv_query_port(ctx, 1, &port));
+  ASSERT_EQ(n + 1, port.gid_tbl_len) << "the valid entries and one empty";
+  const auto empty = static_cast<uint32_t>(n);
+  ibv_gid gid;
+  memset(&gid, 0xaa, sizeof gid);
+  ASSERT_EQ(0, ibv_query_gid(ctx, 1, static_cast<int>(empty), &gid)) << "libibverbs' answer";
+  const ibv_gid zero{};
+  EXPECT_EQ(0, memcmp(&zero, &gid, sizeof gid));
+  ibv_gid_entry entry{};
+  EXPECT_EQ(ENODATA, ibv_query_gid_ex(ctx, 1, empty, &entry, 0));
+  int type = -1;
+  EXPECT_EQ(0, ibv_query_gid_type(ctx, 1, empty, &type));
+  EXPECT_EQ(0, type);  // IBV_GID_TYPE_SYSFS_IB_ROCE_V1, libibverbs' answer for an empty GID
+  EXPECT_EQ(-1, ibv_query_gid(ctx, 1, static_cast<int>(empty) + 1, &gid));
+  EXPECT_EQ(EINVAL, ibv_query_gid_ex(ctx, 1, empty + 1, &entry, 0));
+  EXPECT_EQ(0, ibv_query_gid_ex(ctx, 1, empty - 1, &entry, 0));
+  EXPECT_EQ(empty - 1, entry.gid_index);
 }
 
 TEST_F(Device, QueryGidTypeAnswersRoceV2ForEveryEntry) {

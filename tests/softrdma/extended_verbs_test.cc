@@ -532,9 +532,8 @@ TEST_F(ExtendedCreate, CreateQpExSetsOnlyTheRequestedBuilders) {
 
 TEST_F(ExtendedCreate, CreateQpExRefusesWhatRxeRefuses) {
   const uint32_t ops = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-  for (uint64_t op : {static_cast<uint64_t>(IBV_QP_EX_WITH_LOCAL_INV),
-                      static_cast<uint64_t>(IBV_QP_EX_WITH_BIND_MW),
-                      static_cast<uint64_t>(IBV_QP_EX_WITH_SEND_WITH_INV),
+  // Memory windows are taken (mw_test.cc); atomic write needs a newer rxe.
+  for (uint64_t op : {static_cast<uint64_t>(IBV_QP_EX_WITH_ATOMIC_WRITE),
                       static_cast<uint64_t>(IBV_QP_EX_WITH_TSO)}) {
     ibv_qp_init_attr_ex a = qpAttr(ops);
     a.send_ops_flags = IBV_QP_EX_WITH_SEND | op;
@@ -589,18 +588,12 @@ TEST_F(ExtendedCreate, CreateQpExTakesUcWithRxesUcOperations) {
 }
 
 // A context's cmd_fd is a real fd a program can dup (pyverbs' shared-PD test does before
-// ibv_import_device); importing is refused with EOPNOTSUPP, which makes that test skip.
-TEST_F(ExtendedCreate, CommandFdIsARealFdAndImportingIsRefused) {
+// ibv_import_device, see import_test.cc).
+TEST_F(ExtendedCreate, CommandFdIsARealFd) {
   ASSERT_GE(ctx->cmd_fd, 0);
   int dup = ::dup(ctx->cmd_fd);
   ASSERT_GE(dup, 0) << strerror(errno);
   EXPECT_NE(-1, fcntl(ctx->cmd_fd, F_GETFD));
-  errno = 0;
-  EXPECT_EQ(nullptr, ibv_import_device(dup));
-  EXPECT_EQ(EOPNOTSUPP, errno);
-  errno = 0;
-  EXPECT_EQ(nullptr, ibv_import_pd(ctx, pd->handle));
-  EXPECT_EQ(EOPNOTSUPP, errno);
   EXPECT_EQ(0, close(dup));
 }
 

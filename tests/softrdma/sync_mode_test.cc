@@ -247,5 +247,28 @@ TEST_F(SyncCm, MigrateIdDeliversLaterEventsOnTheNewChannel) {
   rdma_destroy_event_channel(other);
 }
 
+// Without node and service, the answer is the hints' own (librdmacm's rdma_getaddrinfo):
+// pyverbs' AddrInfo(src=...) resolves a multicast group's address this way.
+TEST(GetAddrInfo, HintsAloneGiveTheirAddressesAndKinds) {
+  sockaddr_in src = ipv4("230.0.0.1", 0);
+  rdma_addrinfo hints{};
+  hints.ai_src_addr = reinterpret_cast<sockaddr*>(&src);
+  hints.ai_src_len = sizeof src;
+  hints.ai_port_space = RDMA_PS_UDP;
+  hints.ai_qp_type = IBV_QPT_UD;
+  rdma_addrinfo* res = nullptr;
+  ASSERT_EQ(0, rdma_getaddrinfo(nullptr, nullptr, &hints, &res));
+  ASSERT_NE(nullptr, res);
+  ASSERT_EQ(sizeof src, res->ai_src_len);
+  EXPECT_EQ(0, memcmp(&src, res->ai_src_addr, sizeof src));
+  EXPECT_EQ(nullptr, res->ai_dst_addr);
+  EXPECT_EQ(RDMA_PS_UDP, res->ai_port_space);
+  EXPECT_EQ(IBV_QPT_UD, res->ai_qp_type);
+  rdma_freeaddrinfo(res);
+  errno = 0;
+  EXPECT_NE(0, rdma_getaddrinfo(nullptr, nullptr, nullptr, &res));
+  EXPECT_EQ(EINVAL, errno);
+}
+
 }  // namespace
 }  // namespace rdmamsg::test
