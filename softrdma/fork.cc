@@ -38,6 +38,25 @@ void Fabric::park() {
   parked_ = false;
 }
 
+void Fabric::holdProgress(bool hold) {
+  if (onProgressThread()) return;
+  if (hold) {
+    {
+      std::lock_guard lk(park_mu_);
+      park_requests_++;
+    }
+    wake();
+    std::unique_lock lk(park_mu_);
+    park_cv_.wait(lk, [&] { return parked_; });
+    return;
+  }
+  {
+    std::lock_guard lk(park_mu_);
+    if (park_requests_.load() > 0) park_requests_--;
+  }
+  park_cv_.notify_all();
+}
+
 void Fabric::forkPrepare() {
   instance_mu_.lock();
   Fabric* f = instance_.load();
@@ -128,4 +147,9 @@ SOFTRDMA_API int ibv_fork_init(void) {
 
 SOFTRDMA_API ibv_fork_status ibv_is_fork_initialized(void) {
   return IBV_FORK_UNNEEDED;
+}
+
+SOFTRDMA_API int softrdma_hold_progress(int hold) {
+  Fabric::get().holdProgress(hold != 0);
+  return 0;
 }
