@@ -120,7 +120,8 @@ void Fabric::forkChild() {
     f->cm_mu.unlock();
     close(f->epfd_);
     close(f->wakefd_);
-    f->epfd_ = f->wakefd_ = -1;
+    close(f->timerfd_);
+    f->epfd_ = f->wakefd_ = f->timerfd_ = -1;
     abandonedInChild().push_back(f);  // never run again here, nor freed
     instance_.store(nullptr);
   }

@@ -388,6 +388,10 @@ class Fabric {
   static std::mutex instance_mu_;  // creating the instance
   int epfd_ = -1;
   int wakefd_ = -1;
+  int timerfd_ = -1;  // wakes the progress thread for a timer scheduled elsewhere
+  // The latest the progress thread sleeps until (mu_): min while it is
+  // awake, max when it waits for events alone.
+  Clock::time_point sleeping_until_ = Clock::time_point::min();
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   std::atomic<int> park_requests_{0};
