@@ -572,7 +572,10 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   } cur;
 
   void service();  // the receive side is this thread's (progress)
-  void kick();     // service again on the progress thread
+  // What other threads handed over (lost_why, hup_seen, rnr_due), done;
+  // false when the receive loop must not run.
+  bool takeHandedWork();
+  void kick();  // service again on the progress thread
   void fail(const char* why);
   bool readMore();
   void place(const uint8_t* p, size_t n);

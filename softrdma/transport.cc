@@ -469,20 +469,29 @@ void Conn::place(const uint8_t* p, size_t n) {
   }
 }
 
-void Conn::service() {
+bool Conn::takeHandedWork() {
   if (const char* why = lost_why.exchange(nullptr)) {
     onPeerGone(why);
-    return;
+    return false;
   }
-  if (connecting) return;  // nothing to read before the TCP connection is up
-  if (eof || dead) return;
+  if (connecting) return false;  // nothing to read before the TCP connection is up
+  if (eof || dead) return false;
   // A connection held for RNR or readiness reads nothing until it resumes;
   // a peer that went away meanwhile is noticed all the same.
   if (hup_seen.exchange(false) && block != Block::None) {
     onPeerGone("connection closed by peer");
-    return;
+    return false;
   }
   if (rnr_due.exchange(false)) onRnrTimer();
+  // A frame held because its QP was not bound or not ready (RESET, INIT) is
+  // looked at again: this pass may come from the QP's binding or its move to
+  // RTR (kick). If it still is not ready, handleHeader holds it again.
+  if (block == Block::NotReady) block = Block::None;
+  return true;
+}
+
+void Conn::service() {
+  if (!takeHandedWork()) return;
   auto self = shared_from_this();
   std::shared_ptr<Qp> q = boundQp();
   size_t budget = kServiceBudget;

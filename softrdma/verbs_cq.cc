@@ -294,9 +294,13 @@ SOFTRDMA_API ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context,
   cq->channel = reinterpret_cast<CompChannel*>(channel);
   cq->fork_gen = forkGeneration();
   cq->rx_epfd = epoll_create1(EPOLL_CLOEXEC);
-  cq->id = cq->rx_epfd < 0 ? 0 : cqs().insert(cq);
+  if (cq->rx_epfd < 0) {  // errno: out of descriptors
+    delete cq;
+    return nullptr;
+  }
+  cq->id = cqs().insert(cq);
   if (cq->id == 0) {
-    if (cq->rx_epfd >= 0) close(cq->rx_epfd);
+    close(cq->rx_epfd);
     delete cq;
     errno = ENOMEM;
     return nullptr;
