@@ -6,10 +6,11 @@
 // keeps its local SGEs, like a READ's. The responder checks the request
 // when its header arrives (responder resources, the key, the MR's and the
 // QP's IBV_ACCESS_REMOTE_ATOMIC, the 8-byte range, the alignment) and
-// executes it once the operands are in, on its progress thread: every
-// atomic a process receives is executed by that one thread, one after the
-// other, and through std::atomic_ref, so it is atomic against other atomics
-// and against the program's own atomic operations on the same 8 bytes. The
+// executes it once the operands are in, on the thread receiving it (the
+// progress thread, or a program's thread making progress inline), through
+// std::atomic_ref, so it is atomic against other atomics, whichever thread
+// executes them, and against the program's own atomic operations on the
+// same 8 bytes. The
 // ATOMIC_RESP carries the original value, which the requester places in
 // its local SGEs, and acknowledges every earlier request, as a READ's
 // response does.

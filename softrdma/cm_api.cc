@@ -245,7 +245,14 @@ SOFTRDMA_API int rdma_destroy_id(rdma_cm_id* rid) {
     }
   }
   id->queued.clear();
-  if (id->listener) Fabric::get().remove(id->listener);
+  if (id->listener) {
+    // The port is free when rdma_destroy_id returns, as with the kernel's CM
+    // (perftest listens on one id, destroys it and listens on the same port
+    // with another): the socket stops listening now, though the progress
+    // thread closes it only after its current turn.
+    shutdown(id->listener->fd, SHUT_RDWR);
+    Fabric::get().remove(id->listener);
+  }
   for (auto& w : id->deferred)
     if (auto c = w.lock()) closeConn(c);
   if (auto c = id->conn) {

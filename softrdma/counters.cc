@@ -16,7 +16,7 @@ constexpr auto kCounters = static_cast<size_t>(Counter::kCount);
 
 constexpr std::array<const char*, kCounters> kNames = {
     "send_rnr_err", "retry_rnr_exceeded_err", "retry_exceeded_err", "link_downed", "rdma_sends",
-    "rdma_recvs",   "connect_without_recv",   "ud_accepted",
+    "rdma_recvs",   "connect_without_recv",   "ud_accepted",        "rx_inline",   "rx_progress",
 };
 
 std::array<std::atomic<uint64_t>, kCounters> g_counters{};

@@ -23,6 +23,11 @@ enum class Counter : unsigned {
   // softrdma's own: UD or UC datagrams a QP accepted (ready to receive, UD
   // qkey matched), placed or dropped for want of a receive or access.
   UdAccepted,  // ud_accepted
+  // softrdma's own: RC frames received by a program's thread inside
+  // ibv_poll_cq, ibv_start_poll or ibv_get_cq_event (inline progress), and
+  // by the progress thread.
+  RxInline,    // rx_inline
+  RxProgress,  // rx_progress
   kCount,
 };
 

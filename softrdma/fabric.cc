@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -154,14 +155,16 @@ Fabric::Fabric() {
   cm_timeout_ms = envInt("SOFTRDMA_CM_TIMEOUT_MS", 3000);
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   wakefd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epfd_ < 0 || wakefd_ < 0) {
+  timerfd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (epfd_ < 0 || wakefd_ < 0 || timerfd_ < 0) {
     perror("softrdma: cannot create the progress thread's epoll");
     abort();
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;  // the wake eventfd
+  ev.data.ptr = nullptr;  // the wake eventfd and the timerfd: nothing to do but wake
   epoll_ctl(epfd_, EPOLL_CTL_ADD, wakefd_, &ev);
+  epoll_ctl(epfd_, EPOLL_CTL_ADD, timerfd_, &ev);
   thread_ = std::thread([this] { run(); });
   thread_id_ = thread_.get_id();
   thread_.detach();
@@ -207,14 +210,27 @@ void Fabric::remove(const std::shared_ptr<Endpoint>& ep) {
 }
 
 void Fabric::schedule(Clock::time_point when, std::function<void()> fn) {
-  bool first;
+  bool now = false;
   {
     std::lock_guard lk(mu_);
-    auto it = timers_.emplace(when, std::move(fn));
-    first = it == timers_.begin();
+    timers_.emplace(when, std::move(fn));
+    // The progress thread computes its next timeout before it waits again;
+    // it needs waking only if it sleeps past `when`. A later deadline goes
+    // to the timerfd, so that a thread making progress inline (a coalesced
+    // ACK's timer) does not wake it now, only when the timer is due.
+    if (when < sleeping_until_ && !onProgressThread()) {
+      sleeping_until_ = when;
+      now = when <= Clock::now();
+      if (!now) {
+        itimerspec its{};
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch());
+        its.it_value.tv_sec = static_cast<time_t>(ns.count() / 1000000000);
+        its.it_value.tv_nsec = static_cast<long>(ns.count() % 1000000000);
+        timerfd_settime(timerfd_, TFD_TIMER_ABSTIME, &its, nullptr);
+      }
+    }
   }
-  // The progress thread computes its next timeout before it waits again.
-  if (first && !onProgressThread()) wake();
+  if (now) wake();
 }
 
 void Fabric::wake() {
@@ -233,6 +249,7 @@ void Fabric::run() {
     timespec ts{};
     {
       std::lock_guard lk(mu_);
+      sleeping_until_ = timers_.empty() ? Clock::time_point::max() : timers_.begin()->first;
       if (!timers_.empty()) {
         timed = true;
         auto d = timers_.begin()->first - Clock::now();
@@ -248,11 +265,16 @@ void Fabric::run() {
       long ms = timed ? static_cast<long>(ts.tv_sec * 1000 + (ts.tv_nsec + 999999) / 1000000) : -1;
       n = epoll_wait(epfd_, evs, 128, static_cast<int>(ms));
     }
+    {
+      std::lock_guard lk(mu_);
+      sleeping_until_ = Clock::time_point::min();  // awake: timers are looked at before it sleeps
+    }
     for (int i = 0; i < n; i++) {
       auto* ep = static_cast<Endpoint*>(evs[i].data.ptr);
       if (ep == nullptr) {
         uint64_t v;
         ssize_t r = read(wakefd_, &v, sizeof v);
+        r = read(timerfd_, &v, sizeof v);
         (void)r;
         continue;
       }

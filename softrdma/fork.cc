@@ -38,6 +38,25 @@ void Fabric::park() {
   parked_ = false;
 }
 
+void Fabric::holdProgress(bool hold) {
+  if (onProgressThread()) return;
+  if (hold) {
+    {
+      std::lock_guard lk(park_mu_);
+      park_requests_++;
+    }
+    wake();
+    std::unique_lock lk(park_mu_);
+    park_cv_.wait(lk, [&] { return parked_; });
+    return;
+  }
+  {
+    std::lock_guard lk(park_mu_);
+    if (park_requests_.load() > 0) park_requests_--;
+  }
+  park_cv_.notify_all();
+}
+
 void Fabric::forkPrepare() {
   instance_mu_.lock();
   Fabric* f = instance_.load();
@@ -104,7 +123,8 @@ void Fabric::forkChild() {
     f->cm_mu.unlock();
     close(f->epfd_);
     close(f->wakefd_);
-    f->epfd_ = f->wakefd_ = -1;
+    close(f->timerfd_);
+    f->epfd_ = f->wakefd_ = f->timerfd_ = -1;
     abandonedInChild().push_back(f);  // never run again here, nor freed
     instance_.store(nullptr);
   }
@@ -131,4 +151,9 @@ SOFTRDMA_API int ibv_fork_init(void) {
 
 SOFTRDMA_API ibv_fork_status ibv_is_fork_initialized(void) {
   return IBV_FORK_UNNEEDED;
+}
+
+SOFTRDMA_API int softrdma_hold_progress(int hold) {
+  Fabric::get().holdProgress(hold != 0);
+  return 0;
 }

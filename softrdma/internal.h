@@ -8,9 +8,10 @@
 // program destroys them (QPs, connections, cm ids) are held by shared_ptr;
 // the C pointer stays valid until the last reference goes.
 //
-// Lock order (outer to inner): Fabric::cm_mu → Qp::mu → Srq::mu → Cq::mu;
-// Conn::tx_mu and the channel/timer locks are leaves. Fabric::cm_mu → the
-// Fabric's own lock (cmContext) → the device lock (open contexts).
+// Lock order (outer to inner): a connection's receive side (Conn::progress,
+// a try-lock) → Fabric::cm_mu → Qp::mu → Srq::mu → Cq::mu; Conn::tx_mu and
+// the channel/timer locks are leaves. Fabric::cm_mu → the Fabric's own lock
+// (cmContext) → the device lock (open contexts).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -156,6 +157,10 @@ struct CompChannel {
   ibv_comp_channel ch;
   std::mutex mu;
   std::deque<uint32_t> records;  // CQ handles
+  // The CQs using it: ibv_get_cq_event makes their progress. list_mu is held
+  // while it does (a try-lock: one thread at a time) and by ibv_destroy_cq.
+  std::mutex list_mu;
+  std::vector<Cq*> cq_list;
   std::atomic<int> cqs{0};
 };
 // Adds one record to an eventfd-backed channel.
@@ -172,6 +177,13 @@ struct Cq {
   };
   uint32_t id = 0;  // handle carried in completion-channel records
   CompChannel* channel = nullptr;
+  // Inline progress (verbs_cq.cc): an epoll instance holding the sockets of
+  // the connections whose QPs complete here, so that a thread polling the CQ
+  // (or getting its channel's events) receives what is waiting in them
+  // itself instead of waiting for the progress thread. -1 in a forked child
+  // for a CQ its parent made: those sockets are the parent's.
+  int rx_epfd = -1;
+  uint64_t fork_gen = 0;  // forkGeneration() when it was created
   std::mutex mu;
   std::vector<ibv_wc> ring;
   size_t head = 0, count = 0;
@@ -193,6 +205,9 @@ struct Cq {
 
   // Adds a completion; raises a channel event if armed and eligible.
   void push(const ibv_wc& wc, bool solicited);
+  // Receives what waits in the sockets of this CQ's connections, on the
+  // calling thread (no CQ lock held). True if any connection was ready.
+  bool progress();
   // Drops every completion of `qp_num` (ibv_destroy_qp, modify to RESET).
   void clean(uint32_t qp_num);
 };
@@ -303,6 +318,9 @@ struct Qp {
   int modify(ibv_qp_attr* a, int mask);
 };
 std::shared_ptr<Qp> qpRef(ibv_qp* q);
+// How many times this process is a forked child of one that used softrdma
+// (0 in the first): objects made under another generation are a parent's.
+uint64_t forkGeneration();
 // Posts `wr` (the data path of ibv_post_send). `all_or_nothing`: every WR is
 // checked before any is posted, and an error posts none (ibv_wr_complete).
 int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing);
@@ -397,6 +415,9 @@ class Fabric {
   static void forkPrepare();
   static void forkParent();
   static void forkChild();
+  // softrdma_hold_progress: the progress thread stops between two turns
+  // (hold) or goes on (release); holds nest, as fork's do.
+  void holdProgress(bool hold);
 
  private:
   Fabric();
@@ -409,6 +430,10 @@ class Fabric {
   static std::mutex instance_mu_;  // creating the instance
   int epfd_ = -1;
   int wakefd_ = -1;
+  int timerfd_ = -1;  // wakes the progress thread for a timer scheduled elsewhere
+  // The latest the progress thread sleeps until (mu_): min while it is
+  // awake, max when it waits for events alone.
+  Clock::time_point sleeping_until_ = Clock::time_point::min();
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   std::atomic<int> park_requests_{0};
@@ -530,7 +555,25 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   // of a partly sent frame is copied (its buffer goes back to the program).
   void abortData();
 
-  // --- receive (progress thread only)
+  // --- receive: whichever thread comes first (the progress thread on an
+  // epoll event, a program's thread polling a CQ of the connection's QP):
+  // progress() services the connection, or, when another thread is already
+  // at it, makes that thread go round once more. The fields below belong to
+  // the thread servicing it.
+  void progress();
+  std::atomic<bool> rx_busy{false};
+  std::atomic<bool> rx_want{false};
+  // Work for the servicing thread from elsewhere: the RNR timer fired, the
+  // peer hung up while the receive side was held, the connection was severed
+  // (the reason: a string that lives forever).
+  std::atomic<bool> rnr_due{false};
+  std::atomic<bool> hup_seen{false};
+  std::atomic<const char*> lost_why{nullptr};
+  // The rx epolls of the CQs this connection's socket is in (qp_mu), and
+  // its key there (connByKey).
+  uint64_t rx_key = 0;
+  std::vector<int> rx_epfds;
+  void watchFrom(const std::shared_ptr<Qp>& q);  // qp_mu held
   std::vector<uint8_t> rbuf;
   size_t rpos = 0, rend = 0;
   bool have_hdr = false;
@@ -550,7 +593,7 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   // Receive completions of this pass: made visible only after their ACK is
   // queued, as an HCA acknowledges before the CQE can be polled.
   std::vector<std::pair<ibv_wc, bool>> pending_cqes;
-  bool eof = false;
+  std::atomic<bool> eof{false};
   // Frame currently being received and what to do when its payload is in.
   struct Pending {
     enum Kind {
@@ -573,7 +616,10 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
     AtomicArgs atomic{};      // an atomic request's operands
   } cur;
 
-  void service();
+  void service();  // the receive side is this thread's (progress)
+  // What other threads handed over (lost_why, hup_seen, rnr_due), done;
+  // false when the receive loop must not run.
+  bool takeHandedWork();
   void kick();  // service again on the progress thread
   void fail(const char* why);
   bool readMore();
@@ -591,7 +637,7 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   bool atomicResponse(Qp& q);
   void finishFrame(const std::shared_ptr<Qp>& q);
   void finishRequest(Qp& q);
-  void onRnrTimer();
+  void onRnrTimer();  // service(): rnr_due was set
   void flushAcks(const std::shared_ptr<Qp>& q);
   void flushAcksLocked(Qp* q);  // q->mu held
   void onPeerGone(const char* why, bool garbage = false);
@@ -600,6 +646,8 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   // (progress thread).
   void sever(const char* why);
 };
+// The connection registered in rx epolls under `key`, or null.
+std::shared_ptr<Conn> connByKey(uint64_t key);
 
 // Atomics on the requester's side (atomics.cc): whether an atomic work
 // request may be posted (`wr_api`: built with ibv_wr_*, which checks

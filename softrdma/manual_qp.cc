@@ -199,6 +199,9 @@ void dial(std::weak_ptr<Qp> wqp, std::shared_ptr<Conn> c, in_addr src, in_addr d
     c->txq.push_front({nullptr, 0, frame.size(), true, false});
   }
   Fabric::get().add(c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
+  // Bound while it had no socket: now its CQs' pollers can receive from it.
+  std::lock_guard lk(c->qp_mu);
+  c->watchFrom(c->qp);
 }
 
 }  // namespace

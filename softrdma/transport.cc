@@ -6,8 +6,13 @@
 // to the provider until their completion) — and flushed by the progress
 // thread on EPOLLOUT.
 //
-// Receive (progress thread only, edge-triggered: read until EAGAIN): frames
-// are parsed from a staging buffer; payloads are copied — or, when large,
+// Receive (edge-triggered: read until EAGAIN) by whichever thread comes
+// first: the progress thread on its epoll event, or a program's thread that
+// polls a CQ of the connection's QP (or gets its channel's events) and finds
+// the socket ready in that CQ's rx epoll (inline progress, Cq::progress).
+// Conn::progress lets one thread at a time service a connection; a thread
+// that finds it busy leaves the work to the one at it. Frames are parsed
+// from a staging buffer; payloads are copied — or, when large,
 // read directly — into their destination (a receive WQE's buffers, an MR for
 // RDMA WRITE, the local buffers of an RDMA READ). A SEND that finds no
 // receive WQE is held (RNR): the responder retries every min_rnr_timer and
@@ -20,6 +25,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <unordered_map>
 
 #include "counters.h"
 #include "internal.h"
@@ -59,6 +65,19 @@ ibv_wc_status nakStatus(Syndrome s) {
   }
 }
 
+// Connections by their key in rx epolls (epoll_event.data.u64): a key
+// outlives its connection, a pointer would not.
+std::mutex g_keys_mu;
+uint64_t g_next_key = 1;
+std::unordered_map<uint64_t, std::weak_ptr<Conn>>& connKeys() {
+  static auto* m = new std::unordered_map<uint64_t, std::weak_ptr<Conn>>();
+  return *m;
+}
+
+// The calling thread is making progress inside ibv_poll_cq or
+// ibv_get_cq_event (counted as rx_inline, not rx_progress).
+thread_local bool t_inline = false;
+
 // softrdma_corrupt_next_recv: the next successful receive completion lies.
 std::mutex g_corrupt_mu;
 bool g_corrupt = false;
@@ -70,10 +89,38 @@ uint32_t g_corrupt_len = 0;
 void forkTransport(ForkStep s) {
   if (s == ForkStep::Prepare) {
     g_corrupt_mu.lock();
+    g_keys_mu.lock();
     return;
   }
-  if (s == ForkStep::Child) g_corrupt = false;
+  if (s == ForkStep::Child) {
+    g_corrupt = false;
+    abandon(connKeys());  // the parent's connections
+  }
+  g_keys_mu.unlock();
   g_corrupt_mu.unlock();
+}
+
+std::shared_ptr<Conn> connByKey(uint64_t key) {
+  std::lock_guard lk(g_keys_mu);
+  auto it = connKeys().find(key);
+  return it == connKeys().end() ? nullptr : it->second.lock();
+}
+
+bool Cq::progress() {
+  if (rx_epfd < 0 || fork_gen != forkGeneration()) return false;
+  epoll_event evs[32];
+  bool any = false;
+  for (int round = 0; round < 8; round++) {  // bounded: the rest waits for the next call
+    int n = epoll_wait(rx_epfd, evs, 32, 0);
+    if (n <= 0) break;
+    any = true;
+    t_inline = true;
+    for (int i = 0; i < n; i++)
+      if (auto c = connByKey(evs[i].data.u64); c && !c->dead) c->progress();
+    t_inline = false;
+    if (n < 32) break;
+  }
+  return any;
 }
 
 namespace {
@@ -100,15 +147,48 @@ Conn::Conn(int sock, ConnRole r) : role(r) {
   dest.reserve(kMaxSge);
 }
 
-Conn::~Conn() = default;
+Conn::~Conn() {
+  if (rx_key == 0) return;
+  std::lock_guard lk(g_keys_mu);
+  connKeys().erase(rx_key);
+}
 
 void Conn::bindQp(const std::shared_ptr<Qp>& q) {
   {
     std::lock_guard lk(qp_mu);
     qp = q;
     if (q) qp_was_bound = true;
+    watchFrom(q);
   }
   if (q) kick();
+}
+
+// The socket joins the rx epolls of q's CQs (and leaves those of CQs it no
+// longer completes on), so that their pollers can receive from it.
+void Conn::watchFrom(const std::shared_ptr<Qp>& q) {
+  std::vector<int> want;
+  if (q && fd >= 0 && !dead) {
+    for (Cq* c : {q->rcq, q->scq})
+      if (c != nullptr && c->rx_epfd >= 0 && c->fork_gen == forkGeneration() &&
+          std::find(want.begin(), want.end(), c->rx_epfd) == want.end())
+        want.push_back(c->rx_epfd);
+  }
+  for (int e : rx_epfds)
+    if (std::find(want.begin(), want.end(), e) == want.end())
+      epoll_ctl(e, EPOLL_CTL_DEL, fd, nullptr);
+  for (int e : want) {
+    if (std::find(rx_epfds.begin(), rx_epfds.end(), e) != rx_epfds.end()) continue;
+    if (rx_key == 0) {
+      std::lock_guard lk(g_keys_mu);
+      rx_key = g_next_key++;
+      connKeys()[rx_key] = weak_from_this();
+    }
+    epoll_event ev{};
+    ev.events = kEvIn;
+    ev.data.u64 = rx_key;
+    epoll_ctl(e, EPOLL_CTL_ADD, fd, &ev);
+  }
+  rx_epfds.swap(want);
 }
 
 std::shared_ptr<Qp> Conn::boundQp() {
@@ -318,7 +398,8 @@ void Conn::onEvents(uint32_t events) {
     connecting = false;
     if (manual) {
       if (err != 0) {
-        onPeerGone(strerror(err));
+        lost_why = strerror(err);  // glibc: a string that lives forever
+        progress();
         return;
       }
     } else {
@@ -334,19 +415,25 @@ void Conn::onEvents(uint32_t events) {
     std::lock_guard lk(tx_mu);
     flushLocked();
   }
-  // A connection held for RNR or readiness reads nothing until it resumes;
-  // a peer that went away meanwhile is noticed all the same.
-  if (block != Block::None && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
-    onPeerGone("connection closed by peer");
-    return;
+  if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) hup_seen = true;
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) progress();
+}
+
+void Conn::progress() {
+  rx_want = true;
+  while (rx_want) {
+    bool idle = false;
+    if (!rx_busy.compare_exchange_strong(idle, true)) return;  // its holder goes round
+    while (rx_want.exchange(false))
+      service();
+    rx_busy = false;
   }
-  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) service();
 }
 
 void Conn::kick() {
   std::weak_ptr<Conn> w = weak_from_this();
   Fabric::get().post([w] {
-    if (auto c = w.lock()) c->service();
+    if (auto c = w.lock()) c->progress();
   });
 }
 
@@ -382,9 +469,29 @@ void Conn::place(const uint8_t* p, size_t n) {
   }
 }
 
+bool Conn::takeHandedWork() {
+  if (const char* why = lost_why.exchange(nullptr)) {
+    onPeerGone(why);
+    return false;
+  }
+  if (connecting) return false;  // nothing to read before the TCP connection is up
+  if (eof || dead) return false;
+  // A connection held for RNR or readiness reads nothing until it resumes;
+  // a peer that went away meanwhile is noticed all the same.
+  if (hup_seen.exchange(false) && block != Block::None) {
+    onPeerGone("connection closed by peer");
+    return false;
+  }
+  if (rnr_due.exchange(false)) onRnrTimer();
+  // A frame held because its QP was not bound or not ready (RESET, INIT) is
+  // looked at again: this pass may come from the QP's binding or its move to
+  // RTR (kick). If it still is not ready, handleHeader holds it again.
+  if (block == Block::NotReady) block = Block::None;
+  return true;
+}
+
 void Conn::service() {
-  if (connecting) return;  // nothing to read before the TCP connection is up
-  if (eof || dead) return;
+  if (!takeHandedWork()) return;
   auto self = shared_from_this();
   std::shared_ptr<Qp> q = boundQp();
   size_t budget = kServiceBudget;
@@ -448,6 +555,7 @@ void Conn::service() {
     if (remaining > 0 || eof) break;
     have_hdr = false;
     finishFrame(q);
+    count(t_inline ? Counter::RxInline : Counter::RxProgress);
     q = boundQp();
     size_t used = sizeof(FrameHeader) + hdr.len;
     if (used >= budget) {
@@ -582,7 +690,10 @@ bool Conn::remoteAccess(Qp& q, FrameType t) {
   std::weak_ptr<Conn> w = weak_from_this();
   auto delay = std::chrono::microseconds(kRnrMicros[q.attr.min_rnr_timer & 31]);
   Fabric::get().schedule(Clock::now() + delay, [w] {
-    if (auto c = w.lock()) c->onRnrTimer();
+    if (auto c = w.lock()) {
+      c->rnr_due = true;
+      c->progress();
+    }
   });
 }
 
@@ -814,11 +925,9 @@ void Conn::onRnrTimer() {
     dest_idx = 0;
     cur.kind = Pending::Nak;
     cur.syndrome = Syndrome::RnrRetryExceeded;
-    service();
     return;
   }
   block = Block::None;
-  service();
 }
 
 void Conn::fail(const char* why) {
@@ -828,7 +937,8 @@ void Conn::fail(const char* why) {
 
 void Conn::sever(const char* why) {
   if (fd >= 0) shutdown(fd, SHUT_RDWR);  // the peer sees the connection end now
-  onPeerGone(why);
+  lost_why = why;
+  progress();
 }
 
 void Conn::onPeerGone(const char* why, bool garbage) {

@@ -5,10 +5,19 @@
 // ibv_get_cq_event blocks, or fails with EAGAIN when the program made the fd
 // nonblocking, and the fd is pollable. A CQ raises one event per ibv_req_notify_cq, for the first
 // eligible completion added after arming (one-shot arming).
+//
+// Inline progress: a thread that polls an empty CQ, or gets its channel's
+// events, first receives what waits in the sockets of the CQ's connections
+// itself (Cq::progress, transport.cc), as a NIC would have delivered it
+// without a hand-off to the progress thread. The channel's fd and events are
+// unchanged by it: records are still written only when an armed CQ gets an
+// eligible completion, by whichever thread adds it.
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -22,11 +31,21 @@ static Registry<Cq>& cqs() {
   return *r;
 }
 
+namespace {
+std::atomic<uint64_t> g_fork_gen{0};
+}
+
+uint64_t forkGeneration() {
+  return g_fork_gen.load(std::memory_order_relaxed);
+}
+
 void forkCqs(ForkStep s) {
-  if (s == ForkStep::Prepare)
+  if (s == ForkStep::Prepare) {
     cqs().lockForFork();
-  else
-    cqs().unlockAfterFork();
+    return;
+  }
+  if (s == ForkStep::Child) g_fork_gen++;  // the parent's CQs make no progress here
+  cqs().unlockAfterFork();
 }
 
 Cq* findCq(uint32_t id) {
@@ -70,9 +89,9 @@ void Cq::clean(uint32_t qp_num) {
   count = kept;
 }
 
-int pollCqOp(ibv_cq* c, int n, ibv_wc* wc) {
-  auto* cq = reinterpret_cast<Cq*>(c);
-  if (n < 0 || (n > 0 && wc == nullptr)) return -EINVAL;
+namespace {
+
+int takeCompletions(Cq* cq, int n, ibv_wc* wc) {
   std::lock_guard lk(cq->mu);
   if (cq->overrun) return -EOVERFLOW;
   int got = 0;
@@ -81,6 +100,17 @@ int pollCqOp(ibv_cq* c, int n, ibv_wc* wc) {
     cq->head = (cq->head + 1) % cq->ring.size();
     cq->count--;
   }
+  return got;
+}
+
+}  // namespace
+
+int pollCqOp(ibv_cq* c, int n, ibv_wc* wc) {
+  auto* cq = reinterpret_cast<Cq*>(c);
+  if (n < 0 || (n > 0 && wc == nullptr)) return -EINVAL;
+  int got = takeCompletions(cq, n, wc);
+  // Empty: receive what is waiting for this CQ, then look again.
+  if (got == 0 && n > 0 && cq->progress()) got = takeCompletions(cq, n, wc);
   return got;
 }
 
@@ -113,7 +143,8 @@ int startPoll(ibv_cq_ex* c, ibv_poll_cq_attr* attr) {
   Cq* cq = toCq(c);
   if (!cq->single_threaded) cq->poll_mu.lock();
   int rc = cq->takeCurrent();
-  if (rc != 0 && !cq->single_threaded) cq->poll_mu.unlock();  // no end_poll follows an error
+  if (rc == ENOENT && cq->progress()) rc = cq->takeCurrent();  // as ibv_poll_cq
+  if (rc != 0 && !cq->single_threaded) cq->poll_mu.unlock();   // no end_poll follows an error
   return rc;
 }
 
@@ -261,8 +292,15 @@ SOFTRDMA_API ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context,
   pthread_cond_init(&cq->cq.cond, nullptr);
   cq->ring.resize(static_cast<size_t>(cqe));
   cq->channel = reinterpret_cast<CompChannel*>(channel);
+  cq->fork_gen = forkGeneration();
+  cq->rx_epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (cq->rx_epfd < 0) {  // errno: out of descriptors
+    delete cq;
+    return nullptr;
+  }
   cq->id = cqs().insert(cq);
   if (cq->id == 0) {
+    close(cq->rx_epfd);
     delete cq;
     errno = ENOMEM;
     return nullptr;
@@ -271,6 +309,8 @@ SOFTRDMA_API ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context,
   if (cq->channel != nullptr) {
     cq->channel->cqs++;
     channel->refcnt++;
+    std::lock_guard ll(cq->channel->list_mu);
+    cq->channel->cq_list.push_back(cq);
   }
   toContext(ctx)->users++;
   return &cq->cq;
@@ -302,9 +342,15 @@ SOFTRDMA_API int ibv_destroy_cq(ibv_cq* c) {
   pthread_mutex_unlock(&c->mutex);
   cqs().erase(cq->id >> 8, cq);
   if (cq->channel != nullptr) {
+    {
+      std::lock_guard ll(cq->channel->list_mu);  // no ibv_get_cq_event is using it now
+      auto& l = cq->channel->cq_list;
+      l.erase(std::remove(l.begin(), l.end(), cq), l.end());
+    }
     cq->channel->cqs--;
     c->channel->refcnt--;
   }
+  close(cq->rx_epfd);
   toContext(c->context)->users--;
   pthread_cond_destroy(&c->cond);
   pthread_mutex_destroy(&c->mutex);
@@ -315,6 +361,14 @@ SOFTRDMA_API int ibv_destroy_cq(ibv_cq* c) {
 SOFTRDMA_API int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
   if (channel == nullptr || cq == nullptr || cq_context == nullptr) return setErr(EINVAL);
   auto* ch = reinterpret_cast<CompChannel*>(channel);
+  {
+    // What waits for the channel's CQs is received first, so that an
+    // event it raises is returned now. One thread at a time.
+    std::unique_lock ll(ch->list_mu, std::try_to_lock);
+    if (ll.owns_lock())
+      for (Cq* c : ch->cq_list)
+        c->progress();
+  }
   for (;;) {
     if (!takeToken(channel->fd)) return -1;
     uint32_t rec;

@@ -372,5 +372,102 @@ TEST_F(Acknowledgement, SendSucceedsWhenActiveReceiverDisconnectsRightAfterRecei
   }
 }
 
+// rdma_connect on an id without a QP (conn_param.qp_num names the program's own QP, which it
+// moves through INIT, RTR and RTS itself, completing the handshake on
+// CONNECT_RESPONSE with rdma_establish): a message the server sends at once, before that QP
+// is ready, is held, never acknowledged, and delivered once the QP reaches RTR.
+class ProgramsOwnQp : public CmFixture {
+ protected:
+  void TearDown() override {
+    if (qp_ != nullptr) {
+      EXPECT_EQ(0, ibv_destroy_qp(qp_));
+    }
+    if (mr_ != nullptr) {
+      EXPECT_EQ(0, ibv_dereg_mr(mr_));
+    }
+    if (cq_ != nullptr) {
+      EXPECT_EQ(0, ibv_destroy_cq(cq_));
+    }
+    if (pd_ != nullptr) {
+      EXPECT_EQ(0, ibv_dealloc_pd(pd_));
+    }
+    CmFixture::TearDown();
+  }
+
+  int modify(ibv_qp_state state) {
+    ibv_qp_attr a{};
+    int mask = 0;
+    a.qp_state = state;
+    if (int rc = rdma_init_qp_attr(client_.id, &a, &mask); rc != 0) return rc;
+    if (state == IBV_QPS_RTR) a.dest_qp_num = server_.qp->qp_num;
+    return ibv_modify_qp(qp_, &a, mask);
+  }
+
+  ibv_pd* pd_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  ibv_mr* mr_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+  std::array<uint8_t, 64> buf_{};
+};
+
+TEST_F(ProgramsOwnQp, MessageBeforeRtrIsHeldAndDeliveredOnceTheQpIsReady) {
+  ASSERT_NO_FATAL_FAILURE(resolveClient());
+  pd_ = ibv_alloc_pd(client_.id->verbs);
+  ASSERT_NE(nullptr, pd_);
+  cq_ = ibv_create_cq(client_.id->verbs, 16, nullptr, nullptr, 0);
+  ASSERT_NE(nullptr, cq_);
+  mr_ = ibv_reg_mr(pd_, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(nullptr, mr_);
+  ibv_qp_init_attr init{};
+  init.send_cq = cq_;
+  init.recv_cq = cq_;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = init.cap.max_recv_wr = 4;
+  init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+  qp_ = ibv_create_qp(pd_, &init);
+  ASSERT_NE(nullptr, qp_);
+  rdma_conn_param param{};
+  param.responder_resources = param.initiator_depth = 1;
+  param.retry_count = param.rnr_retry_count = 7;
+  param.qp_num = qp_->qp_num;
+  ASSERT_EQ(0, rdma_connect(client_.id, &param)) << strerror(errno);
+  auto request = expectCmEvent(serverCh_, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_TRUE(request);
+  ASSERT_NO_FATAL_FAILURE(server_.create(request->id));
+  rdma_conn_param accept{};
+  accept.responder_resources = accept.initiator_depth = 1;
+  accept.rnr_retry_count = 7;
+  ASSERT_EQ(0, rdma_accept(server_.id, &accept)) << strerror(errno);
+  // No QP on the id: the active side completes the handshake itself (rdma_establish sends the
+  // RTU), here before its QP is ready.
+  ASSERT_TRUE(expectCmEvent(clientCh_, RDMA_CM_EVENT_CONNECT_RESPONSE));
+  ASSERT_EQ(0, rdma_establish(client_.id)) << strerror(errno);
+  ASSERT_TRUE(expectCmEvent(serverCh_, RDMA_CM_EVENT_ESTABLISHED));
+
+  fill(server_.at(0), 32, 7);
+  ASSERT_EQ(0, server_.postSend(1, 0, 32));
+  EXPECT_TRUE(collectFor(server_.cq).empty()) << "nothing acknowledges it before RTR";
+  ASSERT_EQ(0, modify(IBV_QPS_INIT));
+  ibv_sge sge{reinterpret_cast<uint64_t>(buf_.data()), 64, mr_->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = 9;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  ASSERT_EQ(0, ibv_post_recv(qp_, &wr, &bad));
+  ASSERT_EQ(0, modify(IBV_QPS_RTR));
+  ASSERT_EQ(0, modify(IBV_QPS_RTS));
+
+  auto received = pollCompletions(cq_, 1);
+  ASSERT_EQ(1u, received.size()) << "the held message is delivered once the QP is ready";
+  EXPECT_EQ(9u, received[0].wr_id);
+  EXPECT_EQ(IBV_WC_SUCCESS, received[0].status);
+  EXPECT_EQ(32u, received[0].byte_len);
+  EXPECT_EQ(0, memcmp(server_.at(0), buf_.data(), 32));
+  auto sent = server_.poll(1);
+  ASSERT_EQ(1u, sent.size());
+  EXPECT_EQ(IBV_WC_SUCCESS, sent[0].status);
+}
+
 }  // namespace
 }  // namespace rdmamsg::test

@@ -24,6 +24,12 @@ int softrdma_hold_cm_events(struct rdma_event_channel* channel, int hold);
 #define SOFTRDMA_KEEP_BYTE_LEN UINT32_MAX
 void softrdma_corrupt_next_recv(enum ibv_wc_opcode opcode, uint32_t byte_len);
 
+/* While held (hold non-zero), the progress thread stops between two turns:
+ * no timer runs and no connection is read by it, so the only progress made
+ * is what programs' threads make inline, in ibv_poll_cq, ibv_start_poll and
+ * ibv_get_cq_event. hold = 0 releases one hold. Returns 0. */
+int softrdma_hold_progress(int hold);
+
 /* A device counter by name (softrdma-ctl PATH counters lists them); -1 when
  * there is no such counter. */
 int64_t softrdma_counter(const char* name);
