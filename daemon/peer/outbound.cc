@@ -15,6 +15,8 @@ constexpr size_t kTurnBytes = 256 * 1024;  // what one flow writes before the ne
 // message more (not a queue's worth): memory stays bounded, and a flow whose
 // window reopens still goes.
 constexpr size_t kTotalFactor = 8;
+// Bytes a drained flow's queue keeps (more is freed when it empties).
+constexpr size_t kIdleQueueCapacity = 64 * 1024;
 
 using Clock = std::chrono::steady_clock;
 
@@ -153,6 +155,9 @@ void Outbound::popFront(Flow& f) {
   f.queuedBytes -= bytes;
   f.queuedMessages--;
   totalQueued_ -= bytes;
+  // A drained flow gives back what a burst made its queue grow to: an idle
+  // flow (kept until there are 64) holds no more than a small buffer.
+  if (f.queuedMessages == 0 && f.queue.capacity() > kIdleQueueCapacity) f.queue = ByteBuffer();
   if (f.paused && (f.queuedBytes <= config_.sendQueueLimit / 2 || f.queuedMessages == 0)) {
     f.paused = false;
     events_.queueDrained(&f);
@@ -350,6 +355,13 @@ void Outbound::expire(std::string_view notConnected) {
     return true;
   });
   collectIdleFlows();
+}
+
+size_t Outbound::bufferBytes() const {
+  size_t bytes = 0;
+  for (const auto& [name, f] : flows_)
+    bytes += f->queue.capacity();
+  return bytes;
 }
 
 void Outbound::collectIdleFlows() {

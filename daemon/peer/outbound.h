@@ -85,6 +85,8 @@ class Outbound {
   void failAll(const Status& why);
 
   size_t queuedBytes() const { return totalQueued_; }
+  // Memory the flows' queues hold (what they grew to for bursts still queued).
+  size_t bufferBytes() const;
   // Nothing on the wire and nothing unconfirmed (queued messages aside).
   bool settled() const { return unsettled_ == 0 && current_ == nullptr; }
   size_t inFlight() const { return unsettled_; }

@@ -295,6 +295,23 @@ TEST_F(OutboundTest, AFullQueueHoldsOnlyItsFlowsSendersUntilItDrainsToHalf) {
   EXPECT_EQ(events_.drained, (std::vector<const void*>{key}));
 }
 
+// A burst makes a flow's queue grow; once it is drained the memory goes back,
+// so that flows once used (kept while idle, up to 64) do not each hold the
+// size of their largest burst.
+TEST_F(OutboundTest, ADrainedFlowGivesBackItsQueuesMemory) {
+  config_.sendQueueLimit = 8u << 20;
+  reset(64u << 20);  // a window the whole burst fits in
+  const std::string payload(64 * 1024, 'b');
+  for (uint64_t id = 1; id <= 32; id++)
+    ASSERT_TRUE(send(nullptr, id, "burst", payload).ok());
+  EXPECT_GE(out_->bufferBytes(), 2u << 20) << "2 MiB queued";
+  MemoryRoom room(4u << 20);
+  for (int turn = 0; turn < 100 && out_->queuedBytes() > 0; turn++)
+    out_->pump(room);  // a flow writes 256 KiB a turn
+  ASSERT_EQ(out_->queuedBytes(), 0u);
+  EXPECT_LE(out_->bufferBytes(), 64u * 1024);
+}
+
 TEST_F(OutboundTest, ConfirmationsGiveEachMessageOneOutcome) {
   MemoryRoom room(64 * 1024);
   for (uint64_t id = 1; id <= 4; id++)

@@ -19,6 +19,48 @@
 
 namespace rdmamsg::test {
 
+// Takes a QP connected without rdma_cm (the program's own exchange of QP
+// numbers) to RTS toward `remoteQpn` at `gid`: the three ibv_modify_qp calls
+// of every such test. 0 or the errno of the call that failed.
+struct RtsOptions {
+  int access = 0;               // qp_access_flags
+  uint8_t maxDestRdAtomic = 0;  // responder resources
+  uint8_t maxRdAtomic = 0;      // initiator depth
+};
+inline int manualQpToRts(ibv_qp* qp, uint32_t remoteQpn, const ibv_gid& gid,
+                         const RtsOptions& o = {}) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = o.access;
+  if (int rc = ibv_modify_qp(qp, &a,
+                             IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    return rc;
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = remoteQpn;
+  a.max_dest_rd_atomic = o.maxDestRdAtomic;
+  a.min_rnr_timer = 12;
+  a.ah_attr.port_num = 1;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = gid;
+  a.ah_attr.grh.hop_limit = 1;
+  if (int rc = ibv_modify_qp(qp, &a,
+                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    return rc;
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = o.maxRdAtomic;
+  return ibv_modify_qp(qp, &a,
+                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
 using Millis = std::chrono::milliseconds;
 
 // Longest wait for anything that must happen; tests fail (never hang) after it.
