@@ -153,13 +153,18 @@ Result<size_t> ShmChannel::read(ByteBuffer& in, size_t budget) {
   return got;
 }
 
+// Arming again without a disarm() between (a side that armed, worked on
+// and arms before it slept) first takes back the word it armed: a word the
+// other side took is a ring owed, read by the next disarm().
 bool ShmChannel::armInput() {
+  if (std::exchange(armedInput_, false) && !in_.cancelSleep()) ++owedRings_;
   armedInput_ = in_.prepareToSleep();
   if (in_.takeOwedWake()) ++owedRings_;
   return armedInput_;
 }
 
 bool ShmChannel::armRoom() {
+  if (std::exchange(armedRoom_, false) && !out_.cancelSleep()) ++owedRings_;
   armedRoom_ = out_.prepareToSleep();
   if (out_.takeOwedWake()) ++owedRings_;
   return armedRoom_;
