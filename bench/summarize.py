@@ -107,9 +107,10 @@ def efficiency(rdir, tag, messages):
         for k in RDMA_KEYS:
             if k in ra and k in rb:
                 e[f"rdma.{k}"] = (ra[k] - rb[k]) / messages
-        for k, v in after.get("loop", {}).items():
-            if k in before.get("loop", {}):
-                e[f"loop.{k}"] = (v - before["loop"][k]) / messages
+        for section in ("loop", "copies"):
+            for k, v in after.get(section, {}).items():
+                if k in before.get(section, {}):
+                    e[f"{section}.{k}"] = (v - before[section][k]) / messages
         if "rss_bytes" in after:
             e["rss_bytes_after"] = after["rss_bytes"]
         hwm = os.path.join(rdir, f"{tag}.{node}.hwm")
@@ -245,6 +246,20 @@ def main():
             cells = " ".join(f"{fmt(e.get(k), 3):>13}" for k in keys)
             rss = e.get("peak_rss_bytes")
             print(f"{case:19} {node:6} {cells} {fmt(rss / 2**20 if rss else None):>12}")
+
+    print("\nrdmamsgd copies per message: bytes copied / payload bytes, by stage "
+          "(rtt: per round trip), medians over runs:")
+    stages = ["client_in", "flow_queue", "send_buffer", "reassembly", "deliver", "client_out"]
+    print(f"{'case':19} {'node':6} " + " ".join(f"{s:>11}" for s in stages) + f" {'total':>7}")
+    payload = {"cli": 63, "tput64": 64, "tput1048576": 1048576, "rtt": 64}
+    for case, nodes in eff.items():
+        size = payload[case.split("/")[0]]
+        for node, e in nodes.items():
+            vals = [e.get(f"copies.{s}_bytes") for s in stages]
+            if any(v is None for v in vals):
+                continue
+            cells = " ".join(f"{v / size:>11.2f}" for v in vals)
+            print(f"{case:19} {node:6} {cells} {sum(vals) / size:>7.2f}")
 
     print("\nwhole machine per round trip (all processes and the kernel), medians over runs:")
     print(f"{'system':14} {'context switches':>17} {'TCP segments':>13} {'CPU us':>8}")

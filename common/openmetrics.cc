@@ -291,6 +291,15 @@ void loopFamilies(Exposition& e, const json& s) {
                            "cm_event_reads", "doorbell_rings", "doorbell_reads"})
     if (loop.contains(call))
       e.sample("rdmamsg_loop_syscalls", "_total", label("call", call), number(loop[call]));
+  const json& copies = at(s, "copies");
+  e.family("rdmamsg_bytes_copied", "counter",
+           "Bytes the daemon copied, by stage of a message's way through it.");
+  for (const char* stage :
+       {"client_in", "flow_queue", "send_buffer", "reassembly", "deliver", "client_out"}) {
+    const std::string key = std::string(stage) + "_bytes";
+    if (copies.contains(key))
+      e.sample("rdmamsg_bytes_copied", "_total", label("stage", stage), number(copies[key]));
+  }
 }
 
 void deliveryHistograms(Exposition& e, const json& peers) {

@@ -281,6 +281,7 @@ status::Snapshot Router::snapshot() const {
   s.logDropped = logging::dropped();
   s.logSuppressed = logging::suppressed();
   s.loop = loop::syscalls();
+  s.copies = loop::copies();
   s.rssBytes = residentBytes();
   s.heapAllocations = heapAllocations();
   return s;

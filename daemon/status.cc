@@ -153,6 +153,14 @@ void processJson(const Snapshot& s, json& j) {
                {"doorbell_rings", sc.doorbellRings},
                {"doorbell_reads", sc.doorbellReads},
                {"syscalls", sc.total()}};
+  const loop::CopyCounters& cc = s.copies;
+  j["copies"] = {{"client_in_bytes", cc.clientIn},
+                 {"flow_queue_bytes", cc.flowQueue},
+                 {"send_buffer_bytes", cc.sendBuffers},
+                 {"reassembly_bytes", cc.reassembly},
+                 {"deliver_bytes", cc.deliver},
+                 {"client_out_bytes", cc.clientOut},
+                 {"bytes", cc.total()}};
   j["log"] = {{"dropped", s.logDropped}, {"suppressed", s.logSuppressed}};
   j["rss_bytes"] = s.rssBytes;
   j["heap_allocations"] = s.heapAllocations;

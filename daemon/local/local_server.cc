@@ -384,6 +384,7 @@ bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_vi
   if (s == nullptr) return false;
   const size_t before = s->outputBuffer().size();
   proto::encodeDeliver(s->outputBuffer(), srcNode, srcService, toService, payload);
+  loop::copies().deliver += payload.size();
   const size_t bytes = s->outputBuffer().size() - before;
   s->track(receipt, bytes);
   trackedBytes_ += bytes;

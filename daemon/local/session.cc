@@ -131,8 +131,7 @@ void Session::onReadable() {
     if (n == 0) {
       // What the client wrote before it closed (its last CONSUMED, its BYE)
       // is in the ring: all of it is read before the end.
-      if (Result<size_t> got = shm_->read(in_, SIZE_MAX); !got)
-        localLog().warn("{}: shared memory: {}", name_, got.status().toString());
+      static_cast<void>(takeFromRing(SIZE_MAX));
       endInput("client closed the connection", 0);
     }
     if (n > 0) endInput("bytes on the control socket after SHM_ACCEPT", 0, Errc::protocol_error);
@@ -172,6 +171,7 @@ void Session::readSocket(size_t budget) {
     }
     if (n > 0) {
       in_.commit(static_cast<size_t>(n));
+      loop::copies().clientIn += static_cast<size_t>(n);
       budget -= std::min(budget, static_cast<size_t>(n));
     } else if (n == 0) {
       return endInput("client closed the connection", 0);
@@ -220,9 +220,8 @@ void Session::countShmSyscalls() {
 // the read budget; when the ring is empty, asks to be rung for the next.
 void Session::readRing() {
   for (int round = 0; round < 2; ++round) {
-    Result<size_t> got = shm_->read(in_, kReadBudget);
+    Result<size_t> got = takeFromRing(kReadBudget);
     if (!got) {
-      localLog().warn("{}: shared memory: {}", name_, got.status().toString());
       return endInput("the client's shared-memory ring is corrupt", 0, Errc::protocol_error);
     }
     if (*got >= kReadBudget) {
@@ -232,6 +231,15 @@ void Session::readRing() {
     if (shm_->armInput()) return;  // the client rings for its next record
   }
   doorbellEvent_->activate(EV_READ);
+}
+
+Result<size_t> Session::takeFromRing(size_t budget) {
+  Result<size_t> got = shm_->read(in_, budget);
+  if (got)
+    loop::copies().clientIn += *got;
+  else
+    localLog().warn("{}: shared memory: {}", name_, got.status().toString());
+  return got;
 }
 
 void Session::endInput(const char* why, int err, Errc code) {
@@ -305,6 +313,7 @@ Session::FlushResult Session::flush() {
     loop::syscalls().socketWrites++;
     if (n >= 0) {
       out_.consume(static_cast<size_t>(n));
+      loop::copies().clientOut += static_cast<size_t>(n);
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (state_ != State::closing) writeEvent_.enable();
       return FlushResult::blocked;
@@ -327,6 +336,7 @@ Session::FlushResult Session::flushToRing() {
       return FlushResult::failed;
     }
     out_.consume(*put);
+    loop::copies().clientOut += *put;
     if (*put == 0 && shm_->armRoom()) {
       countShmSyscalls();
       return FlushResult::blocked;

@@ -189,6 +189,9 @@ class Session {
   void readSocket(size_t budget);
   void onDoorbell();
   void readRing();
+  // Copies up to `budget` bytes of records into the input buffer; an error
+  // (logged) when the client's ring is corrupt.
+  Result<size_t> takeFromRing(size_t budget);
   FlushResult flushToRing();
   void countShmSyscalls();  // the channel's doorbell calls into loop::syscalls()
   void endInput(const char* why, int err, Errc code = Errc::ok);

@@ -3,7 +3,8 @@
 // (epoll_wait), client socket reads and writes, and reads of the rdma_cm and
 // completion channels. On RDMA hardware posting work requests and arming a
 // CQ are not system calls, so they are counted apart (as verbs calls, per
-// connection). Single-threaded: plain integers.
+// connection). Single-threaded: plain integers. The bytes it copies are
+// counted beside them (CopyCounters).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,27 @@ struct SyscallCounters {
 
 inline SyscallCounters& syscalls() {
   static SyscallCounters counters;
+  return counters;
+}
+
+// Bytes the daemon copies, by stage of a message's way through it: the
+// cost that zero-copy paths remove, counted where each copy is made.
+// Divided by the payload bytes carried, each is the copies per message of
+// its stage (names and frame headers add a little at small sizes).
+struct CopyCounters {
+  uint64_t clientIn = 0;     // from a client into its input buffer (socket read or ring read)
+  uint64_t flowQueue = 0;    // payload into a flow's queue (a message that could not go at once)
+  uint64_t sendBuffers = 0;  // payload into registered send buffers
+  uint64_t reassembly = 0;   // payload of fragmented messages into their reassembly buffer
+  uint64_t deliver = 0;      // payload into a receiving client's output buffer
+  uint64_t clientOut = 0;    // from an output buffer to a client (socket write or ring write)
+  uint64_t total() const {
+    return clientIn + flowQueue + sendBuffers + reassembly + deliver + clientOut;
+  }
+};
+
+inline CopyCounters& copies() {
+  static CopyCounters counters;
   return counters;
 }
 

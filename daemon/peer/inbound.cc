@@ -1,6 +1,8 @@
 // Reassembly of a peer's messages (inbound.h).
 #include "daemon/peer/inbound.h"
 
+#include "daemon/loop/counters.h"
+
 namespace rdmamsg::peer {
 
 void Inbound::reset() {
@@ -35,6 +37,7 @@ Inbound::Result Inbound::first(const Record& r, bool last) {
   src_.assign(r.srcService);
   dst_.assign(r.dstService);
   bytes_.assign(r.payload.begin(), r.payload.end());
+  loop::copies().reassembly += r.payload.size();
   return {};
 }
 
@@ -48,6 +51,7 @@ Inbound::Result Inbound::next(const Record& r, bool last) {
   if (bytes_.size() + r.payload.size() > total_)
     return violation("fragments exceed the announced message length");
   bytes_.insert(bytes_.end(), r.payload.begin(), r.payload.end());
+  loop::copies().reassembly += r.payload.size();
   if (!last) return {};
   if (bytes_.size() != total_)
     return violation("fragments do not add up to the announced message length");

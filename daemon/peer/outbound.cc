@@ -1,6 +1,8 @@
 // The sending side of a peer (outbound.h).
 #include "daemon/peer/outbound.h"
 
+#include "daemon/loop/counters.h"
+
 #include <algorithm>
 #include <cstring>
 #include <ctime>
@@ -142,6 +144,7 @@ void Outbound::enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_po
   f.queue.append(&q, sizeof q);
   f.queue.append(src);
   f.queue.append(rest);
+  loop::copies().flowQueue += rest.size();
   size_t bytes = sizeof q + src.size() + rest.size();
   f.queuedBytes += bytes;
   f.queuedMessages++;
@@ -174,6 +177,7 @@ bool Outbound::write(SendRoom& room, uint64_t seq, std::string_view src, std::st
     size_t whole = BatchWriter::messageSize(src.size(), dst.size(), rest, false);
     if (whole <= space) {
       room.batch().addMessage(seq, first | kLastFragment, src, dst, 0, payload.subspan(offset));
+      loop::copies().sendBuffers += rest;
       offset = payload.size();
       started = true;
       return true;
@@ -186,6 +190,7 @@ bool Outbound::write(SendRoom& room, uint64_t seq, std::string_view src, std::st
     }
     size_t chunk = std::min(rest, (space - fixed) & ~size_t{7});
     room.batch().addMessage(seq, first, src, dst, payload.size(), payload.subspan(offset, chunk));
+    loop::copies().sendBuffers += chunk;
     offset += chunk;
     started = true;
     room.sealBatch();

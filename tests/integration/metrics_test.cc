@@ -54,8 +54,12 @@ TEST(Metrics, PrometheusReadsTheDaemonsCountersOverHttpAndFromTheCli) {
   Process listener;
   ASSERT_TRUE(startListener(listener, c, "beta", "inbox", 200, c.dir().file("inbox.out")));
   std::string lines;
-  for (int i = 0; i < 200; ++i)
-    lines += "message " + std::to_string(i) + "\n";
+  double payloadBytes = 0;  // each line without its newline is a message
+  for (int i = 0; i < 200; ++i) {
+    const std::string text = "message " + std::to_string(i);
+    lines += text + "\n";
+    payloadBytes += static_cast<double>(text.size());
+  }
   auto sent = runCli(c.dir(), {"--socket", c.socket("alpha"), "send", "beta/inbox"}, lines);
   ASSERT_EQ(sent.code, 0) << sent.err;
   EXPECT_EQ(listener.wait(10s), 0);
@@ -79,6 +83,10 @@ TEST(Metrics, PrometheusReadsTheDaemonsCountersOverHttpAndFromTheCli) {
   EXPECT_EQ(sample(m, "rdmamsg_config_generation"), 1);
   EXPECT_GT(sample(m, "rdmamsg_loop_syscalls_total", {{"call", "socket_reads"}}), 0);
   EXPECT_GE(sample(m, "rdmamsg_device_registered_bytes", {{"device", "softrdma0"}}), 1);
+  // Every payload byte was copied once into alpha's send buffers; the
+  // client's frames (names and headers too) came in through its input.
+  EXPECT_EQ(sample(m, "rdmamsg_bytes_copied_total", {{"stage", "send_buffer"}}), payloadBytes);
+  EXPECT_GT(sample(m, "rdmamsg_bytes_copied_total", {{"stage", "client_in"}}), payloadBytes);
 
   // The CLI prints the same families (those with samples: beta sends
   // nothing, so it has no flows), for a daemon without a listener too.
@@ -91,6 +99,12 @@ TEST(Metrics, PrometheusReadsTheDaemonsCountersOverHttpAndFromTheCli) {
     EXPECT_EQ(m["families"].value(name, ""), type) << name;
   EXPECT_EQ(sample(*fromCli, "rdmamsg_build_info", {{"node", "beta"}}), 1);
   EXPECT_EQ(sample(*fromCli, "rdmamsg_remote_deliveries_total"), 200);
+  // Beta copied each payload once into the listener's output, and wrote it
+  // out with its frames; nothing was fragmented, so nothing reassembled.
+  EXPECT_EQ(sample(*fromCli, "rdmamsg_bytes_copied_total", {{"stage", "deliver"}}), payloadBytes);
+  EXPECT_GT(sample(*fromCli, "rdmamsg_bytes_copied_total", {{"stage", "client_out"}}),
+            payloadBytes);
+  EXPECT_EQ(sample(*fromCli, "rdmamsg_bytes_copied_total", {{"stage", "reassembly"}}), 0);
 
   // Anything but /metrics is answered 404, and the daemon keeps serving.
   Process p;
