@@ -17,14 +17,11 @@ namespace {
 
 constexpr size_t kBuf = 4096;
 
-class Import : public ::testing::Test {
+class Import : public DeviceFixture {
  protected:
   void SetUp() override {
-    ctx_ = openFirstDevice();
-    ASSERT_NE(nullptr, ctx_);
-    ASSERT_EQ(0, ibv_query_gid(ctx_, 1, 0, &gid_));
-    pd_ = ibv_alloc_pd(ctx_);
-    ASSERT_NE(nullptr, pd_);
+    DeviceFixture::SetUp();
+    if (HasFatalFailure()) return;
     buf_.assign(kBuf, 0);
     mr_ = ibv_reg_mr(pd_, buf_.data(), kBuf, IBV_ACCESS_LOCAL_WRITE);
     ASSERT_NE(nullptr, mr_);
@@ -42,16 +39,11 @@ class Import : public ::testing::Test {
     if (mr_ != nullptr) {
       EXPECT_EQ(0, ibv_dereg_mr(mr_));
     }
-    if (pd_ != nullptr) {
-      EXPECT_EQ(0, ibv_dealloc_pd(pd_));
-    }
-    if (ctx_ != nullptr) {
-      EXPECT_EQ(0, ibv_close_device(ctx_));
-    }
+    DeviceFixture::TearDown();
   }
 
   void importAll() {
-    int fd = dup(ctx_->cmd_fd);
+    int fd = dup(context_->cmd_fd);
     ASSERT_GE(fd, 0);
     ictx_ = ibv_import_device(fd);
     if (ictx_ == nullptr) close(fd);
@@ -78,9 +70,6 @@ class Import : public ::testing::Test {
 
   int toRts(ibv_qp* qp, uint32_t remoteQpn) { return manualQpToRts(qp, remoteQpn, gid_); }
 
-  ibv_context* ctx_ = nullptr;
-  ibv_gid gid_{};
-  ibv_pd* pd_ = nullptr;
   ibv_mr* mr_ = nullptr;
   std::vector<uint8_t> buf_;
   ibv_context* ictx_ = nullptr;
@@ -92,7 +81,7 @@ class Import : public ::testing::Test {
 
 TEST_F(Import, ImportedPdAndMrStandForTheOriginals) {
   ASSERT_NO_FATAL_FAILURE(importAll());
-  EXPECT_NE(ctx_, ictx_);
+  EXPECT_NE(context_, ictx_);
   EXPECT_NE(pd_, ipd_);
   EXPECT_EQ(pd_->handle, ipd_->handle);
   EXPECT_EQ(ictx_, ipd_->context);
@@ -105,7 +94,7 @@ TEST_F(Import, ImportedPdAndMrStandForTheOriginals) {
 
   // A QP on the imported PD sends from the (imported) MR to a QP on the original PD.
   ibv_qp* sender = createQp(ictx_, ipd_);
-  ibv_qp* receiver = createQp(ctx_, pd_);
+  ibv_qp* receiver = createQp(context_, pd_);
   ASSERT_TRUE(sender && receiver);
   ASSERT_EQ(0, toRts(sender, receiver->qp_num));
   ASSERT_EQ(0, toRts(receiver, sender->qp_num));

@@ -93,14 +93,11 @@ TEST_F(InlineProgress, GetCqEventReceivesForAnUnarmedCqButRaisesNothing) {
 // Two RC QPs connected without rdma_cm (ibv_modify_qp with the peer's GID and QP number, as
 // ibv_rc_pingpong and perftest do), both on one CQ: one of them dials the other, and polling
 // the CQ receives on both sockets, the dialer's too.
-class InlineProgressManualQps : public ::testing::Test {
+class InlineProgressManualQps : public DeviceFixture {
  protected:
   void SetUp() override {
-    context_ = openFirstDevice();
-    ASSERT_NE(nullptr, context_);
-    ASSERT_EQ(0, ibv_query_gid(context_, 1, 0, &gid_));
-    pd_ = ibv_alloc_pd(context_);
-    ASSERT_NE(nullptr, pd_);
+    DeviceFixture::SetUp();
+    if (HasFatalFailure()) return;
     mr_ = ibv_reg_mr(pd_, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE);
     ASSERT_NE(nullptr, mr_);
     cq_ = ibv_create_cq(context_, 64, nullptr, nullptr, 0);
@@ -128,12 +125,7 @@ class InlineProgressManualQps : public ::testing::Test {
     if (mr_ != nullptr) {
       EXPECT_EQ(0, ibv_dereg_mr(mr_));
     }
-    if (pd_ != nullptr) {
-      EXPECT_EQ(0, ibv_dealloc_pd(pd_));
-    }
-    if (context_ != nullptr) {
-      EXPECT_EQ(0, ibv_close_device(context_));
-    }
+    DeviceFixture::TearDown();
   }
 
   int toRts(ibv_qp* qp, uint32_t remoteQpn) { return manualQpToRts(qp, remoteQpn, gid_); }
@@ -163,9 +155,6 @@ class InlineProgressManualQps : public ::testing::Test {
       EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
   }
 
-  ibv_context* context_ = nullptr;
-  ibv_gid gid_{};
-  ibv_pd* pd_ = nullptr;
   ibv_mr* mr_ = nullptr;
   ibv_cq* cq_ = nullptr;
   std::array<ibv_qp*, 2> qps_{};

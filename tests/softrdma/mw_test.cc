@@ -27,14 +27,11 @@ struct End {
   ibv_qp* qp = nullptr;
 };
 
-class Mw : public ::testing::Test {
+class Mw : public DeviceFixture {
  protected:
   void SetUp() override {
-    context_ = openFirstDevice();
-    ASSERT_NE(nullptr, context_);
-    ASSERT_EQ(0, ibv_query_gid(context_, 1, 0, &gid_));
-    pd_ = ibv_alloc_pd(context_);
-    ASSERT_NE(nullptr, pd_);
+    DeviceFixture::SetUp();
+    if (HasFatalFailure()) return;
     local_.assign(kBuf, 0);
     remote_.assign(kBuf, 0);
     localMr_ = ibv_reg_mr(pd_, local_.data(), kBuf, IBV_ACCESS_LOCAL_WRITE);
@@ -58,12 +55,7 @@ class Mw : public ::testing::Test {
       if (mr != nullptr) {
         EXPECT_EQ(0, ibv_dereg_mr(mr));
       }
-    if (pd_ != nullptr) {
-      EXPECT_EQ(0, ibv_dealloc_pd(pd_));
-    }
-    if (context_ != nullptr) {
-      EXPECT_EQ(0, ibv_close_device(context_));
-    }
+    DeviceFixture::TearDown();
   }
 
   void create(End& e) {
@@ -159,9 +151,6 @@ class Mw : public ::testing::Test {
     return ibv_query_qp(qp, &attr, IBV_QP_STATE, &init) == 0 ? attr.qp_state : -1;
   }
 
-  ibv_context* context_ = nullptr;
-  ibv_gid gid_{};
-  ibv_pd* pd_ = nullptr;
   std::vector<uint8_t> local_, remote_;
   ibv_mr* localMr_ = nullptr;
   ibv_mr* remoteMr_ = nullptr;

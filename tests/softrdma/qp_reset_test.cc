@@ -26,14 +26,11 @@ struct End {
   std::vector<uint8_t> buf = std::vector<uint8_t>(kBuf, 0);
 };
 
-class QpReset : public ::testing::Test {
+class QpReset : public DeviceFixture {
  protected:
   void SetUp() override {
-    context_ = openFirstDevice();
-    ASSERT_NE(nullptr, context_);
-    ASSERT_EQ(0, ibv_query_gid(context_, 1, 0, &gid_));
-    pd_ = ibv_alloc_pd(context_);
-    ASSERT_NE(nullptr, pd_);
+    DeviceFixture::SetUp();
+    if (HasFatalFailure()) return;
     for (End* e : {&a_, &b_}) {
       e->cq = ibv_create_cq(context_, 64, nullptr, nullptr, 0);
       ASSERT_NE(nullptr, e->cq);
@@ -61,12 +58,7 @@ class QpReset : public ::testing::Test {
         EXPECT_EQ(0, ibv_dereg_mr(e->mr));
       }
     }
-    if (pd_ != nullptr) {
-      EXPECT_EQ(0, ibv_dealloc_pd(pd_));
-    }
-    if (context_ != nullptr) {
-      EXPECT_EQ(0, ibv_close_device(context_));
-    }
+    DeviceFixture::TearDown();
   }
 
   int toRts(End& e, End& peer) {
@@ -144,9 +136,6 @@ class QpReset : public ::testing::Test {
   End& lower() { return a_.qp->qp_num < b_.qp->qp_num ? a_ : b_; }
   End& higher() { return a_.qp->qp_num < b_.qp->qp_num ? b_ : a_; }
 
-  ibv_context* context_ = nullptr;
-  ibv_gid gid_{};
-  ibv_pd* pd_ = nullptr;
   End a_, b_;
 };
 

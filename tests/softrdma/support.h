@@ -104,6 +104,33 @@ ibv_cq* getCqEvent(ibv_comp_channel* ch, Millis timeout = kDeadline);
 // Opens the first verbs device (softrdma's), or null.
 ibv_context* openFirstDevice();
 
+// The first device opened, its first GID and a PD: what every test that
+// builds its own QPs starts from. A subclass's SetUp calls
+// DeviceFixture::SetUp() first (and returns on a fatal failure); its
+// TearDown frees what it made, then calls DeviceFixture::TearDown().
+class DeviceFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    context_ = openFirstDevice();
+    ASSERT_NE(nullptr, context_);
+    ASSERT_EQ(0, ibv_query_gid(context_, 1, 0, &gid_));
+    pd_ = ibv_alloc_pd(context_);
+    ASSERT_NE(nullptr, pd_);
+  }
+  void TearDown() override {
+    if (pd_ != nullptr) {
+      EXPECT_EQ(0, ibv_dealloc_pd(pd_));
+    }
+    if (context_ != nullptr) {
+      EXPECT_EQ(0, ibv_close_device(context_));
+    }
+  }
+
+  ibv_context* context_ = nullptr;
+  ibv_gid gid_{};
+  ibv_pd* pd_ = nullptr;
+};
+
 struct QpOptions {
   uint32_t sendWr = 64;
   uint32_t recvWr = 64;
