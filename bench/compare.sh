@@ -167,6 +167,17 @@ timing() { # timing FILE T0 T1 COUNT SIZE: a result measured from outside
   echo "{\"size\": $5, \"count\": $4, \"seconds\": $(((${3} - ${2}) / 1000))e-6}" >"$1"
 }
 
+# sysnap FILE: whole-machine counters around a measured run (its cost beyond its rate or
+# latency): context switches, TCP segments sent, CPU time (jiffies, not idle).
+sysnap() {
+  {
+    awk '/^ctxt/ {print "ctxt", $2} /^cpu / {print "busy", $2 + $3 + $4 + $7 + $8}' /proc/stat
+    awk '/^Tcp:/ {n++; if (n == 1) for (i = 1; i <= NF; i++) col[$i] = i;
+      else print "tcp_out_segs", $col["OutSegs"]}' /proc/net/snmp
+    echo "hz $(getconf CLK_TCK)"
+  } >"$1"
+}
+
 # --- a. CLI streaming, 64 B lines ---------------------------------------------------------
 lines="$dir/lines.txt"
 python3 -c "import sys; sys.stdout.write(('x' * 63 + '\n') * $count)" >"$lines"
@@ -208,10 +219,12 @@ cli_rdmamsg() { # cli_rdmamsg RUN SYSTEM: rdmamsg listen on beta, rdmamsg send o
   listener=$last
   wait_service "$beta_sock" "${svc//_/-}" || ok=0
   begin_rdmamsg "$tag"
+  sysnap "$dir/r/$tag.sys0"
   t0=$(now_ns)
   spawn -i "$lines" bounded env "$env" "$rdmamsg" --socket "$alpha_sock" send "beta/${svc//_/-}"
   sender=$last
   finish_stream "$listener" "$sender" || ok=0
+  sysnap "$dir/r/$tag.sys1"
   end_rdmamsg "$tag"
   if [ "$ok" -eq 1 ]; then
     timing "$dir/r/$tag.json" "$t0" "$t1" "$count" 64
@@ -255,10 +268,12 @@ cli_zmq() { # cli_zmq RUN: push-stdin -> proxy -> proxy -> pull-stdout, the same
   zmq_stream_proxies 100000
   spawn bounded "$zmq" pull-stdout "ipc://$dir/b.ipc" --count "$count" >/dev/null
   listener=$last
+  sysnap "$dir/r/cli.zmq.$1.sys0"
   t0=$(now_ns)
   spawn -i "$lines" bounded "$zmq" push-stdin "ipc://$dir/a.ipc"
   sender=$last
   finish_stream "$listener" "$sender" || ok=0
+  sysnap "$dir/r/cli.zmq.$1.sys1"
   zmq_stop
   [ "$ok" -eq 0 ] || timing "$dir/r/cli.zmq.$1.json" "$t0" "$t1" "$count" 64
 }
@@ -279,6 +294,7 @@ cli_uds() { # cli_uds RUN: the same line stream through one raw hop (batched, th
 tput_rdmamsg() { # tput_rdmamsg RUN SIZE N SYSTEM
   local tag="tput$2.$4.$1"
   begin_rdmamsg "$tag"
+  sysnap "$dir/r/$tag.sys0"
   if ! bounded env "$(path_env "$4")" "$rdmamsg" --socket "$alpha_sock" bench throughput \
     "beta/tput$2x$1${4//_/-}" \
     --sink-socket "$beta_sock" --size "$2" --count "$3" --json >"$dir/r/$tag.json" \
@@ -286,6 +302,7 @@ tput_rdmamsg() { # tput_rdmamsg RUN SIZE N SYSTEM
     log "rdmamsg bench throughput failed: $(head -c 300 "$dir/r/$tag.err")"
     rm -f "$dir/r/$tag.json"
   fi
+  sysnap "$dir/r/$tag.sys1"
   end_rdmamsg "$tag"
 }
 
@@ -296,8 +313,10 @@ tput_zmq() { # tput_zmq RUN SIZE N
   spawn bounded "$zmq" pull "ipc://$dir/b.ipc" --size "$2" --count "$3" --hwm "$hwm" \
     >"$dir/r/tput$2.zmq.$1.json"
   receiver=$last
+  sysnap "$dir/r/tput$2.zmq.$1.sys0"
   bounded "$zmq" push "ipc://$dir/a.ipc" --size "$2" --count "$3" --hwm "$hwm" || true
   reap "$receiver" || rm -f "$dir/r/tput$2.zmq.$1.json"
+  sysnap "$dir/r/tput$2.zmq.$1.sys1"
   zmq_stop
 }
 
@@ -308,17 +327,6 @@ tput_uds() { # tput_uds RUN SIZE N: batched writes (64 KiB), then one write per 
 }
 
 # --- c. round trips, 64 B -----------------------------------------------------------------
-# sysnap FILE: whole-machine counters around a round-trip run (the cost of a round trip
-# beyond its latency): context switches, TCP segments sent, CPU time (jiffies, not idle).
-sysnap() {
-  {
-    awk '/^ctxt/ {print "ctxt", $2} /^cpu / {print "busy", $2 + $3 + $4 + $7 + $8}' /proc/stat
-    awk '/^Tcp:/ {n++; if (n == 1) for (i = 1; i <= NF; i++) col[$i] = i;
-      else print "tcp_out_segs", $col["OutSegs"]}' /proc/net/snmp
-    echo "hz $(getconf CLK_TCK)"
-  } >"$1"
-}
-
 rtt_rdmamsg() { # rtt_rdmamsg RUN SYSTEM
   local tag="rtt.$2.$1"
   begin_rdmamsg "$tag"

@@ -159,7 +159,8 @@ def main():
                 doc = load(rdir, f"{case}.{system}.{run}.json")
                 rate, mbs = throughput(doc, size, n) if doc else (None, None)
                 raw.setdefault(case, {}).setdefault(system, []).append(
-                    {"run": run, "raw": doc, "msgs_per_sec": rate, "mb_per_sec": mbs})
+                    {"run": run, "raw": doc, "msgs_per_sec": rate, "mb_per_sec": mbs,
+                     "system": system_cost(rdir, f"{case}.{system}.{run}", n)})
         for system in ("rdmamsg", "rdmamsg_socket", "zmq", "uds"):
             doc = load(rdir, f"rtt.{system}.{run}.json")
             raw.setdefault("rtt", {}).setdefault(system, []).append(
@@ -260,6 +261,17 @@ def main():
                 continue
             cells = " ".join(f"{v / size:>11.2f}" for v in vals)
             print(f"{case:19} {node:6} {cells} {sum(vals) / size:>7.2f}")
+
+    print("\nwhole machine per message (all processes and the kernel), medians over runs:")
+    print(f"{'case':18} {'system':14} {'context switches':>17} {'CPU us':>8}")
+    for case in ("cli", "tput64", "tput1048576"):
+        for system in ("rdmamsg", "rdmamsg_socket", "zmq"):
+            per_run = [r.get("system", {}) for r in raw.get(case, {}).get(system, [])]
+            c = {k: median([p.get(k) for p in per_run]) for k in ("context_switches", "cpu_us")}
+            if c["context_switches"] is None:
+                continue
+            print(f"{case:18} {system:14} {fmt(c['context_switches'], 3):>17} "
+                  f"{fmt(c['cpu_us'], 3):>8}")
 
     print("\nwhole machine per round trip (all processes and the kernel), medians over runs:")
     print(f"{'system':14} {'context switches':>17} {'TCP segments':>13} {'CPU us':>8}")
