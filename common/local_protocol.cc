@@ -46,17 +46,24 @@ class Writer {
   std::byte* p_;
 };
 
-// Appends a frame of `bodyLength` bytes to `out`, writes its header and
+// Writes a frame header for a body of `bodyLength` bytes at `at` and
 // returns the writer for the body (which the caller fills completely).
-Writer frame(ByteBuffer& out, FrameKind kind, size_t bodyLength,
-             uint8_t version = kProtocolVersion) {
-  Writer w(out.prepare(kHeaderSize + bodyLength).data());
-  out.commit(kHeaderSize + bodyLength);
+Writer frameAt(std::byte* at, FrameKind kind, size_t bodyLength,
+               uint8_t version = kProtocolVersion) {
+  Writer w(at);
   w.le<uint32_t>(static_cast<uint32_t>(bodyLength));
   w.le<uint8_t>(version);
   w.le<uint8_t>(static_cast<uint8_t>(kind));
   w.le<uint16_t>(0);
   return w;
+}
+
+// Appends a frame of `bodyLength` bytes to `out`: frameAt() there.
+Writer frame(ByteBuffer& out, FrameKind kind, size_t bodyLength,
+             uint8_t version = kProtocolVersion) {
+  std::byte* at = out.prepare(kHeaderSize + bodyLength).data();
+  out.commit(kHeaderSize + bodyLength);
+  return frameAt(at, kind, bodyLength, version);
 }
 
 std::string_view clip(std::string_view s, size_t max) {
@@ -364,17 +371,31 @@ void encodeSend(ByteBuffer& out, uint64_t msgId, std::string_view node, std::str
   w.bytes(payload.data(), payload.size());
 }
 
-void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view srcService,
-                   std::string_view toService, std::span<const std::byte> payload) {
+size_t deliverFrameSize(std::string_view srcNode, std::string_view srcService,
+                        std::string_view toService, size_t payloadSize) {
+  return kHeaderSize + 3 + clip(srcNode, kMaxNameLength).size() +
+         clip(srcService, kMaxNameLength).size() + clip(toService, kMaxNameLength).size() +
+         payloadSize;
+}
+
+void encodeDeliverAt(std::span<std::byte> at, std::string_view srcNode, std::string_view srcService,
+                     std::string_view toService, std::span<const std::byte> payload) {
   srcNode = clip(srcNode, kMaxNameLength);
   srcService = clip(srcService, kMaxNameLength);
   toService = clip(toService, kMaxNameLength);
-  Writer w = frame(out, FrameKind::deliver,
-                   3 + srcNode.size() + srcService.size() + toService.size() + payload.size());
+  Writer w = frameAt(at.data(), FrameKind::deliver, at.size() - kHeaderSize);
   w.str8(srcNode);
   w.str8(srcService);
   w.str8(toService);
   w.bytes(payload.data(), payload.size());
+}
+
+void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view srcService,
+                   std::string_view toService, std::span<const std::byte> payload) {
+  const size_t size = deliverFrameSize(srcNode, srcService, toService, payload.size());
+  std::span<std::byte> at = out.prepare(size).first(size);
+  out.commit(size);
+  encodeDeliverAt(at, srcNode, srcService, toService, payload);
 }
 
 void encodeAck(ByteBuffer& out, std::span<const AckRange> ranges) {

@@ -128,6 +128,12 @@ void encodeSend(ByteBuffer& out, uint64_t msgId, std::string_view node, std::str
                 std::string_view fromService, std::span<const std::byte> payload);
 void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view srcService,
                    std::string_view toService, std::span<const std::byte> payload);
+// The DELIVER frame's size, and the frame written into `at` of exactly
+// that size (memory the caller reserved: a shared-memory ring's record).
+size_t deliverFrameSize(std::string_view srcNode, std::string_view srcService,
+                        std::string_view toService, size_t payloadSize);
+void encodeDeliverAt(std::span<std::byte> at, std::string_view srcNode, std::string_view srcService,
+                     std::string_view toService, std::span<const std::byte> payload);
 void encodeAck(ByteBuffer& out, std::span<const AckRange> ranges);
 void encodeError(ByteBuffer& out, uint64_t msgId, Errc errc, uint8_t inReplyTo,
                  std::string_view text);

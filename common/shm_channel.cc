@@ -128,10 +128,30 @@ Result<size_t> ShmChannel::write(std::span<const std::byte> bytes) {
     ++counters_.recordsWritten;
   }
   counters_.bytesWritten += done;
-  if (done > 0 && out_.needsWake()) {
-    if (Status st = wakePeer(); !st) return st;
+  if (done > 0 || unannounced_) {
+    if (Status st = announce(); !st) return st;
   }
   return done;
+}
+
+Result<std::span<std::byte>> ShmChannel::reserveRecord(size_t n) {
+  Result<std::span<std::byte>> room = out_.reserve(n);
+  reserved_ = room ? n : 0;
+  return room;
+}
+
+Status ShmChannel::commitRecord() {
+  if (Status st = out_.commit(); !st) return st;
+  ++counters_.recordsWritten;
+  counters_.bytesWritten += std::exchange(reserved_, 0);
+  unannounced_ = true;
+  return {};
+}
+
+Status ShmChannel::announce() {
+  unannounced_ = false;
+  if (out_.needsWake()) return wakePeer();
+  return {};
 }
 
 Result<size_t> ShmChannel::read(ByteBuffer& in, size_t budget) {

@@ -95,6 +95,16 @@ class ShmChannel {
   // Rings the other side once if it waits for room.
   [[nodiscard]] Result<size_t> read(ByteBuffer& in, size_t budget);
 
+  // One record written in place: room for `n` bytes in the outgoing ring
+  // (would_block when there is none now, too_large beyond maxRecord()),
+  // filled by the caller, then published by commitRecord(). The other side
+  // is rung, if it sleeps, by the next write() or announce() — once per
+  // batch of records, not per record.
+  [[nodiscard]] Result<std::span<std::byte>> reserveRecord(size_t n);
+  [[nodiscard]] Status commitRecord();
+  [[nodiscard]] Status announce();
+  size_t maxRecord() const { return out_.maxPayload(); }
+
   // Nothing left to read (and, with `waitingForRoom`, no room to write):
   // true when this side may sleep on wakeFd() — the other side will ring —
   // false when something arrived or room appeared meanwhile (go on).
@@ -138,7 +148,9 @@ class ShmChannel {
   uint64_t toClientCapacity_ = 0;
   ShmChannelCounters counters_;
   bool armedInput_ = false, armedRoom_ = false;
-  uint64_t owedRings_ = 0;  // rings taken (a word, wakeSelf) not yet read from the doorbell
+  size_t reserved_ = 0;       // bytes of the record reserveRecord() gave
+  bool unannounced_ = false;  // records committed since the other side was last told
+  uint64_t owedRings_ = 0;    // rings taken (a word, wakeSelf) not yet read from the doorbell
 };
 
 }  // namespace rdmamsg

@@ -382,10 +382,12 @@ bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_vi
                           const Receipt& receipt) {
   Session* s = find(id);
   if (s == nullptr) return false;
-  const size_t before = s->outputBuffer().size();
-  proto::encodeDeliver(s->outputBuffer(), srcNode, srcService, toService, payload);
+  const size_t bytes = proto::deliverFrameSize(srcNode, srcService, toService, payload.size());
+  if (!s->writeInPlace(bytes, [&](std::span<std::byte> at) {
+        proto::encodeDeliverAt(at, srcNode, srcService, toService, payload);
+      }))
+    proto::encodeDeliver(s->outputBuffer(), srcNode, srcService, toService, payload);
   loop::copies().deliver += payload.size();
-  const size_t bytes = s->outputBuffer().size() - before;
   s->track(receipt, bytes);
   trackedBytes_ += bytes;
   markDirty(*s);

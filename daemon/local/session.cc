@@ -329,6 +329,10 @@ Session::FlushResult Session::flush() {
 // Moves the output into the client's ring; when the ring is full, asks to be
 // rung once the client released room (the doorbell then sets writable_).
 Session::FlushResult Session::flushToRing() {
+  if (Status st = shm_->announce(); !st) {  // records written in place
+    localLog().warn("{}: shared memory: {}", name_, st.toString());
+    return FlushResult::failed;
+  }
   for (int round = 0; round < 64 && !out_.empty(); ++round) {
     Result<size_t> put = shm_->write(out_.readable());
     if (!put) {

@@ -110,6 +110,14 @@ class Session {
   // Acks are collected and encoded at flush time — one ACK frame carries all
   // acks of a loop turn, so they may overtake other frames of that turn.
   ByteBuffer& outputBuffer() { return out_; }
+  // A frame of `size` bytes written by `fill` straight into the client's
+  // ring as one record — the one copy of its bytes — when the session is
+  // on shared memory, nothing waits before it in the output buffer and the
+  // ring has room for it now. False: the caller appends it to the output
+  // buffer instead. Either way the caller then calls markDirty (the flush
+  // rings the client if it sleeps).
+  template <typename Fill>
+  bool writeInPlace(size_t size, Fill&& fill);
   // Acks ids msgId .. msgId + count - 1; consecutive ids (the usual case)
   // extend one range.
   void queueAcks(uint64_t msgId, uint64_t count);
@@ -233,5 +241,15 @@ class Session {
   std::unique_ptr<loop::IoEvent> doorbellEvent_;  // the channel's wakeFd, EV_ET
   uint64_t wakesCounted_ = 0, readsCounted_ = 0;
 };
+
+template <typename Fill>
+bool Session::writeInPlace(size_t size, Fill&& fill) {
+  if (!shm_ || !out_.empty() || size > shm_->maxRecord() || ringBroken()) return false;
+  Result<std::span<std::byte>> room = shm_->reserveRecord(size);
+  if (!room) return false;
+  fill(room->first(size));
+  // A commit that fails broke the ring: the flush sees it and ends the session.
+  return shm_->commitRecord().ok();
+}
 
 }  // namespace rdmamsg::local

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -151,6 +152,45 @@ TEST(ClientTest, PipelinedSendsArriveInOrderAndAllComplete) {
     EXPECT_EQ(c.msgId, expect++);
   }
   EXPECT_EQ(sender->inFlight(), 0u);
+}
+
+// A receive ring far smaller than a burst: deliveries are written into it
+// in place while it has room and wait in the daemon's output buffer when it
+// has not (or when one does not fit in a record), and every message still
+// arrives whole and in order as the ring fills and drains.
+TEST(ClientTest, ASmallReceiveRingKeepsEveryMessageWholeAndInOrder) {
+  ThreadedServer server(256 * 1024);
+  ConnectOptions small;
+  small.receiveRingCapacity = size_t{64} << 10;
+  auto listener = Client::connect(server.socket(), small);
+  auto sender = Client::connect(server.socket());
+  ASSERT_TRUE(listener.ok() && sender.ok());
+  ASSERT_TRUE(listener->registerService("sink").ok());
+  constexpr int kCount = 600;
+  const size_t sizes[] = {7, 3000, 20000, 40000, 100000};  // the last two exceed a record
+  auto body = [&](int i) {
+    std::string b(sizes[i % 5], static_cast<char>('a' + i % 26));
+    std::memcpy(b.data(), &i, std::min(sizeof i, b.size()));
+    return b;
+  };
+  std::thread feed([&] {
+    for (int i = 0; i < kCount; ++i)
+      if (!sender->send("nodeA", "sink", body(i)).ok()) return;
+    static_cast<void>(sender->flush(10s));
+  });
+  Message m;
+  for (int i = 0; i < kCount; ++i) {
+    Status st = listener->receive(m, 10s);
+    if (!st.ok()) {
+      ADD_FAILURE() << "message " << i << ": " << st.toString();
+      break;
+    }
+    if (m.text() != body(i)) {
+      ADD_FAILURE() << "message " << i << " differs (" << m.payload.size() << " bytes)";
+      break;
+    }
+  }
+  feed.join();
 }
 
 TEST(ClientTest, SendAndWaitLeavesEarlierCompletionsInOrder) {

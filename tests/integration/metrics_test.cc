@@ -120,5 +120,36 @@ TEST(Metrics, PrometheusReadsTheDaemonsCountersOverHttpAndFromTheCli) {
   EXPECT_TRUE(statusOf(c.socket("alpha")));
 }
 
+// A listener on shared memory (the default) gets each delivery written
+// once, straight into its ring: the receiving daemon's output buffer and
+// its copy to the client stay out of the way (docs/architecture.md).
+TEST(Metrics, DeliveriesToASharedMemoryClientAreCopiedOnce) {
+  Cluster c({"alpha", "beta"});
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.waitFullMesh());
+  constexpr int kCount = 100;
+  const std::string text(10000, 'x');
+  std::string lines;
+  for (int i = 0; i < kCount; ++i)
+    lines += text + "\n";
+  Process listener;
+  ASSERT_TRUE(startListener(listener, c, "beta", "inbox", kCount, c.dir().file("inbox.out")));
+  auto before = statusOf(c.socket("beta"));
+  ASSERT_TRUE(before);
+  auto sent = runCli(c.dir(), {"--socket", c.socket("alpha"), "send", "beta/inbox"}, lines);
+  ASSERT_EQ(sent.code, 0) << sent.err;
+  EXPECT_EQ(listener.wait(10s), 0);
+  auto after = statusOf(c.socket("beta"));
+  ASSERT_TRUE(after);
+  auto grew = [&](const char* key) {
+    return (*after)["copies"][key].get<double>() - (*before)["copies"][key].get<double>();
+  };
+  const double payload = double(kCount) * double(text.size());
+  EXPECT_EQ(grew("deliver_bytes"), payload);
+  // What went through the output buffer meanwhile: the first status reply
+  // and control frames, far less than one more copy of the payload.
+  EXPECT_LT(grew("client_out_bytes"), payload / 4);
+}
+
 }  // namespace
 }  // namespace rdmamsg::itest
