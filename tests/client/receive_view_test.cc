@@ -12,6 +12,7 @@
 
 #include "../support/taker.h"
 #include "rdmamsg/client.h"
+#include "rdmamsg/rdmamsg.h"
 #include "test_server.h"
 
 namespace rdmamsg {
@@ -240,6 +241,43 @@ TEST(ReceiveViewTest, MisuseIsAnErrorAndCloseKeepsAHeldViewReadable) {
   ASSERT_TRUE(sender->waitCompletion(done, 5s).ok());
   EXPECT_EQ(done.msgId, *id);
   EXPECT_FALSE(done.status.ok()) << "a message never released was confirmed";
+}
+
+// The C API's views: the payload and names as rdmamsg_receive_view()
+// gives them, one view at a time, and release twice an error.
+TEST(ReceiveViewTest, TheCApiViewsAndReleases) {
+  ThreadedServer server(kMaxMessage);
+  rdmamsg_client* listener = nullptr;
+  rdmamsg_client* sender = nullptr;
+  ASSERT_EQ(rdmamsg_connect(server.socket().c_str(), "c-listener", 5000, &listener), RDMAMSG_OK);
+  ASSERT_EQ(rdmamsg_connect(server.socket().c_str(), "c-sender", 5000, &sender), RDMAMSG_OK);
+  ASSERT_EQ(rdmamsg_register(listener, "inbox", 5000), RDMAMSG_OK);
+  for (uint64_t i = 0; i < 6; ++i) {
+    const std::vector<std::byte> p = payloadOf(i);
+    ASSERT_EQ(rdmamsg_send(sender, "nodeA", "inbox", p.data(), p.size(), nullptr), RDMAMSG_OK);
+  }
+  ASSERT_EQ(rdmamsg_flush(sender, 5000), RDMAMSG_OK);
+  rdmamsg_message m{};
+  EXPECT_EQ(rdmamsg_release_view(listener), RDMAMSG_BAD_REQUEST);
+  for (uint64_t i = 0; i < 6; ++i) {
+    ASSERT_EQ(rdmamsg_receive_view(listener, &m, 5000), RDMAMSG_OK) << i;
+    EXPECT_STREQ(m.src_node, "nodeA");
+    EXPECT_STREQ(m.service, "inbox");
+    EXPECT_TRUE(intact(i, {static_cast<const std::byte*>(m.payload), m.size})) << i;
+    rdmamsg_message other{};
+    EXPECT_EQ(rdmamsg_try_receive_view(listener, &other), 0);
+    EXPECT_EQ(rdmamsg_receive(listener, &other, 0), RDMAMSG_BAD_REQUEST);
+    EXPECT_NE(std::string_view(rdmamsg_last_error(listener)).find("release"), std::string::npos);
+    ASSERT_EQ(rdmamsg_release_view(listener), RDMAMSG_OK);
+    EXPECT_EQ(rdmamsg_release_view(listener), RDMAMSG_BAD_REQUEST);
+  }
+  rdmamsg_completion done{};
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(rdmamsg_wait_completion(sender, &done, 5000), RDMAMSG_OK);
+    EXPECT_EQ(done.code, RDMAMSG_OK) << done.message;
+  }
+  rdmamsg_close(listener);
+  rdmamsg_close(sender);
 }
 
 }  // namespace
