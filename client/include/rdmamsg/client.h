@@ -74,7 +74,8 @@ struct MessageView {
 };
 
 // The outcome of one sent message: ok once the receiving application has
-// taken it (its receive() returned it), otherwise why it failed.
+// taken it (its receive() returned it, or it released its view), otherwise
+// why it failed.
 // Completions may come in any order, also for one destination.
 struct Completion {
   uint64_t msgId = 0;
