@@ -15,8 +15,10 @@ struct rdmamsg_client {
   explicit rdmamsg_client(Client c) : client(std::move(c)) {}
   Client client;
   std::string lastError;
-  rdmamsg::Message message;  // what rdmamsg_receive handed out
-  rdmamsg::Completion done;  // what the last completion handed out
+  rdmamsg::Message message;   // what rdmamsg_receive handed out
+  rdmamsg::MessageView view;  // what rdmamsg_receive_view handed out, until released
+  std::string viewNode, viewSrcService, viewService;  // its names, NUL-terminated
+  rdmamsg::Completion done;                           // what the last completion handed out
   std::string doneText;
 };
 
@@ -65,6 +67,19 @@ void fill(rdmamsg_client* c, rdmamsg_message* out) {
   out->service = c->message.service.c_str();
   out->payload = c->message.payload.data();
   out->size = c->message.payload.size();
+}
+
+// The names are copied (C wants them NUL-terminated; capacity is reused),
+// the payload is not.
+void fillView(rdmamsg_client* c, rdmamsg_message* out) {
+  c->viewNode.assign(c->view.srcNode);
+  c->viewSrcService.assign(c->view.srcService);
+  c->viewService.assign(c->view.service);
+  out->src_node = c->viewNode.c_str();
+  out->src_service = c->viewSrcService.c_str();
+  out->service = c->viewService.c_str();
+  out->payload = c->view.payload.data();
+  out->size = c->view.payload.size();
 }
 
 void fill(rdmamsg_client* c, rdmamsg_completion* out) {
@@ -190,6 +205,31 @@ int rdmamsg_try_receive(rdmamsg_client* c, rdmamsg_message* out) {
     c->lastError = std::string("librdmamsg: ") + e.what();
     return 0;
   }
+}
+
+rdmamsg_errc rdmamsg_receive_view(rdmamsg_client* c, rdmamsg_message* out, int timeout_ms) {
+  if (out == nullptr) return badArgument(c, "out");
+  return guarded(c, [&] {
+    Status st = c->client.receiveView(c->view, ms(timeout_ms));
+    if (st.ok()) fillView(c, out);
+    return result(c, st);
+  });
+}
+
+int rdmamsg_try_receive_view(rdmamsg_client* c, rdmamsg_message* out) {
+  if (out == nullptr) return 0;
+  try {
+    if (!c->client.tryReceiveView(c->view)) return 0;
+    fillView(c, out);
+    return 1;
+  } catch (const std::exception& e) {
+    c->lastError = std::string("librdmamsg: ") + e.what();
+    return 0;
+  }
+}
+
+rdmamsg_errc rdmamsg_release_view(rdmamsg_client* c) {
+  return guarded(c, [&] { return result(c, c->client.release(c->view)); });
 }
 
 rdmamsg_errc rdmamsg_wait_completion(rdmamsg_client* c, rdmamsg_completion* out, int timeout_ms) {

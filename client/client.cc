@@ -14,32 +14,23 @@
 #include <cstring>
 #include <optional>
 
-#include "client/ring.h"
-#include "common/byte_buffer.h"
+#include "client/client_impl.h"
 #include "common/fd_passing.h"
-#include "common/local_protocol.h"
-#include "common/shm_channel.h"
-#include "common/unique_fd.h"
 
 namespace rdmamsg {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using detail::assignIfChanged;
+using detail::kReadChunk;
 using proto::FrameKind;
 
-constexpr size_t kReadChunk = 256 * 1024;
 constexpr size_t kWriteThreshold = 64 * 1024;  // send() writes once this much is queued
 constexpr size_t kWriteBlockLimit = 4u << 20;  // send() waits for the socket above this
 constexpr char kDefaultSocket[] = "/run/rdmamsg/rdmamsgd.sock";
 
 Status errnoStatus(Errc code, const std::string& what, int err) {
   return Status(code, what + ": " + std::strerror(err));
-}
-
-// Received messages reuse their strings: a stream's names are usually the
-// previous message's, so they are compared rather than copied.
-void assignIfChanged(std::string& to, std::string_view from) {
-  if (to != from) to.assign(from);
 }
 
 bool sharedMemoryWanted(const ConnectOptions& opts) {
@@ -54,103 +45,6 @@ Status checkName(std::string_view kind, std::string_view name) {
 }
 
 }  // namespace
-
-struct Client::Impl {
-  UniqueFd fd;
-  std::string socketPath;
-  std::string nodeName;
-  uint32_t maxMessage = 0;
-  uint32_t maxBody = proto::kDefaultMaxBody;
-  ByteBuffer in{kReadChunk};
-  ByteBuffer out{kReadChunk};
-  uint64_t nextId = 1;
-  size_t inFlight = 0;
-  // Confirmation on consumption: messages handed to the application, how
-  // many of them may be reported taken (all of them, or with
-  // confirmOnReceive off, those up to the last confirmReceived()), and how
-  // many have been reported with CONSUMED.
-  uint64_t taken = 0, takenMark = 0, reported = 0;
-  bool confirmOnReceive = true;
-  // Destinations the daemon told us to HOLD, until their RESUME.
-  std::vector<std::pair<std::string, std::string>> held;
-  Status conn;  // ok while connected
-  // Shared memory: offered at connect, in use once the daemon accepted.
-  // The socket then carries no frames but a closing ERROR, read into sockIn.
-  std::unique_ptr<ShmChannel> shm;
-  bool shmOffered = false, shmDecided = false, shmInUse = false;
-  ByteBuffer sockIn{4096};
-  UniqueFd epfd;  // fd() with shared memory: the doorbell and the socket
-  detail::Ring<Message> inbox;
-  // Completions not taken yet, in arrival order; an ACK range is one entry.
-  struct Pending {
-    uint64_t first = 0;
-    uint64_t count = 0;  // ids first .. first + count - 1 (1 for an error)
-    Status status;
-  };
-  detail::Ring<Pending> completions;
-  bool welcomed = false;
-  bool outBlocked = false;                  // trySend said would_block for a full buffer
-  std::string checkedNode, checkedService;  // the last valid destination names
-  // The one outstanding blocking request of each kind.
-  std::optional<Status> registerReply;
-  std::string registerService;
-  std::optional<Result<std::string>> statusReply;
-
-  void lose(Status why) {
-    if (conn.ok()) conn = std::move(why);
-    fd.reset();
-    epfd.reset();
-  }
-
-  // Write and read what they can without waiting; a failure is `conn`.
-  void writeSome();
-  void readSome();
-  void writeRing();
-  void readRing();
-  void readSocket(ByteBuffer& into);  // whatever the socket has (its end: lose)
-  // With shared memory: before sleeping on the doorbell (and socket), says
-  // so to the daemon; false when something arrived meanwhile.
-  bool armForSleep() { return shm->prepareToSleep(!out.empty()); }
-  // Everything queued is written: into the socket, or into the ring while
-  // the daemon's socket is open (a ring does not fail when its reader died).
-  bool allWritten() {
-    if (!out.empty()) return false;
-    if (shmInUse) readSocket(sockIn);
-    return conn.ok();
-  }
-  void startSharedMemory();
-  void offerSharedMemory(const ConnectOptions& opts);
-  // What processIo() does: consumption reported, written, read.
-  void pump() {
-    if (shmInUse) return pumpRings();
-    reportConsumed();
-    writeSome();
-    readSome();
-  }
-  void pumpRings();
-  void settleRings();
-  bool batchWake = false;  // fd() made readable for a batch trySend queued
-  void reportConsumed();
-  bool isHeld(std::string_view node, std::string_view service) const;
-  void setHeld(const proto::Frame& f, bool on);
-  void parseInput(ByteBuffer& from);
-  void handleFrame(const proto::Frame& f);
-  void handleError(const proto::Frame& f);
-  void takeFront(Completion& c);
-  void takeMessage(Message& m);
-  // Queues a SEND; with `mayWait`, waits for the socket when more than
-  // kWriteBlockLimit is unwritten (send()), else returns would_block first
-  // (trySend()).
-  Result<uint64_t> queueSend(std::string_view node, std::string_view service,
-                             std::span<const std::byte> payload, std::string_view fromService,
-                             bool mayWait);
-  bool take(uint64_t msgId, Completion& c);
-  template <typename Done>
-  Status waitFor(Done done, std::chrono::milliseconds timeout);
-  template <typename Done>
-  Status waitUntil(Done done, std::chrono::milliseconds timeout);
-  void sleepOnRing(int ms);
-};
 
 // --- I/O ---------------------------------------------------------------------------
 
@@ -224,6 +118,11 @@ void Client::Impl::parseInput(ByteBuffer& from) {
     }
     if (res.outcome == proto::DecodeOutcome::error) {
       return lose(Status(Errc::protocol_error, std::string("from rdmamsgd: ") + res.reason));
+    }
+    // receiveView() reads the next message where it lies.
+    if (wantView && res.frame.kind == FrameKind::deliver && &from == &in && inbox.empty()) {
+      viewReady = true;
+      return;
     }
     handleFrame(res.frame);
     from.consume(res.consumed);
@@ -389,6 +288,8 @@ Status Client::Impl::waitFor(Done done, std::chrono::milliseconds timeout) {
 template <typename Done>
 Status Client::Impl::waitUntil(Done done, std::chrono::milliseconds timeout) {
   // Already there (e.g. a completion from an ACK frame read earlier): no I/O.
+  if (done()) return {};
+  parseInput(in);  // frames left behind an in-place view
   if (done()) return {};
   const auto deadline = Clock::now() + timeout;
   reportConsumed();  // before waiting: the daemon may be waiting for it
@@ -703,19 +604,29 @@ void Client::Impl::takeMessage(Message& m) {
   assignIfChanged(m.service, first.service);
   m.payload.swap(first.payload);
   inbox.popFront();
+  noteTaken();
+}
+
+void Client::Impl::noteTaken() {
   ++taken;
   if (confirmOnReceive) takenMark = taken;
   // Everything read is taken: say so now, so the last message of a burst is
   // confirmed at once (one CONSUMED per read at full speed) even if the
   // application does not call the library again for a while.
-  if (confirmOnReceive && inbox.empty()) {
+  if (confirmOnReceive && allReadTaken()) {
     reportConsumed();
     writeSome();
   }
 }
 
+bool Client::Impl::allReadTaken() const {
+  return inbox.empty() &&
+         proto::decodeFrame(in.readable(), maxBody).outcome == proto::DecodeOutcome::need_more;
+}
+
 bool Client::tryReceive(Message& out) {
   Impl& im = *impl_;
+  if (im.viewHandle != 0) return false;  // a view is held: release it first
   if (im.inbox.empty() && im.conn.ok()) im.pump();
   if (im.inbox.empty()) return false;
   im.takeMessage(out);
@@ -724,10 +635,15 @@ bool Client::tryReceive(Message& out) {
 
 Status Client::receive(Message& out, std::chrono::milliseconds timeout) {
   Impl& im = *impl_;
+  if (im.viewHandle != 0) return detail::viewHeldError();
   Status st = im.waitFor([&im] { return !im.inbox.empty(); }, timeout);
   if (!st.ok() && im.inbox.empty()) return st;
   im.takeMessage(out);
   return {};
+}
+
+Status Client::Impl::waitForView(std::chrono::milliseconds timeout) {
+  return waitFor([this] { return viewAvailable(); }, timeout);
 }
 
 bool Client::pollCompletion(Completion& out) {

@@ -4,6 +4,12 @@
 // the front (consume). Storage is reused: consumed space is reclaimed by
 // moving the unread bytes to the front when that is cheap, so a buffer that
 // has reached its working size never allocates again.
+//
+// pin() keeps every byte already in the buffer where it is until unpin() —
+// for a reader that hands out views of bytes it consumed (librdmamsg's
+// receiveView). Meanwhile consumed space is not reused: when the back has
+// no room, the unread bytes move to other storage and the pinned storage is
+// set aside until unpin(), which keeps it as the spare for the next time.
 #pragma once
 
 #include <algorithm>
@@ -30,10 +36,18 @@ class ByteBuffer {
   // Drops `n` bytes from the front (n <= size()).
   void consume(size_t n) {
     begin_ += n;
-    if (begin_ == end_) begin_ = end_ = 0;
+    if (begin_ == end_ && !pinnedHere()) begin_ = end_ = 0;
   }
 
-  void clear() { begin_ = end_ = 0; }
+  void clear() { begin_ = end_ = pinnedHere() ? end_ : 0; }
+
+  // Bytes in the buffer (also consumed ones) stay where they are until unpin().
+  void pin() { pinned_ = true; }
+  void unpin() {
+    pinned_ = false;
+    if (!setAside_.empty()) spare_.swap(setAside_);  // spare_ was empty
+    if (begin_ == end_) begin_ = end_ = 0;
+  }
 
   // Returns at least `n` writable bytes after the unread data; commit() the
   // number actually written.
@@ -58,9 +72,14 @@ class ByteBuffer {
   }
 
  private:
+  // The current storage holds pinned bytes (none were set aside yet).
+  bool pinnedHere() const { return pinned_ && setAside_.empty(); }
+
   void makeRoom(size_t n) {
     const size_t used = end_ - begin_;
-    if (begin_ > 0 && storage_.size() - used >= n && begin_ >= used) {
+    if (pinnedHere()) {
+      moveToSpare(used + n);
+    } else if (begin_ > 0 && storage_.size() - used >= n && begin_ >= used) {
       std::memmove(storage_.data(), storage_.data() + begin_, used);  // cheap: little to move
     } else {
       std::vector<std::byte> bigger(std::max({storage_.size() * 2, used + n, kMinCapacity}));
@@ -71,8 +90,23 @@ class ByteBuffer {
     end_ = used;
   }
 
+  // Pinned: the unread bytes go to the spare storage (grown to `need` if
+  // smaller); the pinned storage is set aside.
+  void moveToSpare(size_t need) {
+    const size_t used = end_ - begin_;
+    if (spare_.size() < need) spare_.resize(std::max({storage_.size(), need, kMinCapacity}));
+    if (used > 0) std::memcpy(spare_.data(), storage_.data() + begin_, used);
+    setAside_.swap(storage_);
+    storage_.swap(spare_);
+    begin_ = 0;
+    end_ = used;
+  }
+
   static constexpr size_t kMinCapacity = 4096;
   std::vector<std::byte> storage_;
+  std::vector<std::byte> spare_;     // reused by moveToSpare()
+  std::vector<std::byte> setAside_;  // the pinned storage, once moved away from
+  bool pinned_ = false;
   size_t begin_ = 0;
   size_t end_ = 0;
 };

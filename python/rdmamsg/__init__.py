@@ -10,6 +10,10 @@ A thin binding of librdmamsg's C API (rdmamsg/rdmamsg.h) with ctypes:
         m = c.receive(timeout=1.0)                # a Message, or None
         if m:
             print(m.payload, "from", m.src_node, m.src_service)
+        v = c.receive_view(timeout=1.0)           # no copy: v.payload is a memoryview
+        if v:
+            with v:                               # taken (sender confirmed) at its end
+                handle(v.payload)
 
 Timeouts are in seconds; None waits without limit.
 
@@ -25,11 +29,12 @@ installation prefix, then the dynamic linker's search path.
 import ctypes
 import json
 import os
+import sys
 from collections import namedtuple
 
 from ._paths import LIBRARY_FROM_PACKAGE
 
-__all__ = ["Client", "Message", "Completion", "RdmamsgError", "WouldBlock", "Timeout",
+__all__ = ["Client", "Message", "MessageView", "Completion", "RdmamsgError", "WouldBlock", "Timeout",
            "ERRORS"]
 
 # rdmamsg_errc, by value.
@@ -57,6 +62,70 @@ class Timeout(RdmamsgError):
 
 
 Message = namedtuple("Message", "src_node src_service service payload")
+
+
+class MessageView:
+    """A message read in place (Client.receive_view): `payload` is a read-only
+    memoryview of the client's own buffer, not a copy of it.
+
+    It is valid until release() — or the end of a `with` block —, which is
+    when the message counts as taken and its sender is confirmed; the
+    memoryview is released then (using it raises ValueError). A client holds
+    one view at a time: receive() and receive_view() raise until it is
+    released. Slices or other memoryviews made from `payload` must be gone
+    by then: release() raises BufferError while one is alive (and
+    Client.close() too), so that nothing reads memory the library reuses.
+    bytes(v.payload) makes a copy that outlives the view.
+    """
+
+    __slots__ = ("src_node", "src_service", "service", "payload", "_client", "_array")
+
+    def __init__(self, client, msg):
+        self._client = client
+        self.src_node = _text(msg.src_node)
+        self.src_service = _text(msg.src_service)
+        self.service = _text(msg.service)
+        if msg.size:
+            self._array = (ctypes.c_ubyte * msg.size).from_address(msg.payload)
+            base = memoryview(self._array)
+            self.payload = base.toreadonly()
+            base.release()
+        else:
+            self._array = None
+            self.payload = memoryview(b"")
+
+    @property
+    def released(self):
+        return self._client is None
+
+    def release(self):
+        """Ends the view: the message is taken. RdmamsgError (bad_request)
+        when it was released already; BufferError while a memoryview made
+        from `payload` is alive (the view stays held)."""
+        client = self._end()
+        client._release_view(self)
+
+    def _end(self):
+        """Makes the payload unusable; returns the client."""
+        if self._client is None:
+            raise RdmamsgError(6, "the MessageView is released already")
+        self.payload.release()
+        # Each memoryview made from the payload keeps a reference to the array.
+        if self._array is not None and sys.getrefcount(self._array) > 2:
+            raise BufferError("a memoryview made from this MessageView's payload is still alive")
+        client, self._client, self._array = self._client, None, None
+        return client
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._client is not None:
+            self.release()
+
+    def __repr__(self):
+        state = "released" if self._client is None else f"{len(self.payload)} bytes"
+        return f"MessageView({self.src_node}/{self.src_service} -> {self.service}, {state})"
 
 
 class Completion(namedtuple("Completion", "msg_id code message")):
@@ -118,6 +187,10 @@ for _name, _res, _args in [
         ("rdmamsg_flush", ctypes.c_int, [_client_p, ctypes.c_int]),
         ("rdmamsg_receive", ctypes.c_int, [_client_p, ctypes.POINTER(_Message), ctypes.c_int]),
         ("rdmamsg_try_receive", ctypes.c_int, [_client_p, ctypes.POINTER(_Message)]),
+        ("rdmamsg_receive_view", ctypes.c_int,
+         [_client_p, ctypes.POINTER(_Message), ctypes.c_int]),
+        ("rdmamsg_try_receive_view", ctypes.c_int, [_client_p, ctypes.POINTER(_Message)]),
+        ("rdmamsg_release_view", ctypes.c_int, [_client_p]),
         ("rdmamsg_wait_completion", ctypes.c_int,
          [_client_p, ctypes.POINTER(_Completion), ctypes.c_int]),
         ("rdmamsg_poll_completion", ctypes.c_int, [_client_p, ctypes.POINTER(_Completion)]),
@@ -161,10 +234,18 @@ class Client:
         self._c = handle
         self._msg = _Message()
         self._done = _Completion()
+        self._view = None
 
     # -- lifetime
     def close(self):
+        """Closes the connection. A view still held ends without being taken
+        (its message fails back to its sender, as in C and C++); BufferError,
+        and the client stays open, while a memoryview made from its payload
+        is alive."""
         if getattr(self, "_c", None):
+            if self._view is not None:
+                self._view._end()
+                self._view = None
             _lib.rdmamsg_close(self._c)
             self._c = None
 
@@ -259,6 +340,29 @@ class Client:
         if not _lib.rdmamsg_try_receive(self._handle(), ctypes.byref(self._msg)):
             return None
         return self._message()
+
+    def receive_view(self, timeout=None):
+        """The next message without copying its payload: a MessageView whose
+        payload is a memoryview of the client's buffer, valid until
+        view.release() or the end of a `with view:` block; None if none came
+        in time. The message counts as taken
+        — its sender is confirmed — at the release, not before."""
+        rc = _lib.rdmamsg_receive_view(self._handle(), ctypes.byref(self._msg), _ms(timeout))
+        if rc == 5:
+            return None
+        self._check(rc)
+        self._view = MessageView(self, self._msg)
+        return self._view
+
+    def try_receive_view(self):
+        if not _lib.rdmamsg_try_receive_view(self._handle(), ctypes.byref(self._msg)):
+            return None
+        self._view = MessageView(self, self._msg)
+        return self._view
+
+    def _release_view(self, view):
+        self._view = None
+        self._check(_lib.rdmamsg_release_view(self._handle()))
 
     def _message(self):
         m = self._msg

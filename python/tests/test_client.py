@@ -165,6 +165,65 @@ class Mesh(unittest.TestCase):
             self.assertEqual(ok, accepted)
             self.assertEqual(sender.in_flight, 0)
 
+    def test_receive_view_reads_in_place_and_confirms_at_release(self):
+        """receive_view() hands out a read-only memoryview of the client's
+        buffer (no copy), confirmed to the sender only at its release; a
+        released view cannot be read, released twice, or outlived by a slice."""
+        payloads = [bytes([i % 251]) * (1 + i * 7919 % 700000) for i in range(40)]
+        with rdmamsg.Client(self.socket("beta")) as listener, \
+                rdmamsg.Client(self.socket("alpha")) as sender:
+            listener.register("inbox")
+            first = sender.send("beta", "inbox", payloads[0])
+            sender.flush()
+            v = listener.receive_view(timeout=10)
+            self.assertIsInstance(v.payload, memoryview)
+            self.assertTrue(v.payload.readonly)
+            self.assertEqual(v.payload, payloads[0])
+            self.assertEqual((v.src_node, v.src_service, v.service), ("alpha", "", "inbox"))
+            # Held: not confirmed yet, and receiving again is refused.
+            self.assertIsNone(sender.wait_completion(timeout=0.3))
+            with self.assertRaises(rdmamsg.RdmamsgError) as e:
+                listener.receive(timeout=0)
+            self.assertEqual(e.exception.name, "bad_request")
+            part = v.payload[:10]
+            with self.assertRaises(BufferError):
+                v.release()  # a slice of the payload is alive
+            del part
+            v.release()
+            with self.assertRaises(ValueError):
+                v.payload[0]
+            with self.assertRaises(rdmamsg.RdmamsgError):
+                v.release()
+            done = sender.wait_completion(timeout=10)
+            self.assertEqual((done.msg_id, done.ok), (first, True))
+
+            # A few at a time: this thread drives both clients.
+            for start in range(1, len(payloads), 3):
+                batch = payloads[start:start + 3]
+                for p in batch:
+                    sender.send("beta", "inbox", p)
+                sender.flush()
+                for i, p in enumerate(batch, start):
+                    v = listener.receive_view(timeout=10)
+                    self.assertIsNotNone(v, i)
+                    with v:
+                        self.assertEqual(v.payload, p, i)
+                    self.assertTrue(v.released)
+                for _ in batch:
+                    self.assertTrue(sender.wait_completion(timeout=10).ok)
+            self.assertIsNone(listener.receive_view(timeout=0))
+
+            # close() ends a view still held, not taken: its memoryview is
+            # unusable and its message fails back to the sender.
+            sender.send("beta", "inbox", b"last")
+            sender.flush()
+            held = listener.receive_view(timeout=10)
+            listener.close()
+            self.assertTrue(held.released)
+            with self.assertRaises(ValueError):
+                bytes(held.payload)
+            self.assertFalse(sender.wait_completion(timeout=10).ok)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -6,6 +6,8 @@
 //   uint64_t id = *client->send("nodeB", "billing", bytes);   // pipelined, no round trip
 //   rdmamsg::Completion c; client->waitCompletion(c, 5s);     // ack or error for an id
 //   rdmamsg::Message m; client->receive(m, 1s);               // reuses m's buffers
+//   rdmamsg::MessageView v; client->receiveView(v, 1s);       // no copy: read in place,
+//   use(v.payload); client->release(v);                       // confirmed at release
 //
 // Sends are buffered and written in batches (when the buffer passes a
 // threshold, or on flush(), or while waiting for anything); the daemon
@@ -51,8 +53,29 @@ struct Message {
   }
 };
 
+// A received message read in place (receiveView()): the names and the
+// payload point into the client's own memory, nothing is copied out. It is
+// valid until release(view) — or until its Client is destroyed, whichever
+// comes first; a Client holds at most one view at a time. `inPlace` says
+// whether the payload lies in the bytes the client read from its daemon
+// (false: a private copy, for a message the library had already read into
+// its queue; no difference to the caller).
+struct MessageView {
+  std::string_view srcNode;
+  std::string_view srcService;
+  std::string_view service;
+  std::span<const std::byte> payload;
+  bool inPlace = false;
+  uint64_t handle = 0;  // which view release() ends; 0 when it holds nothing
+
+  std::string_view text() const {
+    return {reinterpret_cast<const char*>(payload.data()), payload.size()};
+  }
+};
+
 // The outcome of one sent message: ok once the receiving application has
-// taken it (its receive() returned it), otherwise why it failed.
+// taken it (its receive() returned it, or it released its view), otherwise
+// why it failed.
 // Completions may come in any order, also for one destination.
 struct Completion {
   uint64_t msgId = 0;
@@ -131,6 +154,21 @@ class Client {
   // senders when the connection closes.
   void setConfirmOnReceive(bool on);
   Status confirmReceived();
+
+  // Zero-copy receive: like receive(), but the message is viewed where the
+  // library read it instead of copied into a Message. At most one view is
+  // held at a time: until release(), receive(), tryReceive(), receiveView()
+  // and tryReceiveView() refuse (bad_request; the try forms return false);
+  // everything else goes on (sending, completions, processIo(), close()),
+  // and what arrives meanwhile never moves the held view's bytes. A view
+  // counts as taken — its sender is confirmed — at release(), not when it
+  // is returned (with confirmOnReceive off, at the confirmReceived() after
+  // the release). release() of a view not held (released already) is
+  // bad_request; after close() it still ends the view (the message was not
+  // taken: it failed back to its sender).
+  Status receiveView(MessageView& out, std::chrono::milliseconds timeout);
+  bool tryReceiveView(MessageView& out);
+  Status release(MessageView& view);
 
   // Waits up to `timeout` for the next completion; timeout → Errc::timeout.
   Status waitCompletion(Completion& out, std::chrono::milliseconds timeout);

@@ -119,6 +119,21 @@ rdmamsg_errc rdmamsg_flush(rdmamsg_client* c, int timeout_ms);
 rdmamsg_errc rdmamsg_receive(rdmamsg_client* c, rdmamsg_message* out, int timeout_ms);
 /* 1 and *out set when a message was waiting, else 0. */
 int rdmamsg_try_receive(rdmamsg_client* c, rdmamsg_message* out);
+/* Zero-copy receive: as rdmamsg_receive(), but out->payload points into
+ * the client's own input buffer instead of a copy; the view (payload and
+ * names) is valid until rdmamsg_release_view(c) or rdmamsg_close(c). One
+ * view at a time: until it is released, rdmamsg_receive(),
+ * rdmamsg_receive_view() (RDMAMSG_BAD_REQUEST) and their try forms (0)
+ * refuse; sending, completions and rdmamsg_process_io() go on and never
+ * move the viewed bytes. The message counts as taken, and its sender is
+ * confirmed, at rdmamsg_release_view(); one still held at rdmamsg_close()
+ * fails back to its sender. */
+rdmamsg_errc rdmamsg_receive_view(rdmamsg_client* c, rdmamsg_message* out, int timeout_ms);
+/* 1 and *out set when a message was waiting, else 0. */
+int rdmamsg_try_receive_view(rdmamsg_client* c, rdmamsg_message* out);
+/* Ends the view: the message is taken. RDMAMSG_BAD_REQUEST when no view is
+ * held (released already). */
+rdmamsg_errc rdmamsg_release_view(rdmamsg_client* c);
 /* With on = 0, messages returned count as taken (their senders confirmed)
  * only at the next rdmamsg_confirm_received(), which covers every message
  * returned so far: for applications that hand messages on first. */

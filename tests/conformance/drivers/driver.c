@@ -269,15 +269,27 @@ static void do_fill(rdmamsg_client* c, char** a) {
   free(accepted.s);
 }
 
+/* RDMAMSG_DRIVER_VIEWS=1: messages are received as views
+ * (rdmamsg_receive_view), each released once it was printed. */
+static int use_views;
+
+/* Receives one message and prints it. */
+static rdmamsg_errc receive_and_say(rdmamsg_client* c, int timeout_ms) {
+  rdmamsg_message m;
+  rdmamsg_errc rc =
+      use_views ? rdmamsg_receive_view(c, &m, timeout_ms) : rdmamsg_receive(c, &m, timeout_ms);
+  if (rc != RDMAMSG_OK) return rc;
+  say_msg(&m);
+  return use_views ? rdmamsg_release_view(c) : RDMAMSG_OK;
+}
+
 static void do_take(rdmamsg_client* c, char** a) {
   long max = strtol(a[0], NULL, 10), n = 0;
   int idle = (int)strtol(a[1], NULL, 10);
-  rdmamsg_message m;
   rdmamsg_errc rc = RDMAMSG_OK;
   while (n < max) {
-    rc = rdmamsg_receive(c, &m, idle);
+    rc = receive_and_say(c, idle);
     if (rc != RDMAMSG_OK) break;
-    say_msg(&m);
     ++n;
   }
   puts_("end ");
@@ -339,10 +351,9 @@ static void run(char* name, char* verb, char** a, int argc) {
   } else if (strcmp(verb, "flush") == 0) {
     say_ok_or(c, rdmamsg_flush(c, FLUSH_MS));
   } else if (strcmp(verb, "recv") == 0) {
-    rdmamsg_message m;
-    rc = rdmamsg_receive(c, &m, (int)strtol(a[0], NULL, 10));
+    rc = receive_and_say(c, (int)strtol(a[0], NULL, 10));
     if (rc == RDMAMSG_OK)
-      say_msg(&m);
+      ; /* said */
     else if (rc == RDMAMSG_TIMEOUT)
       say("timeout");
     else
@@ -379,6 +390,8 @@ int main(void) {
   char* text = NULL;
   size_t cap = 0;
   int i;
+  const char* views = getenv("RDMAMSG_DRIVER_VIEWS");
+  use_views = views != NULL && strcmp(views, "1") == 0;
   while (getline(&text, &cap, stdin) > 0) {
     char* words[MAX_ARGS + 2];
     static char empty[] = "~";

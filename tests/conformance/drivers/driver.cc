@@ -5,10 +5,12 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -57,7 +59,7 @@ std::vector<std::byte> fromHex(const std::string& hex) {
     out.push_back(static_cast<std::byte>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
-std::string toHex(const std::vector<std::byte>& bytes) {
+std::string toHex(std::span<const std::byte> bytes) {
   static const char* digits = "0123456789abcdef";
   if (bytes.empty()) return "~";
   std::string s;
@@ -82,6 +84,26 @@ std::string msg(const Message& m) {
   return "msg " + field(m.srcNode) + " " + field(m.srcService) + " " + field(m.service) + " " +
          toHex(m.payload);
 }
+// RDMAMSG_DRIVER_VIEWS=1: messages are received as views
+// (Client::receiveView), each released once its line is made.
+bool useViews = false;
+
+// Receives one message into the line that says it.
+Status receiveLine(Client& c, milliseconds timeout, std::string& said) {
+  if (!useViews) {
+    Message m;
+    Status st = c.receive(m, timeout);
+    if (st.ok()) said = msg(m);
+    return st;
+  }
+  rdmamsg::MessageView v;
+  Status st = c.receiveView(v, timeout);
+  if (!st.ok()) return st;
+  said = "msg " + field(std::string(v.srcNode)) + " " + field(std::string(v.srcService)) + " " +
+         field(std::string(v.service)) + " " + toHex(v.payload);
+  return c.release(v);
+}
+
 std::string ids(const std::vector<uint64_t>& v) {
   if (v.empty()) return "~";
   std::string s;
@@ -137,12 +159,12 @@ void take(Client& c, const std::vector<std::string>& a) {
   const long max = std::stol(a.at(0));
   const milliseconds idle(std::stol(a.at(1)));
   long n = 0;
-  Message m;
+  std::string said;
   while (n < max) {
-    Status st = c.receive(m, idle);
+    Status st = receiveLine(c, idle, said);
     if (st.code() == Errc::timeout) break;
     if (!st.ok()) return line("end " + std::to_string(n) + " " + error(st).substr(6));
-    line(msg(m));
+    line(said);
     ++n;
   }
   line("end " + std::to_string(n));
@@ -193,10 +215,10 @@ void run(const std::string& name, const std::string& verb, const std::vector<std
     return line(st.ok() ? "ok" : error(st));
   }
   if (verb == "recv") {
-    Message m;
-    Status st = c.receive(m, milliseconds(std::stol(a.at(0))));
+    std::string said;
+    Status st = receiveLine(c, milliseconds(std::stol(a.at(0))), said);
     if (st.code() == Errc::timeout) return line("timeout");
-    return line(st.ok() ? msg(m) : error(st));
+    return line(st.ok() ? said : error(st));
   }
   if (verb == "take") return take(c, a);
   if (verb == "completion") {
@@ -221,6 +243,8 @@ void run(const std::string& name, const std::string& verb, const std::vector<std
 }  // namespace
 
 int main() {
+  const char* views = std::getenv("RDMAMSG_DRIVER_VIEWS");
+  useViews = views != nullptr && std::string_view(views) == "1";
   std::string text;
   while (std::getline(std::cin, text)) {
     std::istringstream in(text);

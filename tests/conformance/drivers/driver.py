@@ -1,6 +1,7 @@
 """The conformance driver for the Python binding (rdmamsg, ctypes over the
 C API): reads commands on stdin, one per line, and answers each on stdout as
 tests/conformance/README.md describes."""
+import os
 import sys
 import time
 
@@ -94,13 +95,13 @@ def run(name, verb, a):
         c.flush(FLUSH_SECONDS)
         return say("ok")
     if verb == "recv":
-        m = c.receive(int(a[0]) / 1000)
+        m = receive(c, int(a[0]) / 1000)
         return say("timeout" if m is None else msg(m))
     if verb == "take":
         n = 0
         try:
             while n < int(a[0]):
-                m = c.receive(int(a[1]) / 1000)
+                m = receive(c, int(a[1]) / 1000)
                 if m is None:
                     break
                 say(msg(m))
@@ -136,6 +137,21 @@ def run(name, verb, a):
         clients.pop(name).close()
         return say("ok")
     say("error driver unknown command " + verb)
+
+
+# RDMAMSG_DRIVER_VIEWS=1: messages are received as views (receive_view),
+# each released once its payload was read.
+USE_VIEWS = os.environ.get("RDMAMSG_DRIVER_VIEWS") == "1"
+
+
+def receive(c, timeout):
+    if not USE_VIEWS:
+        return c.receive(timeout)
+    v = c.receive_view(timeout)
+    if v is None:
+        return None
+    with v:
+        return rdmamsg.Message(v.src_node, v.src_service, v.service, bytes(v.payload))
 
 
 def main():
