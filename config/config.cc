@@ -38,6 +38,7 @@ std::vector<Setting> settings(const Config& config) {
       {"socket_mode", mode},
       {"socket_group", config.socketGroup.value_or("-")},
       {"local_policy", describe(config.localPolicy)},
+      {"shared_memory", config.sharedMemory ? "true" : "false"},
       {"peers", std::to_string(config.peers.size()) + "[" + peers + "]"},
       {"secret_file", secretText(config.secret)},
       {"previous_secret_file", secretText(config.previousSecret)},

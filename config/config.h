@@ -78,6 +78,9 @@ struct Config {
   // Who may connect, register and send (local_policy.h); unset: anyone who can
   // open the socket may do anything.
   std::optional<LocalPolicy> localPolicy;
+  // Clients may move their frames to shared-memory rings (docs/protocol.md,
+  // "Shared memory"); false: every client stays on the socket.
+  bool sharedMemory = true;
   std::vector<Peer> peers;  // the other daemons, in file order
   // This node's own `peers` entry, when it has one: where the others dial it
   // and where they expect its connections to come from. Connections to peers

@@ -139,6 +139,7 @@ void readLocalSocket(const FieldMap& top, Config& config) {
   if (auto path = top.parsed("socket", parseSocketPath)) config.socket = *path;
   if (auto mode = top.parsed("socket_mode", parseSocketMode)) config.socketMode = *mode;
   if (!top.isNull("socket_group")) config.socketGroup = top.parsed("socket_group", parseGroup);
+  if (auto on = top.parsed("shared_memory", parseBool)) config.sharedMemory = *on;
 }
 
 void readSecrets(const FieldMap& top, Config& config) {

@@ -33,6 +33,7 @@ local::LocalServerConfig localConfig(const config::Config& c) {
   // systemd socket activation: use the socket it passes, if any.
   if (sd_listen_fds(0) >= 1) l.listener.inheritedFd = SD_LISTEN_FDS_START;
   l.policy = c.localPolicy;
+  l.sharedMemory = c.sharedMemory;
   l.nodeName = c.node;
   l.maxMessageSize = static_cast<uint32_t>(c.maxMessageSize);
   size_t frame = c.maxMessageSize + 4096;
@@ -180,6 +181,7 @@ void Daemon::applyReload(const config::LoadResult& loaded) {
         "reload: local_policy: {} client(s) closed: the new policy does not allow what "
         "they held",
         closed);
+  server_->setSharedMemory(config_.sharedMemory);  // for clients that connect from now on
   mesh_->applyPeers(plan.readdressed);
   mesh_->wakeAll();  // limits may have risen: held-back work goes on
   configState_.generation++;

@@ -65,7 +65,8 @@ struct LocalServerConfig {
   // Who may connect, register and send (config/local_policy.h); unset: anyone
   // who can open the socket may do anything. Replaced by setPolicy().
   std::optional<config::LocalPolicy> policy;
-  // Whether clients may move their frames to shared-memory rings (SHM_OFFER).
+  // Whether clients may move their frames to shared-memory rings (SHM_OFFER);
+  // replaced by setSharedMemory().
   bool sharedMemory = true;
 };
 
@@ -134,6 +135,9 @@ class LocalServer {
   // permission_denied error naming the rule. Returns how many were closed.
   size_t setPolicy(std::optional<config::LocalPolicy> policy);
   const PolicyCounters& policyCounters() const { return policyCounters_; }
+  // Whether SHM_OFFERs are accepted from now on (a reload); clients already
+  // on shared memory keep it.
+  void setSharedMemory(bool on) { config_.sharedMemory = on; }
 
   // --- sessions --------------------------------------------------------------
   // Sends ERROR(reason) if not ok, flushes what the socket takes, closes.
