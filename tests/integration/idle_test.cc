@@ -1,0 +1,174 @@
+// Integration: idle strategies (sleep, adaptive, busy) of the clients and of
+// the daemon — messages flow with every pairing, a spinning client still
+// honours its timeouts, and the wake-up rule holds: a side that spins is
+// never rung, a side that sleeps always wakes.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <stdlib.h>
+
+#include <thread>
+
+#include "harness.h"
+#include "rdmamsg/client.h"
+#include "tests/support/wait.h"
+
+namespace rdmamsg::itest {
+namespace {
+
+Result<Client> connectWith(const std::string& socket, IdleStrategy s) {
+  ConnectOptions o;
+  o.idleStrategy = s;
+  return Client::connect(socket, o);
+}
+
+// The daemon's doorbell rings so far, asked by a busy client (which is
+// never rung itself, so asking costs none).
+uint64_t doorbellRings(const std::string& socket) {
+  auto c = connectWith(socket, IdleStrategy::busy);
+  if (!c.ok()) return UINT64_MAX;
+  Result<std::string> text = c->status(5s);
+  if (!text.ok()) return UINT64_MAX;
+  return Json::parse(*text)["loop"].value("doorbell_rings", UINT64_MAX);
+}
+
+// `count` messages from a client with strategy `send` to one with `receive`
+// through `node`'s daemon: all arrive, in order, and are confirmed.
+void exchange(const std::string& node, const std::string& socket, IdleStrategy send,
+              IdleStrategy receive, int count = 2000) {
+  auto listener = connectWith(socket, receive);
+  auto sender = connectWith(socket, send);
+  ASSERT_TRUE(listener.ok() && sender.ok());
+  ASSERT_TRUE(listener->usesSharedMemory() && sender->usesSharedMemory());
+  ASSERT_TRUE(listener->registerService("sink").ok());
+  std::thread receiving([&] {
+    Message m;
+    for (int i = 0; i < count; ++i) {
+      ASSERT_TRUE(listener->receive(m, 10s).ok()) << i;
+      ASSERT_EQ(m.text(), std::to_string(i));
+    }
+  });
+  for (int i = 0; i < count; ++i)
+    ASSERT_TRUE(sender->send(node, "sink", std::to_string(i)).ok());
+  ASSERT_TRUE(sender->flush(10s).ok());
+  Completion done;
+  for (int i = 0; i < count; ++i) {
+    ASSERT_TRUE(sender->waitCompletion(done, 10s).ok()) << i;
+    EXPECT_TRUE(done.status.ok()) << done.status.toString();
+  }
+  receiving.join();
+}
+
+TEST(IdleStrategy, ParsesItsNames) {
+  for (IdleStrategy s : {IdleStrategy::sleep, IdleStrategy::adaptive, IdleStrategy::busy})
+    EXPECT_EQ(parseIdleStrategy(toString(s)), s);
+  EXPECT_EQ(parseIdleStrategy("spin"), std::nullopt);
+}
+
+TEST(IdleStrategy, BusyClientsWithASleepingDaemonAreNeverRung) {
+  Cluster c({"alpha"});
+  ASSERT_TRUE(c.start());
+  const uint64_t before = doorbellRings(c.socket("alpha"));
+  exchange("alpha", c.socket("alpha"), IdleStrategy::busy, IdleStrategy::busy);
+  EXPECT_EQ(doorbellRings(c.socket("alpha")), before)
+      << "the daemon rang a client that never slept";
+}
+
+TEST(IdleStrategy, AdaptiveAndSleepingClientsAreRungWhenTheySleep) {
+  Cluster c({"alpha"});
+  ASSERT_TRUE(c.start());
+  const uint64_t before = doorbellRings(c.socket("alpha"));
+  exchange("alpha", c.socket("alpha"), IdleStrategy::adaptive, IdleStrategy::adaptive);
+  // The listener waits longer than the spin while the sender connects.
+  const uint64_t afterAdaptive = doorbellRings(c.socket("alpha"));
+  EXPECT_GT(afterAdaptive, before);
+  exchange("alpha", c.socket("alpha"), IdleStrategy::sleep, IdleStrategy::sleep, 200);
+  EXPECT_GT(doorbellRings(c.socket("alpha")), afterAdaptive);
+}
+
+TEST(IdleStrategy, ABusyWaitHonoursItsTimeout) {
+  Cluster c({"alpha"});
+  ASSERT_TRUE(c.start());
+  auto client = connectWith(c.socket("alpha"), IdleStrategy::busy);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client->registerService("quiet").ok());
+  Message m;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(client->receive(m, 300ms).code(), Errc::timeout);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, 300ms);
+  EXPECT_LT(waited, 5s);
+  Completion done;
+  EXPECT_EQ(client->waitCompletion(done, 0ms).code(), Errc::timeout);
+  // A message that is never taken is not confirmed: the wait times out too.
+  ASSERT_TRUE(client->send("alpha", "quiet", "x").ok());
+  EXPECT_EQ(client->waitCompletion(done, 200ms).code(), Errc::timeout);
+  ASSERT_TRUE(client->receive(m, 5s).ok());
+  EXPECT_EQ(m.text(), "x");
+  ASSERT_TRUE(client->waitCompletion(done, 5s).ok());
+  EXPECT_TRUE(done.status.ok());
+}
+
+// A spinning client in its own event loop: processIo() leaves the daemon
+// unasked to ring; prepareToPoll() asks, and poll(fd()) then wakes.
+TEST(IdleStrategy, ABusyClientPollsItsFdAfterPrepareToPoll) {
+  Cluster c({"alpha"});
+  ASSERT_TRUE(c.start());
+  auto listener = connectWith(c.socket("alpha"), IdleStrategy::busy);
+  auto sender = connectWith(c.socket("alpha"), IdleStrategy::sleep);
+  ASSERT_TRUE(listener.ok() && sender.ok());
+  ASSERT_TRUE(listener->registerService("loop").ok());
+  ASSERT_TRUE(listener->processIo().ok());
+  ASSERT_TRUE(listener->prepareToPoll());
+  ASSERT_TRUE(sender->send("alpha", "loop", "wake").ok());
+  ASSERT_TRUE(sender->flush(5s).ok());
+  pollfd p{listener->fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1) << "not rung after prepareToPoll";
+  Message m;
+  ASSERT_TRUE(test::waitFor([&] { return listener->tryReceive(m); }, 5s));
+  EXPECT_EQ(m.text(), "wake");
+}
+
+TEST(IdleStrategy, TheEnvironmentSetsItAndABadValueIsRefused) {
+  Cluster c({"alpha"});
+  ASSERT_TRUE(c.start());
+  ::setenv("RDMAMSG_IDLE", "busy", 1);
+  auto busy = Client::connect(c.socket("alpha"));
+  ::setenv("RDMAMSG_IDLE", "spin", 1);
+  auto bad = Client::connect(c.socket("alpha"));
+  ::unsetenv("RDMAMSG_IDLE");
+  ASSERT_TRUE(busy.ok());
+  EXPECT_EQ(busy->idleStrategy(), IdleStrategy::busy);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Errc::bad_request);
+  EXPECT_NE(bad.status().message().find("RDMAMSG_IDLE=spin"), std::string::npos);
+}
+
+TEST(IdleStrategy, TheCliTakesTheStrategyForSendAndListen) {
+  Cluster c({"alpha"});
+  ASSERT_TRUE(c.start());
+  Process listen;
+  Process::Options o;
+  o.argv = {cliBinary(), "--socket", c.socket("alpha"), "listen", "cli",
+            "-n",        "3",        "--idle-strategy", "busy"};
+  o.stdoutPath = c.dir().file("listen.out");
+  ASSERT_TRUE(listen.start(o));
+  ASSERT_TRUE(test::waitFor(
+      [&] {
+        auto s = statusOf(c.socket("alpha"));
+        return s && hasService(*s, "cli");
+      },
+      10s));
+  CliResult sent = runCli(
+      c.dir(), {"--socket", c.socket("alpha"), "send", "alpha/cli", "--idle-strategy", "adaptive"},
+      "one\ntwo\nthree\n");
+  EXPECT_EQ(sent.code, 0) << sent.err;
+  EXPECT_EQ(listen.wait(10s), 0);
+  EXPECT_EQ(readFile(o.stdoutPath), "one\ntwo\nthree\n");
+  CliResult bad = runCli(c.dir(), {"--socket", c.socket("alpha"), "send", "alpha/cli", "x",
+                                   "--idle-strategy", "spin"});
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--idle-strategy"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace rdmamsg::itest
