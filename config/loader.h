@@ -13,7 +13,7 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 30> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 31> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
@@ -21,6 +21,7 @@ inline constexpr std::array<std::string_view, 30> kTopLevelKeys = {
     "socket_group",
     "local_policy",
     "shared_memory",
+    "idle_strategy",
     "peers",
     "secret_file",
     "previous_secret_file",

@@ -281,6 +281,8 @@ status::Snapshot Router::snapshot() const {
   s.logDropped = logging::dropped();
   s.logSuppressed = logging::suppressed();
   s.loop = loop::syscalls();
+  s.idle = loop::idleCounters();
+  s.idleStrategy = config::toString(config_.idleStrategy);
   s.rssBytes = residentBytes();
   s.heapAllocations = heapAllocations();
   return s;

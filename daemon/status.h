@@ -60,6 +60,8 @@ struct Snapshot {
   // The process.
   uint64_t logDropped = 0, logSuppressed = 0;
   loop::SyscallCounters loop;
+  loop::IdleCounters idle;
+  std::string idleStrategy;
   uint64_t rssBytes = 0, heapAllocations = 0;
 };
 

@@ -213,6 +213,12 @@ class LocalServer {
   uint64_t policyGeneration_ = 1;  // +1 at every setPolicy (sessions cache allowed sends)
   PolicyCounters policyCounters_;
   LogLimit policyLog_[3];  // refusals of connect, register, send
+  // Polls the shared-memory sessions' rings while the loop spins (loop/spin.h);
+  // made with the first such session.
+  std::unique_ptr<loop::Spinner> spinner_;
+  bool pollRings();
+  bool armRings();
+  void disarmRings();
   // Declared last: destroyed first, so no callback runs on a half-destroyed server.
   loop::Timer acceptRetry_;
   LogLimit acceptLog_, refuseLog_;  // repeated failures: bounded lines

@@ -1,5 +1,5 @@
-// Tests of the keys of the local data path: shared_memory, its default, its
-// problems (at their line) and reloads.
+// Tests of the keys of the local data path and the loop: shared_memory and
+// idle_strategy, their defaults, their problems (at their line) and reloads.
 #include <gtest/gtest.h>
 
 #include "config/loader.h"
@@ -54,6 +54,42 @@ TEST(LocalPathTest, SharedMemoryChangesByAReload) {
   EXPECT_TRUE(plan.restartPending.empty());
   EXPECT_EQ(plan.changed, (std::vector<std::string>{"shared_memory: true -> false"}));
   EXPECT_FALSE(plan.next.sharedMemory);
+}
+
+TEST(LocalPathTest, IdleStrategyIsSleepByDefaultAndTakesItsThreeValues) {
+  const LoadResult result = load(kMinimal);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result.config().idleStrategy, IdleStrategy::kSleep);
+  EXPECT_NE(describe(result.config()).find(" idle_strategy=sleep "), std::string::npos);
+  for (auto [text, value] :
+       {std::pair{"sleep", IdleStrategy::kSleep}, std::pair{"adaptive", IdleStrategy::kAdaptive},
+        std::pair{"busy", IdleStrategy::kBusy}}) {
+    const LoadResult r = withLines(std::string("idle_strategy: ") + text + "\n");
+    ASSERT_TRUE(r.ok()) << text << ": " << testing::PrintToString(test::problemStrings(r));
+    EXPECT_EQ(r.config().idleStrategy, value) << text;
+    EXPECT_NE(describe(r.config()).find(std::string(" idle_strategy=") + text + " "),
+              std::string::npos);
+  }
+}
+
+TEST(LocalPathTest, ABadIdleStrategyIsRefusedAtItsLine) {
+  EXPECT_EQ(onlyProblem(withLines("shared_memory: true\nidle_strategy: spin\n")).toString(),
+            "test.yaml:7:16: idle_strategy: 'spin' is not sleep, adaptive or busy");
+  const ConfigProblem p = onlyProblem(withLines("idle_strategy:\n"));
+  EXPECT_EQ(p.line, 6);
+  EXPECT_EQ(p.message, "idle_strategy: has no value");
+}
+
+TEST(LocalPathTest, IdleStrategyWaitsForARestart) {
+  const Config running = load(kMinimal).config();
+  const LoadResult file = withLines("idle_strategy: busy\n");
+  ASSERT_TRUE(file.ok());
+  auto planned = planReload(running, file.config());
+  ASSERT_TRUE(std::holds_alternative<ReloadPlan>(planned));
+  const ReloadPlan& plan = std::get<ReloadPlan>(planned);
+  EXPECT_TRUE(plan.changed.empty());
+  EXPECT_EQ(plan.restartPending, (std::vector<std::string>{"idle_strategy: sleep -> busy"}));
+  EXPECT_EQ(plan.next.idleStrategy, IdleStrategy::kSleep);
 }
 
 }  // namespace

@@ -170,5 +170,107 @@ TEST(IdleStrategy, TheCliTakesTheStrategyForSendAndListen) {
   EXPECT_NE(bad.err.find("--idle-strategy"), std::string::npos) << bad.err;
 }
 
+Json statusJson(const std::string& socket) {
+  auto s = statusOf(socket);
+  return s ? *s : Json::object();
+}
+
+// A daemon that spins still serves everything: clients of either path and
+// strategy, the mesh (rdma_cm events, completions, heartbeat timers).
+void expectServesEverything(const std::string& strategy) {
+  MeshOptions o;
+  o.extra = "idle_strategy: " + strategy + "\n";
+  Cluster c({"alpha", "beta"}, o);
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.waitFullMesh(10s));
+  EXPECT_EQ(statusJson(c.socket("alpha"))["loop"].value("idle_strategy", ""), strategy);
+  exchange("alpha", c.socket("alpha"), IdleStrategy::sleep, IdleStrategy::sleep, 500);
+  exchange("alpha", c.socket("alpha"), IdleStrategy::busy, IdleStrategy::adaptive, 500);
+  // Across the mesh, and over the socket.
+  ConnectOptions onSocket;
+  onSocket.sharedMemory = false;
+  auto listener = Client::connect(c.socket("beta"), onSocket);
+  auto sender = Client::connect(c.socket("alpha"), onSocket);
+  ASSERT_TRUE(listener.ok() && sender.ok());
+  EXPECT_FALSE(listener->usesSharedMemory());
+  ASSERT_TRUE(listener->registerService("far").ok());
+  ASSERT_TRUE(sender->send("beta", "far", "over the mesh").ok());
+  ASSERT_TRUE(sender->flush(5s).ok());
+  Message m;
+  ASSERT_TRUE(listener->receive(m, 10s).ok());
+  EXPECT_EQ(m.text(), "over the mesh");
+  Completion done;
+  ASSERT_TRUE(sender->waitCompletion(done, 10s).ok());
+  EXPECT_TRUE(done.status.ok()) << done.status.toString();
+  // Timers fire: heartbeats go out while the link is idle, and the peers
+  // stay connected through several heartbeat timeouts (1 s).
+  const auto heartbeats = [&] {
+    const Json st = statusJson(c.socket("alpha"));
+    const Json* p = peerEntry(st, "beta");
+    return p != nullptr ? p->value("heartbeats_sent", uint64_t{0}) : uint64_t{0};
+  };
+  const uint64_t beats = heartbeats();
+  EXPECT_TRUE(test::waitFor([&] { return heartbeats() >= beats + 5; }, 10s));
+  const Json s = statusJson(c.socket("alpha"));
+  const Json* beta = peerEntry(s, "beta");
+  ASSERT_NE(beta, nullptr);
+  EXPECT_EQ(beta->value("connects", 0), 1) << s.dump(2);
+  EXPECT_GT(s["loop"].value("spins", uint64_t{0}), 0u);
+}
+
+TEST(IdleStrategy, ABusyDaemonServesEveryClientThePeersAndTheTimers) {
+  expectServesEverything("busy");
+}
+
+TEST(IdleStrategy, AnAdaptiveDaemonServesEveryClientThePeersAndTheTimers) {
+  expectServesEverything("adaptive");
+}
+
+// While the daemon spins it never asks a client to ring it: a client that
+// sleeps costs its daemon no doorbell read, and rings it never.
+TEST(IdleStrategy, ABusyDaemonIsNeverRung) {
+  MeshOptions o;
+  o.extra = "idle_strategy: busy\n";
+  Cluster c({"alpha"}, o);
+  ASSERT_TRUE(c.start());
+  const Json before = statusJson(c.socket("alpha"))["loop"];
+  exchange("alpha", c.socket("alpha"), IdleStrategy::sleep, IdleStrategy::sleep);
+  const Json after = statusJson(c.socket("alpha"))["loop"];
+  EXPECT_EQ(after.value("doorbell_reads", 0), before.value("doorbell_reads", 0)) << after.dump();
+  EXPECT_EQ(after.value("sleeps", 0), 0) << after.dump();
+  EXPECT_GT(after.value("spins", 0), before.value("spins", 0));
+}
+
+// An adaptive daemon sleeps when idle, and every client's message still
+// wakes it: round trips with pauses longer than its spin between them.
+TEST(IdleStrategy, AnAdaptiveDaemonSleepsAndIsWokenByEveryStrategy) {
+  MeshOptions o;
+  o.extra = "idle_strategy: adaptive\n";
+  Cluster c({"alpha"}, o);
+  ASSERT_TRUE(c.start());
+  for (IdleStrategy s : {IdleStrategy::sleep, IdleStrategy::adaptive, IdleStrategy::busy}) {
+    auto listener = connectWith(c.socket("alpha"), s);
+    auto sender = connectWith(c.socket("alpha"), s);
+    ASSERT_TRUE(listener.ok() && sender.ok());
+    const std::string service = std::string("nap-") + toString(s);
+    ASSERT_TRUE(listener->registerService(service).ok());
+    for (int i = 0; i < 20; ++i) {
+      // Idle until the daemon slept again (its count of sleeps grows).
+      const uint64_t sleeps = statusJson(c.socket("alpha"))["loop"].value("sleeps", uint64_t{0});
+      ASSERT_TRUE(test::waitFor(
+          [&] {
+            return statusJson(c.socket("alpha"))["loop"].value("sleeps", uint64_t{0}) > sleeps;
+          },
+          5s));
+      ASSERT_TRUE(sender->send("alpha", service, "x").ok());
+      ASSERT_TRUE(sender->flush(5s).ok());
+      Message m;
+      ASSERT_TRUE(listener->receive(m, 5s).ok()) << toString(s) << " " << i;
+      Completion done;
+      ASSERT_TRUE(sender->waitCompletion(done, 5s).ok()) << toString(s) << " " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rdmamsg::itest
