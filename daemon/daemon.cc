@@ -25,9 +25,9 @@ uint64_t newIncarnation() {
   return v != 0 ? v : 1;
 }
 
-// How long `idle_strategy: adaptive` spins before the loop sleeps: of the
-// order of a local round trip when nobody sleeps, and of a sleep and wake-up
-// (docs/performance.md, "Idle strategies").
+// How long `idle_strategy: adaptive` spins before the loop sleeps: two
+// sleeps and wake-ups' worth (about 25 us each here: docs/performance.md,
+// "Idle strategies"), as the clients' kAdaptiveSpin.
 constexpr std::chrono::microseconds kAdaptiveSpin{50};
 
 loop::IdleStrategy loopStrategy(config::IdleStrategy s) {

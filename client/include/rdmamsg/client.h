@@ -75,8 +75,9 @@ enum class IdleStrategy : uint8_t {
   adaptive,  // spin on the rings for up to kAdaptiveSpin, then sleep
   busy,      // spin on the rings until the deadline, never sleep (a dedicated core)
 };
-// How long `adaptive` spins before it sleeps: a few doorbell wake-ups'
-// worth (docs/client-api.md, "Idle strategies").
+// How long `adaptive` spins before it sleeps: two doorbell wake-ups' worth
+// (about 25 us each on the development machine; docs/client-api.md, "Idle
+// strategies").
 inline constexpr std::chrono::microseconds kAdaptiveSpin{50};
 const char* toString(IdleStrategy s);
 // "sleep", "adaptive" or "busy"; nullopt for anything else.
