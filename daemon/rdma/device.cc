@@ -49,7 +49,7 @@ Status Device::create(loop::EventLoop& loop, int cqEntries) {
   io_ = std::make_unique<loop::IoEvent>(loop, channel_->fd, EV_READ | EV_PERSIST | EV_ET,
                                         [this](short) { onWakeup(); });
   spinner_ = std::make_unique<loop::Spinner>(
-      loop, loop::SpinHooks{[this] { return pollCompletions(); }, {}, {}});
+      loop, loop::SpinHooks{[this] { return !failed_ && pollCompletions(); }, {}, {}});
   if (setNonBlocking(context_->async_fd))
     asyncIo_ = std::make_unique<loop::IoEvent>(
         loop, context_->async_fd, EV_READ | EV_PERSIST | EV_ET, [this](short) { onAsyncEvents(); });
@@ -201,7 +201,6 @@ void Device::refillSharedQueue() {
 // (the CQ stays armed, so a completion it takes still leaves an event on
 // the channel, read at the loop's next libevent pass or sleep).
 bool Device::pollCompletions() {
-  if (failed_) return false;
   bool any = false;
   ibv_wc wcs[32];
   for (;;) {
