@@ -286,4 +286,31 @@ rdmamsg_errc rdmamsg_process_io(rdmamsg_client* c) {
   return guarded(c, [&] { return result(c, c->client.processIo()); });
 }
 
+int rdmamsg_prepare_to_poll(rdmamsg_client* c) {
+  return c->client.prepareToPoll() ? 1 : 0;
+}
+
+rdmamsg_errc rdmamsg_set_idle_strategy(rdmamsg_client* c, int strategy) {
+  using rdmamsg::IdleStrategy;
+  switch (strategy) {
+    case RDMAMSG_IDLE_SLEEP:
+      c->client.setIdleStrategy(IdleStrategy::sleep);
+      return RDMAMSG_OK;
+    case RDMAMSG_IDLE_ADAPTIVE:
+      c->client.setIdleStrategy(IdleStrategy::adaptive);
+      return RDMAMSG_OK;
+    case RDMAMSG_IDLE_BUSY:
+      c->client.setIdleStrategy(IdleStrategy::busy);
+      return RDMAMSG_OK;
+    default:
+      return result(c, Status(Errc::bad_request, "idle strategy " + std::to_string(strategy) +
+                                                     " is not RDMAMSG_IDLE_SLEEP, _ADAPTIVE or "
+                                                     "_BUSY"));
+  }
+}
+
+int rdmamsg_get_idle_strategy(const rdmamsg_client* c) {
+  return static_cast<int>(c->client.idleStrategy());
+}
+
 }  // extern "C"

@@ -28,9 +28,31 @@ using proto::FrameKind;
 constexpr size_t kWriteThreshold = 64 * 1024;  // send() writes once this much is queued
 constexpr size_t kWriteBlockLimit = 4u << 20;  // send() waits for the socket above this
 constexpr char kDefaultSocket[] = "/run/rdmamsg/rdmamsgd.sock";
+// A client that spins on the rings (adaptive, busy) looks at its socket this
+// often for a closing ERROR or its end (one recv(2)); a sleeping one polls it.
+constexpr auto kSocketLook = std::chrono::milliseconds(1);
+
+// One pause of a spin loop: tells the core this is a spin (less power, and
+// the other hyperthread gets the pipeline).
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 Status errnoStatus(Errc code, const std::string& what, int err) {
   return Status(code, what + ": " + std::strerror(err));
+}
+
+// ConnectOptions::idleStrategy, or RDMAMSG_IDLE when set.
+Result<IdleStrategy> idleStrategyFor(const ConnectOptions& opts) {
+  const char* env = std::getenv("RDMAMSG_IDLE");
+  if (env == nullptr || *env == '\0') return opts.idleStrategy;
+  if (std::optional<IdleStrategy> s = parseIdleStrategy(env)) return *s;
+  return Status(Errc::bad_request,
+                "RDMAMSG_IDLE=" + std::string(env) + " is not sleep, adaptive or busy");
 }
 
 bool sharedMemoryWanted(const ConnectOptions& opts) {
@@ -45,6 +67,24 @@ Status checkName(std::string_view kind, std::string_view name) {
 }
 
 }  // namespace
+
+const char* toString(IdleStrategy s) {
+  switch (s) {
+    case IdleStrategy::sleep:
+      return "sleep";
+    case IdleStrategy::adaptive:
+      return "adaptive";
+    case IdleStrategy::busy:
+      return "busy";
+  }
+  return "?";
+}
+
+std::optional<IdleStrategy> parseIdleStrategy(std::string_view text) {
+  for (IdleStrategy s : {IdleStrategy::sleep, IdleStrategy::adaptive, IdleStrategy::busy})
+    if (text == toString(s)) return s;
+  return std::nullopt;
+}
 
 // --- I/O ---------------------------------------------------------------------------
 
@@ -280,8 +320,9 @@ Status Client::Impl::waitFor(Done done, std::chrono::milliseconds timeout) {
   if (done()) return {};
   Status st = waitUntil(done, timeout);
   // It worked the rings: the application may poll fd() next, so the daemon
-  // must ring for what comes.
-  if (shmInUse && conn.ok() && !shm->armed()) settleRings();
+  // must ring for what comes — when it sleeps; a spinning client asks only
+  // before it sleeps (prepareToPoll()).
+  if (shmInUse && conn.ok() && !shm->armed()) settleIfSleeping();
   return st;
 }
 
@@ -303,6 +344,7 @@ Status Client::Impl::waitUntil(Done done, std::chrono::milliseconds timeout) {
     if (left <= 0) return Status(Errc::timeout, "no answer from rdmamsgd in time");
     const int ms = static_cast<int>(std::min<long long>(left, 1000));
     if (shmInUse) {
+      if (idle != IdleStrategy::sleep && spinOnRings(done, deadline)) continue;
       sleepOnRing(ms);
       continue;
     }
@@ -311,6 +353,35 @@ Status Client::Impl::waitUntil(Done done, std::chrono::milliseconds timeout) {
       lose(errnoStatus(Errc::io_error, "poll", errno));
     }
   }
+}
+
+template <typename Done>
+bool Client::Impl::spinOnRings(Done& done, Clock::time_point deadline) {
+  // Spinning, this client does not ask to be rung: a word armed earlier
+  // (processIo(), prepareToPoll()) is taken back first.
+  if (shm->armed()) {
+    if (Result<bool> rung = shm->disarm(); !rung) lose(rung.status());
+  }
+  const bool busy = idle == IdleStrategy::busy;
+  const Clock::time_point until =
+      busy ? deadline : std::min<Clock::time_point>(deadline, Clock::now() + kAdaptiveSpin);
+  for (;;) {
+    const ShmChannelCounters& c = shm->counters();
+    const uint64_t moved = c.recordsRead + c.recordsWritten;
+    writeRing();
+    readRing();
+    if (!conn.ok() || done() || c.recordsRead + c.recordsWritten != moved) return true;
+    const Clock::time_point now = Clock::now();
+    if (now >= until) return busy;  // busy: the caller sees the deadline
+    lookAtSocketNowAndThen(now);
+    cpuRelax();
+  }
+}
+
+void Client::Impl::lookAtSocketNowAndThen(Clock::time_point now) {
+  if (now < nextSocketLook) return;
+  nextSocketLook = now + kSocketLook;
+  readSocket(sockIn);
 }
 
 // Waits up to `ms` for the daemon's doorbell (records, or room it released)
@@ -345,7 +416,26 @@ void Client::Impl::pumpRings() {
     if (Status st = shm->resetDoorbell(); !st) return lose(st);
     readSocket(sockIn);
   }
-  settleRings();
+  if (idle != IdleStrategy::sleep) lookAtSocketNowAndThen(Clock::now());
+  settleIfSleeping();
+}
+
+// Before the application polls fd(): what is queued goes out, and the
+// daemon is asked to ring — unless records came meanwhile (then the word is
+// taken back: nobody sleeps).
+bool Client::Impl::prepareToPoll() {
+  if (!shmInUse || !conn.ok()) return true;
+  if (!inbox.empty() || !completions.empty()) return false;
+  if (shm->armed()) {
+    if (Result<bool> rung = shm->disarm(); !rung) lose(rung.status());
+  }
+  const uint64_t before = shm->counters().recordsRead;
+  writeRing();
+  readRing();
+  if (!conn.ok()) return false;
+  if (shm->counters().recordsRead == before && armForSleep()) return true;
+  if (Result<bool> rung = shm->disarm(); !rung) lose(rung.status());
+  return false;
 }
 
 // The rings are worked: leave the daemon told to ring when anything comes
@@ -424,6 +514,9 @@ Result<Client> Client::connect(std::string_view socketPath, const ConnectOptions
   }
   tv = {};
   ::setsockopt(impl->fd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  Result<IdleStrategy> idle = idleStrategyFor(opts);
+  if (!idle) return idle.status();
+  impl->idle = *idle;
   proto::encodeHello(impl->out, opts.clientName);
   Impl& im = *impl;
   if (sharedMemoryWanted(opts)) im.offerSharedMemory(opts);
@@ -452,6 +545,15 @@ int Client::fd() const {
 }
 bool Client::wantsWrite() const {
   return !impl_->shmInUse && !impl_->out.empty();  // room in a ring rings the doorbell
+}
+IdleStrategy Client::idleStrategy() const {
+  return impl_->idle;
+}
+void Client::setIdleStrategy(IdleStrategy s) {
+  impl_->idle = s;
+}
+bool Client::prepareToPoll() {
+  return impl_->prepareToPoll();
 }
 bool Client::usesSharedMemory() const {
   return impl_ && impl_->shmInUse;
@@ -534,13 +636,13 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
     readSome();
     if (!conn.ok()) return conn;
     outBlocked = out.size() >= kWriteThreshold;
-    if (outBlocked && shmInUse) settleRings();  // fd() wakes when room appears
+    if (outBlocked && shmInUse) settleIfSleeping();  // fd() wakes when room appears
     if (outBlocked)
       return Status(Errc::would_block,
                     std::to_string(out.size()) + " bytes are waiting for rdmamsgd to read them");
   }
   if (isHeld(node, service)) {
-    if (!mayWait && shmInUse) settleRings();  // fd() wakes for the RESUME
+    if (!mayWait && shmInUse) settleIfSleeping();  // fd() wakes for the RESUME
     if (!mayWait)
       return Status(Errc::would_block, "rdmamsgd holds " + std::string(node) + "/" +
                                            std::string(service) +
@@ -557,14 +659,14 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
     // sends more per RDMA post), but trySend's caller polls fd() next and
     // calls back: fd() is made readable once per batch, and the next
     // processIo()/tryReceive()/pollCompletion() writes the batch.
-    if (!batchWake) {
+    if (!batchWake && idle == IdleStrategy::sleep) {
       batchWake = true;
       if (Status st = shm->wakeSelf(); !st) lose(st);
     }
   } else if (out.size() >= kWriteThreshold) {
     writeSome();
     readSome();  // a HOLD is seen within 64 KiB, not once the socket is full
-    if (shmInUse && !mayWait) settleRings();
+    if (shmInUse && !mayWait) settleIfSleeping();
   }
   if (mayWait && out.size() >= kWriteBlockLimit) {
     Status st = waitFor([this] { return out.size() < kWriteThreshold; }, std::chrono::hours(24));

@@ -59,6 +59,9 @@ struct Client::Impl {
   bool shmOffered = false, shmDecided = false, shmInUse = false;
   ByteBuffer sockIn{4096};
   UniqueFd epfd;  // fd() with shared memory: the doorbell and the socket
+  IdleStrategy idle = IdleStrategy::sleep;
+  std::chrono::steady_clock::time_point
+      nextSocketLook{};  // spinning: when to look at the socket next
   detail::Ring<Message> inbox;
   // Completions not taken yet, in arrival order; an ACK range is one entry.
   struct Pending {
@@ -109,6 +112,19 @@ struct Client::Impl {
   }
   void pumpRings();
   void settleRings();
+  // settleRings() where the strategy sleeps; spinning ones leave the daemon
+  // unasked to ring (the application calls prepareToPoll() before it polls).
+  void settleIfSleeping() {
+    if (idle == IdleStrategy::sleep) settleRings();
+  }
+  bool prepareToPoll();
+  // Spinning: reads the socket once every kSocketLook (a closing ERROR, its end).
+  void lookAtSocketNowAndThen(std::chrono::steady_clock::time_point now);
+  // Adaptive and busy: moves frames without sleeping until done(), until
+  // something moved, or the spin ends (adaptive: kAdaptiveSpin; busy: the
+  // deadline). false when the spin ended with nothing to show: sleep.
+  template <typename Done>
+  bool spinOnRings(Done& done, std::chrono::steady_clock::time_point deadline);
   bool batchWake = false;  // fd() made readable for a batch trySend queued
   void reportConsumed();
   bool isHeld(std::string_view node, std::string_view service) const;

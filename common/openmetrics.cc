@@ -286,6 +286,13 @@ void loopFamilies(Exposition& e, const json& s) {
   e.family("rdmamsg_loop_wakeups", "counter", "Event loop iterations that handled events.");
   if (loop.contains("wakeups"))
     e.sample("rdmamsg_loop_wakeups", "_total", "", number(loop["wakeups"]));
+  e.family("rdmamsg_loop_spins", "counter",
+           "Passes of a spinning event loop over its rings and completion queues "
+           "(idle_strategy adaptive or busy).");
+  if (loop.contains("spins")) e.sample("rdmamsg_loop_spins", "_total", "", number(loop["spins"]));
+  e.family("rdmamsg_loop_sleeps", "counter", "Blocking waits of the event loop in epoll_wait.");
+  if (loop.contains("sleeps"))
+    e.sample("rdmamsg_loop_sleeps", "_total", "", number(loop["sleeps"]));
   e.family("rdmamsg_loop_syscalls", "counter", "System calls made by the event loop, by call.");
   for (const char* call : {"socket_reads", "socket_writes", "accepts", "cq_event_reads",
                            "cm_event_reads", "doorbell_rings", "doorbell_reads"})

@@ -121,6 +121,12 @@ class ShmChannel {
   // whether it was rung.
   [[nodiscard]] Result<bool> disarm();
   bool armed() const { return armedInput_ || armedRoom_; }
+  // For a side that polls instead of sleeping (an idle strategy that
+  // spins): whether records may be waiting, and whether room appeared since
+  // write() last found the ring full. Loads of the other side's index, no
+  // system call; read() and write() check what they find.
+  bool inputWaiting() const { return in_.hasNews(); }
+  bool roomReleased() const { return out_.roomReleased(); }
   // Resets the doorbell whatever is owed (one read(2)): for a side that was
   // woken and found nothing to do, so that a stray ring cannot keep
   // wakeFd() readable.

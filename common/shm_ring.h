@@ -171,6 +171,14 @@ class ShmRingProducer {
   // clears the answer.
   bool takeOwedWake() { return std::exchange(owedWake_, false); }
 
+  // Whether the consumer released room since reserve() last found the ring
+  // full (one load of its index, no check: a hint for a side that polls
+  // instead of sleeping; reserve() checks).
+  bool roomReleased() const {
+    return status_ &&
+           map_.word(shm_ring::kConsumerOffset).load(std::memory_order_acquire) != consumerSeen_;
+  }
+
   size_t maxPayload() const { return shm_ring::maxPayload(map_.capacity()); }
   // ok, or the protocol_error that killed the ring.
   const Status& status() const { return status_; }
@@ -219,6 +227,14 @@ class ShmRingConsumer {
   // After release() (once per batch): whether the producer waits for room;
   // true at most once per sleep: ring its doorbell.
   [[nodiscard]] bool needsWake();
+
+  // Whether a record may be waiting (one load of the producer index, no
+  // check: a hint for a side that polls instead of sleeping; peek() checks).
+  bool hasNews() const {
+    return status_ &&
+           (pending_ != 0 ||
+            map_.word(shm_ring::kProducerOffset).load(std::memory_order_acquire) != consumer_);
+  }
 
   // Bytes released so far (the consumer index).
   uint64_t position() const { return consumer_; }

@@ -66,6 +66,11 @@ const char* toString(ReceiveQueue q);
 enum class ConnectMode { kAlways, kOnDemand };
 const char* toString(ConnectMode mode);
 
+// How the daemon's loop spends idle time (`idle_strategy`, docs/architecture.md):
+// sleep at once, spin a while first, or spin for ever (a core of its own).
+enum class IdleStrategy { kSleep, kAdaptive, kBusy };
+const char* toString(IdleStrategy s);
+
 struct Config {
   std::string sourceFile;  // the file it was loaded from (or the name given for a string)
 
@@ -78,6 +83,11 @@ struct Config {
   // Who may connect, register and send (local_policy.h); unset: anyone who can
   // open the socket may do anything.
   std::optional<LocalPolicy> localPolicy;
+  // Clients may move their frames to shared-memory rings (docs/protocol.md,
+  // "Shared memory"); false: every client stays on the socket.
+  bool sharedMemory = true;
+  // What the event loop does when it has nothing to do.
+  IdleStrategy idleStrategy = IdleStrategy::kSleep;
   std::vector<Peer> peers;  // the other daemons, in file order
   // This node's own `peers` entry, when it has one: where the others dial it
   // and where they expect its connections to come from. Connections to peers

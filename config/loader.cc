@@ -98,6 +98,12 @@ void readDuration(const FieldMap& top, std::string_view key, milliseconds& out) 
   out = *value;
 }
 
+Parsed<IdleStrategy> parseIdleStrategy(std::string_view text) {
+  for (IdleStrategy s : {IdleStrategy::kSleep, IdleStrategy::kAdaptive, IdleStrategy::kBusy})
+    if (text == toString(s)) return Parsed<IdleStrategy>::ok(s);
+  return Parsed<IdleStrategy>::fail("'" + std::string(text) + "' is not sleep, adaptive or busy");
+}
+
 Parsed<ConnectMode> parseConnectMode(std::string_view text) {
   if (text == "always") return Parsed<ConnectMode>::ok(ConnectMode::kAlways);
   if (text == "on_demand") return Parsed<ConnectMode>::ok(ConnectMode::kOnDemand);
@@ -139,6 +145,8 @@ void readLocalSocket(const FieldMap& top, Config& config) {
   if (auto path = top.parsed("socket", parseSocketPath)) config.socket = *path;
   if (auto mode = top.parsed("socket_mode", parseSocketMode)) config.socketMode = *mode;
   if (!top.isNull("socket_group")) config.socketGroup = top.parsed("socket_group", parseGroup);
+  if (auto on = top.parsed("shared_memory", parseBool)) config.sharedMemory = *on;
+  if (auto s = top.parsed("idle_strategy", parseIdleStrategy)) config.idleStrategy = *s;
 }
 
 void readSecrets(const FieldMap& top, Config& config) {

@@ -13,13 +13,15 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 29> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 31> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
     "socket_mode",
     "socket_group",
     "local_policy",
+    "shared_memory",
+    "idle_strategy",
     "peers",
     "secret_file",
     "previous_secret_file",

@@ -7,8 +7,9 @@
 // - the timers, limits and log level are read where they are used, so the
 //   new values apply from the next use;
 // - keys fixed for the daemon's life (its name, addresses, socket, buffer
-//   geometry and flow window, which its peers learned in the handshake) keep
-//   their running value and are reported as waiting for a restart.
+//   geometry and flow window, which its peers learned in the handshake, and
+//   the loop's idle strategy) keep their running value and are reported as
+//   waiting for a restart.
 #pragma once
 
 #include <string>
@@ -32,7 +33,8 @@ inline constexpr std::string_view kRestartKeys[] = {"listen",
                                                     "receive_queue",
                                                     "shared_receive_buffers",
                                                     "send_buffers",
-                                                    "registered_memory_limit"};
+                                                    "registered_memory_limit",
+                                                    "idle_strategy"};
 
 struct ReloadPlan {
   Config next;  // what the daemon runs with: the file, with the restart keys kept

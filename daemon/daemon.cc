@@ -25,6 +25,23 @@ uint64_t newIncarnation() {
   return v != 0 ? v : 1;
 }
 
+// How long `idle_strategy: adaptive` spins before the loop sleeps: two
+// sleeps and wake-ups' worth (about 25 us each here: docs/performance.md,
+// "Idle strategies"), as the clients' kAdaptiveSpin.
+constexpr std::chrono::microseconds kAdaptiveSpin{50};
+
+loop::IdleStrategy loopStrategy(config::IdleStrategy s) {
+  switch (s) {
+    case config::IdleStrategy::kSleep:
+      return loop::IdleStrategy::sleep;
+    case config::IdleStrategy::kAdaptive:
+      return loop::IdleStrategy::adaptive;
+    case config::IdleStrategy::kBusy:
+      return loop::IdleStrategy::busy;
+  }
+  return loop::IdleStrategy::sleep;
+}
+
 local::LocalServerConfig localConfig(const config::Config& c) {
   local::LocalServerConfig l;
   l.listener.path = c.socket;
@@ -33,6 +50,7 @@ local::LocalServerConfig localConfig(const config::Config& c) {
   // systemd socket activation: use the socket it passes, if any.
   if (sd_listen_fds(0) >= 1) l.listener.inheritedFd = SD_LISTEN_FDS_START;
   l.policy = c.localPolicy;
+  l.sharedMemory = c.sharedMemory;
   l.nodeName = c.node;
   l.maxMessageSize = static_cast<uint32_t>(c.maxMessageSize);
   size_t frame = c.maxMessageSize + 4096;
@@ -53,6 +71,7 @@ Daemon::Daemon(config::Config cfg, CommandLine cmdline)
       incarnation_(newIncarnation()),
       router_(config_) {
   signal(SIGPIPE, SIG_IGN);
+  loop_.setIdleStrategy(loopStrategy(config_.idleStrategy), kAdaptiveSpin);
   mesh_ = std::make_unique<peer::Mesh>(loop_, config_, router_, incarnation_);
   server_ = std::make_unique<local::LocalServer>(loop_, localConfig(config_), router_);
   router_.attach(server_.get(), mesh_.get());
@@ -180,6 +199,7 @@ void Daemon::applyReload(const config::LoadResult& loaded) {
         "reload: local_policy: {} client(s) closed: the new policy does not allow what "
         "they held",
         closed);
+  server_->setSharedMemory(config_.sharedMemory);  // for clients that connect from now on
   mesh_->applyPeers(plan.readdressed);
   mesh_->wakeAll();  // limits may have risen: held-back work goes on
   configState_.generation++;

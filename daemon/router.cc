@@ -282,6 +282,8 @@ status::Snapshot Router::snapshot() const {
   s.logSuppressed = logging::suppressed();
   s.loop = loop::syscalls();
   s.copies = loop::copies();
+  s.idle = loop::idleCounters();
+  s.idleStrategy = config::toString(config_.idleStrategy);
   s.rssBytes = residentBytes();
   s.heapAllocations = heapAllocations();
   return s;

@@ -152,7 +152,11 @@ void processJson(const Snapshot& s, json& j) {
                {"cm_event_reads", sc.cmEventReads},
                {"doorbell_rings", sc.doorbellRings},
                {"doorbell_reads", sc.doorbellReads},
-               {"syscalls", sc.total()}};
+               {"syscalls", sc.total()},
+               {"idle_strategy", s.idleStrategy},
+               {"spins", s.idle.spins},
+               {"sleeps", s.idle.sleeps},
+               {"libevent_passes", s.idle.libeventPasses}};
   const loop::CopyCounters& cc = s.copies;
   j["copies"] = {{"client_in_bytes", cc.clientIn},
                  {"flow_queue_bytes", cc.flowQueue},

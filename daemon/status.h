@@ -61,6 +61,8 @@ struct Snapshot {
   uint64_t logDropped = 0, logSuppressed = 0;
   loop::SyscallCounters loop;
   loop::CopyCounters copies;
+  loop::IdleCounters idle;
+  std::string idleStrategy;
   uint64_t rssBytes = 0, heapAllocations = 0;
 };
 

@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "client/cli/bench.h"
+#include "client/cli/idle_wait.h"
 
 namespace rdmamsg::cli {
 namespace bench {
@@ -82,6 +83,7 @@ Status ThroughputRun::setUp() {
     opts.clientName = "rdmamsg-bench-sink";
     Result<Client> c = Client::connect(args_.peerSocket, opts);
     if (!c) return c.status();
+    applyIdleStrategy(*c, args_.idleStrategy);
     sink_.emplace(std::move(c).value());
     if (Status st = sink_->registerService(dest_.service); !st.ok()) return st;
   }
@@ -91,6 +93,7 @@ Status ThroughputRun::setUp() {
     opts.clientName = "rdmamsg-bench-" + std::to_string(i);
     Result<Client> c = Client::connect(args_.socket, opts);
     if (!c) return c.status();
+    applyIdleStrategy(*c, args_.idleStrategy);
     Sender& s = senders_.emplace_back(std::move(c).value());
     s.index = i;
     s.quota = total == kUnbounded ? kUnbounded
@@ -182,6 +185,8 @@ bool ThroughputRun::finished() const {
 
 Status ThroughputRun::loop() {
   std::vector<pollfd> fds(senders_.size() + 1);
+  std::vector<Client*> clients(senders_.size() + 1);
+  IdleWait idle(senders_.front().client.idleStrategy());
   start_ = lastAck_ = lastDelivery_ = Clock::now();
   const auto stallLimit = std::chrono::seconds(args_.timeoutSeconds);
   auto lastProgressAt = start_;
@@ -193,6 +198,7 @@ Status ThroughputRun::loop() {
     if (progress_ != lastProgress) {
       lastProgress = progress_;
       lastProgressAt = now;
+      idle.worked();
     } else if (now - lastProgressAt > stallLimit) {
       return Status(Errc::timeout, "no message delivered or acknowledged for " +
                                        std::to_string(args_.timeoutSeconds) + " s");
@@ -202,10 +208,12 @@ Status ThroughputRun::loop() {
       more = sendSome(senders_[i]) || more;
       fds[i] = {senders_[i].client.fd(),
                 static_cast<short>(POLLIN | (senders_[i].client.wantsWrite() ? POLLOUT : 0)), 0};
+      clients[i] = &senders_[i].client;
     }
+    clients.back() = sink_ ? &*sink_ : nullptr;
     fds.back() = {sink_ ? sink_->fd() : -1,
                   static_cast<short>(POLLIN | (sink_ && sink_->wantsWrite() ? POLLOUT : 0)), 0};
-    if (::poll(fds.data(), fds.size(), more ? 0 : 50) < 0 && errno != EINTR) {
+    if (idle.poll(fds, clients, more ? 0 : 50) < 0 && errno != EINTR) {
       return Status(Errc::io_error, "poll failed");
     }
     for (size_t i = 0; i < senders_.size(); ++i) {

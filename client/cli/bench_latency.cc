@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "client/cli/bench.h"
+#include "client/cli/idle_wait.h"
 
 namespace rdmamsg::cli::bench {
 namespace {
@@ -44,6 +45,7 @@ class LatencyRun {
   uint64_t acked_ = 0, failed_ = 0, sent_ = 0, stray_ = 0;
   Status failure_;
   Clock::time_point start_, end_;
+  std::optional<IdleWait> idle_;  // the measuring client's strategy, for both
 };
 
 Status LatencyRun::setUp() {
@@ -52,6 +54,7 @@ Status LatencyRun::setUp() {
     opts.clientName = "rdmamsg-bench-echo";
     Result<Client> c = Client::connect(args_.peerSocket, opts);
     if (!c) return c.status();
+    applyIdleStrategy(*c, args_.idleStrategy);
     echoClient_.emplace(std::move(c).value());
     if (Status st = echoClient_->registerService(dest_.service); !st.ok()) return st;
     echo_.emplace(*echoClient_, dest_.service);
@@ -60,6 +63,7 @@ Status LatencyRun::setUp() {
   opts.clientName = "rdmamsg-bench-latency";
   Result<Client> c = Client::connect(args_.socket, opts);
   if (!c) return c.status();
+  applyIdleStrategy(*c, args_.idleStrategy);
   client_.emplace(std::move(c).value());
   replyService_ = "bench-reply-" + std::to_string(::getpid());
   if (Status st = client_->registerService(replyService_); !st.ok()) return st;
@@ -67,6 +71,7 @@ Status LatencyRun::setUp() {
   // write (the request/response pattern of docs/client-api.md).
   client_->setConfirmOnReceive(false);
   payload_.assign(args_.size, std::byte{0x5a});
+  idle_.emplace(client_->idleStrategy());
   rtts_.reserve(measured());
   watches_.emplace_back("sender", args_.socket);
   if (echo_) watches_.emplace_back("receiver", args_.peerSocket);
@@ -79,7 +84,8 @@ Status LatencyRun::pollOnce(int timeoutMs) {
       {client_->fd(), static_cast<short>(POLLIN | (client_->wantsWrite() ? POLLOUT : 0)), 0},
       {echoClient_ ? echoClient_->fd() : -1,
        static_cast<short>(POLLIN | (echoClient_ && echoClient_->wantsWrite() ? POLLOUT : 0)), 0}};
-  if (::poll(fds, 2, timeoutMs) < 0 && errno != EINTR) {
+  Client* const clients[2] = {&*client_, echoClient_ ? &*echoClient_ : nullptr};
+  if (idle_->poll(fds, clients, timeoutMs) < 0 && errno != EINTR) {
     return Status(Errc::io_error, "poll failed");
   }
   if (echo_ && fds[1].revents != 0) {
@@ -105,6 +111,7 @@ void LatencyRun::drainCompletions() {
 Status LatencyRun::roundTrip(uint64_t seq, int64_t* nanos) {
   writeHeader(payload_, seq, 0);
   const auto t0 = Clock::now();
+  idle_->worked();
   Result<uint64_t> id = client_->send(dest_.node, dest_.service, payload_);
   if (!id) return id.status();
   ++sent_;

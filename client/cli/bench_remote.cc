@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "client/cli/bench.h"
+#include "client/cli/idle_wait.h"
 
 namespace rdmamsg::cli::bench {
 namespace {
@@ -19,6 +20,7 @@ Result<Client> connectAndRegister(const BenchArgs& args, const char* name) {
   opts.clientName = name;
   Result<Client> c = Client::connect(args.socket, opts);
   if (!c) return c;
+  applyIdleStrategy(*c, args.idleStrategy);
   if (Status st = c->registerService(args.target); !st.ok()) return st;
   return c;
 }
@@ -151,14 +153,18 @@ Exit runEcho(const BenchArgs& args) {
   Result<Client> client = connectAndRegister(args, "rdmamsg-bench-echo");
   if (!client) return fail("echo " + args.target, client.status());
   Echoer echo(*client, args.target);
+  IdleWait idle(client->idleStrategy());
+  Client* const clients[1] = {&*client};
   // A failed echo (its sender gone) is counted, not fatal; a lost daemon is.
   while (!stopRequested() && client->connectionStatus().ok()) {
     if (args.count && echo.echoed() >= *args.count && client->inFlight() == 0) break;
     pollfd p{client->fd(), static_cast<short>(POLLIN | (client->wantsWrite() ? POLLOUT : 0)), 0};
-    if (::poll(&p, 1, static_cast<int>(kWaitSlice.count())) < 0 && errno != EINTR) {
+    const uint64_t before = echo.echoed();
+    if (idle.poll({&p, 1}, clients, static_cast<int>(kWaitSlice.count())) < 0 && errno != EINTR) {
       return fail("echo " + args.target, Status(Errc::io_error, "poll failed"));
     }
     if (p.revents != 0) echo.serviceIo();
+    if (echo.echoed() != before) idle.worked();
   }
   if (args.json) {
     const Json j = {{"mode", "echo"},

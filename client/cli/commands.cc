@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "client/cli/idle_wait.h"
 #include "client/cli/line_io.h"
 #include "common/openmetrics.h"
 #include "rdmamsg/client.h"
@@ -139,6 +140,7 @@ Exit runListen(const ListenArgs& args) {
   installStopHandlers();
   auto client = connectTo(args.socket, "rdmamsg-listen");
   if (!client) return report("listen", client.status());
+  applyIdleStrategy(*client, args.idleStrategy);
   if (Status st = client->registerService(args.service); !st.ok()) {
     return report("register " + args.service, st);
   }

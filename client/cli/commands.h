@@ -38,12 +38,14 @@ struct StatusArgs {
 };
 struct ListenArgs {
   std::string socket;
+  std::string idleStrategy;  // --idle-strategy; empty: the library's (RDMAMSG_IDLE, sleep)
   std::string service;
   std::optional<uint64_t> count;
 };
 struct SendArgs {
   std::string socket;
-  std::string destination;  // NODE/SERVICE
+  std::string idleStrategy;  // --idle-strategy; empty: the library's (RDMAMSG_IDLE, sleep)
+  std::string destination;   // NODE/SERVICE
   std::optional<std::string> message;
   size_t window = 4096;
   unsigned timeoutSeconds = 60;
@@ -68,6 +70,7 @@ struct BenchArgs {
   uint64_t warmup = 1000;
   unsigned timeoutSeconds = 30;  // longest time without progress
   bool json = false;
+  std::string idleStrategy;  // --idle-strategy; empty: the library's (RDMAMSG_IDLE, sleep)
 };
 
 Exit runStatus(const StatusArgs& args);

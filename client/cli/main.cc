@@ -9,6 +9,16 @@ namespace {
 using rdmamsg::cli::BenchArgs;
 using rdmamsg::cli::BenchMode;
 
+// --idle-strategy, for the commands that wait on the daemon.
+void addIdleOption(CLI::App* command, std::string& into) {
+  command
+      ->add_option("--idle-strategy", into,
+                   "How to wait for the daemon over shared memory: sleep (at once), adaptive "
+                   "(spin 50 us first) or busy (spin, never sleep) (default: $RDMAMSG_IDLE, "
+                   "else sleep)")
+      ->check(CLI::IsMember({"sleep", "adaptive", "busy"}));
+}
+
 // The options every bench mode shares.
 void addCommonBenchOptions(CLI::App* mode, BenchArgs& args) {
   mode->add_option("--size", args.size, "Payload bytes (at least 16; suffixes like KiB, MiB)")
@@ -19,6 +29,7 @@ void addCommonBenchOptions(CLI::App* mode, BenchArgs& args) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   mode->add_flag("--json", args.json, "Print one JSON object (sink, echo: one per report)");
+  addIdleOption(mode, args.idleStrategy);
 }
 
 // `bench throughput|latency|sink|echo`; each mode sets args.mode when parsed.
@@ -62,6 +73,7 @@ CLI::App* addBenchCommands(CLI::App& app, BenchArgs& args) {
   sink->add_option("SERVICE", args.target, "Service name to register")->required();
   sink->add_option("--count", args.count, "Exit after N messages")->check(CLI::PositiveNumber);
   sink->add_flag("--json", args.json, "Print each report as one line of JSON");
+  addIdleOption(sink, args.idleStrategy);
   sink->parse_complete_callback(mode(BenchMode::sink));
 
   auto* echo = bench->add_subcommand("echo", "Register SERVICE, send every message back");
@@ -69,6 +81,7 @@ CLI::App* addBenchCommands(CLI::App& app, BenchArgs& args) {
   echo->add_option("--count", args.count, "Exit after echoing N messages")
       ->check(CLI::PositiveNumber);
   echo->add_flag("--json", args.json, "Print the summary as JSON");
+  addIdleOption(echo, args.idleStrategy);
   echo->parse_complete_callback(mode(BenchMode::echo));
   return bench;
 }
@@ -102,6 +115,7 @@ int main(int argc, char** argv) {
   listen->add_option("SERVICE", listenArgs.service, "Service name to register")->required();
   listen->add_option("--count,-n", listenArgs.count, "Exit 0 after N messages")
       ->check(CLI::PositiveNumber);
+  addIdleOption(listen, listenArgs.idleStrategy);
 
   SendArgs sendArgs;
   auto* send = app.add_subcommand(
@@ -119,6 +133,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   send->add_flag("--progress", sendArgs.progress,
                  "Show how many messages were sent and confirmed, as the stream goes");
+  addIdleOption(send, sendArgs.idleStrategy);
 
   BenchArgs benchArgs;
   auto* bench = addBenchCommands(app, benchArgs);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "client/cli/commands.h"
+#include "client/cli/idle_wait.h"
 #include "client/cli/line_io.h"
 #include "rdmamsg/client.h"
 
@@ -171,6 +172,7 @@ Exit runSend(const SendArgs& args) {
     std::fprintf(stderr, "rdmamsg: send: %s\n", client.status().toString().c_str());
     return exitFor(client.status());
   }
+  applyIdleStrategy(*client, args.idleStrategy);
   Sender sender(*client, args, node, service);
   int readError = 0;
   if (args.message)

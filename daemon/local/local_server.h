@@ -65,7 +65,8 @@ struct LocalServerConfig {
   // Who may connect, register and send (config/local_policy.h); unset: anyone
   // who can open the socket may do anything. Replaced by setPolicy().
   std::optional<config::LocalPolicy> policy;
-  // Whether clients may move their frames to shared-memory rings (SHM_OFFER).
+  // Whether clients may move their frames to shared-memory rings (SHM_OFFER);
+  // replaced by setSharedMemory().
   bool sharedMemory = true;
 };
 
@@ -134,6 +135,9 @@ class LocalServer {
   // permission_denied error naming the rule. Returns how many were closed.
   size_t setPolicy(std::optional<config::LocalPolicy> policy);
   const PolicyCounters& policyCounters() const { return policyCounters_; }
+  // Whether SHM_OFFERs are accepted from now on (a reload); clients already
+  // on shared memory keep it.
+  void setSharedMemory(bool on) { config_.sharedMemory = on; }
 
   // --- sessions --------------------------------------------------------------
   // Sends ERROR(reason) if not ok, flushes what the socket takes, closes.
@@ -209,6 +213,12 @@ class LocalServer {
   uint64_t policyGeneration_ = 1;  // +1 at every setPolicy (sessions cache allowed sends)
   PolicyCounters policyCounters_;
   LogLimit policyLog_[3];  // refusals of connect, register, send
+  // Polls the shared-memory sessions' rings while the loop spins (loop/spin.h);
+  // made with the first such session.
+  std::unique_ptr<loop::Spinner> spinner_;
+  bool pollRings();
+  bool armRings();
+  void disarmRings();
   // Declared last: destroyed first, so no callback runs on a half-destroyed server.
   loop::Timer acceptRetry_;
   LogLimit acceptLog_, refuseLog_;  // repeated failures: bounded lines

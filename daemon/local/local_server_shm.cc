@@ -41,8 +41,32 @@ void LocalServer::onShmOffer(Session& s, const proto::Frame& f) {
   if (s.flush() != Session::FlushResult::drained)
     return beginClose(s, Status(), "the control socket did not take SHM_ACCEPT");
   s.useSharedMemory(std::make_unique<ShmChannel>(std::move(channel.value())));
+  if (!spinner_)
+    spinner_ = std::make_unique<loop::Spinner>(
+        loop_, loop::SpinHooks{[this] { return pollRings(); }, [this] { return armRings(); },
+                               [this] { disarmRings(); }});
   localLog().debug("{}: shared memory: rings of {} and {} bytes", s.name(), f.toDaemonCapacity,
                    f.toClientCapacity);
+}
+
+// A spinning loop's hooks (loop/spin.h): the rings are polled in place, and
+// every session is asked to be rung only right before the loop sleeps.
+bool LocalServer::pollRings() {
+  bool worked = false;
+  for (auto& [id, s] : sessions_)
+    worked = s->pollRing() || worked;
+  return worked;
+}
+
+bool LocalServer::armRings() {
+  for (auto& [id, s] : sessions_)
+    if (!s->armForSleep()) return false;  // disarmRings() takes back the others
+  return true;
+}
+
+void LocalServer::disarmRings() {
+  for (auto& [id, s] : sessions_)
+    s->disarmAfterSleep();
 }
 
 size_t LocalServer::holdSlack(SessionId id) const {

@@ -228,6 +228,7 @@ void Session::readRing() {
       doorbellEvent_->activate(EV_READ);  // the rest on the next iteration
       return;
     }
+    if (spinning()) return;        // the loop polls the ring: nobody rings
     if (shm_->armInput()) return;  // the client rings for its next record
   }
   doorbellEvent_->activate(EV_READ);
@@ -240,6 +241,30 @@ Result<size_t> Session::takeFromRing(size_t budget) {
   else
     localLog().warn("{}: shared memory: {}", name_, got.status().toString());
   return got;
+}
+
+bool Session::pollRing() {
+  if (!shm_ || state_ == State::closing || endReason_ != nullptr) return false;
+  const bool input = pauseMask_ == 0 && shm_->inputWaiting();
+  const bool room = waitingForRoom_ && shm_->roomReleased();
+  if (!input && !room) return false;
+  onDoorbell();
+  return true;
+}
+
+bool Session::armForSleep() {
+  if (!shm_ || state_ == State::closing || endReason_ != nullptr) return true;
+  if (pauseMask_ == 0 && !shm_->armInput()) return false;
+  return !waitingForRoom_ || shm_->armRoom();
+}
+
+void Session::disarmAfterSleep() {
+  if (!shm_ || !shm_->armed() || state_ == State::closing) return;
+  if (Result<bool> rung = shm_->disarm(); !rung) {
+    endInput("reading the doorbell failed", 0);
+    wake_();
+  }
+  countShmSyscalls();
 }
 
 void Session::endInput(const char* why, int err, Errc code) {
@@ -341,7 +366,8 @@ Session::FlushResult Session::flushToRing() {
     }
     out_.consume(*put);
     loop::copies().clientOut += *put;
-    if (*put == 0 && shm_->armRoom()) {
+    waitingForRoom_ = *put == 0;
+    if (*put == 0 && (spinning() || shm_->armRoom())) {
       countShmSyscalls();
       return FlushResult::blocked;
     }

@@ -32,6 +32,7 @@
 #include "common/shm_channel.h"
 #include "common/unique_fd.h"
 #include "daemon/local/local_handler.h"
+#include "daemon/loop/event_loop.h"
 #include "daemon/loop/events.h"
 #include "daemon/ring.h"
 
@@ -102,6 +103,14 @@ class Session {
   const ShmChannel* sharedMemory() const { return shm_.get(); }
   // The channel failed (a ring the client corrupted).
   bool ringBroken() const;
+  // A loop that spins (loop/spin.h) polls the ring instead of sleeping on
+  // the doorbell, and the session then never arms its words on its own:
+  // pollRing() does what a ring of the doorbell does when records or room
+  // came (true), armForSleep() asks to be rung before the loop sleeps
+  // (false: work came meanwhile), disarmAfterSleep() takes that back.
+  bool pollRing();
+  bool armForSleep();
+  void disarmAfterSleep();
   // Closing a shared-memory session: an ERROR with `why` straight onto the
   // socket (best effort, never waiting).
   void sayOnSocket(const Status& why);
@@ -240,6 +249,8 @@ class Session {
   std::unique_ptr<ShmChannel> shm_;
   std::unique_ptr<loop::IoEvent> doorbellEvent_;  // the channel's wakeFd, EV_ET
   uint64_t wakesCounted_ = 0, readsCounted_ = 0;
+  bool waitingForRoom_ = false;  // the ring to the client was full at the last flush
+  bool spinning() const { return loop_.idleStrategy() != loop::IdleStrategy::sleep; }
 };
 
 template <typename Fill>

@@ -26,6 +26,20 @@ struct SyscallCounters {
   }
 };
 
+// What the loop did with its idle time (spin.h): passes of a spinning loop,
+// the blocking waits it made (every wait of the sleep strategy is one), and
+// its nonblocking libevent passes. Single-threaded: plain integers.
+struct IdleCounters {
+  uint64_t spins = 0;           // passes of the spinning loop over its spinners
+  uint64_t sleeps = 0;          // blocking waits in epoll_wait
+  uint64_t libeventPasses = 0;  // nonblocking runs of libevent while spinning
+};
+
+inline IdleCounters& idleCounters() {
+  static IdleCounters counters;
+  return counters;
+}
+
 inline SyscallCounters& syscalls() {
   static SyscallCounters counters;
   return counters;

@@ -28,11 +28,13 @@ EventLoop::EventLoop() : base_(event_base_new()) {
 EventLoop::~EventLoop() = default;
 
 void EventLoop::run() {
+  if (strategy_ != IdleStrategy::sleep) return runSpinning();
   // One iteration at a time, so that every wakeup (one epoll_wait) is counted.
   exiting_ = false;
   while (!exiting_) {
     int rc = event_base_loop(base_.get(), EVLOOP_ONCE);
     syscalls().loopWakeups++;
+    idleCounters().sleeps++;
     if (rc != 0) break;  // error, or nothing registered any more
   }
 }

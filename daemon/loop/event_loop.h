@@ -8,7 +8,9 @@
 
 #include <chrono>
 #include <memory>
+#include <vector>
 
+#include "daemon/loop/spin.h"
 #include "daemon/loop/turn.h"
 
 struct event;
@@ -35,6 +37,10 @@ class EventLoop {
   // Makes run() return after the current iteration.
   void exit();
 
+  // How run() spends idle time (spin.h); set before run().
+  void setIdleStrategy(IdleStrategy s, std::chrono::microseconds adaptiveSpin);
+  IdleStrategy idleStrategy() const { return strategy_; }
+
  private:
   struct BaseDeleter {
     void operator()(event_base* base) const;
@@ -46,6 +52,15 @@ class EventLoop {
   std::unique_ptr<event, EventDeleter> wakeup_;    // bounds runOnce(timeout)
   std::unique_ptr<Turn> turn_;
   bool exiting_ = false;
+  IdleStrategy strategy_ = IdleStrategy::sleep;
+  std::chrono::microseconds adaptiveSpin_{50};
+  std::vector<Spinner*> spinners_;
+
+  friend class Spinner;
+  void runSpinning();
+  bool spinOnce();  // polls every spinner, runs the turn: true when any worked
+  void passLibevent();
+  void sleepArmed();  // adaptive: arm every spinner, sleep, disarm
 };
 
 }  // namespace rdmamsg::loop

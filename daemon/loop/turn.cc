@@ -36,6 +36,12 @@ void Turn::forget(PhaseTask* task) {
   std::replace(running_.begin(), running_.end(), task, static_cast<PhaseTask*>(nullptr));
 }
 
+bool Turn::pending() const {
+  for (const auto& list : pending_)
+    if (!list.empty()) return true;
+  return false;
+}
+
 void Turn::run() {
   size_t phase = 0;
   while (phase < kPhases && pending_[phase].empty())

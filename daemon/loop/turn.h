@@ -48,6 +48,12 @@ class Turn {
 
   static constexpr size_t kMaxSteps = 64;
 
+  // For a loop that spins (spin.h): whether work is marked, and running it
+  // now rather than from the loop's deferred callback (which, still
+  // scheduled, then finds nothing).
+  bool pending() const;
+  void runNow() { run(); }
+
  private:
   friend class PhaseTask;
   void mark(PhaseTask* task);

@@ -48,6 +48,8 @@ Status Device::create(loop::EventLoop& loop, int cqEntries) {
   if (Status st = registerAtStart(); !st.ok()) return st;
   io_ = std::make_unique<loop::IoEvent>(loop, channel_->fd, EV_READ | EV_PERSIST | EV_ET,
                                         [this](short) { onWakeup(); });
+  spinner_ = std::make_unique<loop::Spinner>(
+      loop, loop::SpinHooks{[this] { return !failed_ && pollCompletions(); }, {}, {}});
   if (setNonBlocking(context_->async_fd))
     asyncIo_ = std::make_unique<loop::IoEvent>(
         loop, context_->async_fd, EV_READ | EV_PERSIST | EV_ET, [this](short) { onAsyncEvents(); });
@@ -185,6 +187,21 @@ void Device::onWakeup() {
   }
   if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0)
     spdlog::error("ibv_req_notify_cq: {}", std::error_code(rc, std::generic_category()).message());
+  if (!pollCompletions()) refillSharedQueue();  // (after completions, it refilled already)
+}
+
+void Device::refillSharedQueue() {
+  if (srq_)
+    if (Status st = srq_->refill(); !st.ok())
+      spdlog::error("RDMA device {}: {}", name(), st.message());
+}
+
+// Every completion, in batches, to its sink; then the shared receive queue
+// refilled. A userspace call on a NIC: a spinning loop calls it directly
+// (the CQ stays armed, so a completion it takes still leaves an event on
+// the channel, read at the loop's next libevent pass or sleep).
+bool Device::pollCompletions() {
+  bool any = false;
   ibv_wc wcs[32];
   for (;;) {
     int n = ibv_poll_cq(cq_.get(), 32, wcs);
@@ -194,8 +211,9 @@ void Device::onWakeup() {
                        n);
       markFailed();
       if (listener_ != nullptr) listener_->onDeviceEvent(*this, IBV_EVENT_CQ_ERR);
-      return;
+      return true;
     }
+    any = any || n > 0;
     for (int i = 0; i < n; i++) {
       counters_.completions++;
       const bool fromSrq = srq_ && (wcs[i].wr_id & kWrTagMask) == kSrqRecvTag;
@@ -212,9 +230,8 @@ void Device::onWakeup() {
     }
     if (n == 0) break;
   }
-  if (srq_)
-    if (Status st = srq_->refill(); !st.ok())
-      spdlog::error("RDMA device {}: {}", name(), st.message());
+  if (any) refillSharedQueue();
+  return any;
 }
 
 void Device::onAsyncEvents() {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "daemon/loop/events.h"
+#include "daemon/loop/spin.h"
 #include "daemon/rdma/buffer_pool.h"
 #include "daemon/rdma/shared_pools.h"
 #include "daemon/rdma/verbs.h"
@@ -144,6 +145,8 @@ class Device {
   Status create(loop::EventLoop& loop, int cqEntries);
   Status createPools();
   void onWakeup();
+  bool pollCompletions();  // true when any completion came
+  void refillSharedQueue();
   void onAsyncEvents();
   Status registerAtStart();
   ibv_context* context_;
@@ -159,6 +162,7 @@ class Device {
   std::unique_ptr<SharedReceiveQueue> srq_;
   std::vector<std::unique_ptr<ReceiveSet>> spare_;
   std::unique_ptr<loop::IoEvent> io_, asyncIo_;
+  std::unique_ptr<loop::Spinner> spinner_;  // polls the CQ while the loop spins
   std::unordered_map<uint32_t, CompletionSink*> sinks_;
   DeviceCounters counters_;
   bool failed_ = false;

@@ -17,6 +17,11 @@ A thin binding of librdmamsg's C API (rdmamsg/rdmamsg.h) with ctypes:
 
 Timeouts are in seconds; None waits without limit.
 
+Client(idle_strategy="busy") makes the blocking calls spin on the
+shared-memory rings until their deadline instead of sleeping ("adaptive":
+spin for a bounded time first; "sleep", the default: sleep at once); see
+docs/client-api.md, "Idle strategies". $RDMAMSG_IDLE sets it for a process.
+
 For an event loop (selectors, asyncio's add_reader): watch c.fileno() for
 reading (and writing while c.wants_write), call c.process_io(), then drain
 c.try_receive() and c.poll_completion(); c.try_send() never waits and raises
@@ -34,8 +39,8 @@ from collections import namedtuple
 
 from ._paths import LIBRARY_FROM_PACKAGE
 
-__all__ = ["Client", "Message", "MessageView", "Completion", "RdmamsgError", "WouldBlock", "Timeout",
-           "ERRORS"]
+__all__ = ["Client", "Message", "MessageView", "Completion", "RdmamsgError", "WouldBlock",
+           "Timeout", "ERRORS", "IDLE_STRATEGIES"]
 
 # rdmamsg_errc, by value.
 ERRORS = ["ok", "unknown_node", "unknown_service", "peer_unreachable", "too_large", "timeout",
@@ -200,10 +205,17 @@ for _name, _res, _args in [
         ("rdmamsg_free", None, [ctypes.c_void_p]),
         ("rdmamsg_fd", ctypes.c_int, [_client_p]),
         ("rdmamsg_wants_write", ctypes.c_int, [_client_p]),
-        ("rdmamsg_process_io", ctypes.c_int, [_client_p])]:
+        ("rdmamsg_process_io", ctypes.c_int, [_client_p]),
+        ("rdmamsg_prepare_to_poll", ctypes.c_int, [_client_p]),
+        ("rdmamsg_set_idle_strategy", ctypes.c_int, [_client_p, ctypes.c_int]),
+        ("rdmamsg_get_idle_strategy", ctypes.c_int, [_client_p])]:
     _f = getattr(_lib, _name)
     _f.restype = _res
     _f.argtypes = _args
+
+
+# rdmamsg_idle_strategy, by value.
+IDLE_STRATEGIES = ["sleep", "adaptive", "busy"]
 
 
 def _ms(seconds):
@@ -224,8 +236,11 @@ def _bytes(data):
 class Client:
     """A connection to the local rdmamsgd. Not thread-safe."""
 
-    def __init__(self, socket=None, name="python", timeout=5.0):
+    def __init__(self, socket=None, name="python", timeout=5.0, idle_strategy=None):
         self._c = None
+        if idle_strategy is not None and idle_strategy not in IDLE_STRATEGIES:
+            raise ValueError("idle_strategy %r is not one of %s" % (idle_strategy,
+                                                                    ", ".join(IDLE_STRATEGIES)))
         handle = _client_p()
         rc = _lib.rdmamsg_connect(socket.encode() if socket else None, name.encode(),
                                   _ms(timeout), ctypes.byref(handle))
@@ -235,6 +250,20 @@ class Client:
         self._msg = _Message()
         self._done = _Completion()
         self._view = None
+        if idle_strategy is not None:
+            self.idle_strategy = idle_strategy
+
+    @property
+    def idle_strategy(self):
+        """How the blocking calls wait: "sleep", "adaptive" or "busy"."""
+        return IDLE_STRATEGIES[_lib.rdmamsg_get_idle_strategy(self._handle())]
+
+    @idle_strategy.setter
+    def idle_strategy(self, name):
+        if name not in IDLE_STRATEGIES:
+            raise ValueError("idle_strategy %r is not one of %s" % (name,
+                                                                    ", ".join(IDLE_STRATEGIES)))
+        self._check(_lib.rdmamsg_set_idle_strategy(self._handle(), IDLE_STRATEGIES.index(name)))
 
     # -- lifetime
     def close(self):
@@ -389,6 +418,11 @@ class Client:
 
     def process_io(self):
         self._check(_lib.rdmamsg_process_io(self._handle()))
+
+    def prepare_to_poll(self):
+        """Before sleeping on fileno() with the adaptive or busy strategy: False when
+        something came meanwhile (call process_io() and drain instead)."""
+        return bool(_lib.rdmamsg_prepare_to_poll(self._handle()))
 
 
 def _error(code, message):

@@ -101,6 +101,24 @@ class Mesh(unittest.TestCase):
             self.assertEqual(done.msg_id, msg_id)
             self.assertTrue(done.ok, done)
 
+    def test_idle_strategies_carry_messages_and_honour_timeouts(self):
+        with rdmamsg.Client(self.socket("beta"), idle_strategy="busy") as listener, \
+                rdmamsg.Client(self.socket("alpha"), idle_strategy="adaptive") as sender:
+            self.assertEqual(listener.idle_strategy, "busy")
+            self.assertEqual(sender.idle_strategy, "adaptive")
+            listener.register("spin")
+            self.assertIsNone(listener.receive(timeout=0.1))  # a busy wait ends at its deadline
+            sender.send("beta", "spin", b"fast")
+            sender.flush()
+            self.assertEqual(listener.receive(timeout=10).payload, b"fast")
+            self.assertTrue(sender.wait_completion(timeout=10).ok)
+            listener.idle_strategy = "sleep"
+            self.assertEqual(listener.idle_strategy, "sleep")
+            with self.assertRaises(ValueError):
+                listener.idle_strategy = "spin"
+        with self.assertRaises(ValueError):
+            rdmamsg.Client(self.socket("alpha"), idle_strategy="spin")
+
     def test_failures_are_named(self):
         with rdmamsg.Client(self.socket("alpha")) as c:
             c.send("beta", "nobody", b"x")

@@ -25,12 +25,18 @@
 // sharedMemory, RDMAMSG_SHM=0 to turn it off). The API and its promises are
 // the same either way; fd() is then an epoll descriptor that is readable
 // when the daemon rings this client or closes its socket.
+//
+// How a blocking call waits over shared memory is the client's idle
+// strategy (ConnectOptions::idleStrategy, RDMAMSG_IDLE): sleep at once on
+// the doorbell (the default), spin on the rings for a bounded time first
+// (adaptive), or spin until the deadline (busy, for a dedicated core).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -82,6 +88,24 @@ struct Completion {
   Status status;
 };
 
+// How the blocking calls (receive, waitCompletion, flush, registerService,
+// a send that waits, …) wait for the daemon over shared memory, as Aeron
+// names them. Whatever the strategy, the daemon is asked to ring this
+// client's doorbell only while it really sleeps. Over the socket every
+// strategy sleeps in poll(2).
+enum class IdleStrategy : uint8_t {
+  sleep,     // sleep on the doorbell at once: no CPU while idle (the default)
+  adaptive,  // spin on the rings for up to kAdaptiveSpin, then sleep
+  busy,      // spin on the rings until the deadline, never sleep (a dedicated core)
+};
+// How long `adaptive` spins before it sleeps: two doorbell wake-ups' worth
+// (about 25 us each on the development machine; docs/client-api.md, "Idle
+// strategies").
+inline constexpr std::chrono::microseconds kAdaptiveSpin{50};
+const char* toString(IdleStrategy s);
+// "sleep", "adaptive" or "busy"; nullopt for anything else.
+std::optional<IdleStrategy> parseIdleStrategy(std::string_view text);
+
 struct ConnectOptions {
   std::string clientName = "librdmamsg";    // shown in the daemon's logs (<= 63 chars)
   std::chrono::milliseconds timeout{5000};  // for the HELLO/WELCOME handshake
@@ -94,6 +118,11 @@ struct ConnectOptions {
   // HOLD grows with the first, so it stays near a socket's buffer.
   size_t sendRingCapacity = size_t{1} << 20;
   size_t receiveRingCapacity = size_t{4} << 20;
+  // How blocking calls wait over shared memory (IdleStrategy). The
+  // environment variable RDMAMSG_IDLE=sleep|adaptive|busy replaces it for
+  // every client of a process; another value of it fails connect() with
+  // bad_request.
+  IdleStrategy idleStrategy = IdleStrategy::sleep;
 };
 
 class Client {
@@ -183,7 +212,19 @@ class Client {
   int fd() const;
   bool wantsWrite() const;
   // Nonblocking: writes what the socket takes, reads and parses what is there.
+  // With the sleep strategy it leaves the daemon told to ring fd() for what
+  // comes next; with adaptive and busy it does not (the application spins),
+  // and an application that then wants to sleep in poll(fd()) calls
+  // prepareToPoll() first.
   Status processIo();
+  // Before polling fd() (any strategy): asks the daemon to ring this client
+  // for what comes next. false when something came meanwhile: call
+  // processIo() and drain instead of polling. Always true over the socket.
+  bool prepareToPoll();
+
+  // The idle strategy of the blocking calls (ConnectOptions::idleStrategy).
+  IdleStrategy idleStrategy() const;
+  void setIdleStrategy(IdleStrategy s);
 
   // The error that closed the connection, or ok while it is open.
   const Status& connectionStatus() const;

@@ -155,6 +155,24 @@ void rdmamsg_free(void* p);
 int rdmamsg_fd(const rdmamsg_client* c);
 int rdmamsg_wants_write(const rdmamsg_client* c);
 rdmamsg_errc rdmamsg_process_io(rdmamsg_client* c);
+/* Before polling rdmamsg_fd() with the adaptive or busy strategy (below):
+ * asks the daemon to ring the fd for what comes next; 0 when something
+ * came meanwhile (call rdmamsg_process_io() and drain instead of polling). */
+int rdmamsg_prepare_to_poll(rdmamsg_client* c);
+
+/* How the blocking calls wait over shared memory (rdmamsg::IdleStrategy):
+ * sleep at once (the default), spin for a bounded time first, or spin until
+ * the deadline (for a dedicated core). RDMAMSG_IDLE=sleep|adaptive|busy sets
+ * it for every client of a process at connect. Over the socket every
+ * strategy sleeps. */
+typedef enum rdmamsg_idle_strategy {
+  RDMAMSG_IDLE_SLEEP = 0,
+  RDMAMSG_IDLE_ADAPTIVE = 1,
+  RDMAMSG_IDLE_BUSY = 2
+} rdmamsg_idle_strategy;
+/* RDMAMSG_BAD_REQUEST for a value not listed above. */
+rdmamsg_errc rdmamsg_set_idle_strategy(rdmamsg_client* c, int strategy);
+int rdmamsg_get_idle_strategy(const rdmamsg_client* c);
 
 #ifdef __cplusplus
 }
