@@ -16,6 +16,7 @@
 
 #include "client/client_impl.h"
 #include "common/fd_passing.h"
+#include "common/idle_strategy.h"
 
 namespace rdmamsg {
 namespace {
@@ -32,15 +33,7 @@ constexpr char kDefaultSocket[] = "/run/rdmamsg/rdmamsgd.sock";
 // often for a closing ERROR or its end (one recv(2)); a sleeping one polls it.
 constexpr auto kSocketLook = std::chrono::milliseconds(1);
 
-// One pause of a spin loop: tells the core this is a spin (less power, and
-// the other hyperthread gets the pipeline).
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
+using idle::cpuRelax;
 
 Status errnoStatus(Errc code, const std::string& what, int err) {
   return Status(code, what + ": " + std::strerror(err));
@@ -68,21 +61,13 @@ Status checkName(std::string_view kind, std::string_view name) {
 
 }  // namespace
 
+// The public enum has idle::Strategy's values (common/idle_strategy.h).
 const char* toString(IdleStrategy s) {
-  switch (s) {
-    case IdleStrategy::sleep:
-      return "sleep";
-    case IdleStrategy::adaptive:
-      return "adaptive";
-    case IdleStrategy::busy:
-      return "busy";
-  }
-  return "?";
+  return idle::toString(static_cast<idle::Strategy>(s));
 }
 
 std::optional<IdleStrategy> parseIdleStrategy(std::string_view text) {
-  for (IdleStrategy s : {IdleStrategy::sleep, IdleStrategy::adaptive, IdleStrategy::busy})
-    if (text == toString(s)) return s;
+  if (std::optional<idle::Strategy> s = idle::parse(text)) return static_cast<IdleStrategy>(*s);
   return std::nullopt;
 }
 

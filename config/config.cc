@@ -13,18 +13,6 @@ const char* toString(ConnectMode mode) {
   return mode == ConnectMode::kOnDemand ? "on_demand" : "always";
 }
 
-const char* toString(IdleStrategy s) {
-  switch (s) {
-    case IdleStrategy::kSleep:
-      return "sleep";
-    case IdleStrategy::kAdaptive:
-      return "adaptive";
-    case IdleStrategy::kBusy:
-      return "busy";
-  }
-  return "?";
-}
-
 const Peer* Config::findPeer(std::string_view name) const {
   for (const Peer& peer : peers) {
     if (peer.name == name) return &peer;
@@ -51,7 +39,7 @@ std::vector<Setting> settings(const Config& config) {
       {"socket_group", config.socketGroup.value_or("-")},
       {"local_policy", describe(config.localPolicy)},
       {"shared_memory", config.sharedMemory ? "true" : "false"},
-      {"idle_strategy", toString(config.idleStrategy)},
+      {"idle_strategy", idle::toString(config.idleStrategy)},
       {"peers", std::to_string(config.peers.size()) + "[" + peers + "]"},
       {"secret_file", secretText(config.secret)},
       {"previous_secret_file", secretText(config.previousSecret)},

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/idle_strategy.h"
 #include "config/address.h"
 #include "config/local_policy.h"
 #include "config/log_level.h"
@@ -68,8 +69,7 @@ const char* toString(ConnectMode mode);
 
 // How the daemon's loop spends idle time (`idle_strategy`, docs/architecture.md):
 // sleep at once, spin a while first, or spin for ever (a core of its own).
-enum class IdleStrategy { kSleep, kAdaptive, kBusy };
-const char* toString(IdleStrategy s);
+using IdleStrategy = idle::Strategy;
 
 struct Config {
   std::string sourceFile;  // the file it was loaded from (or the name given for a string)
@@ -87,7 +87,7 @@ struct Config {
   // "Shared memory"); false: every client stays on the socket.
   bool sharedMemory = true;
   // What the event loop does when it has nothing to do.
-  IdleStrategy idleStrategy = IdleStrategy::kSleep;
+  IdleStrategy idleStrategy = IdleStrategy::sleep;
   std::vector<Peer> peers;  // the other daemons, in file order
   // This node's own `peers` entry, when it has one: where the others dial it
   // and where they expect its connections to come from. Connections to peers

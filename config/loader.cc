@@ -99,8 +99,7 @@ void readDuration(const FieldMap& top, std::string_view key, milliseconds& out) 
 }
 
 Parsed<IdleStrategy> parseIdleStrategy(std::string_view text) {
-  for (IdleStrategy s : {IdleStrategy::kSleep, IdleStrategy::kAdaptive, IdleStrategy::kBusy})
-    if (text == toString(s)) return Parsed<IdleStrategy>::ok(s);
+  if (std::optional<IdleStrategy> s = idle::parse(text)) return Parsed<IdleStrategy>::ok(*s);
   return Parsed<IdleStrategy>::fail("'" + std::string(text) + "' is not sleep, adaptive or busy");
 }
 

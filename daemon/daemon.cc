@@ -30,18 +30,6 @@ uint64_t newIncarnation() {
 // "Idle strategies"), as the clients' kAdaptiveSpin.
 constexpr std::chrono::microseconds kAdaptiveSpin{50};
 
-loop::IdleStrategy loopStrategy(config::IdleStrategy s) {
-  switch (s) {
-    case config::IdleStrategy::kSleep:
-      return loop::IdleStrategy::sleep;
-    case config::IdleStrategy::kAdaptive:
-      return loop::IdleStrategy::adaptive;
-    case config::IdleStrategy::kBusy:
-      return loop::IdleStrategy::busy;
-  }
-  return loop::IdleStrategy::sleep;
-}
-
 local::LocalServerConfig localConfig(const config::Config& c) {
   local::LocalServerConfig l;
   l.listener.path = c.socket;
@@ -71,7 +59,7 @@ Daemon::Daemon(config::Config cfg, CommandLine cmdline)
       incarnation_(newIncarnation()),
       router_(config_) {
   signal(SIGPIPE, SIG_IGN);
-  loop_.setIdleStrategy(loopStrategy(config_.idleStrategy), kAdaptiveSpin);
+  loop_.setIdleStrategy(config_.idleStrategy, kAdaptiveSpin);
   mesh_ = std::make_unique<peer::Mesh>(loop_, config_, router_, incarnation_);
   server_ = std::make_unique<local::LocalServer>(loop_, localConfig(config_), router_);
   router_.attach(server_.get(), mesh_.get());

@@ -283,7 +283,7 @@ status::Snapshot Router::snapshot() const {
   s.loop = loop::syscalls();
   s.copies = loop::copies();
   s.idle = loop::idleCounters();
-  s.idleStrategy = config::toString(config_.idleStrategy);
+  s.idleStrategy = idle::toString(config_.idleStrategy);
   s.rssBytes = residentBytes();
   s.heapAllocations = heapAllocations();
   return s;

@@ -14,27 +14,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
+using idle::cpuRelax;
 
 }  // namespace
-
-const char* toString(IdleStrategy s) {
-  switch (s) {
-    case IdleStrategy::sleep:
-      return "sleep";
-    case IdleStrategy::adaptive:
-      return "adaptive";
-    case IdleStrategy::busy:
-      return "busy";
-  }
-  return "?";
-}
 
 Spinner::Spinner(EventLoop& loop, SpinHooks hooks) : loop_(loop), hooks_(std::move(hooks)) {
   loop_.spinners_.push_back(this);

@@ -23,12 +23,13 @@
 #include <cstdint>
 #include <functional>
 
+#include "common/idle_strategy.h"
+
 namespace rdmamsg::loop {
 
 class EventLoop;
 
-enum class IdleStrategy : uint8_t { sleep, adaptive, busy };
-const char* toString(IdleStrategy s);
+using IdleStrategy = idle::Strategy;
 
 // How often a spinning loop runs libevent nonblocking.
 inline constexpr std::chrono::microseconds kLibeventPass{100};

@@ -59,11 +59,11 @@ TEST(LocalPathTest, SharedMemoryChangesByAReload) {
 TEST(LocalPathTest, IdleStrategyIsSleepByDefaultAndTakesItsThreeValues) {
   const LoadResult result = load(kMinimal);
   ASSERT_TRUE(result.ok());
-  EXPECT_EQ(result.config().idleStrategy, IdleStrategy::kSleep);
+  EXPECT_EQ(result.config().idleStrategy, IdleStrategy::sleep);
   EXPECT_NE(describe(result.config()).find(" idle_strategy=sleep "), std::string::npos);
   for (auto [text, value] :
-       {std::pair{"sleep", IdleStrategy::kSleep}, std::pair{"adaptive", IdleStrategy::kAdaptive},
-        std::pair{"busy", IdleStrategy::kBusy}}) {
+       {std::pair{"sleep", IdleStrategy::sleep}, std::pair{"adaptive", IdleStrategy::adaptive},
+        std::pair{"busy", IdleStrategy::busy}}) {
     const LoadResult r = withLines(std::string("idle_strategy: ") + text + "\n");
     ASSERT_TRUE(r.ok()) << text << ": " << testing::PrintToString(test::problemStrings(r));
     EXPECT_EQ(r.config().idleStrategy, value) << text;
@@ -89,7 +89,7 @@ TEST(LocalPathTest, IdleStrategyWaitsForARestart) {
   const ReloadPlan& plan = std::get<ReloadPlan>(planned);
   EXPECT_TRUE(plan.changed.empty());
   EXPECT_EQ(plan.restartPending, (std::vector<std::string>{"idle_strategy: sleep -> busy"}));
-  EXPECT_EQ(plan.next.idleStrategy, IdleStrategy::kSleep);
+  EXPECT_EQ(plan.next.idleStrategy, IdleStrategy::sleep);
 }
 
 }  // namespace
