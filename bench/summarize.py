@@ -109,7 +109,7 @@ def efficiency(rdir, tag, messages):
                 e[f"rdma.{k}"] = (ra[k] - rb[k]) / messages
         for section in ("loop", "copies"):
             for k, v in after.get(section, {}).items():
-                if k in before.get(section, {}):
+                if isinstance(v, (int, float)) and k in before.get(section, {}):
                     e[f"{section}.{k}"] = (v - before[section][k]) / messages
         if "rss_bytes" in after:
             e["rss_bytes_after"] = after["rss_bytes"]
