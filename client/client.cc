@@ -636,7 +636,13 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
     Status st = waitFor([&] { return !isHeld(n, sv); }, std::chrono::hours(24));
     if (!st.ok()) return st;
   }
+  Result<bool> inRecord = sendInFrameRecord(nextId, node, service, fromService, payload, mayWait);
+  if (!inRecord) return inRecord.status();
   const uint64_t id = nextId++;
+  if (*inRecord) {
+    ++inFlight;
+    return id;
+  }
   proto::encodeSend(out, id, node, service, fromService, payload);
   ++inFlight;
   if (shmInUse && !mayWait && out.size() < kWriteThreshold) {
@@ -658,6 +664,49 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
     if (!st.ok()) return st;
   }
   return id;
+}
+
+// A large SEND over shared memory is written as one frame record, straight
+// into the ring: the daemon posts its payload from there. Frames queued
+// before it go first. A sender that may wait waits for room; one that may
+// not (trySend) finds a full ring and frames it into the stream instead
+// (its buffer then holds it, and trySend's would_block and HOLD rules are
+// those of every other frame).
+Result<bool> Client::Impl::sendInFrameRecord(uint64_t id, std::string_view node,
+                                             std::string_view service, std::string_view fromService,
+                                             std::span<const std::byte> payload, bool mayWait) {
+  if (!shmInUse || !frameRecords || !shm->frameRecords() ||
+      payload.size() < shm_channel::kMinFrameRecordPayload)
+    return false;
+  const size_t size = proto::sendFrameSize(node, service, fromService, payload.size());
+  if (size > shm->maxRecord()) return false;
+  Result<std::span<std::byte>> room = Status(Errc::would_block, "the ring is full");
+  auto reserved = [&] {
+    writeRing();
+    if (out.empty()) room = shm->reserveFrameRecord(size);
+    return !conn.ok() || room.ok() || room.status().code() != Errc::would_block;
+  };
+  if (!reserved() && mayWait) {
+    waitingForRecordRoom = true;
+    Status st = waitFor(reserved, std::chrono::hours(24));
+    waitingForRecordRoom = false;
+    if (!st.ok()) return st;
+  }
+  if (!conn.ok()) return conn;
+  if (!room && room.status().code() == Errc::would_block) return false;
+  if (!room) {
+    lose(room.status());
+    return conn;
+  }
+  proto::encodeSendAt(*room, id, node, service, fromService, payload);
+  Status st = shm->commitRecord();
+  if (st) st = shm->announce();
+  if (!st) {
+    lose(st);
+    return conn;
+  }
+  readSome();  // a HOLD is seen soon, as when the frames go through `out`
+  return true;
 }
 
 Result<uint64_t> Client::send(std::string_view node, std::string_view service,

@@ -3,6 +3,7 @@
 // receive_view.cc (receiveView(): messages read in place).
 #pragma once
 
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -92,7 +93,18 @@ struct Client::Impl {
   void readSocket(ByteBuffer& into);  // whatever the socket has (its end: lose)
   // With shared memory: before sleeping on the doorbell (and socket), says
   // so to the daemon; false when something arrived meanwhile.
-  bool armForSleep() { return shm->prepareToSleep(!out.empty()); }
+  bool armForSleep() { return shm->prepareToSleep(!out.empty() || waitingForRecordRoom); }
+  // A large SEND written as one frame record (shm_channel.h); false when
+  // it goes in the frame stream instead.
+  Result<bool> sendInFrameRecord(uint64_t id, std::string_view node, std::string_view service,
+                                 std::string_view fromService, std::span<const std::byte> payload,
+                                 bool mayWait);
+  bool waitingForRecordRoom = false;  // send() waits for room for a frame record
+  // Large SENDs go as frame records (RDMAMSG_SHM_FRAME_RECORDS=1).
+  bool frameRecords = [] {
+    const char* v = std::getenv("RDMAMSG_SHM_FRAME_RECORDS");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
   // Everything queued is written: into the socket, or into the ring while
   // the daemon's socket is open (a ring does not fail when its reader died).
   bool allWritten() {

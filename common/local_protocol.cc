@@ -288,43 +288,80 @@ AckRange Frame::ackRange(size_t i) const {
   return {getLe<uint64_t>(p), getLe<uint32_t>(p + 8)};
 }
 
+namespace {
+
+// The header's problem, or nullptr; the body's length and the kind.
+const char* checkHeader(std::span<const std::byte> in, uint32_t maxBody, DecodeResult& res,
+                        uint32_t& bodyLength, uint8_t& kind) {
+  bodyLength = getLe<uint32_t>(in.data());
+  const uint8_t version = getLe<uint8_t>(in.data() + 4);
+  kind = getLe<uint8_t>(in.data() + 5);
+  const uint16_t reserved = getLe<uint16_t>(in.data() + 6);
+  if (version != kProtocolVersion) {
+    res.version = version;
+    return "unsupported protocol version";
+  }
+  if (reserved != 0) return "reserved header bits set";
+  if (kind == 0 || kind > kMaxFrameKind) return "unknown frame kind";
+  if (bodyLength > maxBody) return "frame longer than the maximum message size";
+  return nullptr;
+}
+
+DecodeResult& failed(DecodeResult& res, const char* problem) {
+  res.outcome = DecodeOutcome::error;
+  res.errc = Errc::protocol_error;
+  res.reason = problem;
+  res.frame = Frame{};
+  res.consumed = 0;
+  return res;
+}
+
+}  // namespace
+
 DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
   // One result object, returned from every path (so it is built in the
   // caller's storage): frames are decoded once per message on the fast path.
   DecodeResult res;
   if (in.size() < kHeaderSize) return res;
-  const uint32_t bodyLength = getLe<uint32_t>(in.data());
-  const uint8_t version = getLe<uint8_t>(in.data() + 4);
-  const uint8_t kind = getLe<uint8_t>(in.data() + 5);
-  const uint16_t reserved = getLe<uint16_t>(in.data() + 6);
-  const char* problem = nullptr;
-  if (version != kProtocolVersion) {
-    problem = "unsupported protocol version";
-    res.version = version;
-  } else if (reserved != 0)
-    problem = "reserved header bits set";
-  else if (kind == 0 || kind > kMaxFrameKind)
-    problem = "unknown frame kind";
-  else if (bodyLength > maxBody)
-    problem = "frame longer than the maximum message size";
-  else if (in.size() - kHeaderSize < bodyLength)
-    return res;
+  uint32_t bodyLength = 0;
+  uint8_t kind = 0;
+  const char* problem = checkHeader(in, maxBody, res, bodyLength, kind);
+  if (problem == nullptr && in.size() - kHeaderSize < bodyLength) return res;
   if (problem == nullptr) {
     res.frame.kind = static_cast<FrameKind>(kind);
     Reader reader(in.subspan(kHeaderSize, bodyLength));
     parseBody(res.frame.kind, reader, res.frame);
     problem = reader.reason();
   }
-  if (problem != nullptr) {
-    res.outcome = DecodeOutcome::error;
-    res.errc = Errc::protocol_error;
-    res.reason = problem;
-    res.frame = Frame{};
-    res.consumed = 0;
-    return res;
-  }
+  if (problem != nullptr) return failed(res, problem);
   res.outcome = DecodeOutcome::frame;
   res.consumed = kHeaderSize + bodyLength;
+  return res;
+}
+
+DecodeResult decodeSendHead(std::span<const std::byte> head, size_t frameSize, uint32_t maxBody,
+                            size_t& payloadOffset) {
+  DecodeResult res;
+  if (head.size() < kHeaderSize) return failed(res, "frame record shorter than a frame header");
+  uint32_t bodyLength = 0;
+  uint8_t kind = 0;
+  const char* problem = checkHeader(head, maxBody, res, bodyLength, kind);
+  if (problem == nullptr && static_cast<FrameKind>(kind) != FrameKind::send)
+    problem = "a frame record holds a frame other than SEND";
+  if (problem == nullptr && kHeaderSize + uint64_t{bodyLength} != frameSize)
+    problem = "frame record length differs from its frame's";
+  if (problem == nullptr) {
+    res.frame.kind = FrameKind::send;
+    Reader reader(
+        head.subspan(kHeaderSize, std::min<size_t>(bodyLength, head.size() - kHeaderSize)));
+    parseBody(FrameKind::send, reader, res.frame);
+    problem = reader.reason();
+  }
+  if (problem != nullptr) return failed(res, problem);
+  payloadOffset = static_cast<size_t>(res.frame.payload.data() - head.data());
+  res.frame.payload = {};
+  res.outcome = DecodeOutcome::frame;
+  res.consumed = frameSize;
   return res;
 }
 
@@ -368,6 +405,24 @@ void encodeSend(ByteBuffer& out, uint64_t msgId, std::string_view node, std::str
   w.str8(node);
   w.str8(service);
   w.str8(fromService);
+  w.bytes(payload.data(), payload.size());
+}
+
+size_t sendFrameSize(std::string_view node, std::string_view service, std::string_view fromService,
+                     size_t payloadSize) {
+  return kHeaderSize + 8 + 3 + clip(node, kMaxNameLength).size() +
+         clip(service, kMaxNameLength).size() + clip(fromService, kMaxNameLength).size() +
+         payloadSize;
+}
+
+void encodeSendAt(std::span<std::byte> at, uint64_t msgId, std::string_view node,
+                  std::string_view service, std::string_view fromService,
+                  std::span<const std::byte> payload) {
+  Writer w = frameAt(at.data(), FrameKind::send, at.size() - kHeaderSize);
+  w.le<uint64_t>(msgId);
+  w.str8(clip(node, kMaxNameLength));
+  w.str8(clip(service, kMaxNameLength));
+  w.str8(clip(fromService, kMaxNameLength));
   w.bytes(payload.data(), payload.size());
 }
 

@@ -115,6 +115,13 @@ struct DecodeResult {
 // Parses the frame at the front of `in`. A body longer than `maxBody` is an
 // error as soon as its header is complete, before the body arrives.
 DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody);
+// The head of a SEND frame of `frameSize` bytes whose payload stays where
+// it lies (a shared-memory frame record): `head` is a private copy of the
+// frame's first bytes (at least its fixed fields and names, or all of it).
+// An error unless it is a SEND of exactly frameSize bytes; else the frame
+// with an empty payload, and the payload's offset in the frame.
+DecodeResult decodeSendHead(std::span<const std::byte> head, size_t frameSize, uint32_t maxBody,
+                            size_t& payloadOffset);
 
 // Encoders: append one complete frame to `out`. They do not validate names
 // (callers do, with isValidName) but never write a field that overflows its
@@ -128,6 +135,13 @@ void encodeSend(ByteBuffer& out, uint64_t msgId, std::string_view node, std::str
                 std::string_view fromService, std::span<const std::byte> payload);
 void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view srcService,
                    std::string_view toService, std::span<const std::byte> payload);
+// The SEND frame's size, and the frame written into `at` of exactly that
+// size (a shared-memory frame record).
+size_t sendFrameSize(std::string_view node, std::string_view service, std::string_view fromService,
+                     size_t payloadSize);
+void encodeSendAt(std::span<std::byte> at, uint64_t msgId, std::string_view node,
+                  std::string_view service, std::string_view fromService,
+                  std::span<const std::byte> payload);
 // The DELIVER frame's size, and the frame written into `at` of exactly
 // that size (memory the caller reserved: a shared-memory ring's record).
 size_t deliverFrameSize(std::string_view srcNode, std::string_view srcService,

@@ -307,6 +307,11 @@ void loopFamilies(Exposition& e, const json& s) {
     if (copies.contains(key))
       e.sample("rdmamsg_bytes_copied", "_total", label("stage", stage), number(copies[key]));
   }
+  if (copies.contains("sent_in_place_bytes")) {
+    e.family("rdmamsg_bytes_sent_in_place", "counter",
+             "Payload bytes posted to the NIC straight from a client's shared-memory ring.");
+    e.sample("rdmamsg_bytes_sent_in_place", "_total", {}, number(copies["sent_in_place_bytes"]));
+  }
 }
 
 void deliveryHistograms(Exposition& e, const json& peers) {

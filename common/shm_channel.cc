@@ -159,7 +159,7 @@ Result<size_t> ShmChannel::read(ByteBuffer& in, size_t budget) {
   while (got < budget) {
     Result<ShmRecord> rec = in_.peek();
     if (!rec) return rec.status();
-    if (!rec->has_value()) break;
+    if (!rec->has_value() || in_.peekedFrame()) break;
     const std::span<const std::byte> payload = **rec;
     in.append(payload);  // the one read of these bytes: parsed from the copy
     got += payload.size();
@@ -171,6 +171,46 @@ Result<size_t> ShmChannel::read(ByteBuffer& in, size_t budget) {
     if (Status st = wakePeer(); !st) return st;
   }
   return got;
+}
+
+Result<std::span<std::byte>> ShmChannel::reserveFrameRecord(size_t n) {
+  Result<std::span<std::byte>> room = out_.reserve(n, shm_ring::kFrameRecord);
+  reserved_ = room ? n : 0;
+  return room;
+}
+
+std::span<const std::byte> ShmChannel::frameRecord() {
+  if (!in_.peekedFrame()) return {};
+  Result<ShmRecord> rec = in_.peek();
+  return rec && rec->has_value() ? **rec : std::span<const std::byte>();
+}
+
+Result<uint64_t> ShmChannel::holdFrame() {
+  if (!in_.peekedFrame()) return Status(Errc::bad_request, "no frame record to hold");
+  const size_t bytes = frameRecord().size();
+  Result<uint64_t> position = in_.hold();
+  if (!position) return position;
+  ++counters_.recordsRead;
+  counters_.bytesRead += bytes;
+  return position;
+}
+
+Status ShmChannel::consumeFrame() {
+  if (!in_.peekedFrame()) return Status(Errc::bad_request, "no frame record to consume");
+  const size_t bytes = frameRecord().size();
+  if (Status st = in_.release(); !st) return st;
+  ++counters_.recordsRead;
+  counters_.bytesRead += bytes;
+  if (in_.needsWake()) return wakePeer();
+  return {};
+}
+
+Status ShmChannel::releaseHeld(uint64_t position) {
+  if (!status().ok()) return {};
+  if (!in_.releaseHeld(position))
+    return Status(Errc::bad_request, "ring position " + std::to_string(position) + " is not held");
+  if (in_.needsWake()) return wakePeer();
+  return {};
 }
 
 // Arming again without a disarm() between (a side that armed, worked on

@@ -49,6 +49,10 @@ inline constexpr size_t kMaxCapacity = size_t{64} << 20;
 inline constexpr size_t kFdCount = 3;
 // Whether `capacity` is one a daemon accepts.
 bool validCapacity(uint64_t capacity);
+// A SEND whose payload has at least this many bytes goes as a frame record
+// (ring version 2), which the daemon posts from in place; smaller ones are
+// cheaper copied, in the frame stream.
+inline constexpr size_t kMinFrameRecordPayload = size_t{16} << 10;
 }  // namespace shm_channel
 
 // What a channel did (for status, metrics and benchmarks).
@@ -91,9 +95,32 @@ class ShmChannel {
   // Rings the other side once if it sleeps.
   [[nodiscard]] Result<size_t> write(std::span<const std::byte> bytes);
   // Appends whole records from the incoming ring to `in` until the ring is
-  // empty or more than `budget` bytes were read; returns the bytes read.
-  // Rings the other side once if it waits for room.
+  // empty, more than `budget` bytes were read, or the next record is a
+  // frame record (frameWaiting()); returns the bytes read. Rings the other
+  // side once if it waits for room.
   [[nodiscard]] Result<size_t> read(ByteBuffer& in, size_t budget);
+
+  // Frame records (ring version 2): a record holding exactly one whole
+  // frame, which the reader keeps in place — a large SEND's payload goes
+  // from there to the wire, not through the reader's memory. The writer
+  // writes one with reserveFrameRecord() and commitRecord() when
+  // frameRecords() (the reader's version has them). The reader finds one
+  // when read() stopped before it: frameRecord() shows it (a view into
+  // shared memory: the other side can change it at any time), holdFrame()
+  // reads past it and keeps it until releaseHeld() with what it returned.
+  bool frameRecords() const { return out_.version() >= 2; }
+  [[nodiscard]] Result<std::span<std::byte>> reserveFrameRecord(size_t n);
+  bool frameWaiting() const { return in_.peekedFrame(); }
+  std::span<const std::byte> frameRecord();
+  [[nodiscard]] Result<uint64_t> holdFrame();
+  // Releases the frame record frameRecord() shows (its bytes were copied).
+  [[nodiscard]] Status consumeFrame();
+  // Gives a held record's room back (rings the other side if it waits for
+  // room); nothing when the channel failed meanwhile.
+  [[nodiscard]] Status releaseHeld(uint64_t position);
+  size_t framesHeld() const { return in_.held(); }
+  // The incoming ring's data area, where held frames lie.
+  std::span<const std::byte> inputArea() const { return in_.area(); }
 
   // One record written in place: room for `n` bytes in the outgoing ring
   // (would_block when there is none now, too_large beyond maxRecord()),

@@ -3,6 +3,7 @@
 // value read from the region is read once into a local and checked here.
 #include "common/shm_ring.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -67,10 +68,13 @@ Result<Mapping> Mapping::read(std::span<std::byte> region) {
   m.base_ = region.data();
   const uint64_t magicVersion = m.word(kMagicOffset).load(std::memory_order_acquire);
   const uint64_t capacity = m.word(kCapacityOffset).load(std::memory_order_acquire);
-  if (magicVersion != makeHeader(kVersion, kMagic)) {
-    return Status(Errc::protocol_error, "not a version " + num(kVersion) + " ring (magic/version " +
-                                            num(magicVersion) + ")");
+  const auto version = static_cast<uint32_t>(magicVersion >> 32);
+  if (static_cast<uint32_t>(magicVersion) != kMagic || version < kMinVersion ||
+      version > kVersion) {
+    return Status(Errc::protocol_error, "not a version " + num(kMinVersion) + ".." + num(kVersion) +
+                                            " ring (magic/version " + num(magicVersion) + ")");
   }
+  m.version_ = version;
   if (!isPowerOfTwo(capacity) || capacity < kMinCapacity || capacity > kMaxCapacity ||
       regionSize(capacity) != region.size()) {
     return Status(Errc::protocol_error, "ring capacity " + num(capacity) +
@@ -121,8 +125,11 @@ Status ShmRingProducer::refreshConsumer() {
   return Status();
 }
 
-Result<std::span<std::byte>> ShmRingProducer::reserve(size_t n) {
+Result<std::span<std::byte>> ShmRingProducer::reserve(size_t n, uint32_t type) {
   if (!status_) return status_;
+  if (type != kDataRecord && (type != kFrameRecord || map_.version() < 2))
+    return Status(Errc::bad_request,
+                  "a version " + num(map_.version()) + " ring has no records of type " + num(type));
   if (n > maxPayload()) {
     return Status(Errc::too_large, "a ring record holds at most " + num(maxPayload()) + " bytes");
   }
@@ -141,6 +148,7 @@ Result<std::span<std::byte>> ShmRingProducer::reserve(size_t n) {
   reservedPad_ = pad;
   reservedSize_ = size;
   reservedLength_ = static_cast<uint32_t>(n);
+  reservedType_ = type;
   const uint64_t at = pad != 0 ? 0 : offset;
   return std::span<std::byte>(map_.data() + at + kRecordHeaderSize, n);
 }
@@ -156,7 +164,7 @@ Status ShmRingProducer::commit() {
   }
   const uint64_t at = reservedPad_ != 0 ? 0 : offset;
   map_.word(kHeaderSize + at)
-      .store(makeHeader(kDataRecord, reservedLength_), std::memory_order_relaxed);
+      .store(makeHeader(reservedType_, reservedLength_), std::memory_order_relaxed);
   producer_ += reservedPad_ + reservedSize_;
   reservedSize_ = 0;
   map_.word(kProducerOffset).store(producer_, std::memory_order_release);
@@ -193,7 +201,10 @@ bool ShmRingProducer::cancelSleep() {
 // --- consumer ----------------------------------------------------------------
 
 ShmRingConsumer::ShmRingConsumer(Mapping map)
-    : map_(map), consumer_(map.initialConsumer()), producerSeen_(map.initialProducer()) {}
+    : map_(map),
+      consumer_(map.initialConsumer()),
+      producerSeen_(map.initialProducer()),
+      published_(map.initialConsumer()) {}
 
 Result<ShmRingConsumer> ShmRingConsumer::attach(std::span<std::byte> region) {
   Result<Mapping> map = Mapping::read(region);
@@ -218,9 +229,9 @@ Status ShmRingConsumer::refreshProducer(uint64_t& readable) {
     return fail("ring producer index " + num(p) + " is behind the consumer index " +
                 num(consumer_));
   }
-  if (p - consumer_ > map_.capacity()) {
+  if (p - published_ > map_.capacity()) {
     return fail("ring producer index " + num(p) + " is more than the capacity ahead of the " +
-                "consumer index " + num(consumer_));
+                "consumer index " + num(published_));
   }
   producerSeen_ = p;
   readable = p - consumer_;
@@ -244,8 +255,7 @@ Status ShmRingConsumer::skipPadding(uint64_t header, uint64_t& readable) {
                 " is beyond the readable span of " + num(readable) + " bytes");
   }
   readable -= toEnd;
-  consumer_ += toEnd;
-  map_.word(kConsumerOffset).store(consumer_, std::memory_order_release);
+  advance(toEnd);
   return Status();
 }
 
@@ -268,7 +278,7 @@ Result<ShmRecord> ShmRingConsumer::peek() {
       if (Status s = skipPadding(header, readable); !s) return s;
       continue;
     }
-    if (type != kDataRecord) {
+    if (type != kDataRecord && (type != kFrameRecord || map_.version() < 2)) {
       return fail("ring record of unknown type " + num(type) + " at offset " + num(offset));
     }
     const uint64_t size = recordSize(length);
@@ -277,6 +287,7 @@ Result<ShmRecord> ShmRingConsumer::peek() {
                   " is beyond the readable span of " + num(readable) + " bytes");
     }
     pending_ = size;
+    peekedFrame_ = type == kFrameRecord;
     peeked_ = {map_.data() + offset + kRecordHeaderSize, static_cast<size_t>(length)};
     return ShmRecord(peeked_);
   }
@@ -286,11 +297,44 @@ Result<ShmRecord> ShmRingConsumer::peek() {
 Status ShmRingConsumer::release() {
   if (!status_) return status_;
   if (pending_ == 0) return Status(Errc::bad_request, "release() without a peeked record");
-  consumer_ += pending_;
-  pending_ = 0;
+  advance(std::exchange(pending_, 0));
   peeked_ = {};
-  map_.word(kConsumerOffset).store(consumer_, std::memory_order_release);
   return Status();
+}
+
+Result<uint64_t> ShmRingConsumer::hold() {
+  if (!status_) return status_;
+  if (pending_ == 0) return Status(Errc::bad_request, "hold() without a peeked record");
+  if (held_.size() >= kMaxHeld) return Status(Errc::would_block, "too many ring records held");
+  const uint64_t position = consumer_;
+  held_.push_back({position, false});
+  consumer_ += std::exchange(pending_, 0);
+  peeked_ = {};
+  return position;
+}
+
+bool ShmRingConsumer::releaseHeld(uint64_t position) {
+  auto it = std::find_if(held_.begin(), held_.end(),
+                         [position](const Held& h) { return h.position == position; });
+  if (it == held_.end() || it->released) return false;
+  it->released = true;
+  while (!held_.empty() && held_.front().released)
+    held_.pop_front();
+  publish();
+  return true;
+}
+
+void ShmRingConsumer::advance(uint64_t bytes) {
+  consumer_ += bytes;
+  if (held_.empty()) publish();
+}
+
+// The consumer index: the read position, or the oldest record still held.
+void ShmRingConsumer::publish() {
+  const uint64_t index = held_.empty() ? consumer_ : held_.front().position;
+  if (index == published_ || !status_) return;
+  published_ = index;
+  map_.word(kConsumerOffset).store(index, std::memory_order_release);
 }
 
 bool ShmRingConsumer::prepareToSleep() {

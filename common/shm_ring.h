@@ -25,8 +25,17 @@
 // lie the published records, each:
 //
 //   u32 length   payload bytes
-//   u32 type     1: data, 2: padding (fills the data area up to its end)
+//   u32 type     1: data, 2: padding (fills the data area up to its end),
+//                3: frame (version 2: exactly one whole frame, which the
+//                consumer may keep in place after it read past it)
 //   payload, then zero to 7 bytes up to the next multiple of 8
+//
+// Version 2 adds frame records: the consumer may hold one (hold()) — keep
+// its bytes where they lie while it reads the records after it — and
+// release it later (releaseHeld()). The consumer index then stops at the
+// oldest record held, so the producer never overwrites a held record;
+// records read after it are released with it. A version 1 ring has no
+// frame records (one is a protocol error).
 //
 // A record never wraps: when one does not fit before the end of the data
 // area, the producer writes a padding record whose 8-byte aligned size
@@ -73,6 +82,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <span>
 #include <string>
@@ -85,7 +95,8 @@ namespace rdmamsg {
 namespace shm_ring {
 
 inline constexpr uint32_t kMagic = 0x47524d52;  // "RMRG" in memory
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;         // what this side formats and offers
+inline constexpr uint32_t kMinVersion = 1;      // the oldest it attaches to (no frame records)
 inline constexpr size_t kHeaderSize = 4096;
 inline constexpr size_t kMagicOffset = 0;
 inline constexpr size_t kVersionOffset = 4;
@@ -100,6 +111,7 @@ inline constexpr size_t kMinCapacity = 64;
 inline constexpr size_t kMaxCapacity = size_t{1} << 30;
 inline constexpr uint32_t kDataRecord = 1;
 inline constexpr uint32_t kPaddingRecord = 2;
+inline constexpr uint32_t kFrameRecord = 3;
 
 inline constexpr size_t regionSize(size_t capacity) {
   return kHeaderSize + capacity;
@@ -123,6 +135,7 @@ class Mapping {
   [[nodiscard]] static Result<Mapping> read(std::span<std::byte> region);
 
   uint64_t capacity() const { return capacity_; }
+  uint32_t version() const { return version_; }
   std::byte* data() const { return base_ + kHeaderSize; }
   std::atomic_ref<uint64_t> word(size_t offset) const {
     return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + offset));
@@ -137,6 +150,7 @@ class Mapping {
   uint64_t capacity_ = 0;
   uint64_t producer_ = 0;
   uint64_t consumer_ = 0;
+  uint32_t version_ = 0;
 };
 
 }  // namespace shm_ring
@@ -151,7 +165,9 @@ class ShmRingProducer {
   // reserve() replaces it). too_large beyond maxPayload(); would_block when
   // the ring is full (not an error: retry once the consumer released,
   // prepareToSleep() first if the producer waits on its doorbell).
-  [[nodiscard]] Result<std::span<std::byte>> reserve(size_t n);
+  // `type`: kDataRecord, or kFrameRecord (one whole frame; version 2).
+  [[nodiscard]] Result<std::span<std::byte>> reserve(size_t n,
+                                                     uint32_t type = shm_ring::kDataRecord);
   // Publishes the reserved record (and the padding before it, if it wraps).
   [[nodiscard]] Status commit();
 
@@ -180,6 +196,7 @@ class ShmRingProducer {
   }
 
   size_t maxPayload() const { return shm_ring::maxPayload(map_.capacity()); }
+  uint32_t version() const { return map_.version(); }
   // ok, or the protocol_error that killed the ring.
   const Status& status() const { return status_; }
 
@@ -195,6 +212,7 @@ class ShmRingProducer {
   uint64_t reservedPad_ = 0;   // padding before the reserved record, or 0
   uint64_t reservedSize_ = 0;  // recordSize() of the reservation, 0: none
   uint32_t reservedLength_ = 0;
+  uint32_t reservedType_ = shm_ring::kDataRecord;
   bool owedWake_ = false;
 };
 
@@ -209,8 +227,21 @@ class ShmRingConsumer {
   // The next record (the same one until release()), or nullopt when the ring
   // is empty. The view stays valid until release().
   [[nodiscard]] Result<ShmRecord> peek();
-  // Consumes the record peek() showed: the producer may reuse its room.
+  // Whether the record peek() shows is a frame record (version 2).
+  bool peekedFrame() const { return pending_ != 0 && peekedFrame_; }
+  // Consumes the record peek() showed: the producer may reuse its room
+  // (once every record held before it is released).
   [[nodiscard]] Status release();
+  // Reads past the record peek() showed but keeps it: its view stays valid
+  // and the producer does not reuse its room until releaseHeld() with the
+  // returned position. At most kMaxHeld at once (would_block beyond).
+  static constexpr size_t kMaxHeld = 1024;
+  [[nodiscard]] Result<uint64_t> hold();
+  // Releases a held record (in any order); the consumer index advances
+  // over every record up to the oldest one still held. False: `position`
+  // is not held.
+  bool releaseHeld(uint64_t position);
+  size_t held() const { return held_.size(); }
 
   // The ring is empty and the consumer is about to sleep: true when it may
   // (the producer's needsWake() will say so), false when a record arrived
@@ -236,7 +267,13 @@ class ShmRingConsumer {
             map_.word(shm_ring::kProducerOffset).load(std::memory_order_acquire) != consumer_);
   }
 
-  // Bytes released so far (the consumer index).
+  // The data area (for registering it with a device: records held are
+  // posted from where they lie).
+  std::span<const std::byte> area() const {
+    return {map_.data(), static_cast<size_t>(map_.capacity())};
+  }
+  // Bytes read so far (the read position; the consumer index, the bytes
+  // released, lags behind it while records are held).
   uint64_t position() const { return consumer_; }
   const Status& status() const { return status_; }
 
@@ -252,7 +289,17 @@ class ShmRingConsumer {
   uint64_t producerSeen_ = 0;  // the producer index last read and checked
   uint64_t pending_ = 0;       // size of the peeked record, 0: none
   std::span<const std::byte> peeked_;
+  bool peekedFrame_ = false;
   bool owedWake_ = false;
+  // Records held, oldest first: their positions, and whether released since.
+  struct Held {
+    uint64_t position;
+    bool released;
+  };
+  std::deque<Held> held_;
+  uint64_t published_ = 0;       // the consumer index as last stored
+  void advance(uint64_t bytes);  // reads past `bytes` and publishes what may be reused
+  void publish();
 };
 
 }  // namespace rdmamsg

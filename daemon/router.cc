@@ -170,7 +170,7 @@ void Router::onSend(local::SessionId session, const local::SendRequest& r) {
                                                " (not in the peers of " + config_.node + ")"));
   }
   const void* waitKey = nullptr;
-  Status st = p->send(session, r.msgId, r.fromService, r.service, r.payload, waitKey);
+  Status st = p->send(session, r.msgId, r.fromService, r.service, r.payload, waitKey, r.inPlace);
   if (!st.ok()) return fail(session, r.msgId, std::move(st));
   if (waitKey != nullptr) hold(heldOnPeer_[waitKey], session, r.node, r.service, r.payload.size());
 }

@@ -164,7 +164,8 @@ void processJson(const Snapshot& s, json& j) {
                  {"reassembly_bytes", cc.reassembly},
                  {"deliver_bytes", cc.deliver},
                  {"client_out_bytes", cc.clientOut},
-                 {"bytes", cc.total()}};
+                 {"bytes", cc.total()},
+                 {"sent_in_place_bytes", cc.sentInPlace}};
   j["log"] = {{"dropped", s.logDropped}, {"suppressed", s.logSuppressed}};
   j["rss_bytes"] = s.rssBytes;
   j["heap_allocations"] = s.heapAllocations;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "daemon/external_payload.h"
 
 namespace rdmamsg::local {
 
@@ -62,6 +63,10 @@ struct SendRequest {
   std::string_view fromService;        // sender's service: a service this session
                                        // registered, or "" when it registered none
   std::span<const std::byte> payload;  // size <= the configured maximum
+  // Set when the payload lies in the client's shared memory and may be
+  // posted from there (external_payload.h): a handler that keeps it past
+  // onSend() holds it. Otherwise the payload is valid during onSend() only.
+  ExternalPayload* inPlace = nullptr;
 };
 
 class LocalHandler {

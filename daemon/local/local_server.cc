@@ -138,7 +138,11 @@ void LocalServer::processInput(Session& s) {
     const proto::DecodeResult res = proto::decodeFrame(s.input(), s.maxBody());
     switch (res.outcome) {
       case proto::DecodeOutcome::need_more:
-        return;
+        if (!s.frameRecordWaiting()) return;
+        // A frame record comes between frames, never inside one.
+        if (!s.input().empty()) return protocolError(s, "a frame record cut a frame");
+        if (!handleFrameRecord(s)) return;
+        break;
       case proto::DecodeOutcome::error:
         // An older client reads why in its own framing; other bytes are garbage.
         if (res.version >= 1 && res.version < proto::kProtocolVersion)
@@ -150,6 +154,23 @@ void LocalServer::processInput(Session& s) {
         break;
     }
   }
+}
+
+// A SEND the client wrote as one frame record: handled like any frame, its
+// payload (when large) posted from the client's ring while the record is
+// held (Session::takeFrameRecord).
+bool LocalServer::handleFrameRecord(Session& s) {
+  Session::FrameRecord rec = s.takeFrameRecord();
+  if (rec.error != nullptr) {
+    protocolError(s, rec.error);
+    return false;
+  }
+  inPlace_ = rec.held;
+  handleFrame(s, rec.frame);
+  inPlace_ = nullptr;
+  if (rec.held != nullptr) rec.held->drop();
+  s.readAfterFrameRecord();
+  return true;
 }
 
 // --- requests ----------------------------------------------------------------------
@@ -264,6 +285,7 @@ void LocalServer::onSend(Session& s, const proto::Frame& f) {
   req.service = f.service;
   req.fromService = f.otherService.empty() ? s.defaultService() : f.otherService;
   req.payload = f.payload;
+  req.inPlace = inPlace_;
   handler_.onSend(s.id(), req);
 }
 

@@ -156,6 +156,7 @@ class LocalServer {
   void markDirty(Session& s);
   void handleFrame(Session& s, const proto::Frame& frame);
   void protocolError(Session& s, const char* reason);
+  bool handleFrameRecord(Session& s);  // false: the session is closing
   void versionMismatch(Session& s, uint8_t version);
   void helloTimedOut(Session& s);
   void beginClose(Session& s, const Status& reason, std::string_view logWhy);
@@ -216,6 +217,8 @@ class LocalServer {
   // Polls the shared-memory sessions' rings while the loop spins (loop/spin.h);
   // made with the first such session.
   std::unique_ptr<loop::Spinner> spinner_;
+  // The payload of the frame record being handled, when it is held in place.
+  ExternalPayload* inPlace_ = nullptr;
   bool pollRings();
   bool armRings();
   void disarmRings();

@@ -24,10 +24,12 @@ void LocalServer::onShmOffer(Session& s, const proto::Frame& f) {
   };
   if (!config_.sharedMemory)
     return refuse(Status(Errc::bad_request, "shared memory is off on this daemon"));
-  if (f.maxMessageSize != shm_ring::kVersion)
-    return refuse(Status(Errc::protocol_error,
-                         "shared-memory ring version " + std::to_string(f.maxMessageSize) +
-                             " is not this daemon's (" + std::to_string(shm_ring::kVersion) + ")"));
+  if (f.maxMessageSize < shm_ring::kMinVersion || f.maxMessageSize > shm_ring::kVersion)
+    return refuse(Status(Errc::protocol_error, "shared-memory ring version " +
+                                                   std::to_string(f.maxMessageSize) +
+                                                   " is not one of this daemon's (" +
+                                                   std::to_string(shm_ring::kMinVersion) + ".." +
+                                                   std::to_string(shm_ring::kVersion) + ")"));
   if (fds.size() != shm_channel::kFdCount)
     return refuse(Status(Errc::protocol_error, "SHM_OFFER came with " + std::to_string(fds.size()) +
                                                    " descriptors instead of " +

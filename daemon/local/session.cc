@@ -190,6 +190,7 @@ void Session::closeOfferWindow() {
 
 void Session::useSharedMemory(std::unique_ptr<ShmChannel> channel) {
   shm_ = std::move(channel);
+  area_ = std::make_shared<ExternalArea>(shm_->inputArea());
   offerWindow_ = false;
   passedFds_.clear();
   doorbellEvent_ = std::make_unique<loop::IoEvent>(
@@ -224,6 +225,7 @@ void Session::readRing() {
     if (!got) {
       return endInput("the client's shared-memory ring is corrupt", 0, Errc::protocol_error);
     }
+    if (shm_->frameWaiting()) return;  // the service phase takes it (LocalServer)
     if (*got >= kReadBudget) {
       doorbellEvent_->activate(EV_READ);  // the rest on the next iteration
       return;
@@ -241,6 +243,80 @@ Result<size_t> Session::takeFromRing(size_t budget) {
   else
     localLog().warn("{}: shared memory: {}", name_, got.status().toString());
   return got;
+}
+
+namespace {
+
+// A frame record's ring space, held while its payload is posted from it.
+// Keeps the channel (its mapping) and the area (its registrations) alive
+// past the session; the last drop() gives the space back to the client.
+class HeldFrame final : public ExternalPayload {
+ public:
+  HeldFrame(std::shared_ptr<ShmChannel> channel, std::shared_ptr<ExternalArea> area,
+            uint64_t position)
+      : channel_(std::move(channel)), area_(std::move(area)), position_(position) {}
+  ExternalArea& area() override { return *area_; }
+  void hold() override { ++refs_; }
+  void drop() override {
+    if (--refs_ != 0) return;
+    if (Status st = channel_->releaseHeld(position_); !st)
+      localLog().warn("shared memory: {}", st.toString());
+    delete this;
+  }
+
+ private:
+  // Declared in teardown order: the registrations go before the mapping.
+  std::shared_ptr<ShmChannel> channel_;
+  std::shared_ptr<ExternalArea> area_;
+  const uint64_t position_;
+  uint32_t refs_ = 1;
+};
+
+// Frames smaller than this are copied out of their record, not held.
+constexpr size_t kMinHeldFrame = shm_channel::kMinFrameRecordPayload;
+
+}  // namespace
+
+Session::FrameRecord Session::takeFrameRecord() {
+  FrameRecord out;
+  const std::span<const std::byte> record = shm_->frameRecord();
+  const bool hold =
+      record.size() >= kMinHeldFrame && shm_->framesHeld() < ShmRingConsumer::kMaxHeld;
+  const size_t copied =
+      hold ? std::min(record.size(), proto::kHeaderSize + proto::kMaxFrameOverhead) : record.size();
+  // Read once, into private memory: the client may change its ring at any time.
+  frameCopy_.assign(record.begin(), record.begin() + static_cast<std::ptrdiff_t>(copied));
+  loop::copies().clientIn += copied;
+  size_t payloadAt = 0;
+  proto::DecodeResult d = proto::decodeSendHead(frameCopy_, record.size(), maxBody_, payloadAt);
+  if (d.outcome != proto::DecodeOutcome::frame) {
+    out.error = d.reason;
+    return out;
+  }
+  out.frame = d.frame;
+  if (!hold) {
+    out.frame.payload = std::span<const std::byte>(frameCopy_).subspan(payloadAt);
+    if (Status st = shm_->consumeFrame(); !st)
+      out.error = "the client's shared-memory ring is corrupt";
+    return out;
+  }
+  Result<uint64_t> position = shm_->holdFrame();
+  if (!position) {
+    out.error = "the client's shared-memory ring is corrupt";
+    return out;
+  }
+  out.frame.payload = record.subspan(payloadAt);
+  out.held = new HeldFrame(shm_, area_, *position);
+  return out;
+}
+
+void Session::readAfterFrameRecord() {
+  if (!shm_ || state_ == State::closing) return;
+  if (endReason_ != nullptr) {
+    static_cast<void>(takeFromRing(SIZE_MAX));
+    return;
+  }
+  if (pauseMask_ == 0) readRing();
 }
 
 bool Session::pollRing() {

@@ -31,6 +31,7 @@
 #include "common/local_protocol.h"
 #include "common/shm_channel.h"
 #include "common/unique_fd.h"
+#include "daemon/external_payload.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/loop/event_loop.h"
 #include "daemon/loop/events.h"
@@ -103,6 +104,24 @@ class Session {
   const ShmChannel* sharedMemory() const { return shm_.get(); }
   // The channel failed (a ring the client corrupted).
   bool ringBroken() const;
+  // A frame record (common/shm_channel.h) is next in the client's ring:
+  // the input buffer's frames come first, then takeFrameRecord() takes it.
+  bool frameRecordWaiting() const { return shm_ && shm_->frameWaiting(); }
+  // The SEND a frame record holds, its head (ids, names) decoded from a
+  // private copy. A large payload stays where it lies: `held` holds its
+  // ring space (the caller drops it when done; a send posted from it holds
+  // it longer). A small one, or one past the records a ring may hold, is
+  // copied and its record released (`held` null). `error`: a protocol
+  // error (static text); nothing was taken.
+  struct FrameRecord {
+    proto::Frame frame;
+    ExternalPayload* held = nullptr;
+    const char* error = nullptr;
+  };
+  FrameRecord takeFrameRecord();
+  // After a frame record: reads the records behind it (all of them when
+  // the input has ended: the client wrote them before it closed).
+  void readAfterFrameRecord();
   // A loop that spins (loop/spin.h) polls the ring instead of sleeping on
   // the doorbell, and the session then never arms its words on its own:
   // pollRing() does what a ring of the doorbell does when records or room
@@ -246,7 +265,9 @@ class Session {
   loop::Timer helloTimer_;    // closes a client that never says HELLO
   bool offerWindow_ = true;   // descriptors are read with the socket's bytes
   std::vector<UniqueFd> passedFds_;
-  std::unique_ptr<ShmChannel> shm_;
+  std::shared_ptr<ShmChannel> shm_;               // kept by frame records held past the session
+  std::shared_ptr<ExternalArea> area_;            // the ring to the daemon, as devices register it
+  std::vector<std::byte> frameCopy_;              // a frame record's head, or all of a small one
   std::unique_ptr<loop::IoEvent> doorbellEvent_;  // the channel's wakeFd, EV_ET
   uint64_t wakesCounted_ = 0, readsCounted_ = 0;
   bool waitingForRoom_ = false;  // the ring to the client was full at the last flush

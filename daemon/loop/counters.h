@@ -56,6 +56,8 @@ struct CopyCounters {
   uint64_t reassembly = 0;   // payload of fragmented messages into their reassembly buffer
   uint64_t deliver = 0;      // payload into a receiving client's output buffer
   uint64_t clientOut = 0;    // from an output buffer to a client (socket write or ring write)
+  // Not a copy: payload posted to the NIC straight from a client's ring.
+  uint64_t sentInPlace = 0;
   uint64_t total() const {
     return clientIn + flowQueue + sendBuffers + reassembly + deliver + clientOut;
   }

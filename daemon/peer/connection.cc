@@ -156,7 +156,7 @@ bool Connection::createQp(rdma_cm_id* id, rdma::Device* device) {
   a.recv_cq = device_->cq();
   a.qp_type = IBV_QPT_RC;
   a.cap.max_send_wr = params_.sendBuffers + 1;  // + the teardown beacon
-  a.cap.max_send_sge = 1;
+  a.cap.max_send_sge = 2;                       // a batch's head, and a payload posted in place
   receiver_.describe(a);
   a.sq_sig_all = 0;
   if (rdma_create_qp(id, device_->pd(), &a) != 0) {
@@ -494,6 +494,14 @@ bool Connection::openBatch(bool dataRecord) {
 size_t Connection::messageRoom() {
   if (!openBatch(true)) return 0;
   return sender_.batch().room();
+}
+
+bool Connection::canPostInPlace(ExternalPayload& payload) {
+  return device_ != nullptr && device_->lkeyFor(payload.area()).has_value();
+}
+
+void Connection::sealInPlace(ExternalPayload& payload, std::span<const std::byte> bytes) {
+  sender_.sealInPlace(payload, bytes, *device_->lkeyFor(payload.area()));
 }
 
 void Connection::post() {

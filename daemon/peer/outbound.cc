@@ -43,6 +43,10 @@ struct Outbound::Queued {
   uint32_t cost;    // window cost of the whole message
   uint8_t srcLen;
   bool started;  // its first fragment is out (it has a seq: the newest)
+  // Set when the payload is not stored here but held where it lies (a
+  // client's ring: at .. at + length), posted from there when it goes.
+  ExternalPayload* inPlace;
+  const std::byte* at;
 };
 
 struct Outbound::Flow {
@@ -96,12 +100,15 @@ void Outbound::makeReady(Flow& f) {
 
 Status Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId, std::string_view src,
                       std::string_view dst, std::span<const std::byte> payload,
-                      const void*& waitKey) {
+                      const void*& waitKey, ExternalPayload* inPlace) {
   waitKey = nullptr;
   if (remoteMaxMessage_ != 0 && payload.size() > remoteMaxMessage_)
     return Status(Errc::too_large, "message of " + std::to_string(payload.size()) +
                                        " bytes is over the max_message_size of " + peerName_ +
                                        " (" + std::to_string(remoteMaxMessage_) + " bytes)");
+  if (room == nullptr || payload.size() < kMinInPlace ||
+      (inPlace != nullptr && !room->canPostInPlace(*inPlace)))
+    inPlace = nullptr;
   Flow& f = flowFor(dst);
   auto cost = static_cast<uint32_t>(
       std::min<uint64_t>(windowCost(src.size(), dst.size(), payload.size()), UINT32_MAX));
@@ -115,10 +122,20 @@ Status Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId, std::str
     inflight_.push_back({session, msgId, &f, cost, false, false, deadline, sampleTime(seq)});
     unsettled_++;
     f.unconfirmed += cost;
-    if (write(*room, seq, src, dst, payload, offset, started)) return Status();
+    if (write(*room, seq, src, dst, payload, offset, started, inPlace)) return Status();
     current_ = &f;
   }
-  enqueue(f, session, msgId, deadline, src, payload.subspan(offset), 0, started, cost);
+  // A payload in place waits where it is only for the link (its window is
+  // open; a started message waits for nothing else), and while what waits
+  // so stays under half of its client's area: the ring gives nothing back
+  // past its oldest record held, so one held for a window — for a listener
+  // that may never read — would stall every flow of its client. Else it is
+  // copied into the queue.
+  if (inPlace != nullptr && !started &&
+      (!canStart(f, cost) ||
+       inPlace->area().queued + payload.size() > inPlace->area().bytes().size() / 2))
+    inPlace = nullptr;
+  enqueue(f, session, msgId, deadline, src, payload.subspan(offset), started, cost, inPlace);
   if (!started) makeReady(f);
   // Only this flow's senders are held (HOLD of this destination): a full
   // flow never stops another.
@@ -131,21 +148,29 @@ Status Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId, std::str
 }
 
 void Outbound::enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_point deadline,
-                       std::string_view src, std::span<const std::byte> rest, uint64_t offset,
-                       bool started, uint32_t cost) {
+                       std::string_view src, std::span<const std::byte> rest, bool started,
+                       uint32_t cost, ExternalPayload* inPlace) {
   Queued q{session,
            msgId,
            deadline,
-           offset,
+           0,
            static_cast<uint32_t>(rest.size()),
            cost,
            static_cast<uint8_t>(src.size()),
-           started};
+           started,
+           inPlace,
+           rest.data()};
   f.queue.append(&q, sizeof q);
   f.queue.append(src);
-  f.queue.append(rest);
-  loop::copies().flowQueue += rest.size();
-  size_t bytes = sizeof q + src.size() + rest.size();
+  size_t bytes = sizeof q + src.size();
+  if (inPlace != nullptr) {
+    inPlace->hold();
+    inPlace->area().queued += rest.size();
+  } else {
+    f.queue.append(rest);
+    loop::copies().flowQueue += rest.size();
+    bytes += rest.size();
+  }
   f.queuedBytes += bytes;
   f.queuedMessages++;
   totalQueued_ += bytes;
@@ -153,7 +178,11 @@ void Outbound::enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_po
 
 void Outbound::popFront(Flow& f) {
   Queued q = f.front();
-  size_t bytes = sizeof q + q.srcLen + q.length;
+  size_t bytes = sizeof q + q.srcLen + (q.inPlace != nullptr ? 0 : q.length);
+  if (q.inPlace != nullptr) {
+    q.inPlace->area().queued -= q.length;
+    q.inPlace->drop();
+  }
   f.queue.consume(bytes);
   f.queuedBytes -= bytes;
   f.queuedMessages--;
@@ -168,11 +197,24 @@ void Outbound::popFront(Flow& f) {
 }
 
 bool Outbound::write(SendRoom& room, uint64_t seq, std::string_view src, std::string_view dst,
-                     std::span<const std::byte> payload, uint64_t& offset, bool& started) {
+                     std::span<const std::byte> payload, uint64_t& offset, bool& started,
+                     ExternalPayload* inPlace) {
   for (;;) {
     size_t space = room.messageRoom();
     if (space == 0) return false;
     size_t rest = payload.size() - offset;
+    // (The tail of a payload posted in place goes in place too, however short.)
+    if (inPlace != nullptr && (rest >= kMinInPlace || started)) {
+      if (writeInPlace(room, *inPlace, seq, src, dst, payload, offset, started)) {
+        if (offset == payload.size()) return true;
+        continue;
+      }
+      if (!room.batch().empty()) {
+        room.sealBatch();
+        continue;
+      }
+      inPlace = nullptr;  // batches too small for it: copied
+    }
     uint8_t first = started ? 0 : kFirstFragment;
     size_t whole = BatchWriter::messageSize(src.size(), dst.size(), rest, false);
     if (whole <= space) {
@@ -197,16 +239,37 @@ bool Outbound::write(SendRoom& room, uint64_t seq, std::string_view src, std::st
   }
 }
 
+bool Outbound::writeInPlace(SendRoom& room, ExternalPayload& inPlace, uint64_t seq,
+                            std::string_view src, std::string_view dst,
+                            std::span<const std::byte> payload, uint64_t& offset, bool& started) {
+  const size_t space = room.batch().room();
+  const size_t rest = payload.size() - offset;
+  const bool last = BatchWriter::messageSize(src.size(), dst.size(), rest, false) <= space;
+  const size_t fixed = BatchWriter::messageSize(src.size(), dst.size(), 0, !started && !last);
+  if (space < fixed + std::min(rest, kMinInPlace)) return false;
+  const size_t chunk = last ? rest : std::min(rest, (space - fixed) & ~size_t{7});
+  const uint8_t flags = (started ? 0 : kFirstFragment) | (last ? kLastFragment : 0);
+  room.batch().addMessageHead(seq, flags, src, dst, last ? 0 : payload.size(), chunk);
+  room.sealInPlace(inPlace, payload.subspan(offset, chunk));
+  loop::copies().sentInPlace += chunk;
+  offset += chunk;
+  started = true;
+  return true;
+}
+
 // Writes (the rest of) the started front message of `f`; true when done.
 bool Outbound::continueFront(SendRoom& room, Flow& f) {
   Queued q = f.front();
   const auto* p = reinterpret_cast<const char*>(f.queue.data()) + sizeof q;
   std::string_view src(p, q.srcLen);
-  std::span<const std::byte> payload(f.queue.data() + sizeof q + q.srcLen, q.length);
+  std::span<const std::byte> payload(
+      q.inPlace != nullptr ? q.at : f.queue.data() + sizeof q + q.srcLen, q.length);
   uint64_t offset = q.offset;
   bool started = q.started;
+  ExternalPayload* inPlace =
+      q.inPlace != nullptr && room.canPostInPlace(*q.inPlace) ? q.inPlace : nullptr;
   // A started message has the newest seq: nothing else started after it.
-  bool done = write(room, nextSeq_ - 1, src, f.service, payload, offset, started);
+  bool done = write(room, nextSeq_ - 1, src, f.service, payload, offset, started, inPlace);
   if (!done) {
     q.offset = offset;
     q.started = started;

@@ -69,9 +69,14 @@ class Outbound {
   // Accepts a message for `room` (an established connection), or only
   // queues it when `room` is null (no connection yet, or one that starts no
   // new message: pump() sends it later). Errors: too_large. Sets `waitKey` when the
-  // client should not be read until queueDrained(key).
+  // client should not be read until queueDrained(key). `inPlace`: the
+  // payload lies in memory the link may post from (external_payload.h);
+  // what goes at once of a payload of at least kMinInPlace bytes is then
+  // posted from there, not copied (what has to wait is copied to the queue).
+  static constexpr size_t kMinInPlace = 16 * 1024;
   Status send(SendRoom* room, uint64_t session, uint64_t msgId, std::string_view src,
-              std::string_view dst, std::span<const std::byte> payload, const void*& waitKey);
+              std::string_view dst, std::span<const std::byte> payload, const void*& waitKey,
+              ExternalPayload* inPlace = nullptr);
 
   // Writes what the windows and the link allow. Service step only.
   void pump(SendRoom& room);
@@ -123,10 +128,17 @@ class Outbound {
   bool continueFront(SendRoom& room, Flow& f);
   // Writes (the rest of) a message; true when all of it is in batches.
   bool write(SendRoom& room, uint64_t seq, std::string_view src, std::string_view dst,
-             std::span<const std::byte> payload, uint64_t& offset, bool& started);
+             std::span<const std::byte> payload, uint64_t& offset, bool& started,
+             ExternalPayload* inPlace = nullptr);
+  // One record of `inPlace`'s payload from `offset`, posted from where it
+  // lies: false when the open batch has too little room left for one.
+  bool writeInPlace(SendRoom& room, ExternalPayload& inPlace, uint64_t seq, std::string_view src,
+                    std::string_view dst, std::span<const std::byte> payload, uint64_t& offset,
+                    bool& started);
+  // `inPlace`: the payload stays where it lies, held (else it is copied).
   void enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_point deadline,
-               std::string_view src, std::span<const std::byte> rest, uint64_t offset, bool started,
-               uint32_t cost);
+               std::string_view src, std::span<const std::byte> rest, bool started, uint32_t cost,
+               ExternalPayload* inPlace);
   void popFront(Flow& f);
   void report(InFlight& m, Errc errc);
   void collectIdleFlows();

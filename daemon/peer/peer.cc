@@ -376,7 +376,7 @@ void Peer::onDown() {
 
 Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
                   std::string_view dstService, std::span<const std::byte> payload,
-                  const void*& waitKey) {
+                  const void*& waitKey, ExternalPayload* inPlace) {
   waitKey = nullptr;
   const bool up = state_ == PeerState::kEstablished && !conn_->down();
   if (!up && (!onDemand() || state_ == PeerState::kStopping || state_ == PeerState::kStopped))
@@ -385,7 +385,7 @@ Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
                                               (lastError_.empty() ? "" : ": " + lastError_) + ")");
   // Not connected (on demand) or closing for idleness: queued for the next connection.
   Connection* conn = up && !committed() ? conn_ : nullptr;
-  Status st = out_.send(conn, session, msgId, srcService, dstService, payload, waitKey);
+  Status st = out_.send(conn, session, msgId, srcService, dstService, payload, waitKey, inPlace);
   if (st.ok()) {
     counters_.messagesSent++;
     counters_.bytesSent += payload.size();

@@ -158,8 +158,8 @@ class Peer {
   // `waitKey` tells the caller to stop reading the client until
   // PeerEvents::queueDrained(waitKey).
   Status send(uint64_t session, uint64_t msgId, std::string_view srcService,
-              std::string_view dstService, std::span<const std::byte> payload,
-              const void*& waitKey);
+              std::string_view dstService, std::span<const std::byte> payload, const void*& waitKey,
+              ExternalPayload* inPlace = nullptr);
   // The outcome of messages seq .. seq + count - 1, which the router
   // accepted: confirmed to the peer if connection `epoch` is still the
   // current one. With `consumedBytes` (messages listeners took) the

@@ -158,6 +158,7 @@ void BatchWriter::reset(std::byte* buffer, size_t capacity) {
   buf_ = buffer;
   capacity_ = capacity;
   offset_ = sizeof(BatchHeader);
+  external_ = 0;
   records_ = 0;
 }
 
@@ -178,8 +179,24 @@ RecordHeader* BatchWriter::begin(RecordType type, size_t bodyLen) {
 void BatchWriter::addMessage(uint64_t seq, uint8_t flags, std::string_view src,
                              std::string_view dst, uint64_t totalLength,
                              std::span<const std::byte> payload) {
+  std::byte* p = writeMessageHead(seq, flags, src, dst, totalLength, payload.size());
+  if (!payload.empty()) std::memcpy(p, payload.data(), payload.size());
+}
+
+void BatchWriter::addMessageHead(uint64_t seq, uint8_t flags, std::string_view src,
+                                 std::string_view dst, uint64_t totalLength, size_t payloadLength) {
+  const size_t start = offset_;
+  std::byte* p = writeMessageHead(seq, flags, src, dst, totalLength, payloadLength);
+  // Unpadded: the receiver takes the batch's last record up to its length.
+  offset_ = static_cast<size_t>(p - (buf_ + start)) + start + payloadLength;
+  external_ = payloadLength;
+}
+
+std::byte* BatchWriter::writeMessageHead(uint64_t seq, uint8_t flags, std::string_view src,
+                                         std::string_view dst, uint64_t totalLength,
+                                         size_t payloadLength) {
   bool first = hasTotalLength(flags);
-  size_t body = src.size() + dst.size() + (first ? 8 : 0) + payload.size();
+  size_t body = src.size() + dst.size() + (first ? 8 : 0) + payloadLength;
   std::byte* p = buf_ + offset_ + sizeof(RecordHeader);
   RecordHeader* h = begin(RecordType::kMessage, body);
   h->flags = flags;
@@ -194,7 +211,7 @@ void BatchWriter::addMessage(uint64_t seq, uint8_t flags, std::string_view src,
     std::memcpy(p, &totalLength, 8);
     p += 8;
   }
-  if (!payload.empty()) std::memcpy(p, payload.data(), payload.size());
+  return p;
 }
 
 void BatchWriter::addConfirm(uint64_t first, uint64_t last, uint16_t errc) {

@@ -230,6 +230,13 @@ class BatchWriter {
   static size_t messageSize(size_t srcLen, size_t dstLen, size_t payload, bool withTotal);
   void addMessage(uint64_t seq, uint8_t flags, std::string_view src, std::string_view dst,
                   uint64_t totalLength, std::span<const std::byte> payload);
+  // A message record whose `payloadLength` bytes are not written here: they
+  // follow the batch as a second scatter-gather entry (memory the daemon
+  // posts from in place), so this is the batch's last record, unpadded,
+  // and the batch must be sealed next. external() says how many.
+  void addMessageHead(uint64_t seq, uint8_t flags, std::string_view src, std::string_view dst,
+                      uint64_t totalLength, size_t payloadLength);
+  size_t external() const { return external_; }
   void addConfirm(uint64_t first, uint64_t last, uint16_t errc);
   void addHeartbeat();
   void addAuth(const AuthBody& body);
@@ -239,9 +246,13 @@ class BatchWriter {
 
  private:
   RecordHeader* begin(RecordType type, size_t bodyLen);
+  // A message record's header, names and total: where its payload goes.
+  std::byte* writeMessageHead(uint64_t seq, uint8_t flags, std::string_view src,
+                              std::string_view dst, uint64_t totalLength, size_t payloadLength);
   std::byte* buf_ = nullptr;
   size_t capacity_ = 0;
   size_t offset_ = 0;
+  size_t external_ = 0;
   uint16_t records_ = 0;
 };
 

@@ -24,11 +24,11 @@ void SendBatches::seal(uint32_t bytes) {
   open_ = false;
 }
 
-bool SendBatches::signal(size_t i, const Pool& pool) {
+bool SendBatches::signal(size_t i, const Pool& pool, bool must) {
   const bool last = i + 1 == sealed_.size();
   const uint32_t quarter = std::max<uint32_t>(1, pool.count / 4);
   const bool low = cap_ - std::min(cap_, held()) < signalEvery_ || pool.available < quarter;
-  if (unsignaled_ + 1 >= signalEvery_ || pool.unsignaled >= quarter || (last && low)) {
+  if (must || unsignaled_ + 1 >= signalEvery_ || pool.unsignaled >= quarter || (last && low)) {
     unsignaled_ = 0;
     return true;
   }

@@ -11,8 +11,9 @@
 // and sooner when a quarter of the device's pool is behind unsignaled
 // sends (a connection that goes quiet keeps those until its next signaled
 // one), or, for the last send of a list, when this connection's own room
-// or the pool runs low. A signaled completion frees its buffer and every
-// one posted before it (RC completes in order).
+// or the pool runs low — and the last send of a list that posts a client's
+// memory in place. A signaled completion frees its buffer and every one
+// posted before it (RC completes in order).
 #pragma once
 
 #include <cstdint>
@@ -48,8 +49,10 @@ class SendBatches {
   void seal(uint32_t bytes);  // the open batch, `bytes` long, waits to be posted
   const std::vector<Sealed>& sealed() const { return sealed_; }
   // Whether send i of the sealed list is signaled; counts it either way.
-  // `pool.unsignaled` is read before this send.
-  bool signal(size_t i, const Pool& pool);
+  // `pool.unsignaled` is read before this send. `must`: it is (the last
+  // send of a list that posts a client's memory in place: that memory comes
+  // back with a completion, even when the link then goes quiet).
+  bool signal(size_t i, const Pool& pool, bool must = false);
   uint32_t unsignaled() const { return unsignaled_; }
   uint32_t signalEvery() const { return signalEvery_; }
   // The sealed batches were posted.

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
+#include "daemon/external_payload.h"
 #include "daemon/peer/protocol.h"
 
 namespace rdmamsg::peer {
@@ -20,6 +22,13 @@ class SendRoom {
   // The open batch is full: it is queued to go, and the next messageRoom()
   // opens another.
   virtual void sealBatch() = 0;
+  // Whether `payload` can be posted from where it lies on this link (its
+  // memory registered with the device, now if need be).
+  virtual bool canPostInPlace(ExternalPayload& payload) = 0;
+  // Ends the open batch, whose last record is a message head
+  // (BatchWriter::addMessageHead), with `bytes` of `payload` posted from
+  // where they lie, and seals it; the payload is held until the send is done.
+  virtual void sealInPlace(ExternalPayload& payload, std::span<const std::byte> bytes) = 0;
 
  protected:
   ~SendRoom() = default;

@@ -35,22 +35,57 @@ void Sender::seal() {
   batches_.seal(static_cast<uint32_t>(writer_.finish(s.returned, s.released)));
 }
 
+void Sender::sealInPlace(ExternalPayload& payload, std::span<const std::byte> bytes,
+                         uint32_t lkey) {
+  payload.hold();
+  inPlace_[batches_.openIndex()] = {
+      &payload,
+      {reinterpret_cast<uint64_t>(bytes.data()), static_cast<uint32_t>(bytes.size()), lkey}};
+  seal();
+}
+
+void Sender::give(uint32_t index) {
+  if (!inPlace_.empty()) {
+    if (auto it = inPlace_.find(index); it != inPlace_.end()) {
+      it->second.payload->drop();
+      inPlace_.erase(it);
+    }
+  }
+  pool_->give(index);
+}
+
 Status Sender::post(ibv_qp* qp) {
   const std::vector<SendBatches::Sealed>& sealed = batches_.sealed();
   if (sealed.empty()) return Status();
   wrs_.resize(sealed.size());
-  sges_.resize(sealed.size());
+  sges_.resize(2 * sealed.size());
   rdma::BufferPool& buffers = pool_->buffers();
+  // The last send that posts a client's memory in place is signaled: its
+  // completion gives that memory (and all before it) back.
+  size_t lastInPlace = sealed.size();
+  if (!inPlace_.empty()) {
+    for (size_t i = 0; i < sealed.size(); i++)
+      if (inPlace_.contains(sealed[i].index)) lastInPlace = i;
+  }
   for (size_t i = 0; i < sealed.size(); i++) {
-    sges_[i] = {buffers.addr(sealed[i].index), sealed[i].bytes, buffers.lkey()};
+    ibv_sge* sge = &sges_[2 * i];
+    sge[0] = {buffers.addr(sealed[i].index), sealed[i].bytes, buffers.lkey()};
     ibv_send_wr& w = wrs_[i];
     w = ibv_send_wr{};
     w.wr_id = kTag | sealed[i].index;
-    w.sg_list = &sges_[i];
+    w.sg_list = sge;
     w.num_sge = 1;
+    if (!inPlace_.empty()) {
+      if (auto it = inPlace_.find(sealed[i].index); it != inPlace_.end()) {
+        sge[0].length -= it->second.sge.length;  // the head; the payload from where it lies
+        sge[1] = it->second.sge;
+        w.num_sge = 2;
+      }
+    }
     w.opcode = IBV_WR_SEND;
     const uint32_t unsignaled = batches_.unsignaled();
-    if (batches_.signal(i, {buffers.count(), pool_->available(), pool_->unsignaled()})) {
+    if (batches_.signal(i, {buffers.count(), pool_->available(), pool_->unsignaled()},
+                        i == lastInPlace)) {
       w.send_flags = IBV_SEND_SIGNALED;
       pool_->retireUnsignaled(unsignaled);
       counters_.sendsSignaled++;
@@ -77,23 +112,26 @@ Status Sender::post(ibv_qp* qp) {
 
 // A completion frees its buffer and every unsignaled one posted before it.
 bool Sender::onCompleted(uint32_t index) {
-  const uint32_t n = batches_.complete(index, [this](uint32_t idx) { pool_->give(idx); });
+  const uint32_t n = batches_.complete(index, [this](uint32_t idx) { give(idx); });
   outstanding_ -= std::min(outstanding_, n);
   return n != 0;
 }
 
 void Sender::onBeacon() {
-  pool_->retireUnsignaled(batches_.completeAll([this](uint32_t idx) { pool_->give(idx); }));
+  pool_->retireUnsignaled(batches_.completeAll([this](uint32_t idx) { give(idx); }));
   outstanding_ = 0;
 }
 
 void Sender::giveBack() {
   if (pool_ == nullptr) return;
-  pool_->retireUnsignaled(batches_.releaseAll([this](uint32_t idx) { pool_->give(idx); }));
+  pool_->retireUnsignaled(batches_.releaseAll([this](uint32_t idx) { give(idx); }));
 }
 
 void Sender::detach() {
   batches_.releaseAll([](uint32_t) {});
+  for (auto& [index, p] : inPlace_)
+    p.payload->drop();
+  inPlace_.clear();
   pool_ = nullptr;
 }
 

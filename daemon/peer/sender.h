@@ -13,9 +13,12 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "daemon/external_payload.h"
 #include "daemon/loop/service_queue.h"
 #include "daemon/peer/credit_ledger.h"
 #include "daemon/peer/protocol.h"
@@ -54,6 +57,11 @@ class Sender {
   bool hasOpen() const { return batches_.hasOpen(); }
   bool hasSealed() const { return !batches_.sealed().empty(); }
   void seal();
+  // Seals the open batch, whose last record is a message head
+  // (BatchWriter::addMessageHead), with its payload: `bytes` of `payload`
+  // posted from where they lie (lkey: their memory's on this device). The
+  // payload is held until the send's completion, or until giveBack().
+  void sealInPlace(ExternalPayload& payload, std::span<const std::byte> bytes, uint32_t lkey);
   // Posts every sealed batch in one list; "" or why not.
   Status post(ibv_qp* qp);
 
@@ -79,6 +87,13 @@ class Sender {
   BatchWriter writer_;
   size_t batchCapacity_ = 0;
   uint32_t outstanding_ = 0;
+  // The batches whose payload is posted in place, by buffer index.
+  struct InPlace {
+    ExternalPayload* payload;
+    ibv_sge sge;
+  };
+  std::unordered_map<uint32_t, InPlace> inPlace_;
+  void give(uint32_t index);  // a buffer back to the pool, and what its send held
   std::vector<ibv_send_wr> wrs_;
   std::vector<ibv_sge> sges_;
   Counters counters_;

@@ -37,6 +37,7 @@ Status Device::create(loop::EventLoop& loop, int cqEntries) {
   if (int rc = ibv_query_device(context_, &attr_); rc != 0) return ioError("ibv_query_device", rc);
   pd_.reset(ibv_alloc_pd(context_));
   if (!pd_) return ioError("ibv_alloc_pd");
+  external_ = std::make_shared<ExternalRegistrations>(pd_.get(), budget_, counters_);
   channel_.reset(ibv_create_comp_channel(context_));
   if (!channel_) return ioError("ibv_create_comp_channel");
   if (!setNonBlocking(channel_->fd)) return ioError("completion channel O_NONBLOCK");
@@ -91,6 +92,51 @@ Device::~Device() {
   for (const auto& set : spare_)
     budget_.give(set->registeredBytes());
   // Every event gotten was acked in onWakeup, so destroying the CQ cannot block.
+}
+
+ExternalRegistrations::~ExternalRegistrations() {
+  for (auto& [area, e] : areas_)
+    budget_.give(e.bytes);
+}
+
+std::optional<uint32_t> ExternalRegistrations::lkey(
+    const std::shared_ptr<ExternalRegistrations>& self, ExternalArea& area) {
+  auto it = self->areas_.find(&area);
+  if (it == self->areas_.end()) {
+    Entry e;
+    const std::span<const std::byte> bytes = area.bytes();
+    if (!self->budget_.take(bytes.size())) {
+      spdlog::warn("a client's ring of {} bytes is not registered ({}): its messages are copied",
+                   bytes.size(), self->budget_.exhausted(bytes.size()));
+    } else {
+      // Only read by the device (local read needs no access flag).
+      e.mr.reset(ibv_reg_mr(self->pd_, const_cast<std::byte*>(bytes.data()), bytes.size(), 0));
+      if (!e.mr) {
+        spdlog::warn(
+            "ibv_reg_mr of a client's ring of {} bytes failed ({}): its messages are copied",
+            bytes.size(), std::error_code(errno, std::generic_category()).message());
+        self->budget_.give(bytes.size());
+      } else {
+        e.bytes = bytes.size();
+        self->counters_.clientBytesRegistered += e.bytes;
+        self->counters_.clientRegistrations++;
+      }
+    }
+    it = self->areas_.emplace(&area, std::move(e)).first;
+    area.onDeath([weak = std::weak_ptr<ExternalRegistrations>(self), key = &area] {
+      if (auto regs = weak.lock()) regs->forget(key);
+    });
+  }
+  if (!it->second.mr) return std::nullopt;
+  return it->second.mr->lkey;
+}
+
+void ExternalRegistrations::forget(const ExternalArea* area) {
+  auto it = areas_.find(area);
+  if (it == areas_.end()) return;
+  budget_.give(it->second.bytes);
+  counters_.clientBytesRegistered -= it->second.bytes;
+  areas_.erase(it);
 }
 
 Status Device::growCq(uint64_t entries) {

@@ -26,10 +26,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/external_payload.h"
 #include "daemon/loop/events.h"
 #include "daemon/loop/spin.h"
 #include "daemon/rdma/buffer_pool.h"
@@ -63,7 +65,39 @@ struct DeviceCounters {
   uint64_t asyncEvents = 0;
   uint64_t bufferSetsCreated = 0;  // per-peer receive sets
   uint64_t bufferSetsReused = 0;
-  uint64_t registeredBytes = 0;  // send pool, shared receive chunks and receive sets
+  uint64_t registeredBytes = 0;        // send pool, shared receive chunks and receive sets
+  uint64_t clientBytesRegistered = 0;  // clients' rings registered now (ExternalRegistrations)
+  uint64_t clientRegistrations = 0;    // ibv_reg_mr of a client's ring, ever
+};
+
+// Clients' memory that sends post from in place (daemon/external_payload.h):
+// one memory region per area, registered with the device's protection
+// domain at its first use — within registered_memory_limit, else its
+// payloads are copied — and deregistered when the area dies or the device
+// closes, whichever comes first.
+class ExternalRegistrations {
+ public:
+  ExternalRegistrations(ibv_pd* pd, MemoryBudget& budget, DeviceCounters& counters)
+      : pd_(pd), budget_(budget), counters_(counters) {}
+  ~ExternalRegistrations();
+  ExternalRegistrations(const ExternalRegistrations&) = delete;
+  ExternalRegistrations& operator=(const ExternalRegistrations&) = delete;
+
+  // The area's lkey, registering it the first time; nullopt when it cannot
+  // be (the budget, or ibv_reg_mr failed: said once per area).
+  static std::optional<uint32_t> lkey(const std::shared_ptr<ExternalRegistrations>& self,
+                                      ExternalArea& area);
+
+ private:
+  void forget(const ExternalArea* area);
+  struct Entry {
+    MrPtr mr;  // null: the area cannot be registered (copied instead)
+    size_t bytes = 0;
+  };
+  ibv_pd* pd_;
+  MemoryBudget& budget_;
+  DeviceCounters& counters_;
+  std::unordered_map<const ExternalArea*, Entry> areas_;
 };
 
 // The buffers a device's connections share (config: buffer_size,
@@ -129,6 +163,10 @@ class Device {
   void detach(uint32_t qpNum) { sinks_.erase(qpNum); }
 
   SendPool& sendPool() { return *sendPool_; }
+  // The lkey of a client's memory on this device (ExternalRegistrations).
+  std::optional<uint32_t> lkeyFor(ExternalArea& area) {
+    return ExternalRegistrations::lkey(external_, area);
+  }
   // The shared receive queue; nullptr with receive_queue: per_peer.
   SharedReceiveQueue* srq() { return srq_.get(); }
   const SharedReceiveQueue* srq() const { return srq_.get(); }
@@ -154,6 +192,7 @@ class Device {
   ibv_device_attr attr_{};
   // Declared parents first: destroyed children first.
   PdPtr pd_;
+  std::shared_ptr<ExternalRegistrations> external_;
   CompChannelPtr channel_;
   CqPtr cq_;
   PoolParams pools_;

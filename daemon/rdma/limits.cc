@@ -14,7 +14,7 @@ Needs needsOf(const config::Config& c, std::optional<size_t> peers) {
   const bool shared = c.receiveQueue == config::ReceiveQueue::kShared;
   n.sendWr = c.sendBuffersPerPeer() + 1;
   n.recvWr = shared ? 0 : c.bufferCount;
-  n.sge = 1;
+  n.sge = 2;  // a batch head and a payload posted in place
   const uint64_t qps = 2 * uint64_t{peers.value_or(c.peers.size())} + 2;
   // The SRQ holds every allowance (initial grants and lent buffers), and a
   // chunk registered ahead.
@@ -82,7 +82,7 @@ std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_a
                        on);
   if (a.max_sge > 0 && n.sge > static_cast<uint32_t>(a.max_sge))
     problems.push_back("the device allows " + std::to_string(a.max_sge) +
-                       " scatter/gather entries (max_sge)" + on + "; rdmamsgd needs 1");
+                       " scatter/gather entries (max_sge)" + on + "; rdmamsgd needs 2");
   if (a.max_cqe > 0 && n.cqe > static_cast<uint64_t>(a.max_cqe))
     problems.push_back("buffer_count: " + std::to_string(c.bufferCount) + " with " +
                        std::to_string(peers.value_or(c.peers.size())) +

@@ -219,5 +219,100 @@ TEST(ShmHostileTest, AScribblerHurtsNobodyElse) {
   expectServed(server.socket(), "after the scribbler");
 }
 
+// Records written by hand into the ring to the daemon: `frames` as one
+// record of `type` each, then the doorbell.
+void writeRecords(HostileClient& h, uint32_t type, const std::vector<ByteBuffer>& frames) {
+  auto producer = ShmRingProducer::attach(h.region().first(kRingBytes));
+  ASSERT_TRUE(producer.ok()) << producer.status().toString();
+  for (const ByteBuffer& f : frames) {
+    auto room = producer->reserve(f.size(), type);
+    ASSERT_TRUE(room.ok()) << room.status().toString();
+    std::copy(f.data(), f.data() + f.size(), room->begin());
+    ASSERT_TRUE(producer->commit().ok());
+  }
+  h.ringDaemon();
+}
+
+TEST(ShmHostileTest, AFrameRecordThatIsNotASendClosesThatClientWithTheReason) {
+  ThreadedServer server;
+  HostileClient h(server.socket());
+  ASSERT_EQ(h.offer(), proto::FrameKind::shm_accept);
+  ByteBuffer reg;
+  proto::encodeRegister(reg, "sideways");
+  writeRecords(h, shm_ring::kFrameRecord, {reg});
+  std::string why;
+  ASSERT_TRUE(h.closedWith(Errc::protocol_error, &why));
+  EXPECT_NE(why.find("other than SEND"), std::string::npos) << why;
+  expectServed(server.socket(), "after a frame record that is not a SEND");
+}
+
+TEST(ShmHostileTest, AFrameRecordInsideAFrameClosesThatClientWithTheReason) {
+  ThreadedServer server;
+  HostileClient h(server.socket());
+  ASSERT_EQ(h.offer(), proto::FrameKind::shm_accept);
+  ByteBuffer reg, half, send;
+  proto::encodeRegister(reg, "cut");
+  half.append(reg.data(), reg.size() / 2);
+  const std::string payload(20000, 'p');
+  proto::encodeSend(send, 1, "nodeA", "cut", "", bytes(payload));
+  writeRecords(h, shm_ring::kDataRecord, {half});
+  writeRecords(h, shm_ring::kFrameRecord, {send});
+  std::string why;
+  ASSERT_TRUE(h.closedWith(Errc::protocol_error, &why));
+  EXPECT_NE(why.find("cut a frame"), std::string::npos) << why;
+  expectServed(server.socket(), "after a frame record inside a frame");
+}
+
+// A frame record whose SEND says another length than the record's.
+TEST(ShmHostileTest, AFrameRecordOfTheWrongLengthClosesThatClientWithTheReason) {
+  ThreadedServer server;
+  HostileClient h(server.socket());
+  ASSERT_EQ(h.offer(), proto::FrameKind::shm_accept);
+  ByteBuffer send;
+  const std::string payload(20000, 'p');
+  proto::encodeSend(send, 1, "nodeA", "cut", "", bytes(payload));
+  send.append(bytes("trailing"));
+  writeRecords(h, shm_ring::kFrameRecord, {send});
+  std::string why;
+  ASSERT_TRUE(h.closedWith(Errc::protocol_error, &why));
+  EXPECT_NE(why.find("length"), std::string::npos) << why;
+  expectServed(server.socket(), "after a frame record of the wrong length");
+}
+
+// Large messages go as frame records (held in place by the daemon) between
+// small ones in the frame stream: all arrive whole and in order, and the
+// ring's room comes back (more than its capacity goes through it).
+TEST(ShmHostileTest, LargeSendsInFrameRecordsArriveWholeAndInOrderBetweenSmallOnes) {
+  ThreadedServer server;
+  ::setenv("RDMAMSG_SHM_FRAME_RECORDS", "1", 1);
+  auto c = Client::connect(server.socket());
+  ::unsetenv("RDMAMSG_SHM_FRAME_RECORDS");
+  ASSERT_TRUE(c.ok()) << c.status().toString();
+  if (!c->usesSharedMemory()) GTEST_SKIP() << "RDMAMSG_SHM=0";
+  ASSERT_TRUE(c->registerService("mixed").ok());
+  constexpr int kCount = 400;  // about 5 MiB through a ring of 1 MiB
+  auto text = [](int i) {
+    const size_t kLarge[] = {16 << 10, 24 << 10, 40 << 10,
+                             60 << 10};  // the test daemon's max: 64 KiB
+    return i % 3 == 2 ? std::string(kLarge[i % 4], static_cast<char>('a' + i % 26))
+                      : "small " + std::to_string(i);
+  };
+  int received = 0;
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_TRUE(c->send("nodeA", "mixed", bytes(text(i))).ok());
+    Message m;
+    while (c->tryReceive(m)) {
+      ASSERT_EQ(m.text(), text(received)) << "message " << received;
+      ++received;
+    }
+  }
+  while (received < kCount) {
+    Message m;
+    ASSERT_TRUE(c->receive(m, 5s).ok()) << "message " << received;
+    ASSERT_EQ(m.text(), text(received)) << "message " << received;
+    ++received;
+  }
+}
+
 }  // namespace
 }  // namespace rdmamsg

@@ -138,5 +138,61 @@ TEST(ShmRingTest, FormatRefusesBadCapacities) {
   EXPECT_TRUE(shm_ring::format(region, 4096).ok());
 }
 
+// Frame records (version 2): one held stays where it lies while the
+// records after it are read; the producer gets its room back only when it
+// and everything before it are released.
+TEST(ShmRingTest, AHeldFrameRecordKeepsItsRoomUntilReleasedInAnyOrder) {
+  Pair p(512);
+  auto put = [&](uint32_t type, std::byte fill) {
+    Result<std::span<std::byte>> room = p.producer.reserve(56, type);
+    if (!room) return false;
+    std::fill(room->begin(), room->end(), fill);
+    return p.producer.commit().ok();
+  };
+  ASSERT_TRUE(put(shm_ring::kFrameRecord, std::byte{1}));
+  ASSERT_TRUE(put(shm_ring::kDataRecord, std::byte{2}));
+  ASSERT_TRUE(put(shm_ring::kFrameRecord, std::byte{3}));
+  Result<ShmRecord> first = p.consumer.peek();
+  ASSERT_TRUE(first.ok() && first->has_value());
+  ASSERT_TRUE(p.consumer.peekedFrame());
+  const std::span<const std::byte> firstView = **first;
+  Result<uint64_t> a = p.consumer.hold();
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(p.consumer.peek().value().has_value());
+  EXPECT_FALSE(p.consumer.peekedFrame());
+  ASSERT_TRUE(p.consumer.release().ok());
+  ASSERT_TRUE(p.consumer.peek().value().has_value());
+  Result<uint64_t> b = p.consumer.hold();
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(p.consumer.held(), 2u);
+  EXPECT_EQ(p.ring.word(shm_ring::kConsumerOffset).load(), 0u)
+      << "nothing is given back while the oldest record is held";
+  // Fill the ring: the held records' room is not reused.
+  int more = 0;
+  while (put(shm_ring::kDataRecord, std::byte{9}))
+    ++more;
+  EXPECT_EQ(more, 5) << "512 bytes hold eight records of 64";
+  EXPECT_EQ(firstView[0], std::byte{1}) << "a held record is not overwritten";
+  EXPECT_TRUE(p.consumer.releaseHeld(*b));
+  EXPECT_EQ(p.ring.word(shm_ring::kConsumerOffset).load(), 0u) << "the oldest is still held";
+  EXPECT_FALSE(p.consumer.releaseHeld(*b)) << "released twice";
+  EXPECT_TRUE(p.consumer.releaseHeld(*a));
+  EXPECT_EQ(p.ring.word(shm_ring::kConsumerOffset).load(), 3 * 64u)
+      << "all three records come back together";
+  EXPECT_TRUE(put(shm_ring::kDataRecord, std::byte{4}));
+}
+
+TEST(ShmRingTest, AVersionOneRingHasNoFrameRecords) {
+  Pair p(512);
+  p.ring.word(shm_ring::kMagicOffset).store((uint64_t{1} << 32) | shm_ring::kMagic);
+  ShmRingProducer producer = ShmRingProducer::attach(p.ring.region()).value();
+  ShmRingConsumer consumer = ShmRingConsumer::attach(p.ring.region()).value();
+  EXPECT_EQ(producer.reserve(8, shm_ring::kFrameRecord).status().code(), Errc::bad_request);
+  p.ring.setRecordHeader(0, shm_ring::kFrameRecord, 8);
+  p.ring.word(shm_ring::kProducerOffset).store(16);
+  EXPECT_EQ(consumer.peek().status().code(), Errc::protocol_error)
+      << "a frame record in a version 1 ring is corrupt";
+}
+
 }  // namespace
 }  // namespace rdmamsg

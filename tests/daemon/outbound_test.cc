@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/loop/counters.h"
 #include "tests/support/wait.h"
 
 namespace rdmamsg::peer {
@@ -53,14 +54,34 @@ class MemoryRoom final : public SendRoom {
   BatchWriter& batch() override { return writer_; }
   void sealBatch() override {
     if (!open_) return;
-    const size_t bytes = writer_.finish(1);
+    const size_t bytes = writer_.finish(1) - writer_.external();
     sealed_.emplace_back(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(bytes));
     open_ = false;
   }
+  // In place: the batch is the head from the buffer, then the payload's
+  // bytes as they are when the send completes (complete()), gathered as
+  // the NIC would; the payload is held until then.
+  bool canPostInPlace(ExternalPayload&) override { return postsInPlace; }
+  void sealInPlace(ExternalPayload& payload, std::span<const std::byte> bytes) override {
+    EXPECT_EQ(writer_.external(), bytes.size());
+    payload.hold();
+    sealBatch();
+    pendingInPlace_.push_back({sealed_.size() - 1, &payload, bytes});
+  }
+  // Every send posted from a payload completes: its bytes are read now.
+  void complete() {
+    for (const auto& p : pendingInPlace_) {
+      sealed_[p.batch].insert(sealed_[p.batch].end(), p.bytes.begin(), p.bytes.end());
+      p.payload->drop();
+    }
+    pendingInPlace_.clear();
+  }
+  size_t pendingInPlace() const { return pendingInPlace_.size(); }
 
   // Every message record of the sealed batches (the open one is sealed first).
   std::vector<Message> messages() {
     sealBatch();
+    complete();
     std::vector<Message> out;
     for (size_t b = 0; b < sealed_.size(); b++) {
       BatchReader reader(sealed_[b]);
@@ -78,8 +99,15 @@ class MemoryRoom final : public SendRoom {
   size_t sealedBatches() const { return sealed_.size(); }
 
   size_t batchesLeft;
+  bool postsInPlace = true;
 
  private:
+  struct InPlace {
+    size_t batch;
+    ExternalPayload* payload;
+    std::span<const std::byte> bytes;
+  };
+  std::vector<InPlace> pendingInPlace_;
   size_t batchBytes_;
   std::vector<std::byte> buffer_;
   BatchWriter writer_;
@@ -113,6 +141,26 @@ std::span<const std::byte> bytes(const std::string& s) {
   return std::as_bytes(std::span(s));
 }
 
+// A payload in a client's memory: counts who holds it.
+class HeldString final : public ExternalPayload {
+ public:
+  explicit HeldString(std::string& s) : area_(bytes(s)) {}
+  ExternalArea& area() override { return area_; }
+  void hold() override { holds++; }
+  void drop() override { holds--; }
+  int holds = 1;  // the local side's, while it hands the message over
+
+ private:
+  ExternalArea area_;
+};
+
+std::string alphabet(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; i++)
+    s[i] = static_cast<char>('a' + i % 26);
+  return s;
+}
+
 class OutboundTest : public ::testing::Test {
  protected:
   OutboundTest() {
@@ -126,9 +174,9 @@ class OutboundTest : public ::testing::Test {
   }
   // Sends message `msgId` of session 1 from service "src" to `dst`.
   Status send(SendRoom* room, uint64_t msgId, const std::string& dst, const std::string& payload,
-              const void** waitKey = nullptr) {
+              const void** waitKey = nullptr, ExternalPayload* inPlace = nullptr) {
     const void* key = nullptr;
-    Status st = out_->send(room, 1, msgId, "src", dst, bytes(payload), key);
+    Status st = out_->send(room, 1, msgId, "src", dst, bytes(payload), key, inPlace);
     if (waitKey != nullptr) *waitKey = key;
     return st;
   }
@@ -369,6 +417,105 @@ TEST_F(OutboundTest, AStuckFlowTimesOutItsOwnMessagesOnly) {
   EXPECT_EQ(events_.outcomes.at(2).code(), Errc::timeout);
   EXPECT_EQ(events_.outcomes.count(3), 0u);
   EXPECT_EQ(events_.deliveredIds, (std::vector<uint64_t>{3}));
+}
+
+TEST_F(OutboundTest, ALargePayloadInPlaceIsPostedFromWhereItLiesNotCopied) {
+  MemoryRoom room(32 * 1024);
+  std::string big = alphabet(200 * 1024);
+  const std::string sent = big;
+  HeldString held(big);
+  const uint64_t copiedBefore = loop::copies().sendBuffers;
+  const uint64_t inPlaceBefore = loop::copies().sentInPlace;
+  ASSERT_TRUE(send(&room, 1, "svc", big, nullptr, &held).ok());
+  held.drop();  // the local side is done with it: the sends still hold it
+  EXPECT_GE(room.pendingInPlace(), 7u) << "200 KiB in batches of 32 KiB, each posted in place";
+  EXPECT_EQ(held.holds, static_cast<int>(room.pendingInPlace()));
+  EXPECT_EQ(loop::copies().sendBuffers, copiedBefore) << "no payload byte copied";
+  EXPECT_EQ(loop::copies().sentInPlace - inPlaceBefore, big.size());
+  auto m = room.messages();  // the sends complete
+  EXPECT_EQ(held.holds, 0) << "every completion gives the payload back";
+  std::string joined;
+  for (size_t i = 0; i < m.size(); i++) {
+    EXPECT_EQ((m[i].flags & kFirstFragment) != 0, i == 0);
+    EXPECT_EQ((m[i].flags & kLastFragment) != 0, i + 1 == m.size());
+    if (i == 0) {
+      EXPECT_EQ(m[i].totalLength, big.size());
+    }
+    joined += m[i].payload;
+  }
+  EXPECT_EQ(joined, sent) << "the receiver reassembles the message";
+}
+
+TEST_F(OutboundTest, APayloadInPlaceFollowsSmallMessagesInTheirBatch) {
+  MemoryRoom room(64 * 1024);
+  ASSERT_TRUE(send(&room, 1, "svc", "small").ok());
+  std::string big = alphabet(20 * 1024);
+  HeldString held(big);
+  ASSERT_TRUE(send(&room, 2, "svc", big, nullptr, &held).ok());
+  held.drop();
+  ASSERT_TRUE(send(&room, 3, "svc", "after").ok());
+  auto m = room.messages();
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0].batch, m[1].batch) << "the small message and the large one share a batch";
+  EXPECT_EQ(m[1].payload, big);
+  EXPECT_EQ(m[2].batch, m[1].batch + 1) << "a payload in place ends its batch";
+  EXPECT_EQ(m[2].payload, "after");
+  EXPECT_EQ(held.holds, 0);
+}
+
+TEST_F(OutboundTest, AStartedPayloadInPlaceWaitsForTheLinkWhereItLies) {
+  MemoryRoom room(32 * 1024, 2);
+  std::string big = alphabet(200 * 1024);
+  HeldString held(big);
+  const uint64_t queuedBefore = loop::copies().flowQueue;
+  ASSERT_TRUE(send(&room, 1, "svc", big, nullptr, &held).ok());
+  held.drop();
+  room.complete();
+  EXPECT_EQ(held.holds, 1) << "the rest waits in the client's memory, held by the queue";
+  EXPECT_EQ(loop::copies().flowQueue, queuedBefore) << "nothing copied into the queue";
+  room.batchesLeft = 100;
+  out_->pump(room);
+  std::string joined;
+  for (const auto& msg : room.messages())
+    joined += msg.payload;
+  EXPECT_EQ(joined, big);
+  EXPECT_EQ(held.holds, 0) << "sent: the client's memory is free again";
+}
+
+TEST_F(OutboundTest, AWaitingPayloadThatWouldHoldOverHalfItsAreaIsCopiedAndFreedAtOnce) {
+  reset(100 * 1024);
+  MemoryRoom room(32 * 1024);
+  ASSERT_TRUE(send(&room, 1, "svc", alphabet(100 * 1024)).ok());
+  std::string big = alphabet(200 * 1024);
+  const std::string sent = big;
+  HeldString held(big);
+  ASSERT_TRUE(send(&room, 2, "svc", big, nullptr, &held).ok());
+  held.drop();
+  EXPECT_EQ(held.holds, 0) << "waiting for the window, it would hold all of its area: copied";
+  big.assign(big.size(), 'X');  // the client reuses its memory
+  ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
+  out_->pump(room);
+  auto m = room.messages();
+  std::string joined;
+  for (const auto& msg : m)
+    if (msg.seq == 2) joined += msg.payload;
+  EXPECT_EQ(joined, sent);
+}
+
+TEST_F(OutboundTest, ALinkThatCannotPostInPlaceCopies) {
+  MemoryRoom room(32 * 1024);
+  room.postsInPlace = false;
+  std::string big = alphabet(100 * 1024);
+  HeldString held(big);
+  const uint64_t copiedBefore = loop::copies().sendBuffers;
+  ASSERT_TRUE(send(&room, 1, "svc", big, nullptr, &held).ok());
+  held.drop();
+  EXPECT_EQ(room.pendingInPlace(), 0u);
+  EXPECT_EQ(loop::copies().sendBuffers - copiedBefore, big.size());
+  std::string joined;
+  for (const auto& msg : room.messages())
+    joined += msg.payload;
+  EXPECT_EQ(joined, big);
 }
 
 }  // namespace
