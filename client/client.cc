@@ -116,10 +116,34 @@ void Client::Impl::readSocket(ByteBuffer& into) {
 // Shared memory: the frames into the ring to the daemon, as far as it has
 // room (the rest waits in `out`, like bytes a full socket did not take).
 void Client::Impl::writeRing() {
-  if (out.empty() || !conn.ok()) return;
-  Result<size_t> put = shm->write(out.readable());
-  if (!put) return lose(put.status());
-  out.consume(*put);
+  while (!out.empty() && conn.ok()) {
+    // The frames before the next large SEND as a stream of records; that
+    // SEND as one frame record.
+    const size_t plain = frameRecordsQueued.empty()
+                             ? out.size()
+                             : static_cast<size_t>(frameRecordsQueued.front().at - outWritten);
+    if (plain > 0) {
+      Result<size_t> put = shm->write(out.readable().first(plain));
+      if (!put) return lose(put.status());
+      out.consume(*put);
+      outWritten += *put;
+      if (*put < plain) return;  // the ring is full
+      continue;
+    }
+    const size_t size = frameRecordsQueued.front().size;
+    Result<std::span<std::byte>> room = shm->reserveFrameRecord(size);
+    if (!room) {
+      if (room.status().code() != Errc::would_block) lose(room.status());
+      return;
+    }
+    std::memcpy(room->data(), out.data(), size);
+    Status st = shm->commitRecord();
+    if (st) st = shm->announce();
+    if (!st) return lose(st);
+    out.consume(size);
+    outWritten += size;
+    frameRecordsQueued.pop_front();
+  }
 }
 
 void Client::Impl::readRing() {
@@ -636,11 +660,11 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
     Status st = waitFor([&] { return !isHeld(n, sv); }, std::chrono::hours(24));
     if (!st.ok()) return st;
   }
-  Result<bool> inRecord = sendInFrameRecord(nextId, node, service, fromService, payload, mayWait);
-  if (!inRecord) return inRecord.status();
   const uint64_t id = nextId++;
-  if (*inRecord) {
+  if (sendInFrameRecord(id, node, service, fromService, payload)) {
     ++inFlight;
+    readSome();  // a HOLD is seen soon, as when the frames go through `out`
+    if (!conn.ok()) return conn;
     return id;
   }
   proto::encodeSend(out, id, node, service, fromService, payload);
@@ -666,47 +690,36 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
   return id;
 }
 
-// A large SEND over shared memory is written as one frame record, straight
-// into the ring: the daemon posts its payload from there. Frames queued
-// before it go first. A sender that may wait waits for room; one that may
-// not (trySend) finds a full ring and frames it into the stream instead
-// (its buffer then holds it, and trySend's would_block and HOLD rules are
-// those of every other frame).
-Result<bool> Client::Impl::sendInFrameRecord(uint64_t id, std::string_view node,
-                                             std::string_view service, std::string_view fromService,
-                                             std::span<const std::byte> payload, bool mayWait) {
+// A large SEND over shared memory is written as one frame record: the
+// daemon posts its payload from the ring, without a copy. Straight into the
+// ring when nothing is queued before it and the ring has room now; else it
+// is queued in `out` like any frame, marked, and writeRing() writes it as a
+// frame record in its turn (the blocking and HOLD rules are every frame's).
+bool Client::Impl::sendInFrameRecord(uint64_t id, std::string_view node, std::string_view service,
+                                     std::string_view fromService,
+                                     std::span<const std::byte> payload) {
   if (!shmInUse || !frameRecords || !shm->frameRecords() ||
       payload.size() < shm_channel::kMinFrameRecordPayload)
     return false;
   const size_t size = proto::sendFrameSize(node, service, fromService, payload.size());
   if (size > shm->maxRecord()) return false;
-  Result<std::span<std::byte>> room = Status(Errc::would_block, "the ring is full");
-  auto reserved = [&] {
-    writeRing();
-    if (out.empty()) room = shm->reserveFrameRecord(size);
-    return !conn.ok() || room.ok() || room.status().code() != Errc::would_block;
-  };
-  if (!reserved() && mayWait) {
-    waitingForRecordRoom = true;
-    Status st = waitFor(reserved, std::chrono::hours(24));
-    waitingForRecordRoom = false;
-    if (!st.ok()) return st;
+  writeRing();
+  if (out.empty() && conn.ok()) {
+    Result<std::span<std::byte>> room = shm->reserveFrameRecord(size);
+    if (room) {
+      proto::encodeSendAt(*room, id, node, service, fromService, payload);
+      Status st = shm->commitRecord();
+      if (st) st = shm->announce();
+      if (!st) lose(st);
+      return true;
+    }
+    if (room.status().code() != Errc::would_block) {
+      lose(room.status());
+      return true;  // the connection's error answers
+    }
   }
-  if (!conn.ok()) return conn;
-  if (!room && room.status().code() == Errc::would_block) return false;
-  if (!room) {
-    lose(room.status());
-    return conn;
-  }
-  proto::encodeSendAt(*room, id, node, service, fromService, payload);
-  Status st = shm->commitRecord();
-  if (st) st = shm->announce();
-  if (!st) {
-    lose(st);
-    return conn;
-  }
-  readSome();  // a HOLD is seen soon, as when the frames go through `out`
-  return true;
+  frameRecordsQueued.push_back({outWritten + out.size(), size});
+  return false;
 }
 
 Result<uint64_t> Client::send(std::string_view node, std::string_view service,

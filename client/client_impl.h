@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -93,17 +94,25 @@ struct Client::Impl {
   void readSocket(ByteBuffer& into);  // whatever the socket has (its end: lose)
   // With shared memory: before sleeping on the doorbell (and socket), says
   // so to the daemon; false when something arrived meanwhile.
-  bool armForSleep() { return shm->prepareToSleep(!out.empty() || waitingForRecordRoom); }
-  // A large SEND written as one frame record (shm_channel.h); false when
-  // it goes in the frame stream instead.
-  Result<bool> sendInFrameRecord(uint64_t id, std::string_view node, std::string_view service,
-                                 std::string_view fromService, std::span<const std::byte> payload,
-                                 bool mayWait);
-  bool waitingForRecordRoom = false;  // send() waits for room for a frame record
-  // Large SENDs go as frame records (RDMAMSG_SHM_FRAME_RECORDS=1).
+  bool armForSleep() { return shm->prepareToSleep(!out.empty()); }
+  // A large SEND written into the ring as one frame record (shm_channel.h):
+  // true; false when the caller queues it in `out` (then marked in
+  // frameRecordsQueued when writeRing() is to write it as a frame record).
+  bool sendInFrameRecord(uint64_t id, std::string_view node, std::string_view service,
+                         std::string_view fromService, std::span<const std::byte> payload);
+  // SEND frames queued in `out` that go as frame records: where each starts
+  // (in bytes ever queued in `out`) and its size. outWritten: bytes of
+  // `out` written into the ring so far.
+  struct QueuedRecord {
+    uint64_t at;
+    size_t size;
+  };
+  std::deque<QueuedRecord> frameRecordsQueued;
+  uint64_t outWritten = 0;
+  // Large SENDs go as frame records unless RDMAMSG_SHM_FRAME_RECORDS=0.
   bool frameRecords = [] {
     const char* v = std::getenv("RDMAMSG_SHM_FRAME_RECORDS");
-    return v != nullptr && std::string_view(v) == "1";
+    return v == nullptr || std::string_view(v) != "0";
   }();
   // Everything queued is written: into the socket, or into the ring while
   // the daemon's socket is open (a ring does not fail when its reader died).

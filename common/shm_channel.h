@@ -119,6 +119,9 @@ class ShmChannel {
   // room); nothing when the channel failed meanwhile.
   [[nodiscard]] Status releaseHeld(uint64_t position);
   size_t framesHeld() const { return in_.held(); }
+  // Bytes of the incoming ring read and not given back (held records and
+  // the records read after the oldest of them).
+  uint64_t heldBytes() const { return in_.heldSpan(); }
   // The incoming ring's data area, where held frames lie.
   std::span<const std::byte> inputArea() const { return in_.area(); }
 

@@ -242,6 +242,8 @@ class ShmRingConsumer {
   // is not held.
   bool releaseHeld(uint64_t position);
   size_t held() const { return held_.size(); }
+  // Bytes read and not given back (the oldest record held onwards).
+  uint64_t heldSpan() const { return consumer_ - published_; }
 
   // The ring is empty and the consumer is about to sleep: true when it may
   // (the producer's needsWake() will say so), false when a record arrived

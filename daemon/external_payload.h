@@ -8,6 +8,11 @@
 // deregisters when the area dies: every registration leaves a callback
 // that runs then.
 //
+// ExternalHolder: who keeps payloads of an area waiting where they lie (a
+// peer's queues). When the area's owner needs its room back — the client's
+// ring gives nothing back past its oldest record held — spillAll() has every
+// holder copy them out and let go.
+//
 // ExternalPayload: one payload in an area, held while sends post from it.
 // Its owner (the local side) holds it while its handler runs; every send
 // work request that posts from it holds it until its completion (or flush);
@@ -22,6 +27,18 @@
 
 namespace rdmamsg {
 
+class ExternalArea;
+
+class ExternalHolder {
+ public:
+  // Copies out every payload of `area` it keeps waiting, drops them and
+  // leaves the area's holders.
+  virtual void spill(ExternalArea& area) = 0;
+
+ protected:
+  ~ExternalHolder() = default;
+};
+
 class ExternalArea {
  public:
   explicit ExternalArea(std::span<const std::byte> bytes) : bytes_(bytes) {}
@@ -33,16 +50,22 @@ class ExternalArea {
   }
 
   std::span<const std::byte> bytes() const { return bytes_; }
-  // Bytes of its payloads that wait in the daemon's queues where they lie
-  // (peer/outbound.h keeps this to half the area, so that a stalled flow
-  // never takes a client's whole ring).
+  // Bytes of its payloads that wait in the daemon's queues where they lie.
   size_t queued = 0;
+  void addHolder(ExternalHolder* h) { holders_.push_back(h); }
+  void removeHolder(ExternalHolder* h) { std::erase(holders_, h); }
+  void spillAll() {
+    const std::vector<ExternalHolder*> holders = holders_;  // spill() leaves the list
+    for (ExternalHolder* h : holders)
+      h->spill(*this);
+  }
   // `f` runs when the area dies (a registration forgets it).
   void onDeath(std::function<void()> f) { onDeath_.push_back(std::move(f)); }
 
  private:
   std::span<const std::byte> bytes_;
   std::vector<std::function<void()>> onDeath_;
+  std::vector<ExternalHolder*> holders_;
 };
 
 class ExternalPayload {

@@ -225,6 +225,7 @@ void Session::readRing() {
     if (!got) {
       return endInput("the client's shared-memory ring is corrupt", 0, Errc::protocol_error);
     }
+    if (shm_->framesHeld() != 0) relieveRing();
     if (shm_->frameWaiting()) return;  // the service phase takes it (LocalServer)
     if (*got >= kReadBudget) {
       doorbellEvent_->activate(EV_READ);  // the rest on the next iteration
@@ -307,16 +308,28 @@ Session::FrameRecord Session::takeFrameRecord() {
   }
   out.frame.payload = record.subspan(payloadAt);
   out.held = new HeldFrame(shm_, area_, *position);
+  relieveRing();
   return out;
 }
 
+// Past half of the client's ring held, what waits where it lies (for a
+// window, for the link) is copied out: the client keeps room for its other
+// flows whatever one of them waits for.
+void Session::relieveRing() {
+  if (shm_->heldBytes() > shm_->toDaemonCapacity() / 2) area_->spillAll();
+}
+
+// The records after a frame record are read on the loop's next turn, as
+// those past a read budget are: the turn's other phases (the flush that
+// carries a HOLD, other clients) go first. When the input has ended they
+// are read now: the session closes after this service phase.
 void Session::readAfterFrameRecord() {
   if (!shm_ || state_ == State::closing) return;
   if (endReason_ != nullptr) {
     static_cast<void>(takeFromRing(SIZE_MAX));
     return;
   }
-  if (pauseMask_ == 0) readRing();
+  if (pauseMask_ == 0) kickRead();
 }
 
 bool Session::pollRing() {

@@ -119,8 +119,9 @@ class Session {
     const char* error = nullptr;
   };
   FrameRecord takeFrameRecord();
-  // After a frame record: reads the records behind it (all of them when
-  // the input has ended: the client wrote them before it closed).
+  // After a frame record: the records behind it are read on the next turn
+  // (all of them now when the input has ended: the client wrote them
+  // before it closed).
   void readAfterFrameRecord();
   // A loop that spins (loop/spin.h) polls the ring instead of sleeping on
   // the doorbell, and the session then never arms its words on its own:
@@ -229,6 +230,7 @@ class Session {
   // (logged) when the client's ring is corrupt.
   Result<size_t> takeFromRing(size_t budget);
   FlushResult flushToRing();
+  void relieveRing();       // spills what waits in place past half of the ring held
   void countShmSyscalls();  // the channel's doorbell calls into loop::syscalls()
   void endInput(const char* why, int err, Errc code = Errc::ok);
 

@@ -43,6 +43,7 @@ struct Outbound::Queued {
   uint32_t cost;    // window cost of the whole message
   uint8_t srcLen;
   bool started;  // its first fragment is out (it has a seq: the newest)
+  bool waiting;  // not started: its cost counts in Flow::waitingCost
   // Set when the payload is not stored here but held where it lies (a
   // client's ring: at .. at + length), posted from there when it goes.
   ExternalPayload* inPlace;
@@ -52,6 +53,7 @@ struct Outbound::Queued {
 struct Outbound::Flow {
   std::string service;
   uint64_t unconfirmed = 0;
+  uint64_t waitingCost = 0;  // window cost of the queued messages not started
   ByteBuffer queue;
   size_t queuedBytes = 0;
   size_t queuedMessages = 0;
@@ -68,7 +70,65 @@ struct Outbound::Flow {
 Outbound::Outbound(const config::Config& config, const std::string& peerName, PeerEvents& events)
     : config_(config), peerName_(peerName), events_(events) {}
 
-Outbound::~Outbound() = default;
+Outbound::~Outbound() {
+  // Payloads still waiting in place go back to their clients.
+  for (auto& [name, fp] : flows_) {
+    size_t off = 0;
+    for (size_t n = 0; n < fp->queuedMessages; n++) {
+      Queued q;
+      std::memcpy(&q, fp->queue.data() + off, sizeof q);
+      off += sizeof q + q.srcLen + (q.inPlace != nullptr ? 0 : q.length);
+      if (q.inPlace != nullptr) letGo(*q.inPlace, q.length);
+    }
+  }
+}
+
+void Outbound::holdIn(ExternalPayload& p) {
+  p.hold();
+  if (heldIn_[&p.area()]++ == 0) p.area().addHolder(this);
+}
+
+void Outbound::letGo(ExternalPayload& p, size_t bytes) {
+  ExternalArea& area = p.area();
+  area.queued -= bytes;
+  if (--heldIn_[&area] == 0) {
+    heldIn_.erase(&area);
+    area.removeHolder(this);
+  }
+  p.drop();
+}
+
+// Rebuilds each queue with the payloads of `area` copied in.
+void Outbound::spill(ExternalArea& area) {
+  std::vector<std::pair<ExternalPayload*, size_t>> released;
+  for (auto& [name, fp] : flows_) {
+    Flow& f = *fp;
+    ByteBuffer rebuilt;
+    size_t off = 0;
+    bool changed = false;
+    for (size_t n = 0; n < f.queuedMessages; n++) {
+      Queued q;
+      std::memcpy(&q, f.queue.data() + off, sizeof q);
+      const std::byte* src = f.queue.data() + off + sizeof q;
+      off += sizeof q + q.srcLen + (q.inPlace != nullptr ? 0 : q.length);
+      const bool out = q.inPlace != nullptr && &q.inPlace->area() == &area;
+      const std::byte* payload = q.inPlace != nullptr ? q.at : src + q.srcLen;
+      if (out) {
+        changed = true;
+        released.emplace_back(q.inPlace, q.length);
+        q.inPlace = nullptr;
+        q.at = nullptr;
+        loop::copies().flowQueue += q.length;
+      }
+      rebuilt.append(&q, sizeof q);
+      rebuilt.append(src, q.srcLen);
+      if (q.inPlace == nullptr) rebuilt.append(payload, q.length);
+    }
+    if (changed) f.queue = std::move(rebuilt);
+  }
+  for (auto& [p, bytes] : released)
+    letGo(*p, bytes);
+}
 
 void Outbound::reset(uint64_t remoteWindow, uint64_t remoteMaxMessage) {
   remoteWindow_ = remoteWindow;
@@ -125,14 +185,17 @@ Status Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId, std::str
     if (write(*room, seq, src, dst, payload, offset, started, inPlace)) return Status();
     current_ = &f;
   }
-  // A payload in place waits where it is only for the link (its window is
-  // open; a started message waits for nothing else), and while what waits
-  // so stays under half of its client's area: the ring gives nothing back
-  // past its oldest record held, so one held for a window — for a listener
-  // that may never read — would stall every flow of its client. Else it is
-  // copied into the queue.
+  // A payload in place waits where it is only for the link: its window has
+  // room for it after the messages queued before it (a started message
+  // waits for nothing else). The ring gives nothing back past its oldest
+  // record held, so one held for a window — for a listener that may never
+  // read — would stall every flow of its client: that one is copied into
+  // the queue. So is one that would hold over half of its client's area;
+  // and past half of the ring held the session has what waits copied out
+  // (spill()).
   if (inPlace != nullptr && !started &&
-      (!canStart(f, cost) ||
+      (!(f.unconfirmed + f.waitingCost + cost <= remoteWindow_ ||
+         (f.unconfirmed == 0 && f.waitingCost == 0)) ||
        inPlace->area().queued + payload.size() > inPlace->area().bytes().size() / 2))
     inPlace = nullptr;
   enqueue(f, session, msgId, deadline, src, payload.subspan(offset), started, cost, inPlace);
@@ -158,18 +221,21 @@ void Outbound::enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_po
            cost,
            static_cast<uint8_t>(src.size()),
            started,
+           !started,
            inPlace,
            rest.data()};
+  if (!started) f.waitingCost += cost;
   f.queue.append(&q, sizeof q);
   f.queue.append(src);
-  size_t bytes = sizeof q + src.size();
+  // Counted whether stored here or waiting in place: the queue's limit
+  // (HOLD) bounds both.
+  const size_t bytes = sizeof q + src.size() + rest.size();
   if (inPlace != nullptr) {
-    inPlace->hold();
+    holdIn(*inPlace);
     inPlace->area().queued += rest.size();
   } else {
     f.queue.append(rest);
     loop::copies().flowQueue += rest.size();
-    bytes += rest.size();
   }
   f.queuedBytes += bytes;
   f.queuedMessages++;
@@ -178,15 +244,13 @@ void Outbound::enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_po
 
 void Outbound::popFront(Flow& f) {
   Queued q = f.front();
-  size_t bytes = sizeof q + q.srcLen + (q.inPlace != nullptr ? 0 : q.length);
-  if (q.inPlace != nullptr) {
-    q.inPlace->area().queued -= q.length;
-    q.inPlace->drop();
-  }
-  f.queue.consume(bytes);
+  const size_t bytes = sizeof q + q.srcLen + q.length;
+  f.queue.consume(bytes - (q.inPlace != nullptr ? q.length : 0));
+  if (q.waiting) f.waitingCost -= q.cost;
   f.queuedBytes -= bytes;
   f.queuedMessages--;
   totalQueued_ -= bytes;
+  if (q.inPlace != nullptr) letGo(*q.inPlace, q.length);
   // A drained flow gives back what a burst made its queue grow to: an idle
   // flow (kept until there are 64) holds no more than a small buffer.
   if (f.queuedMessages == 0 && f.queue.capacity() > kIdleQueueCapacity) f.queue = ByteBuffer();
@@ -286,6 +350,9 @@ bool Outbound::startFront(SendRoom& room, Flow& f) {
   inflight_.push_back({q.session, q.msgId, &f, q.cost, false, false, q.deadline, sampleTime(seq)});
   unsettled_++;
   f.unconfirmed += q.cost;
+  f.waitingCost -= q.cost;
+  q.waiting = false;
+  f.queue.overwrite(0, &q, sizeof q);
   if (continueFront(room, f)) return true;
   current_ = &f;
   return false;

@@ -54,7 +54,7 @@ struct OutFlowStats {
   bool paused = false;
 };
 
-class Outbound {
+class Outbound final : public ExternalHolder {
  public:
   using Clock = std::chrono::steady_clock;
 
@@ -88,6 +88,9 @@ class Outbound {
   void expire(std::string_view notConnected = {});
   // The connection is gone: everything fails with `why`.
   void failAll(const Status& why);
+
+  // Copies the payloads of `area` that wait where they lie into the queues.
+  void spill(ExternalArea& area) override;
 
   size_t queuedBytes() const { return totalQueued_; }
   // Memory the flows' queues hold (what they grew to for bursts still queued).
@@ -155,6 +158,11 @@ class Outbound {
   size_t readyNext_ = 0;
   Flow* current_ = nullptr;  // its front message is started: finished first
   size_t totalQueued_ = 0;
+  // Queued messages whose payload waits in place, by area (registered as
+  // its holder while there are any).
+  std::unordered_map<ExternalArea*, size_t> heldIn_;
+  void holdIn(ExternalPayload& p);
+  void letGo(ExternalPayload& p, size_t bytes);  // drops it: last, as it may end the area
 
   uint64_t nextSeq_ = 1;
   uint64_t baseSeq_ = 1;  // seq of inflight_.front()

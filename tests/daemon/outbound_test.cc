@@ -502,6 +502,64 @@ TEST_F(OutboundTest, AWaitingPayloadThatWouldHoldOverHalfItsAreaIsCopiedAndFreed
   EXPECT_EQ(joined, sent);
 }
 
+TEST_F(OutboundTest, APayloadWaitingForTheLinkWaitsInPlaceUntilSpilled) {
+  MemoryRoom room(32 * 1024, 0);    // no batch to write into now
+  std::string area(1 << 20, '\0');  // the client's ring
+  const std::string sent = alphabet(50 * 1024);
+  std::copy(sent.begin(), sent.end(), area.begin());
+  HeldString held(area);
+  const void* key = nullptr;
+  ASSERT_TRUE(
+      out_->send(&room, 1, 1, "src", "svc", bytes(area).first(sent.size()), key, &held).ok());
+  held.drop();
+  EXPECT_EQ(held.holds, 1) << "waiting for the link where it lies";
+  const uint64_t queuedBefore = loop::copies().flowQueue;
+  held.area().spillAll();  // the client's ring wants its room back
+  EXPECT_EQ(held.holds, 0);
+  EXPECT_EQ(loop::copies().flowQueue - queuedBefore, sent.size());
+  std::fill(area.begin(), area.end(), 'X');  // the client reuses it
+  room.batchesLeft = 100;
+  out_->pump(room);
+  std::string joined;
+  for (const auto& msg : room.messages())
+    joined += msg.payload;
+  EXPECT_EQ(joined, sent);
+}
+
+TEST_F(OutboundTest, APayloadWaitingForItsWindowIsCopiedAndFreedAtOnce) {
+  reset(100 * 1024);
+  MemoryRoom room(32 * 1024);
+  ASSERT_TRUE(send(&room, 1, "svc", alphabet(100 * 1024)).ok());  // it takes the window
+  std::string area(1 << 20, '\0');
+  const std::string sent = alphabet(50 * 1024);
+  std::copy(sent.begin(), sent.end(), area.begin());
+  HeldString held(area);
+  const void* key = nullptr;
+  ASSERT_TRUE(
+      out_->send(&room, 1, 2, "src", "svc", bytes(area).first(sent.size()), key, &held).ok());
+  held.drop();
+  EXPECT_EQ(held.holds, 0) << "a listener that never reads must not keep the client's ring";
+  std::fill(area.begin(), area.end(), 'X');
+  ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
+  out_->pump(room);
+  std::string joined;
+  for (const auto& msg : room.messages())
+    if (msg.seq == 2) joined += msg.payload;
+  EXPECT_EQ(joined, sent);
+}
+
+TEST_F(OutboundTest, PayloadsStillWaitingInPlaceGoBackWhenThePeerGoes) {
+  MemoryRoom room(32 * 1024, 0);
+  std::string area(1 << 20, 'a');
+  HeldString held(area);
+  const void* key = nullptr;
+  ASSERT_TRUE(out_->send(&room, 1, 1, "src", "svc", bytes(area).first(50 * 1024), key, &held).ok());
+  held.drop();
+  ASSERT_EQ(held.holds, 1);
+  out_.reset();
+  EXPECT_EQ(held.holds, 0);
+}
+
 TEST_F(OutboundTest, ALinkThatCannotPostInPlaceCopies) {
   MemoryRoom room(32 * 1024);
   room.postsInPlace = false;

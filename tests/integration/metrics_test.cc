@@ -151,11 +151,10 @@ TEST(Metrics, DeliveriesToASharedMemoryClientAreCopiedOnce) {
   EXPECT_LT(grew("client_out_bytes"), payload / 4);
 }
 
-// Large messages from a shared-memory client that writes them as frame
-// records (RDMAMSG_SHM_FRAME_RECORDS=1) leave the sending daemon without a
-// copy: their payloads are posted from the client's ring. Six of 64 KiB
-// wait, at most, in half of the default 1 MiB ring, so none is copied into
-// a queue either.
+// Large messages from a shared-memory client (which writes them as frame
+// records) leave the sending daemon without a copy: their payloads are
+// posted from the client's ring. Six of 256 KiB wait, at most, in half of
+// the default 4 MiB ring, so none is copied into a queue either.
 TEST(Metrics, LargeMessagesLeaveTheSendingDaemonWithoutACopy) {
   Cluster c({"alpha", "beta"});
   ASSERT_TRUE(c.start());
@@ -163,14 +162,12 @@ TEST(Metrics, LargeMessagesLeaveTheSendingDaemonWithoutACopy) {
   constexpr int kCount = 6;
   std::string lines;
   for (int i = 0; i < kCount; ++i)
-    lines += std::string(64 * 1024, static_cast<char>('a' + i)) + "\n";
+    lines += std::string(256 * 1024, static_cast<char>('a' + i)) + "\n";
   Process listener;
   ASSERT_TRUE(startListener(listener, c, "beta", "inbox", kCount, c.dir().file("inbox.out")));
   auto before = statusOf(c.socket("alpha"));
   ASSERT_TRUE(before);
-  ::setenv("RDMAMSG_SHM_FRAME_RECORDS", "1", 1);
   auto sent = runCli(c.dir(), {"--socket", c.socket("alpha"), "send", "beta/inbox"}, lines);
-  ::unsetenv("RDMAMSG_SHM_FRAME_RECORDS");
   ASSERT_EQ(sent.code, 0) << sent.err;
   EXPECT_EQ(listener.wait(10s), 0);
   EXPECT_EQ(readFile(c.dir().file("inbox.out")), lines) << "every message whole, in order";
@@ -179,7 +176,7 @@ TEST(Metrics, LargeMessagesLeaveTheSendingDaemonWithoutACopy) {
   auto grew = [&](const char* key) {
     return (*after)["copies"][key].get<double>() - (*before)["copies"][key].get<double>();
   };
-  const double payload = double(kCount) * 64 * 1024;
+  const double payload = double(kCount) * 256 * 1024;
   EXPECT_EQ(grew("sent_in_place_bytes"), payload);
   EXPECT_EQ(grew("send_buffer_bytes"), 0);
   EXPECT_EQ(grew("flow_queue_bytes"), 0);

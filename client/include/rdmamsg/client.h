@@ -115,10 +115,11 @@ struct ConnectOptions {
   bool sharedMemory = true;
   // Bytes of the ring to the daemon and of the ring from it (powers of two,
   // 64 KiB to 64 MiB). What this client may have written before it reads a
-  // HOLD grows with the first. With RDMAMSG_SHM_FRAME_RECORDS=1 in the
-  // environment, a message of 16 KiB or more that fits half the first goes
-  // without a copy in the daemon (the daemon sends it from the ring).
-  size_t sendRingCapacity = size_t{1} << 20;
+  // HOLD grows with the first. A message of 16 KiB or more that fits half
+  // the first goes without a copy in the daemon (it sends the message from
+  // the ring; RDMAMSG_SHM_FRAME_RECORDS=0 in the environment turns that
+  // off), so the first holds two messages of 1 MiB.
+  size_t sendRingCapacity = size_t{4} << 20;
   size_t receiveRingCapacity = size_t{4} << 20;
   // How blocking calls wait over shared memory (IdleStrategy). The
   // environment variable RDMAMSG_IDLE=sleep|adaptive|busy replaces it for
