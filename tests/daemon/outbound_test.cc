@@ -181,6 +181,14 @@ class OutboundTest : public ::testing::Test {
     return st;
   }
 
+  // Sends message `msgId` whose payload is the first `size` bytes of a
+  // client's `area`, held in place.
+  Status sendInPlace(SendRoom* room, uint64_t msgId, std::string& area, size_t size,
+                     ExternalPayload& held) {
+    const void* key = nullptr;
+    return out_->send(room, 1, msgId, "src", "svc", bytes(area).first(size), key, &held);
+  }
+
   config::Config config_;
   std::string peerName_ = "beta";
   Recorder events_;
@@ -508,9 +516,7 @@ TEST_F(OutboundTest, APayloadWaitingForTheLinkWaitsInPlaceUntilSpilled) {
   const std::string sent = alphabet(50 * 1024);
   std::copy(sent.begin(), sent.end(), area.begin());
   HeldString held(area);
-  const void* key = nullptr;
-  ASSERT_TRUE(
-      out_->send(&room, 1, 1, "src", "svc", bytes(area).first(sent.size()), key, &held).ok());
+  ASSERT_TRUE(sendInPlace(&room, 1, area, sent.size(), held).ok());
   held.drop();
   EXPECT_EQ(held.holds, 1) << "waiting for the link where it lies";
   const uint64_t queuedBefore = loop::copies().flowQueue;
@@ -534,9 +540,7 @@ TEST_F(OutboundTest, APayloadWaitingForItsWindowIsCopiedAndFreedAtOnce) {
   const std::string sent = alphabet(50 * 1024);
   std::copy(sent.begin(), sent.end(), area.begin());
   HeldString held(area);
-  const void* key = nullptr;
-  ASSERT_TRUE(
-      out_->send(&room, 1, 2, "src", "svc", bytes(area).first(sent.size()), key, &held).ok());
+  ASSERT_TRUE(sendInPlace(&room, 2, area, sent.size(), held).ok());
   held.drop();
   EXPECT_EQ(held.holds, 0) << "a listener that never reads must not keep the client's ring";
   std::fill(area.begin(), area.end(), 'X');
@@ -552,8 +556,7 @@ TEST_F(OutboundTest, PayloadsStillWaitingInPlaceGoBackWhenThePeerGoes) {
   MemoryRoom room(32 * 1024, 0);
   std::string area(1 << 20, 'a');
   HeldString held(area);
-  const void* key = nullptr;
-  ASSERT_TRUE(out_->send(&room, 1, 1, "src", "svc", bytes(area).first(50 * 1024), key, &held).ok());
+  ASSERT_TRUE(sendInPlace(&room, 1, area, 50 * 1024, held).ok());
   held.drop();
   ASSERT_EQ(held.holds, 1);
   out_.reset();
