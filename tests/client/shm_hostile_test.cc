@@ -288,7 +288,7 @@ TEST(ShmHostileTest, LargeSendsInFrameRecordsArriveWholeAndInOrderBetweenSmallOn
   ASSERT_TRUE(c.ok()) << c.status().toString();
   if (!c->usesSharedMemory()) GTEST_SKIP() << "RDMAMSG_SHM=0";
   ASSERT_TRUE(c->registerService("mixed").ok());
-  constexpr int kCount = 400;  // about 5 MiB through a ring of 4 MiB
+  constexpr int kCount = 400;  // about 5 MiB through a ring of 1 MiB
   auto text = [](int i) {
     const size_t kLarge[] = {16 << 10, 24 << 10, 40 << 10,
                              60 << 10};  // the test daemon's max: 64 KiB

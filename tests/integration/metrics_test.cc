@@ -153,8 +153,8 @@ TEST(Metrics, DeliveriesToASharedMemoryClientAreCopiedOnce) {
 
 // Large messages from a shared-memory client (which writes them as frame
 // records) leave the sending daemon without a copy: their payloads are
-// posted from the client's ring. Six of 256 KiB wait, at most, in half of
-// the default 4 MiB ring, so none is copied into a queue either.
+// posted from the client's ring. Six of 64 KiB wait, at most, in half of
+// the default 1 MiB ring, so none is copied into a queue either.
 TEST(Metrics, LargeMessagesLeaveTheSendingDaemonWithoutACopy) {
   Cluster c({"alpha", "beta"});
   ASSERT_TRUE(c.start());
@@ -162,7 +162,7 @@ TEST(Metrics, LargeMessagesLeaveTheSendingDaemonWithoutACopy) {
   constexpr int kCount = 6;
   std::string lines;
   for (int i = 0; i < kCount; ++i)
-    lines += std::string(256 * 1024, static_cast<char>('a' + i)) + "\n";
+    lines += std::string(64 * 1024, static_cast<char>('a' + i)) + "\n";
   Process listener;
   ASSERT_TRUE(startListener(listener, c, "beta", "inbox", kCount, c.dir().file("inbox.out")));
   auto before = statusOf(c.socket("alpha"));
@@ -176,7 +176,7 @@ TEST(Metrics, LargeMessagesLeaveTheSendingDaemonWithoutACopy) {
   auto grew = [&](const char* key) {
     return (*after)["copies"][key].get<double>() - (*before)["copies"][key].get<double>();
   };
-  const double payload = double(kCount) * 256 * 1024;
+  const double payload = double(kCount) * 64 * 1024;
   EXPECT_EQ(grew("sent_in_place_bytes"), payload);
   EXPECT_EQ(grew("send_buffer_bytes"), 0);
   EXPECT_EQ(grew("flow_queue_bytes"), 0);

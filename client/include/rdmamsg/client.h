@@ -118,8 +118,10 @@ struct ConnectOptions {
   // HOLD grows with the first. A message of 16 KiB or more that fits half
   // the first goes without a copy in the daemon (it sends the message from
   // the ring; RDMAMSG_SHM_FRAME_RECORDS=0 in the environment turns that
-  // off), so the first holds two messages of 1 MiB.
-  size_t sendRingCapacity = size_t{4} << 20;
+  // off): an application that sends messages of 1 MiB gives it 4 MiB or
+  // more. A larger ring costs latency to small messages (it is a larger
+  // footprint in the caches: docs/performance.md).
+  size_t sendRingCapacity = size_t{1} << 20;
   size_t receiveRingCapacity = size_t{4} << 20;
   // How blocking calls wait over shared memory (IdleStrategy). The
   // environment variable RDMAMSG_IDLE=sleep|adaptive|busy replaces it for
