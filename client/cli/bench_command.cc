@@ -93,9 +93,9 @@ Status ThroughputRun::setUp() {
   for (uint32_t i = 0; i < args_.senders; ++i) {
     ConnectOptions opts;
     opts.clientName = "rdmamsg-bench-" + std::to_string(i);
-    // A ring to the daemon that holds four messages: each goes as one frame
-    // record, which the daemon sends without a copy (ConnectOptions).
-    opts.sendRingCapacity = std::clamp(std::bit_ceil(4 * (args_.size + kFrameOverhead)),
+    // A ring to the daemon in which a message fits one record: it goes as
+    // one frame record, which the daemon sends without a copy (ConnectOptions).
+    opts.sendRingCapacity = std::clamp(std::bit_ceil(2 * (args_.size + kFrameOverhead) + 64),
                                        opts.sendRingCapacity, size_t{64} << 20);
     Result<Client> c = Client::connect(args_.socket, opts);
     if (!c) return c.status();
