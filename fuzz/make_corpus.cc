@@ -237,9 +237,10 @@ void configs(const fs::path& dir, const fs::path& reference) {
 // --- shared-memory ring images ----------------------------------------------
 
 // A region of `capacity` whose indexes start at `start`, holding records of
-// the given payload sizes (reserved and committed by the real producer).
+// the given payload sizes (reserved and committed by the real producer);
+// with `frameEvery` k, every k-th is a frame record.
 void shmRing(const fs::path& path, size_t capacity, uint64_t start,
-             std::initializer_list<size_t> sizes) {
+             std::initializer_list<size_t> sizes, size_t frameEvery = 0) {
   struct alignas(64) Line {
     std::byte bytes[64];
   };
@@ -250,8 +251,11 @@ void shmRing(const fs::path& path, size_t capacity, uint64_t start,
   std::memcpy(region.data() + shm_ring::kConsumerOffset, &start, sizeof start);
   ShmRingProducer producer = ShmRingProducer::attach(region).value();
   uint8_t fill = 1;
+  size_t i = 0;
   for (size_t n : sizes) {
-    Result<std::span<std::byte>> room = producer.reserve(n);
+    const bool frame = frameEvery != 0 && ++i % frameEvery == 0;
+    Result<std::span<std::byte>> room =
+        producer.reserve(n, frame ? shm_ring::kFrameRecord : shm_ring::kDataRecord);
     if (!room) throw std::runtime_error("ring reserve: " + room.status().toString());
     std::memset(room.value().data(), fill++, n);
     if (!producer.commit()) throw std::runtime_error("ring commit");
@@ -264,6 +268,7 @@ void shmRings(const fs::path& dir) {
   shmRing(dir / "records", 256, 0, {0, 1, 7, 8, 20, 100});
   shmRing(dir / "wrapped", 256, 256 * 5 - 16, {10, 40, 3});  // a padding record, then the rest
   shmRing(dir / "full", 128, 64, {56, 24, 16});
+  shmRing(dir / "frames", 512, 0, {16, 40, 8, 64, 24, 0, 32}, 2);  // frame records between data
 }
 
 }  // namespace

@@ -8,11 +8,15 @@
 // Every view must lie inside the data area; an error must be a
 // protocol_error after which every call repeats it (the ring is dead); a
 // consumer that attached must have checked the header as shm_ring.h says.
+// Frame records (version 2) are held, released later in reverse order: the
+// consumer index must never pass a record held, and must reach the read
+// position once all are released.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
+#include <vector>
 
 #include "common/shm_ring.h"
 #include "fuzz/check.h"
@@ -55,6 +59,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::byte* dataBegin = buffer.get() + shm_ring::kHeaderSize;
   const std::byte* dataEnd = buffer.get() + size;
   const uint64_t start = consumer.position();
+  std::vector<uint64_t> held;  // positions of the frame records held
+  auto consumerIndex = [&] {
+    uint64_t v;
+    std::memcpy(&v, buffer.get() + shm_ring::kConsumerOffset, sizeof v);
+    return v;
+  };
   // Each round consumes at least 8 bytes of at most a capacity: bounded.
   for (size_t round = 0; round <= size / 8 + 1; ++round) {
     Result<ShmRecord> record = consumer.peek();
@@ -70,10 +80,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (std::byte b : view)
       all ^= b;  // every byte of the view is readable
     g_sink = all;
-    FUZZ_CHECK(consumer.release().ok());
+    if (consumer.peekedFrame() && consumer.held() < ShmRingConsumer::kMaxHeld) {
+      Result<uint64_t> at = consumer.hold();
+      FUZZ_CHECK(at.ok());
+      held.push_back(*at);
+      FUZZ_CHECK(consumerIndex() <= held.front());
+    } else {
+      FUZZ_CHECK(consumer.release().ok());
+    }
   }
   FUZZ_CHECK(consumer.status().ok());
   FUZZ_CHECK(consumer.position() - start <= size - shm_ring::kHeaderSize);
   FUZZ_CHECK(!consumer.peek().value().has_value());
+  for (auto it = held.rbegin(); it != held.rend(); ++it) {
+    FUZZ_CHECK(consumerIndex() <= held.front());
+    FUZZ_CHECK(consumer.releaseHeld(*it));
+    FUZZ_CHECK(!consumer.releaseHeld(*it));
+  }
+  FUZZ_CHECK(consumer.held() == 0 && consumer.heldSpan() == 0);
   return 0;
 }
