@@ -156,23 +156,6 @@ void LocalServer::processInput(Session& s) {
   }
 }
 
-// A SEND the client wrote as one frame record: handled like any frame, its
-// payload (when large) posted from the client's ring while the record is
-// held (Session::takeFrameRecord).
-bool LocalServer::handleFrameRecord(Session& s) {
-  Session::FrameRecord rec = s.takeFrameRecord();
-  if (rec.error != nullptr) {
-    protocolError(s, rec.error);
-    return false;
-  }
-  inPlace_ = rec.held;
-  handleFrame(s, rec.frame);
-  inPlace_ = nullptr;
-  if (rec.held != nullptr) rec.held->drop();
-  s.readAfterFrameRecord();
-  return true;
-}
-
 // --- requests ----------------------------------------------------------------------
 
 void LocalServer::handleFrame(Session& s, const proto::Frame& f) {

@@ -51,6 +51,23 @@ void LocalServer::onShmOffer(Session& s, const proto::Frame& f) {
                    f.toClientCapacity);
 }
 
+// A SEND the client wrote as one frame record: handled like any frame, its
+// payload (when large) posted from the client's ring while the record is
+// held (Session::takeFrameRecord).
+bool LocalServer::handleFrameRecord(Session& s) {
+  Session::FrameRecord rec = s.takeFrameRecord();
+  if (rec.error != nullptr) {
+    protocolError(s, rec.error);
+    return false;
+  }
+  inPlace_ = rec.held;
+  handleFrame(s, rec.frame);
+  inPlace_ = nullptr;
+  if (rec.held != nullptr) rec.held->drop();
+  s.readAfterFrameRecord();
+  return true;
+}
+
 // A spinning loop's hooks (loop/spin.h): the rings are polled in place, and
 // every session is asked to be rung only right before the loop sleeps.
 bool LocalServer::pollRings() {
