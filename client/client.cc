@@ -113,6 +113,23 @@ void Client::Impl::readSocket(ByteBuffer& into) {
   }
 }
 
+// One frame record of `size` bytes, filled by `fill`, committed and
+// announced: false when the ring has no room for it now (or the ring failed:
+// the connection is lost).
+template <typename Fill>
+bool Client::Impl::putFrameRecord(size_t size, Fill&& fill) {
+  Result<std::span<std::byte>> room = shm->reserveFrameRecord(size);
+  if (!room) {
+    if (room.status().code() != Errc::would_block) lose(room.status());
+    return false;
+  }
+  fill(*room);
+  Status st = shm->commitRecord();
+  if (st) st = shm->announce();
+  if (!st) lose(st);
+  return true;
+}
+
 // Shared memory: the frames into the ring to the daemon, as far as it has
 // room (the rest waits in `out`, like bytes a full socket did not take).
 void Client::Impl::writeRing() {
@@ -131,15 +148,10 @@ void Client::Impl::writeRing() {
       continue;
     }
     const size_t size = frameRecordsQueued.front().size;
-    Result<std::span<std::byte>> room = shm->reserveFrameRecord(size);
-    if (!room) {
-      if (room.status().code() != Errc::would_block) lose(room.status());
+    if (!putFrameRecord(
+            size, [&](std::span<std::byte> room) { std::memcpy(room.data(), out.data(), size); }) ||
+        !conn.ok())
       return;
-    }
-    std::memcpy(room->data(), out.data(), size);
-    Status st = shm->commitRecord();
-    if (st) st = shm->announce();
-    if (!st) return lose(st);
     out.consume(size);
     outWritten += size;
     frameRecordsQueued.pop_front();
@@ -705,18 +717,11 @@ bool Client::Impl::sendInFrameRecord(uint64_t id, std::string_view node, std::st
   if (size > shm->maxRecord()) return false;
   writeRing();
   if (out.empty() && conn.ok()) {
-    Result<std::span<std::byte>> room = shm->reserveFrameRecord(size);
-    if (room) {
-      proto::encodeSendAt(*room, id, node, service, fromService, payload);
-      Status st = shm->commitRecord();
-      if (st) st = shm->announce();
-      if (!st) lose(st);
+    if (putFrameRecord(size, [&](std::span<std::byte> room) {
+          proto::encodeSendAt(room, id, node, service, fromService, payload);
+        }))
       return true;
-    }
-    if (room.status().code() != Errc::would_block) {
-      lose(room.status());
-      return true;  // the connection's error answers
-    }
+    if (!conn.ok()) return true;  // the connection's error answers
   }
   frameRecordsQueued.push_back({outWritten + out.size(), size});
   return false;

@@ -108,6 +108,8 @@ struct Client::Impl {
     size_t size;
   };
   std::deque<QueuedRecord> frameRecordsQueued;
+  template <typename Fill>
+  bool putFrameRecord(size_t size, Fill&& fill);
   uint64_t outWritten = 0;
   // Large SENDs go as frame records unless RDMAMSG_SHM_FRAME_RECORDS=0.
   bool frameRecords = [] {

@@ -132,6 +132,36 @@ class Reader {
   const char* reason_ = nullptr;
 };
 
+// ACK: a count, then that many ranges, none empty or overflowing.
+void parseAck(Reader& r, Frame& f) {
+  const uint32_t count = r.get<uint32_t>("ack: count");
+  const auto runs = r.rest();
+  if (r.ok() &&
+      (count == 0 || runs.size() % kAckRangeSize != 0 || runs.size() / kAckRangeSize != count)) {
+    r.fail("ack: count does not match the body length");
+  }
+  f.acks = runs;
+  for (size_t i = 0; r.ok() && i < f.ackRangeCount(); ++i) {
+    const AckRange a = f.ackRange(i);
+    if (a.first == 0 || a.count == 0 || a.first - 1 > UINT64_MAX - a.count)
+      r.fail("ack: empty or overflowing range of message ids");
+  }
+}
+
+// ERROR: a known code (never would_block, which is the library's own) in
+// reply to a known request kind.
+void parseError(Reader& r, Frame& f) {
+  f.msgId = r.get<uint64_t>("error: message id");
+  const uint16_t code = r.get<uint16_t>("error: code");
+  f.inReplyTo = r.get<uint8_t>("error: request kind");
+  f.text = r.str16("error: text");
+  r.expectEnd();
+  if (r.ok() && (code == 0 || code > kMaxErrc || code == static_cast<uint16_t>(Errc::would_block)))
+    r.fail("error: unknown error code");
+  if (r.ok() && f.inReplyTo > kMaxFrameKind) r.fail("error: unknown request kind");
+  f.errc = static_cast<Errc>(code);
+}
+
 void parseBody(FrameKind kind, Reader& r, Frame& f) {
   switch (kind) {
     case FrameKind::hello:
@@ -162,34 +192,10 @@ void parseBody(FrameKind kind, Reader& r, Frame& f) {
       f.otherService = r.name("deliver: invalid destination service name");
       f.payload = r.rest();
       return;
-    case FrameKind::ack: {
-      const uint32_t count = r.get<uint32_t>("ack: count");
-      const auto runs = r.rest();
-      if (r.ok() && (count == 0 || runs.size() % kAckRangeSize != 0 ||
-                     runs.size() / kAckRangeSize != count)) {
-        r.fail("ack: count does not match the body length");
-      }
-      f.acks = runs;
-      for (size_t i = 0; r.ok() && i < f.ackRangeCount(); ++i) {
-        const AckRange a = f.ackRange(i);
-        if (a.first == 0 || a.count == 0 || a.first - 1 > UINT64_MAX - a.count)
-          r.fail("ack: empty or overflowing range of message ids");
-      }
-      return;
-    }
-    case FrameKind::error: {
-      f.msgId = r.get<uint64_t>("error: message id");
-      const uint16_t code = r.get<uint16_t>("error: code");
-      f.inReplyTo = r.get<uint8_t>("error: request kind");
-      f.text = r.str16("error: text");
-      r.expectEnd();
-      if (r.ok() &&
-          (code == 0 || code > kMaxErrc || code == static_cast<uint16_t>(Errc::would_block)))
-        r.fail("error: unknown error code");
-      if (r.ok() && f.inReplyTo > kMaxFrameKind) r.fail("error: unknown request kind");
-      f.errc = static_cast<Errc>(code);
-      return;
-    }
+    case FrameKind::ack:
+      return parseAck(r, f);
+    case FrameKind::error:
+      return parseError(r, f);
     case FrameKind::status_reply:
       f.text = r.bytes(r.remaining(), "status reply");
       return;

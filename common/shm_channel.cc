@@ -190,8 +190,7 @@ Result<uint64_t> ShmChannel::holdFrame() {
   const size_t bytes = frameRecord().size();
   Result<uint64_t> position = in_.hold();
   if (!position) return position;
-  ++counters_.recordsRead;
-  counters_.bytesRead += bytes;
+  countFrameRead(bytes);
   return position;
 }
 
@@ -199,10 +198,14 @@ Status ShmChannel::consumeFrame() {
   if (!in_.peekedFrame()) return Status(Errc::bad_request, "no frame record to consume");
   const size_t bytes = frameRecord().size();
   if (Status st = in_.release(); !st) return st;
-  ++counters_.recordsRead;
-  counters_.bytesRead += bytes;
+  countFrameRead(bytes);
   if (in_.needsWake()) return wakePeer();
   return {};
+}
+
+void ShmChannel::countFrameRead(size_t bytes) {
+  ++counters_.recordsRead;
+  counters_.bytesRead += bytes;
 }
 
 Status ShmChannel::releaseHeld(uint64_t position) {

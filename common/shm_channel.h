@@ -174,6 +174,7 @@ class ShmChannel {
   ShmChannel(ShmRegion region, ShmRingProducer out, ShmRingConsumer in, ShmDoorbell own,
              ShmDoorbell peer, uint64_t toDaemon, uint64_t toClient);
   [[nodiscard]] Status wakePeer();
+  void countFrameRead(size_t bytes);  // a frame record taken (held or consumed)
 
   ShmRegion region_;
   ShmRingProducer out_;

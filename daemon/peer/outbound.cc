@@ -70,17 +70,28 @@ struct Outbound::Flow {
 Outbound::Outbound(const config::Config& config, const std::string& peerName, PeerEvents& events)
     : config_(config), peerName_(peerName), events_(events) {}
 
+// Calls f(q, src, payload) for each message queued in `flow`, oldest first:
+// its header, its sender's name, and its payload (in the queue, or where
+// it lies).
+template <typename F>
+void Outbound::forEachQueued(const Flow& flow, F&& f) {
+  size_t off = 0;
+  for (size_t n = 0; n < flow.queuedMessages; n++) {
+    Queued q;
+    std::memcpy(&q, flow.queue.data() + off, sizeof q);
+    const std::byte* src = flow.queue.data() + off + sizeof q;
+    off += sizeof q + q.srcLen + (q.inPlace != nullptr ? 0 : q.length);
+    f(q, std::span<const std::byte>(src, q.srcLen),
+      std::span<const std::byte>(q.inPlace != nullptr ? q.at : src + q.srcLen, q.length));
+  }
+}
+
 Outbound::~Outbound() {
   // Payloads still waiting in place go back to their clients.
-  for (auto& [name, fp] : flows_) {
-    size_t off = 0;
-    for (size_t n = 0; n < fp->queuedMessages; n++) {
-      Queued q;
-      std::memcpy(&q, fp->queue.data() + off, sizeof q);
-      off += sizeof q + q.srcLen + (q.inPlace != nullptr ? 0 : q.length);
+  for (auto& [name, f] : flows_)
+    forEachQueued(*f, [this](const Queued& q, auto, auto) {
       if (q.inPlace != nullptr) letGo(*q.inPlace, q.length);
-    }
-  }
+    });
 }
 
 void Outbound::holdIn(ExternalPayload& p) {
@@ -102,29 +113,21 @@ void Outbound::letGo(ExternalPayload& p, size_t bytes) {
 void Outbound::spill(ExternalArea& area) {
   std::vector<std::pair<ExternalPayload*, size_t>> released;
   for (auto& [name, fp] : flows_) {
-    Flow& f = *fp;
     ByteBuffer rebuilt;
-    size_t off = 0;
-    bool changed = false;
-    for (size_t n = 0; n < f.queuedMessages; n++) {
-      Queued q;
-      std::memcpy(&q, f.queue.data() + off, sizeof q);
-      const std::byte* src = f.queue.data() + off + sizeof q;
-      off += sizeof q + q.srcLen + (q.inPlace != nullptr ? 0 : q.length);
-      const bool out = q.inPlace != nullptr && &q.inPlace->area() == &area;
-      const std::byte* payload = q.inPlace != nullptr ? q.at : src + q.srcLen;
-      if (out) {
-        changed = true;
-        released.emplace_back(q.inPlace, q.length);
-        q.inPlace = nullptr;
-        q.at = nullptr;
-        loop::copies().flowQueue += q.length;
-      }
-      rebuilt.append(&q, sizeof q);
-      rebuilt.append(src, q.srcLen);
-      if (q.inPlace == nullptr) rebuilt.append(payload, q.length);
-    }
-    if (changed) f.queue = std::move(rebuilt);
+    const size_t before = released.size();
+    forEachQueued(
+        *fp, [&](Queued q, std::span<const std::byte> src, std::span<const std::byte> payload) {
+          if (q.inPlace != nullptr && &q.inPlace->area() == &area) {
+            released.emplace_back(q.inPlace, q.length);
+            q.inPlace = nullptr;
+            q.at = nullptr;
+            loop::copies().flowQueue += q.length;
+          }
+          rebuilt.append(&q, sizeof q);
+          rebuilt.append(src);
+          if (q.inPlace == nullptr) rebuilt.append(payload);
+        });
+    if (released.size() != before) fp->queue = std::move(rebuilt);
   }
   for (auto& [p, bytes] : released)
     letGo(*p, bytes);

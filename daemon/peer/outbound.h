@@ -161,6 +161,8 @@ class Outbound final : public ExternalHolder {
   // Queued messages whose payload waits in place, by area (registered as
   // its holder while there are any).
   std::unordered_map<ExternalArea*, size_t> heldIn_;
+  template <typename F>
+  static void forEachQueued(const Flow& flow, F&& f);
   void holdIn(ExternalPayload& p);
   void letGo(ExternalPayload& p, size_t bytes);  // drops it: last, as it may end the area
 
