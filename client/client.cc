@@ -113,12 +113,12 @@ void Client::Impl::readSocket(ByteBuffer& into) {
   }
 }
 
-// One frame record of `size` bytes, filled by `fill`, committed and
-// announced: false when the ring has no room for it now (or the ring failed:
-// the connection is lost).
+// One frame record (or payload record) of `size` bytes, filled by `fill`,
+// committed and announced: false when the ring has no room for it now (or
+// the ring failed: the connection is lost).
 template <typename Fill>
-bool Client::Impl::putFrameRecord(size_t size, Fill&& fill) {
-  Result<std::span<std::byte>> room = shm->reserveFrameRecord(size);
+bool Client::Impl::putFrameRecord(size_t size, uint32_t type, Fill&& fill) {
+  Result<std::span<std::byte>> room = shm->reserveFrameRecord(size, type);
   if (!room) {
     if (room.status().code() != Errc::would_block) lose(room.status());
     return false;
@@ -147,9 +147,10 @@ void Client::Impl::writeRing() {
       if (*put < plain) return;  // the ring is full
       continue;
     }
-    const size_t size = frameRecordsQueued.front().size;
+    const auto [at, size, type] = frameRecordsQueued.front();
     if (!putFrameRecord(
-            size, [&](std::span<std::byte> room) { std::memcpy(room.data(), out.data(), size); }) ||
+            size, type,
+            [&](std::span<std::byte> room) { std::memcpy(room.data(), out.data(), size); }) ||
         !conn.ok())
       return;
     out.consume(size);
@@ -475,10 +476,12 @@ void Client::Impl::settleRings() {
 }
 
 void Client::Impl::offerSharedMemory(const ConnectOptions& opts) {
-  Result<ShmChannel> channel = ShmChannel::create(opts.sendRingCapacity, opts.receiveRingCapacity);
+  Result<ShmChannel> channel = ShmChannel::create(opts.sendRingCapacity, opts.receiveRingCapacity,
+                                                  frameRecords ? opts.payloadAreaCapacity : 0);
   if (!channel) return;  // no shared memory here (e.g. memfd refused): the socket it is
   shm = std::make_unique<ShmChannel>(std::move(channel.value()));
-  proto::encodeShmOffer(out, shm_ring::kVersion, shm->toDaemonCapacity(), shm->toClientCapacity());
+  proto::encodeShmOffer(out, shm_ring::kVersion, shm->toDaemonCapacity(), shm->toClientCapacity(),
+                        shm->payloadCapacity());
   const auto fds = shm->fdsToPass();
   Result<size_t> sent = sendFds(fd.get(), fds, out.readable());
   if (!sent) {
@@ -702,11 +705,14 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
   return id;
 }
 
-// A large SEND over shared memory is written as one frame record: the
-// daemon posts its payload from the ring, without a copy. Straight into the
-// ring when nothing is queued before it and the ring has room now; else it
-// is queued in `out` like any frame, marked, and writeRing() writes it as a
-// frame record in its turn (the blocking and HOLD rules are every frame's).
+// A large SEND over shared memory goes without a copy in the daemon, which
+// posts its payload from where it lies: written into a block of the payload
+// area, named by a payload record; or, when the area has no room now, as
+// one frame record in the ring. A record goes straight into the ring when
+// nothing is queued before it and the ring has room now; else it is queued
+// in `out` like any frame, marked, and writeRing() writes it in its turn
+// (the blocking and HOLD rules are every frame's). False: the caller
+// queues the frame in `out` (marked already when it goes as a frame record).
 bool Client::Impl::sendInFrameRecord(uint64_t id, std::string_view node, std::string_view service,
                                      std::string_view fromService,
                                      std::span<const std::byte> payload) {
@@ -714,16 +720,31 @@ bool Client::Impl::sendInFrameRecord(uint64_t id, std::string_view node, std::st
       payload.size() < shm_channel::kMinFrameRecordPayload)
     return false;
   const size_t size = proto::sendFrameSize(node, service, fromService, payload.size());
-  if (size > shm->maxRecord()) return false;
   writeRing();
-  if (out.empty() && conn.ok()) {
-    if (putFrameRecord(size, [&](std::span<std::byte> room) {
+  if (!conn.ok()) return true;  // the connection's error answers
+  if (auto block = shm->allocatePayload(size)) {
+    proto::encodeSendAt(block->bytes, id, node, service, fromService, payload);
+    const shm_payload::Descriptor d = ShmChannel::describe(*block);
+    const auto body = std::as_bytes(std::span(&d, 1));
+    if (out.empty() &&
+        putFrameRecord(body.size(), shm_ring::kPayloadRecord, [&](std::span<std::byte> room) {
+          std::memcpy(room.data(), body.data(), body.size());
+        }))
+      return true;
+    if (!conn.ok()) return true;
+    frameRecordsQueued.push_back({outWritten + out.size(), body.size(), shm_ring::kPayloadRecord});
+    out.append(body);
+    return true;
+  }
+  if (size > shm->maxRecord()) return false;
+  if (out.empty()) {
+    if (putFrameRecord(size, shm_ring::kFrameRecord, [&](std::span<std::byte> room) {
           proto::encodeSendAt(room, id, node, service, fromService, payload);
         }))
       return true;
-    if (!conn.ok()) return true;  // the connection's error answers
+    if (!conn.ok()) return true;
   }
-  frameRecordsQueued.push_back({outWritten + out.size(), size});
+  frameRecordsQueued.push_back({outWritten + out.size(), size, shm_ring::kFrameRecord});
   return false;
 }
 

@@ -100,16 +100,18 @@ struct Client::Impl {
   // frameRecordsQueued when writeRing() is to write it as a frame record).
   bool sendInFrameRecord(uint64_t id, std::string_view node, std::string_view service,
                          std::string_view fromService, std::span<const std::byte> payload);
-  // SEND frames queued in `out` that go as frame records: where each starts
-  // (in bytes ever queued in `out`) and its size. outWritten: bytes of
-  // `out` written into the ring so far.
+  // Records queued in `out` — SEND frames that go as frame records, and
+  // payload records' bodies: where each starts (in bytes ever queued in
+  // `out`), its size and its record type. outWritten: bytes of `out`
+  // written into the ring so far.
   struct QueuedRecord {
     uint64_t at;
     size_t size;
+    uint32_t type;
   };
   std::deque<QueuedRecord> frameRecordsQueued;
   template <typename Fill>
-  bool putFrameRecord(size_t size, Fill&& fill);
+  bool putFrameRecord(size_t size, uint32_t type, Fill&& fill);
   uint64_t outWritten = 0;
   // Large SENDs go as frame records unless RDMAMSG_SHM_FRAME_RECORDS=0.
   bool frameRecords = [] {

@@ -33,6 +33,14 @@ Status capacityError(const char* which, uint64_t capacity) {
                                           std::to_string(shm_channel::kMaxCapacity));
 }
 
+Status payloadCapacityError(uint64_t capacity) {
+  return Status(Errc::protocol_error, "shared memory: payload area capacity " +
+                                          std::to_string(capacity) +
+                                          " is neither 0 nor a power of two from " +
+                                          std::to_string(shm_payload::kMinCapacity) + " to " +
+                                          std::to_string(shm_payload::kMaxCapacity));
+}
+
 Status prefixed(const Status& st, const char* what) {
   return Status(st.code(), std::string("shared memory: ") + what + ": " + st.message());
 }
@@ -40,23 +48,32 @@ Status prefixed(const Status& st, const char* what) {
 }  // namespace
 
 ShmChannel::ShmChannel(ShmRegion region, ShmRingProducer out, ShmRingConsumer in, ShmDoorbell own,
-                       ShmDoorbell peer, uint64_t toDaemon, uint64_t toClient)
+                       ShmDoorbell peer, uint64_t toDaemon, uint64_t toClient, uint64_t payload)
     : region_(std::move(region)),
       out_(std::move(out)),
       in_(std::move(in)),
       own_(std::move(own)),
       peer_(std::move(peer)),
       toDaemonCapacity_(toDaemon),
-      toClientCapacity_(toClient) {}
+      toClientCapacity_(toClient),
+      payloadCapacity_(payload) {
+  if (payload == 0) return;
+  const size_t at = shm_ring::regionSize(toDaemon) + shm_ring::regionSize(toClient);
+  payloadHeader_ = region_.bytes().subspan(at, shm_payload::kHeaderSize);
+  payloadData_ = region_.bytes().subspan(at + shm_payload::kHeaderSize, payload);
+}
 
-Result<ShmChannel> ShmChannel::create(size_t toDaemonCapacity, size_t toClientCapacity) {
+Result<ShmChannel> ShmChannel::create(size_t toDaemonCapacity, size_t toClientCapacity,
+                                      size_t payloadCapacity) {
   if (!shm_channel::validCapacity(toDaemonCapacity))
     return capacityError("client-to-daemon", toDaemonCapacity);
   if (!shm_channel::validCapacity(toClientCapacity))
     return capacityError("daemon-to-client", toClientCapacity);
+  if (!shm_payload::validCapacity(payloadCapacity)) return payloadCapacityError(payloadCapacity);
   const size_t first = shm_ring::regionSize(toDaemonCapacity);
   const size_t second = shm_ring::regionSize(toClientCapacity);
-  Result<ShmRegion> region = ShmRegion::create("rdmamsg-client", first + second);
+  Result<ShmRegion> region = ShmRegion::create(
+      "rdmamsg-client", first + second + shm_payload::regionSize(payloadCapacity));
   if (!region) return region.status();
   const std::span<std::byte> bytes = region->bytes();
   if (Status st = shm_ring::format(bytes.first(first), toDaemonCapacity); !st) return st;
@@ -69,20 +86,25 @@ Result<ShmChannel> ShmChannel::create(size_t toDaemonCapacity, size_t toClientCa
   if (!daemonBell) return daemonBell.status();
   Result<ShmDoorbell> clientBell = ShmDoorbell::create();
   if (!clientBell) return clientBell.status();
-  return ShmChannel(std::move(region.value()), std::move(out.value()), std::move(in.value()),
-                    std::move(clientBell.value()), std::move(daemonBell.value()), toDaemonCapacity,
-                    toClientCapacity);
+  ShmChannel channel(std::move(region.value()), std::move(out.value()), std::move(in.value()),
+                     std::move(clientBell.value()), std::move(daemonBell.value()), toDaemonCapacity,
+                     toClientCapacity, payloadCapacity);
+  channel.allocator_ = shm_payload::PayloadAllocator(channel.payloadHeader_, channel.payloadData_);
+  return channel;
 }
 
 Result<ShmChannel> ShmChannel::attach(std::array<UniqueFd, shm_channel::kFdCount> fds,
-                                      uint64_t toDaemonCapacity, uint64_t toClientCapacity) {
+                                      uint64_t toDaemonCapacity, uint64_t toClientCapacity,
+                                      uint64_t payloadCapacity) {
   if (!shm_channel::validCapacity(toDaemonCapacity))
     return capacityError("client-to-daemon", toDaemonCapacity);
   if (!shm_channel::validCapacity(toClientCapacity))
     return capacityError("daemon-to-client", toClientCapacity);
+  if (!shm_payload::validCapacity(payloadCapacity)) return payloadCapacityError(payloadCapacity);
   const size_t first = shm_ring::regionSize(toDaemonCapacity);
   const size_t second = shm_ring::regionSize(toClientCapacity);
-  Result<ShmRegion> region = ShmRegion::attach(std::move(fds[0]), first + second);
+  Result<ShmRegion> region = ShmRegion::attach(
+      std::move(fds[0]), first + second + shm_payload::regionSize(payloadCapacity));
   if (!region) return prefixed(region.status(), "region");
   const std::span<std::byte> bytes = region->bytes();
   Result<ShmRingConsumer> in = ShmRingConsumer::attach(bytes.first(first));
@@ -93,9 +115,14 @@ Result<ShmChannel> ShmChannel::attach(std::array<UniqueFd, shm_channel::kFdCount
   if (!daemonBell) return prefixed(daemonBell.status(), "daemon doorbell");
   Result<ShmDoorbell> clientBell = ShmDoorbell::adopt(std::move(fds[2]));
   if (!clientBell) return prefixed(clientBell.status(), "client doorbell");
-  return ShmChannel(std::move(region.value()), std::move(out.value()), std::move(in.value()),
-                    std::move(daemonBell.value()), std::move(clientBell.value()), toDaemonCapacity,
-                    toClientCapacity);
+  if (payloadCapacity != 0 && in->version() < 3)
+    return Status(Errc::protocol_error, "shared memory: a payload area needs ring version 3, not " +
+                                            std::to_string(in->version()));
+  ShmChannel channel(std::move(region.value()), std::move(out.value()), std::move(in.value()),
+                     std::move(daemonBell.value()), std::move(clientBell.value()), toDaemonCapacity,
+                     toClientCapacity, payloadCapacity);
+  channel.slotHeld_.assign(shm_payload::kSlots, false);
+  return channel;
 }
 
 std::array<int, shm_channel::kFdCount> ShmChannel::fdsToPass() const {
@@ -159,7 +186,7 @@ Result<size_t> ShmChannel::read(ByteBuffer& in, size_t budget) {
   while (got < budget) {
     Result<ShmRecord> rec = in_.peek();
     if (!rec) return rec.status();
-    if (!rec->has_value() || in_.peekedFrame()) break;
+    if (!rec->has_value() || frameWaiting()) break;
     const std::span<const std::byte> payload = **rec;
     in.append(payload);  // the one read of these bytes: parsed from the copy
     got += payload.size();
@@ -173,32 +200,59 @@ Result<size_t> ShmChannel::read(ByteBuffer& in, size_t budget) {
   return got;
 }
 
-Result<std::span<std::byte>> ShmChannel::reserveFrameRecord(size_t n) {
-  Result<std::span<std::byte>> room = out_.reserve(n, shm_ring::kFrameRecord);
+Result<std::span<std::byte>> ShmChannel::reserveFrameRecord(size_t n, uint32_t type) {
+  Result<std::span<std::byte>> room = out_.reserve(n, type);
   reserved_ = room ? n : 0;
   return room;
 }
 
-std::span<const std::byte> ShmChannel::frameRecord() {
-  if (!in_.peekedFrame()) return {};
-  Result<ShmRecord> rec = in_.peek();
-  return rec && rec->has_value() ? **rec : std::span<const std::byte>();
+shm_payload::Descriptor ShmChannel::describe(const shm_payload::PayloadAllocator::Block& b) {
+  return {b.slot, 0, b.offset, b.bytes.size()};
 }
 
-Result<uint64_t> ShmChannel::holdFrame() {
-  if (!in_.peekedFrame()) return Status(Errc::bad_request, "no frame record to hold");
-  const size_t bytes = frameRecord().size();
+// The record peek() shows, or the block its payload record names (checked;
+// a block that is not one kills the ring: the client broke the protocol).
+Result<std::span<const std::byte>> ShmChannel::frameRecord() {
+  if (!frameWaiting()) return Status(Errc::bad_request, "no frame record waiting");
+  Result<ShmRecord> rec = in_.peek();
+  if (!rec) return rec.status();
+  if (!in_.peekedPayload()) return **rec;
+  if (!described_) {
+    Result<shm_payload::Descriptor> d = shm_payload::describe(**rec, payloadCapacity_, slotHeld_);
+    if (!d) return d.status();
+    described_ = *d;
+  }
+  return std::span<const std::byte>(payloadData_.subspan(described_->offset, described_->length));
+}
+
+Result<ShmChannel::FrameHold> ShmChannel::holdFrame() {
+  Result<std::span<const std::byte>> frame = frameRecord();
+  if (!frame) return frame.status();
+  FrameHold hold;
+  if (in_.peekedPayload()) {
+    hold.slot = described_->slot;
+    slotHeld_[hold.slot] = true;  // before consumeFrame(): the block stays the daemon's
+    ++blocksHeld_;
+    if (Status st = consumeFrame(); !st) return st;
+    return hold;
+  }
   Result<uint64_t> position = in_.hold();
-  if (!position) return position;
-  countFrameRead(bytes);
-  return position;
+  if (!position) return position.status();
+  hold.position = *position;
+  countFrameRead(frame->size());
+  return hold;
 }
 
 Status ShmChannel::consumeFrame() {
-  if (!in_.peekedFrame()) return Status(Errc::bad_request, "no frame record to consume");
-  const size_t bytes = frameRecord().size();
+  Result<std::span<const std::byte>> frame = frameRecord();
+  if (!frame) return frame.status();
+  const bool payload = in_.peekedPayload();
+  const std::optional<shm_payload::Descriptor> d = std::exchange(described_, std::nullopt);
   if (Status st = in_.release(); !st) return st;
-  countFrameRead(bytes);
+  countFrameRead(frame->size());
+  // A block copied out is the client's again at once.
+  if (payload && !slotHeld_[d->slot])
+    shm_payload::releaseWord(payloadHeader_, d->slot).store(0, std::memory_order_release);
   if (in_.needsWake()) return wakePeer();
   return {};
 }
@@ -208,11 +262,23 @@ void ShmChannel::countFrameRead(size_t bytes) {
   counters_.bytesRead += bytes;
 }
 
-Status ShmChannel::releaseHeld(uint64_t position) {
+Status ShmChannel::releaseHeld(const FrameHold& hold) {
+  if (hold.inPayloadArea()) return releaseBlock(hold.slot);
   if (!status().ok()) return {};
+  const uint64_t position = hold.position;
   if (!in_.releaseHeld(position))
     return Status(Errc::bad_request, "ring position " + std::to_string(position) + " is not held");
   if (in_.needsWake()) return wakePeer();
+  return {};
+}
+
+// A held block is the client's again (whatever became of the ring).
+Status ShmChannel::releaseBlock(uint32_t slot) {
+  if (slot >= slotHeld_.size() || !slotHeld_[slot])
+    return Status(Errc::bad_request, "payload slot " + std::to_string(slot) + " is not held");
+  slotHeld_[slot] = false;
+  --blocksHeld_;
+  shm_payload::releaseWord(payloadHeader_, slot).store(0, std::memory_order_release);
   return {};
 }
 

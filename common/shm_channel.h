@@ -11,8 +11,12 @@
 // SHM_ACCEPT. From then on each side writes its frames into its outgoing
 // ring and reads the other's from its incoming ring.
 //
-//   region: [ ring client → daemon ][ ring daemon → client ]
+//   region: [ ring client → daemon ][ ring daemon → client ][ payload area ]
 //   fds:    region memfd, the daemon's doorbell, the client's doorbell
+//
+// The payload area (ring version 3, optional: shm_payload_area.h) holds
+// large SEND frames the daemon posts from in place and gives back in any
+// order; a payload record in the ring names each.
 //
 // Each side waits on its own doorbell (wakeFd()) and rings the other's only
 // when the ring says the other sleeps (the wake-up rule, shm_ring.h): a
@@ -30,10 +34,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "common/byte_buffer.h"
 #include "common/shm_doorbell.h"
+#include "common/shm_payload_area.h"
 #include "common/shm_region.h"
 #include "common/shm_ring.h"
 #include "common/status.h"
@@ -73,8 +80,10 @@ class ShmChannel {
   ShmChannel(ShmChannel&&) noexcept = default;
   ShmChannel& operator=(ShmChannel&&) noexcept = default;
 
-  // The client's side: a new region with both rings and both doorbells.
-  [[nodiscard]] static Result<ShmChannel> create(size_t toDaemonCapacity, size_t toClientCapacity);
+  // The client's side: a new region with both rings, the payload area
+  // (none when `payloadCapacity` is 0) and both doorbells.
+  [[nodiscard]] static Result<ShmChannel> create(size_t toDaemonCapacity, size_t toClientCapacity,
+                                                 size_t payloadCapacity = 0);
   // The daemon's side, from the fds of a client's SHM_OFFER (in
   // fdsToPass() order) and the capacities it named. Anything that does not
   // match — a capacity out of range, an unsealed or wrong-size memfd, a
@@ -82,12 +91,14 @@ class ShmChannel {
   // — is a protocol_error naming it; the fds are closed.
   [[nodiscard]] static Result<ShmChannel> attach(std::array<UniqueFd, shm_channel::kFdCount> fds,
                                                  uint64_t toDaemonCapacity,
-                                                 uint64_t toClientCapacity);
+                                                 uint64_t toClientCapacity,
+                                                 uint64_t payloadCapacity = 0);
 
   // The client's fds for SHM_OFFER: region, daemon doorbell, client doorbell.
   std::array<int, shm_channel::kFdCount> fdsToPass() const;
   uint64_t toDaemonCapacity() const { return toDaemonCapacity_; }
   uint64_t toClientCapacity() const { return toClientCapacity_; }
+  uint64_t payloadCapacity() const { return payloadCapacity_; }
 
   // Copies as much of `bytes` as the outgoing ring has room for, in records;
   // returns how many bytes it took (0 when the ring is full: retry once the
@@ -108,22 +119,52 @@ class ShmChannel {
   // when read() stopped before it: frameRecord() shows it (a view into
   // shared memory: the other side can change it at any time), holdFrame()
   // reads past it and keeps it until releaseHeld() with what it returned.
+  //
+  // A payload record (ring version 3) is read the same way: frameRecord()
+  // shows the block of the payload area it names (checked first: a
+  // protocol_error when it is not a block of the area, or its slot is held),
+  // and holdFrame() keeps that block while the ring's record is released at
+  // once — a held block pins only itself.
   bool frameRecords() const { return out_.version() >= 2; }
-  [[nodiscard]] Result<std::span<std::byte>> reserveFrameRecord(size_t n);
-  bool frameWaiting() const { return in_.peekedFrame(); }
-  std::span<const std::byte> frameRecord();
-  [[nodiscard]] Result<uint64_t> holdFrame();
+  [[nodiscard]] Result<std::span<std::byte>> reserveFrameRecord(
+      size_t n, uint32_t type = shm_ring::kFrameRecord);
+  bool frameWaiting() const { return in_.peekedFrame() || in_.peekedPayload(); }
+  // Whether the frame waiting lies in the payload area.
+  bool frameInPayloadArea() const { return in_.peekedPayload(); }
+  [[nodiscard]] Result<std::span<const std::byte>> frameRecord();
+  // What holdFrame() keeps: a ring record (its position) or a block (its slot).
+  struct FrameHold {
+    static constexpr uint32_t kNoSlot = UINT32_MAX;
+    uint64_t position = 0;
+    uint32_t slot = kNoSlot;
+    bool inPayloadArea() const { return slot != kNoSlot; }
+  };
+  [[nodiscard]] Result<FrameHold> holdFrame();
   // Releases the frame record frameRecord() shows (its bytes were copied).
   [[nodiscard]] Status consumeFrame();
   // Gives a held record's room back (rings the other side if it waits for
   // room); nothing when the channel failed meanwhile.
-  [[nodiscard]] Status releaseHeld(uint64_t position);
+  [[nodiscard]] Status releaseHeld(const FrameHold& hold);
   size_t framesHeld() const { return in_.held(); }
+  size_t blocksHeld() const { return blocksHeld_; }
   // Bytes of the incoming ring read and not given back (held records and
   // the records read after the oldest of them).
   uint64_t heldBytes() const { return in_.heldSpan(); }
   // The incoming ring's data area, where held frames lie.
   std::span<const std::byte> inputArea() const { return in_.area(); }
+  // The payload area's data (empty when the channel has none).
+  std::span<const std::byte> payloadArea() const { return payloadData_; }
+
+  // The client's side of the payload area: a block to write a SEND frame
+  // into (nullopt: no room or no slot now), then its payload record, whose
+  // body is describe(block): reserveFrameRecord(sizeof(Descriptor),
+  // kPayloadRecord) and commitRecord(). freePayload() gives back a block
+  // whose record was never written.
+  std::optional<shm_payload::PayloadAllocator::Block> allocatePayload(size_t n) {
+    return allocator_.allocate(n);
+  }
+  void freePayload(const shm_payload::PayloadAllocator::Block& b) { allocator_.free(b); }
+  static shm_payload::Descriptor describe(const shm_payload::PayloadAllocator::Block& b);
 
   // One record written in place: room for `n` bytes in the outgoing ring
   // (would_block when there is none now, too_large beyond maxRecord()),
@@ -172,7 +213,8 @@ class ShmChannel {
 
  private:
   ShmChannel(ShmRegion region, ShmRingProducer out, ShmRingConsumer in, ShmDoorbell own,
-             ShmDoorbell peer, uint64_t toDaemon, uint64_t toClient);
+             ShmDoorbell peer, uint64_t toDaemon, uint64_t toClient, uint64_t payload);
+  [[nodiscard]] Status releaseBlock(uint32_t slot);
   [[nodiscard]] Status wakePeer();
   void countFrameRead(size_t bytes);  // a frame record taken (held or consumed)
 
@@ -183,6 +225,12 @@ class ShmChannel {
   ShmDoorbell peer_;  // the other side sleeps on it
   uint64_t toDaemonCapacity_ = 0;
   uint64_t toClientCapacity_ = 0;
+  uint64_t payloadCapacity_ = 0;
+  std::span<std::byte> payloadHeader_, payloadData_;
+  shm_payload::PayloadAllocator allocator_;  // the client's
+  std::vector<bool> slotHeld_;               // the daemon's: blocks it holds
+  size_t blocksHeld_ = 0;
+  std::optional<shm_payload::Descriptor> described_;  // of the payload record peeked
   ShmChannelCounters counters_;
   bool armedInput_ = false, armedRoom_ = false;
   size_t reserved_ = 0;       // bytes of the record reserveRecord() gave

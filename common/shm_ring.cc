@@ -127,7 +127,7 @@ Status ShmRingProducer::refreshConsumer() {
 
 Result<std::span<std::byte>> ShmRingProducer::reserve(size_t n, uint32_t type) {
   if (!status_) return status_;
-  if (type != kDataRecord && (type != kFrameRecord || map_.version() < 2))
+  if (!knownType(type, map_.version()))
     return Status(Errc::bad_request,
                   "a version " + num(map_.version()) + " ring has no records of type " + num(type));
   if (n > maxPayload()) {
@@ -278,7 +278,7 @@ Result<ShmRecord> ShmRingConsumer::peek() {
       if (Status s = skipPadding(header, readable); !s) return s;
       continue;
     }
-    if (type != kDataRecord && (type != kFrameRecord || map_.version() < 2)) {
+    if (!knownType(type, map_.version())) {
       return fail("ring record of unknown type " + num(type) + " at offset " + num(offset));
     }
     const uint64_t size = recordSize(length);
@@ -287,7 +287,7 @@ Result<ShmRecord> ShmRingConsumer::peek() {
                   " is beyond the readable span of " + num(readable) + " bytes");
     }
     pending_ = size;
-    peekedFrame_ = type == kFrameRecord;
+    peekedType_ = type;
     peeked_ = {map_.data() + offset + kRecordHeaderSize, static_cast<size_t>(length)};
     return ShmRecord(peeked_);
   }

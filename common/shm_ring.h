@@ -9,7 +9,7 @@
 //
 //   offset  size  field               written by
 //   0       4     magic "RMRG"        the side that formats the region
-//   4       4     version (1)
+//   4       4     version (1..3)
 //   8       8     capacity            power of two, kMinCapacity..kMaxCapacity
 //   128     8     producer index      producer: bytes ever published
 //   256     8     consumer index      consumer: bytes ever released
@@ -27,7 +27,9 @@
 //   u32 length   payload bytes
 //   u32 type     1: data, 2: padding (fills the data area up to its end),
 //                3: frame (version 2: exactly one whole frame, which the
-//                consumer may keep in place after it read past it)
+//                consumer may keep in place after it read past it),
+//                4: payload (version 3: where a whole frame lies in the
+//                channel's payload area, shm_payload_area.h)
 //   payload, then zero to 7 bytes up to the next multiple of 8
 //
 // Version 2 adds frame records: the consumer may hold one (hold()) — keep
@@ -35,7 +37,8 @@
 // release it later (releaseHeld()). The consumer index then stops at the
 // oldest record held, so the producer never overwrites a held record;
 // records read after it are released with it. A version 1 ring has no
-// frame records (one is a protocol error).
+// frame records (one is a protocol error); version 3 adds payload records,
+// which the ring carries like data records (their meaning is the channel's).
 //
 // A record never wraps: when one does not fit before the end of the data
 // area, the producer writes a padding record whose 8-byte aligned size
@@ -95,7 +98,7 @@ namespace rdmamsg {
 namespace shm_ring {
 
 inline constexpr uint32_t kMagic = 0x47524d52;  // "RMRG" in memory
-inline constexpr uint32_t kVersion = 2;         // what this side formats and offers
+inline constexpr uint32_t kVersion = 3;         // what this side formats and offers
 inline constexpr uint32_t kMinVersion = 1;      // the oldest it attaches to (no frame records)
 inline constexpr size_t kHeaderSize = 4096;
 inline constexpr size_t kMagicOffset = 0;
@@ -112,6 +115,12 @@ inline constexpr size_t kMaxCapacity = size_t{1} << 30;
 inline constexpr uint32_t kDataRecord = 1;
 inline constexpr uint32_t kPaddingRecord = 2;
 inline constexpr uint32_t kFrameRecord = 3;
+inline constexpr uint32_t kPayloadRecord = 4;
+// Whether a ring of `version` has records of `type` (padding aside).
+inline constexpr bool knownType(uint32_t type, uint32_t version) {
+  return type == kDataRecord || (type == kFrameRecord && version >= 2) ||
+         (type == kPayloadRecord && version >= 3);
+}
 
 inline constexpr size_t regionSize(size_t capacity) {
   return kHeaderSize + capacity;
@@ -165,7 +174,8 @@ class ShmRingProducer {
   // reserve() replaces it). too_large beyond maxPayload(); would_block when
   // the ring is full (not an error: retry once the consumer released,
   // prepareToSleep() first if the producer waits on its doorbell).
-  // `type`: kDataRecord, or kFrameRecord (one whole frame; version 2).
+  // `type`: kDataRecord, kFrameRecord (one whole frame; version 2) or
+  // kPayloadRecord (version 3).
   [[nodiscard]] Result<std::span<std::byte>> reserve(size_t n,
                                                      uint32_t type = shm_ring::kDataRecord);
   // Publishes the reserved record (and the padding before it, if it wraps).
@@ -227,8 +237,10 @@ class ShmRingConsumer {
   // The next record (the same one until release()), or nullopt when the ring
   // is empty. The view stays valid until release().
   [[nodiscard]] Result<ShmRecord> peek();
-  // Whether the record peek() shows is a frame record (version 2).
-  bool peekedFrame() const { return pending_ != 0 && peekedFrame_; }
+  // Whether the record peek() shows is a frame record (version 2), or a
+  // payload record (version 3).
+  bool peekedFrame() const { return pending_ != 0 && peekedType_ == shm_ring::kFrameRecord; }
+  bool peekedPayload() const { return pending_ != 0 && peekedType_ == shm_ring::kPayloadRecord; }
   // Consumes the record peek() showed: the producer may reuse its room
   // (once every record held before it is released).
   [[nodiscard]] Status release();
@@ -277,6 +289,7 @@ class ShmRingConsumer {
   // Bytes read so far (the read position; the consumer index, the bytes
   // released, lags behind it while records are held).
   uint64_t position() const { return consumer_; }
+  uint32_t version() const { return map_.version(); }
   const Status& status() const { return status_; }
 
  private:
@@ -291,7 +304,7 @@ class ShmRingConsumer {
   uint64_t producerSeen_ = 0;  // the producer index last read and checked
   uint64_t pending_ = 0;       // size of the peeked record, 0: none
   std::span<const std::byte> peeked_;
-  bool peekedFrame_ = false;
+  uint32_t peekedType_ = shm_ring::kDataRecord;
   bool owedWake_ = false;
   // Records held, oldest first: their positions, and whether released since.
   struct Held {

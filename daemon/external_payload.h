@@ -1,10 +1,11 @@
 // A message payload the daemon sends from where it lies, without copying
 // it: a large SEND a shared-memory client wrote as one frame record stays
-// in the client's ring (common/shm_channel.h) and is posted to the NIC as
-// a scatter-gather entry beside a header in a send buffer.
+// in the client's ring (common/shm_channel.h) — or in its payload area — and
+// is posted to the NIC as a scatter-gather entry beside a header in a send
+// buffer.
 //
 // ExternalArea: memory such payloads lie in (a client's ring to the
-// daemon), which a device registers once (rdma::Device::lkeyFor) and
+// daemon, or its payload area), which a device registers once (rdma::Device::lkeyFor) and
 // deregisters when the area dies: every registration leaves a callback
 // that runs then.
 //
@@ -41,7 +42,11 @@ class ExternalHolder {
 
 class ExternalArea {
  public:
-  explicit ExternalArea(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  // inOrder: the area gives room back in order (a ring): a payload that
+  // waits pins what was written after it. anyOrder: each payload pins only
+  // itself (a payload area's block).
+  enum class Order : uint8_t { inOrder, anyOrder };
+  ExternalArea(std::span<const std::byte> bytes, Order order) : bytes_(bytes), order_(order) {}
   ExternalArea(const ExternalArea&) = delete;
   ExternalArea& operator=(const ExternalArea&) = delete;
   ~ExternalArea() {
@@ -50,6 +55,7 @@ class ExternalArea {
   }
 
   std::span<const std::byte> bytes() const { return bytes_; }
+  Order order() const { return order_; }
   // Bytes of its payloads that wait in the daemon's queues where they lie.
   size_t queued = 0;
   void addHolder(ExternalHolder* h) { holders_.push_back(h); }
@@ -64,6 +70,7 @@ class ExternalArea {
 
  private:
   std::span<const std::byte> bytes_;
+  Order order_;
   std::vector<std::function<void()>> onDeath_;
   std::vector<ExternalHolder*> holders_;
 };

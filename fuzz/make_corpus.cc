@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/local_protocol.h"
+#include "common/shm_payload_area.h"
 #include "common/shm_ring.h"
 #include "daemon/peer/protocol.h"
 
@@ -263,12 +264,37 @@ void shmRing(const fs::path& path, size_t capacity, uint64_t start,
   writeFile(path, region);
 }
 
+// Payload records (ring version 3) between data records: blocks of a
+// payload area of shm_payload::kMinCapacity, one of them outside it and
+// one naming a slot twice.
+void shmPayloads(const fs::path& path) {
+  struct alignas(64) Line {
+    std::byte bytes[64];
+  };
+  std::vector<Line> lines(shm_ring::regionSize(512) / 64);
+  const std::span<std::byte> region(lines.front().bytes, lines.size() * 64);
+  if (!shm_ring::format(region, 512)) throw std::runtime_error("ring format");
+  ShmRingProducer producer = ShmRingProducer::attach(region).value();
+  const shm_payload::Descriptor blocks[] = {
+      {0, 0, 0, 20000}, {1, 0, 20032, 30000}, {2, 0, 65000, 4096}, {1, 0, 0, 64}};
+  for (const shm_payload::Descriptor& d : blocks) {
+    for (uint32_t type : {shm_ring::kDataRecord, shm_ring::kPayloadRecord}) {
+      Result<std::span<std::byte>> room = producer.reserve(sizeof d, type);
+      if (!room) throw std::runtime_error("ring reserve: " + room.status().toString());
+      std::memcpy(room.value().data(), &d, sizeof d);
+      if (!producer.commit()) throw std::runtime_error("ring commit");
+    }
+  }
+  writeFile(path, region);
+}
+
 void shmRings(const fs::path& dir) {
   shmRing(dir / "empty", 64, 0, {});
   shmRing(dir / "records", 256, 0, {0, 1, 7, 8, 20, 100});
   shmRing(dir / "wrapped", 256, 256 * 5 - 16, {10, 40, 3});  // a padding record, then the rest
   shmRing(dir / "full", 128, 64, {56, 24, 16});
   shmRing(dir / "frames", 512, 0, {16, 40, 8, 64, 24, 0, 32}, 2);  // frame records between data
+  shmPayloads(dir / "payloads");
 }
 
 }  // namespace

@@ -10,7 +10,10 @@
 // consumer that attached must have checked the header as shm_ring.h says.
 // Frame records (version 2) are held, released later in reverse order: the
 // consumer index must never pass a record held, and must reach the read
-// position once all are released.
+// position once all are released. Payload records (version 3) are checked
+// as the daemon checks them (shm_payload::describe) against an area of
+// kArea bytes: a block accepted lies inside it and its slot is then held
+// (named again, refused) until the end.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +21,7 @@
 #include <new>
 #include <vector>
 
+#include "common/shm_payload_area.h"
 #include "common/shm_ring.h"
 #include "fuzz/check.h"
 
@@ -60,6 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::byte* dataEnd = buffer.get() + size;
   const uint64_t start = consumer.position();
   std::vector<uint64_t> held;  // positions of the frame records held
+  std::vector<bool> slotsHeld(shm_payload::kSlots, false);
   auto consumerIndex = [&] {
     uint64_t v;
     std::memcpy(&v, buffer.get() + shm_ring::kConsumerOffset, sizeof v);
@@ -80,6 +85,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (std::byte b : view)
       all ^= b;  // every byte of the view is readable
     g_sink = all;
+    if (consumer.peekedPayload()) {
+      constexpr uint64_t kArea = shm_payload::kMinCapacity;
+      Result<shm_payload::Descriptor> d = shm_payload::describe(view, kArea, slotsHeld);
+      if (d.ok()) {
+        FUZZ_CHECK(d->slot < shm_payload::kSlots && !slotsHeld[d->slot]);
+        FUZZ_CHECK(d->length != 0 && d->offset < kArea && d->length <= kArea - d->offset);
+        slotsHeld[d->slot] = true;
+        FUZZ_CHECK(!shm_payload::describe(view, kArea, slotsHeld).ok());
+      } else {
+        FUZZ_CHECK(d.status().code() == Errc::protocol_error);
+      }
+    }
     if (consumer.peekedFrame() && consumer.held() < ShmRingConsumer::kMaxHeld) {
       Result<uint64_t> at = consumer.hold();
       FUZZ_CHECK(at.ok());

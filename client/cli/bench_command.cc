@@ -93,10 +93,11 @@ Status ThroughputRun::setUp() {
   for (uint32_t i = 0; i < args_.senders; ++i) {
     ConnectOptions opts;
     opts.clientName = "rdmamsg-bench-" + std::to_string(i);
-    // A ring to the daemon in which a message fits one record: it goes as
-    // one frame record, which the daemon sends without a copy (ConnectOptions).
-    opts.sendRingCapacity = std::clamp(std::bit_ceil(2 * (args_.size + kFrameOverhead) + 64),
-                                       opts.sendRingCapacity, size_t{64} << 20);
+    // A payload area of sixteen messages or more: a large message waits
+    // there for its window (four messages of 1 MiB) and for the link, and
+    // the daemon sends it without a copy (ConnectOptions).
+    opts.payloadAreaCapacity = std::clamp(std::bit_ceil(16 * (args_.size + kFrameOverhead)),
+                                          opts.payloadAreaCapacity, size_t{256} << 20);
     Result<Client> c = Client::connect(args_.socket, opts);
     if (!c) return c.status();
     applyIdleStrategy(*c, args_.idleStrategy);

@@ -36,7 +36,7 @@ void LocalServer::onShmOffer(Session& s, const proto::Frame& f) {
                                                    std::to_string(shm_channel::kFdCount)));
   Result<ShmChannel> channel =
       ShmChannel::attach({std::move(fds[0]), std::move(fds[1]), std::move(fds[2])},
-                         f.toDaemonCapacity, f.toClientCapacity);
+                         f.toDaemonCapacity, f.toClientCapacity, f.payloadCapacity);
   if (!channel) return refuse(channel.status());
   // SHM_ACCEPT is the socket's last frame: written now, before the switch.
   proto::encodeShmAccept(s.outputBuffer());
@@ -47,8 +47,8 @@ void LocalServer::onShmOffer(Session& s, const proto::Frame& f) {
     spinner_ = std::make_unique<loop::Spinner>(
         loop_, loop::SpinHooks{[this] { return pollRings(); }, [this] { return armRings(); },
                                [this] { disarmRings(); }});
-  localLog().debug("{}: shared memory: rings of {} and {} bytes", s.name(), f.toDaemonCapacity,
-                   f.toClientCapacity);
+  localLog().debug("{}: shared memory: rings of {} and {} bytes, a payload area of {}", s.name(),
+                   f.toDaemonCapacity, f.toClientCapacity, f.payloadCapacity);
 }
 
 // A SEND the client wrote as one frame record: handled like any frame, its

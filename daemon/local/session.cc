@@ -190,7 +190,10 @@ void Session::closeOfferWindow() {
 
 void Session::useSharedMemory(std::unique_ptr<ShmChannel> channel) {
   shm_ = std::move(channel);
-  area_ = std::make_shared<ExternalArea>(shm_->inputArea());
+  area_ = std::make_shared<ExternalArea>(shm_->inputArea(), ExternalArea::Order::inOrder);
+  if (shm_->payloadCapacity() != 0)
+    payloadArea_ =
+        std::make_shared<ExternalArea>(shm_->payloadArea(), ExternalArea::Order::anyOrder);
   offerWindow_ = false;
   passedFds_.clear();
   doorbellEvent_ = std::make_unique<loop::IoEvent>(
@@ -248,19 +251,20 @@ Result<size_t> Session::takeFromRing(size_t budget) {
 
 namespace {
 
-// A frame record's ring space, held while its payload is posted from it.
-// Keeps the channel (its mapping) and the area (its registrations) alive
-// past the session; the last drop() gives the space back to the client.
+// A frame record's ring space, or a payload area's block, held while its
+// payload is posted from it. Keeps the channel (its mapping) and the area
+// (its registrations) alive past the session; the last drop() gives the
+// space back to the client.
 class HeldFrame final : public ExternalPayload {
  public:
   HeldFrame(std::shared_ptr<ShmChannel> channel, std::shared_ptr<ExternalArea> area,
-            uint64_t position)
-      : channel_(std::move(channel)), area_(std::move(area)), position_(position) {}
+            ShmChannel::FrameHold hold)
+      : channel_(std::move(channel)), area_(std::move(area)), hold_(hold) {}
   ExternalArea& area() override { return *area_; }
   void hold() override { ++refs_; }
   void drop() override {
     if (--refs_ != 0) return;
-    if (Status st = channel_->releaseHeld(position_); !st)
+    if (Status st = channel_->releaseHeld(hold_); !st)
       localLog().warn("shared memory: {}", st.toString());
     delete this;
   }
@@ -269,7 +273,7 @@ class HeldFrame final : public ExternalPayload {
   // Declared in teardown order: the registrations go before the mapping.
   std::shared_ptr<ShmChannel> channel_;
   std::shared_ptr<ExternalArea> area_;
-  const uint64_t position_;
+  const ShmChannel::FrameHold hold_;
   uint32_t refs_ = 1;
 };
 
@@ -280,9 +284,16 @@ constexpr size_t kMinHeldFrame = shm_channel::kMinFrameRecordPayload;
 
 Session::FrameRecord Session::takeFrameRecord() {
   FrameRecord out;
-  const std::span<const std::byte> record = shm_->frameRecord();
-  const bool hold =
-      record.size() >= kMinHeldFrame && shm_->framesHeld() < ShmRingConsumer::kMaxHeld;
+  const bool inPayloadArea = shm_->frameInPayloadArea();
+  Result<std::span<const std::byte>> found = shm_->frameRecord();
+  if (!found) {
+    frameError_ = found.status().message();
+    out.error = frameError_.c_str();
+    return out;
+  }
+  const std::span<const std::byte> record = *found;
+  const bool hold = record.size() >= kMinHeldFrame &&
+                    (inPayloadArea || shm_->framesHeld() < ShmRingConsumer::kMaxHeld);
   const size_t copied =
       hold ? std::min(record.size(), proto::kHeaderSize + proto::kMaxFrameOverhead) : record.size();
   // Read once, into private memory: the client may change its ring at any time.
@@ -301,13 +312,13 @@ Session::FrameRecord Session::takeFrameRecord() {
       out.error = "the client's shared-memory ring is corrupt";
     return out;
   }
-  Result<uint64_t> position = shm_->holdFrame();
-  if (!position) {
+  Result<ShmChannel::FrameHold> held = shm_->holdFrame();
+  if (!held) {
     out.error = "the client's shared-memory ring is corrupt";
     return out;
   }
   out.frame.payload = record.subspan(payloadAt);
-  out.held = new HeldFrame(shm_, area_, *position);
+  out.held = new HeldFrame(shm_, inPayloadArea ? payloadArea_ : area_, *held);
   relieveRing();
   return out;
 }

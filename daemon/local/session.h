@@ -104,7 +104,8 @@ class Session {
   const ShmChannel* sharedMemory() const { return shm_.get(); }
   // The channel failed (a ring the client corrupted).
   bool ringBroken() const;
-  // A frame record (common/shm_channel.h) is next in the client's ring:
+  // A frame record or a payload record (common/shm_channel.h) is next in
+  // the client's ring:
   // the input buffer's frames come first, then takeFrameRecord() takes it.
   bool frameRecordWaiting() const { return shm_ && shm_->frameWaiting(); }
   // The SEND a frame record holds, its head (ids, names) decoded from a
@@ -112,7 +113,7 @@ class Session {
   // ring space (the caller drops it when done; a send posted from it holds
   // it longer). A small one, or one past the records a ring may hold, is
   // copied and its record released (`held` null). `error`: a protocol
-  // error (static text); nothing was taken.
+  // error (valid until the next call); nothing was taken.
   struct FrameRecord {
     proto::Frame frame;
     ExternalPayload* held = nullptr;
@@ -269,6 +270,8 @@ class Session {
   std::vector<UniqueFd> passedFds_;
   std::shared_ptr<ShmChannel> shm_;               // kept by frame records held past the session
   std::shared_ptr<ExternalArea> area_;            // the ring to the daemon, as devices register it
+  std::shared_ptr<ExternalArea> payloadArea_;     // the channel's payload area, if it has one
+  std::string frameError_;                        // FrameRecord::error's text when not static
   std::vector<std::byte> frameCopy_;              // a frame record's head, or all of a small one
   std::unique_ptr<loop::IoEvent> doorbellEvent_;  // the channel's wakeFd, EV_ET
   uint64_t wakesCounted_ = 0, readsCounted_ = 0;

@@ -188,15 +188,16 @@ Status Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId, std::str
     if (write(*room, seq, src, dst, payload, offset, started, inPlace)) return Status();
     current_ = &f;
   }
-  // A payload in place waits where it is only for the link: its window has
+  // A payload in a ring waits where it is only for the link: its window has
   // room for it after the messages queued before it (a started message
   // waits for nothing else). The ring gives nothing back past its oldest
   // record held, so one held for a window — for a listener that may never
   // read — would stall every flow of its client: that one is copied into
-  // the queue. So is one that would hold over half of its client's area;
+  // the queue. So is one that would hold over half of its client's ring;
   // and past half of the ring held the session has what waits copied out
-  // (spill()).
-  if (inPlace != nullptr && !started &&
+  // (spill()). A block of a payload area pins only itself: it waits in
+  // place for whatever it waits for.
+  if (inPlace != nullptr && !started && inPlace->area().order() == ExternalArea::Order::inOrder &&
       (!(f.unconfirmed + f.waitingCost + cost <= remoteWindow_ ||
          (f.unconfirmed == 0 && f.waitingCost == 0)) ||
        inPlace->area().queued + payload.size() > inPlace->area().bytes().size() / 2))

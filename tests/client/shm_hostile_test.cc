@@ -16,6 +16,7 @@
 #include "../support/wait.h"
 #include "common/fd_passing.h"
 #include "common/shm_doorbell.h"
+#include "common/shm_payload_area.h"
 #include "common/shm_region.h"
 #include "common/shm_ring.h"
 #include "rdmamsg/client.h"
@@ -42,19 +43,21 @@ class HostileClient {
 
   // HELLO and SHM_OFFER with `fds` (a region of two formatted rings and two
   // doorbells when empty); the daemon's answer to the offer.
-  proto::FrameKind offer(std::vector<int> fds = {}, uint64_t toDaemon = kCapacity) {
+  proto::FrameKind offer(std::vector<int> fds = {}, uint64_t toDaemon = kCapacity,
+                         uint64_t payloadCapacity = 0) {
     if (fds.empty()) {
-      auto region = ShmRegion::create("hostile", 2 * kRingBytes);
+      auto region =
+          ShmRegion::create("hostile", 2 * kRingBytes + shm_payload::regionSize(payloadCapacity));
       if (!region) return proto::FrameKind::bye;
       region_ = std::move(region.value());
       if (!shm_ring::format(region_.bytes().first(kRingBytes), kCapacity)) return {};
-      if (!shm_ring::format(region_.bytes().subspan(kRingBytes), kCapacity)) return {};
+      if (!shm_ring::format(region_.bytes().subspan(kRingBytes, kRingBytes), kCapacity)) return {};
       daemonBell_ = std::move(ShmDoorbell::create().value());
       clientBell_ = std::move(ShmDoorbell::create().value());
       fds = {region_.fd(), daemonBell_.fd(), clientBell_.fd()};
     }
     proto::encodeHello(raw_.out(), "hostile");
-    proto::encodeShmOffer(raw_.out(), shm_ring::kVersion, toDaemon, kCapacity);
+    proto::encodeShmOffer(raw_.out(), shm_ring::kVersion, toDaemon, kCapacity, payloadCapacity);
     if (fds.empty() || fds[0] < 0) {
       raw_.write();
     } else {
@@ -279,12 +282,35 @@ TEST(ShmHostileTest, AFrameRecordOfTheWrongLengthClosesThatClientWithTheReason) 
   expectServed(server.socket(), "after a frame record of the wrong length");
 }
 
-// Large messages go as frame records (held in place by the daemon) between
-// small ones in the frame stream: all arrive whole and in order, and the
-// ring's room comes back (more than its capacity goes through it).
-TEST(ShmHostileTest, LargeSendsInFrameRecordsArriveWholeAndInOrderBetweenSmallOnes) {
+// A payload record that names a block outside the payload area: the daemon
+// reads nothing outside it and closes that client with the reason.
+TEST(ShmHostileTest, APayloadRecordOutsideTheAreaClosesThatClientWithTheReason) {
   ThreadedServer server;
-  auto c = Client::connect(server.socket());
+  HostileClient h(server.socket());
+  constexpr uint64_t kArea = shm_payload::kMinCapacity;
+  ASSERT_EQ(h.offer({}, kCapacity, kArea), proto::FrameKind::shm_accept);
+  ByteBuffer record;
+  const shm_payload::Descriptor d{3, 0, kArea - 64, 4096};
+  record.append(std::as_bytes(std::span(&d, 1)));
+  writeRecords(h, shm_ring::kPayloadRecord, {record});
+  std::string why;
+  ASSERT_TRUE(h.closedWith(Errc::protocol_error, &why));
+  EXPECT_NE(why.find("is not inside the area"), std::string::npos) << why;
+  expectServed(server.socket(), "after a payload record outside the area");
+}
+
+// Large messages go as payload records or frame records (held in place by
+// the daemon) between small ones in the frame stream: all arrive whole and
+// in order, and the area's and the ring's room comes back (more than their
+// capacity goes through them). With a payload area of 8 MiB (the default),
+// of 64 KiB (full most of the time: frame records beside it) and none.
+class LargeSends : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(LargeSends, ArriveWholeAndInOrderBetweenSmallOnes) {
+  ThreadedServer server;
+  ConnectOptions opts;
+  opts.payloadAreaCapacity = GetParam();
+  auto c = Client::connect(server.socket(), opts);
   ASSERT_TRUE(c.ok()) << c.status().toString();
   if (!c->usesSharedMemory()) GTEST_SKIP() << "RDMAMSG_SHM=0";
   ASSERT_TRUE(c->registerService("mixed").ok());
@@ -311,6 +337,9 @@ TEST(ShmHostileTest, LargeSendsInFrameRecordsArriveWholeAndInOrderBetweenSmallOn
     ++received;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ShmHostileTest, LargeSends,
+                         ::testing::Values(size_t{8} << 20, shm_payload::kMinCapacity, size_t{0}));
 
 }  // namespace
 }  // namespace rdmamsg

@@ -144,7 +144,8 @@ std::span<const std::byte> bytes(const std::string& s) {
 // A payload in a client's memory: counts who holds it.
 class HeldString final : public ExternalPayload {
  public:
-  explicit HeldString(std::string& s) : area_(bytes(s)) {}
+  explicit HeldString(std::string& s, ExternalArea::Order order = ExternalArea::Order::inOrder)
+      : area_(bytes(s), order) {}
   ExternalArea& area() override { return area_; }
   void hold() override { holds++; }
   void drop() override { holds--; }
@@ -550,6 +551,30 @@ TEST_F(OutboundTest, APayloadWaitingForItsWindowIsCopiedAndFreedAtOnce) {
   for (const auto& msg : room.messages())
     if (msg.seq == 2) joined += msg.payload;
   EXPECT_EQ(joined, sent);
+}
+
+TEST_F(OutboundTest, ABlockOfAPayloadAreaWaitsForItsWindowWhereItLies) {
+  reset(100 * 1024);
+  MemoryRoom room(32 * 1024);
+  ASSERT_TRUE(send(&room, 1, "svc", alphabet(100 * 1024)).ok());  // it takes the window
+  std::string area(1 << 20, '\0');
+  const std::string sent = alphabet(50 * 1024);
+  std::copy(sent.begin(), sent.end(), area.begin());
+  HeldString held(area, ExternalArea::Order::anyOrder);
+  const uint64_t queuedBefore = loop::copies().flowQueue;
+  ASSERT_TRUE(sendInPlace(&room, 2, area, sent.size(), held).ok());
+  held.drop();
+  EXPECT_EQ(held.holds, 1) << "a block pins only itself: it waits for the window in place";
+  EXPECT_EQ(loop::copies().flowQueue, queuedBefore) << "nothing copied into the queue";
+  ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
+  room.batchesLeft = 100;
+  out_->pump(room);
+  room.complete();
+  std::string joined;
+  for (const auto& msg : room.messages())
+    if (msg.seq == 2) joined += msg.payload;
+  EXPECT_EQ(joined, sent);
+  EXPECT_EQ(held.holds, 0) << "sent: the block is the client's again";
 }
 
 TEST_F(OutboundTest, PayloadsStillWaitingInPlaceGoBackWhenThePeerGoes) {

@@ -185,5 +185,37 @@ TEST(Metrics, LargeMessagesLeaveTheSendingDaemonWithoutACopy) {
   EXPECT_LT(grew("client_in_bytes"), payload / 100);
 }
 
+// Messages that wait for their flow window wait in the client's payload
+// area, where they lie: with a window of two messages, a burst of twelve is
+// sent without one copy on the sending daemon.
+TEST(Metrics, LargeMessagesWaitingForTheirWindowAreNotCopiedEither) {
+  MeshOptions o;
+  o.extra = "flow_window: 160KiB\n";
+  Cluster c({"alpha", "beta"}, o);
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.waitFullMesh());
+  constexpr int kCount = 12;
+  std::string lines;
+  for (int i = 0; i < kCount; ++i)
+    lines += std::string(64 * 1024, static_cast<char>('a' + i)) + "\n";
+  Process listener;
+  ASSERT_TRUE(startListener(listener, c, "beta", "inbox", kCount, c.dir().file("inbox.out")));
+  auto before = statusOf(c.socket("alpha"));
+  ASSERT_TRUE(before);
+  auto sent = runCli(c.dir(), {"--socket", c.socket("alpha"), "send", "beta/inbox"}, lines);
+  ASSERT_EQ(sent.code, 0) << sent.err;
+  EXPECT_EQ(listener.wait(10s), 0);
+  EXPECT_EQ(readFile(c.dir().file("inbox.out")), lines) << "every message whole, in order";
+  auto after = statusOf(c.socket("alpha"));
+  ASSERT_TRUE(after);
+  auto grew = [&](const char* key) {
+    return (*after)["copies"][key].get<double>() - (*before)["copies"][key].get<double>();
+  };
+  const double payload = double(kCount) * 64 * 1024;
+  EXPECT_EQ(grew("sent_in_place_bytes"), payload);
+  EXPECT_EQ(grew("flow_queue_bytes"), 0) << "no message was copied to wait for its window";
+  EXPECT_EQ(grew("send_buffer_bytes"), 0);
+}
+
 }  // namespace
 }  // namespace rdmamsg::itest

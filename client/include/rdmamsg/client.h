@@ -115,14 +115,23 @@ struct ConnectOptions {
   bool sharedMemory = true;
   // Bytes of the ring to the daemon and of the ring from it (powers of two,
   // 64 KiB to 64 MiB). What this client may have written before it reads a
-  // HOLD grows with the first. A message of 16 KiB or more that fits half
-  // the first goes without a copy in the daemon (it sends the message from
-  // the ring; RDMAMSG_SHM_FRAME_RECORDS=0 in the environment turns that
-  // off): an application that sends messages of 1 MiB gives it 4 MiB or
-  // more. A larger ring costs latency to small messages (it is a larger
-  // footprint in the caches: docs/performance.md).
+  // HOLD grows with the first. A message of 16 KiB or more that finds no
+  // room in the payload area (below) but fits half the first ring goes
+  // without a copy in the daemon too (it sends the message from the ring
+  // while it waits only for the link). RDMAMSG_SHM_FRAME_RECORDS=0 in the
+  // environment turns both off. A larger ring costs latency to small
+  // messages (it is a larger footprint in the caches: docs/performance.md).
   size_t sendRingCapacity = size_t{1} << 20;
   size_t receiveRingCapacity = size_t{4} << 20;
+  // Bytes of the payload area (a power of two, 64 KiB to 256 MiB; 0: none):
+  // shared memory a message of 16 KiB or more is written into, and the
+  // daemon sends it from there without a copy, giving each block back when
+  // it is done with it, in any order. A message waits there for its flow
+  // window, too, without holding up the client's other messages. When the
+  // area is full, a message goes through the send ring (above). A daemon
+  // older than ring version 3 refuses the offer of an area: the client then
+  // goes on over the socket (set 0 to use its rings).
+  size_t payloadAreaCapacity = size_t{8} << 20;
   // How blocking calls wait over shared memory (IdleStrategy). The
   // environment variable RDMAMSG_IDLE=sleep|adaptive|busy replaces it for
   // every client of a process; another value of it fails connect() with

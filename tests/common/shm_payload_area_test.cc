@@ -1,0 +1,203 @@
+// The payload area of a shared-memory channel (common/shm_payload_area.h):
+// the client writes large frames into blocks and names them with payload
+// records; the daemon holds blocks in any order and gives each back on its
+// own, so one held for long pins nothing else; a record that names no block
+// of the area is refused with the reason.
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/shm_channel.h"
+#include "common/shm_payload_area.h"
+
+namespace rdmamsg {
+namespace {
+
+using shm_payload::Descriptor;
+using shm_payload::PayloadAllocator;
+
+constexpr size_t kRing = shm_channel::kMinCapacity;
+constexpr size_t kArea = shm_payload::kMinCapacity;  // 64 KiB
+
+struct Pair {
+  ShmChannel client;
+  ShmChannel daemon;
+};
+
+Pair makePair(size_t area = kArea) {
+  ShmChannel client = ShmChannel::create(kRing, kRing, area).value();
+  std::array<UniqueFd, shm_channel::kFdCount> fds;
+  const auto passed = client.fdsToPass();
+  for (size_t i = 0; i < fds.size(); ++i)
+    fds[i].reset(::dup(passed[i]));
+  ShmChannel daemon = ShmChannel::attach(std::move(fds), kRing, kRing, area).value();
+  return {std::move(client), std::move(daemon)};
+}
+
+void putRecord(ShmChannel& client, const Descriptor& d) {
+  auto room = client.reserveFrameRecord(sizeof d, shm_ring::kPayloadRecord);
+  ASSERT_TRUE(room.ok()) << room.status().toString();
+  std::memcpy(room->data(), &d, sizeof d);
+  ASSERT_TRUE(client.commitRecord().ok());
+}
+
+// A block written with `text`, its payload record published.
+PayloadAllocator::Block putBlock(ShmChannel& client, const std::string& text) {
+  auto block = client.allocatePayload(text.size());
+  EXPECT_TRUE(block.has_value());
+  if (!block) return {};
+  std::memcpy(block->bytes.data(), text.data(), text.size());
+  putRecord(client, ShmChannel::describe(*block));
+  return *block;
+}
+
+std::string asText(std::span<const std::byte> b) {
+  return {reinterpret_cast<const char*>(b.data()), b.size()};
+}
+
+// Reads up to the next frame waiting; it must be one of the payload area.
+std::string nextBlock(ShmChannel& daemon) {
+  ByteBuffer in;
+  EXPECT_TRUE(daemon.read(in, SIZE_MAX).ok());
+  EXPECT_TRUE(daemon.frameWaiting());
+  EXPECT_TRUE(daemon.frameInPayloadArea());
+  auto frame = daemon.frameRecord();
+  EXPECT_TRUE(frame.ok()) << frame.status().toString();
+  return frame ? asText(*frame) : std::string();
+}
+
+TEST(ShmPayloadAreaTest, BlocksHeldAreGivenBackInAnyOrderAndEachPinsOnlyItself) {
+  Pair p = makePair();
+  const std::string a(20000, 'a'), b(20000, 'b'), c(20000, 'c');
+  putBlock(p.client, a);
+  putBlock(p.client, b);
+  putBlock(p.client, c);
+  EXPECT_FALSE(p.client.allocatePayload(20000).has_value()) << "the area is full";
+
+  std::vector<ShmChannel::FrameHold> held;
+  for (const std::string* want : {&a, &b, &c}) {
+    EXPECT_EQ(nextBlock(p.daemon), *want);
+    auto hold = p.daemon.holdFrame();
+    ASSERT_TRUE(hold.ok()) << hold.status().toString();
+    EXPECT_TRUE(hold->inPayloadArea());
+    held.push_back(*hold);
+  }
+  EXPECT_EQ(p.daemon.blocksHeld(), 3u);
+  EXPECT_EQ(p.daemon.heldBytes(), 0u) << "the ring's records were released at once";
+
+  // The middle block comes back first: its room is the client's again while
+  // the first one (a message that waits for a listener) is still held.
+  ASSERT_TRUE(p.daemon.releaseHeld(held[1]).ok());
+  EXPECT_FALSE(p.daemon.releaseHeld(held[1]).ok()) << "given back twice";
+  auto again = p.client.allocatePayload(20000);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_NE(again->slot, held[0].slot);
+  p.client.freePayload(*again);
+
+  ASSERT_TRUE(p.daemon.releaseHeld(held[0]).ok());
+  ASSERT_TRUE(p.daemon.releaseHeld(held[2]).ok());
+  EXPECT_EQ(p.daemon.blocksHeld(), 0u);
+  auto whole = p.client.allocatePayload(kArea);
+  EXPECT_TRUE(whole.has_value()) << "freed blocks join again into the whole area";
+}
+
+TEST(ShmPayloadAreaTest, ABlockCopiedOutIsTheClientsAgainAtOnce) {
+  Pair p = makePair();
+  const std::string a(40000, 'a');
+  putBlock(p.client, a);
+  EXPECT_EQ(nextBlock(p.daemon), a);
+  ASSERT_TRUE(p.daemon.consumeFrame().ok());
+  EXPECT_EQ(p.daemon.blocksHeld(), 0u);
+  EXPECT_TRUE(p.client.allocatePayload(40000).has_value());
+}
+
+TEST(ShmPayloadAreaTest, TheAllocatorFallsBackWhenEverySlotIsInUse) {
+  Pair p = makePair();
+  std::vector<PayloadAllocator::Block> blocks;
+  for (size_t i = 0; i < shm_payload::kSlots; ++i) {
+    auto b = p.client.allocatePayload(64);
+    ASSERT_TRUE(b.has_value()) << i;
+    blocks.push_back(*b);
+  }
+  EXPECT_FALSE(p.client.allocatePayload(64).has_value()) << "no slot left";
+  p.client.freePayload(blocks[7]);
+  EXPECT_TRUE(p.client.allocatePayload(64).has_value());
+}
+
+// What a hostile client can name in a payload record; each is refused with
+// its reason, and nothing outside the area is shown.
+TEST(ShmPayloadAreaTest, ARecordThatNamesNoBlockOfTheAreaIsRefusedWithTheReason) {
+  struct Case {
+    Descriptor d;
+    const char* reason;
+  };
+  const std::vector<Case> cases = {
+      {{shm_payload::kSlots, 0, 0, 100}, "slot 256 is not below 256"},
+      {{1, 7, 0, 100}, "reserved field is not 0"},
+      {{1, 0, kArea, 1}, "is not inside the area"},
+      {{1, 0, kArea - 10, 11}, "is not inside the area"},
+      {{1, 0, 8, UINT64_MAX}, "is not inside the area"},
+      {{1, 0, 0, 0}, "is not inside the area"},
+  };
+  for (const Case& c : cases) {
+    Pair p = makePair();
+    putRecord(p.client, c.d);
+    ByteBuffer in;
+    ASSERT_TRUE(p.daemon.read(in, SIZE_MAX).ok());
+    ASSERT_TRUE(p.daemon.frameWaiting());
+    auto frame = p.daemon.frameRecord();
+    ASSERT_FALSE(frame.ok()) << c.reason;
+    EXPECT_NE(frame.status().message().find(c.reason), std::string::npos)
+        << frame.status().message();
+    EXPECT_FALSE(p.daemon.holdFrame().ok());
+  }
+}
+
+TEST(ShmPayloadAreaTest, ASlotStillHeldCannotBeNamedAgain) {
+  Pair p = makePair();
+  putBlock(p.client, std::string(1000, 'x'));
+  nextBlock(p.daemon);
+  auto hold = p.daemon.holdFrame();
+  ASSERT_TRUE(hold.ok());
+  putRecord(p.client, {hold->slot, 0, 0, 1000});  // the same slot, still held
+  ByteBuffer in;
+  ASSERT_TRUE(p.daemon.read(in, SIZE_MAX).ok());
+  auto frame = p.daemon.frameRecord();
+  ASSERT_FALSE(frame.ok());
+  EXPECT_NE(frame.status().message().find("is still in use"), std::string::npos);
+}
+
+TEST(ShmPayloadAreaTest, AChannelWithoutAnAreaRefusesPayloadRecordsAndBadCapacities) {
+  Pair p = makePair(0);
+  EXPECT_FALSE(p.client.allocatePayload(100).has_value());
+  putRecord(p.client, {0, 0, 0, 100});
+  ByteBuffer in;
+  ASSERT_TRUE(p.daemon.read(in, SIZE_MAX).ok());
+  auto frame = p.daemon.frameRecord();
+  ASSERT_FALSE(frame.ok());
+  EXPECT_NE(frame.status().message().find("has no payload area"), std::string::npos);
+
+  for (uint64_t bad : {uint64_t{4096}, uint64_t{100000}, uint64_t{1} << 30}) {
+    auto c = ShmChannel::create(kRing, kRing, bad);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("payload area capacity"), std::string::npos);
+  }
+}
+
+TEST(ShmPayloadAreaTest, TheDaemonRefusesAnAreaTheRegionDoesNotHold) {
+  ShmChannel client = ShmChannel::create(kRing, kRing, 0).value();
+  std::array<UniqueFd, shm_channel::kFdCount> fds;
+  const auto passed = client.fdsToPass();
+  for (size_t i = 0; i < fds.size(); ++i)
+    fds[i].reset(::dup(passed[i]));
+  auto daemon = ShmChannel::attach(std::move(fds), kRing, kRing, kArea);
+  EXPECT_FALSE(daemon.ok()) << "the memfd is smaller than the rings and the area named";
+}
+
+}  // namespace
+}  // namespace rdmamsg
