@@ -480,8 +480,7 @@ void Client::Impl::offerSharedMemory(const ConnectOptions& opts) {
                                                   frameRecords ? opts.payloadAreaCapacity : 0);
   if (!channel) return;  // no shared memory here (e.g. memfd refused): the socket it is
   shm = std::make_unique<ShmChannel>(std::move(channel.value()));
-  proto::encodeShmOffer(out, shm_ring::kVersion, shm->toDaemonCapacity(), shm->toClientCapacity(),
-                        shm->payloadCapacity());
+  proto::encodeShmOffer(out, shm_ring::kVersion, shm->toDaemonCapacity(), shm->toClientCapacity());
   const auto fds = shm->fdsToPass();
   Result<size_t> sent = sendFds(fd.get(), fds, out.readable());
   if (!sent) {
@@ -676,13 +675,14 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
     if (!st.ok()) return st;
   }
   const uint64_t id = nextId++;
-  if (sendInFrameRecord(id, node, service, fromService, payload)) {
+  const LargeSend large = sendInFrameRecord(id, node, service, fromService, payload);
+  if (large == LargeSend::written) {
     ++inFlight;
     readSome();  // a HOLD is seen soon, as when the frames go through `out`
     if (!conn.ok()) return conn;
     return id;
   }
-  proto::encodeSend(out, id, node, service, fromService, payload);
+  if (large == LargeSend::inStream) proto::encodeSend(out, id, node, service, fromService, payload);
   ++inFlight;
   if (shmInUse && !mayWait && out.size() < kWriteThreshold) {
     // Batched as over the socket (a daemon that finds more in one turn
@@ -711,17 +711,17 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
 // one frame record in the ring. A record goes straight into the ring when
 // nothing is queued before it and the ring has room now; else it is queued
 // in `out` like any frame, marked, and writeRing() writes it in its turn
-// (the blocking and HOLD rules are every frame's). False: the caller
-// queues the frame in `out` (marked already when it goes as a frame record).
-bool Client::Impl::sendInFrameRecord(uint64_t id, std::string_view node, std::string_view service,
-                                     std::string_view fromService,
-                                     std::span<const std::byte> payload) {
+// (the blocking and HOLD rules are every frame's).
+Client::Impl::LargeSend Client::Impl::sendInFrameRecord(uint64_t id, std::string_view node,
+                                                        std::string_view service,
+                                                        std::string_view fromService,
+                                                        std::span<const std::byte> payload) {
   if (!shmInUse || !frameRecords || !shm->frameRecords() ||
       payload.size() < shm_channel::kMinFrameRecordPayload)
-    return false;
+    return LargeSend::inStream;
   const size_t size = proto::sendFrameSize(node, service, fromService, payload.size());
   writeRing();
-  if (!conn.ok()) return true;  // the connection's error answers
+  if (!conn.ok()) return LargeSend::written;  // the connection's error answers
   if (auto block = shm->allocatePayload(size)) {
     proto::encodeSendAt(block->bytes, id, node, service, fromService, payload);
     const shm_payload::Descriptor d = ShmChannel::describe(*block);
@@ -730,22 +730,25 @@ bool Client::Impl::sendInFrameRecord(uint64_t id, std::string_view node, std::st
         putFrameRecord(body.size(), shm_ring::kPayloadRecord, [&](std::span<std::byte> room) {
           std::memcpy(room.data(), body.data(), body.size());
         }))
-      return true;
-    if (!conn.ok()) return true;
+      return LargeSend::written;
+    if (!conn.ok()) {
+      shm->freePayload(*block);
+      return LargeSend::written;
+    }
     frameRecordsQueued.push_back({outWritten + out.size(), body.size(), shm_ring::kPayloadRecord});
     out.append(body);
-    return true;
+    return LargeSend::queued;
   }
-  if (size > shm->maxRecord()) return false;
+  if (size > shm->maxRecord()) return LargeSend::inStream;
   if (out.empty()) {
     if (putFrameRecord(size, shm_ring::kFrameRecord, [&](std::span<std::byte> room) {
           proto::encodeSendAt(room, id, node, service, fromService, payload);
         }))
-      return true;
-    if (!conn.ok()) return true;
+      return LargeSend::written;
+    if (!conn.ok()) return LargeSend::written;
   }
   frameRecordsQueued.push_back({outWritten + out.size(), size, shm_ring::kFrameRecord});
-  return false;
+  return LargeSend::inStream;
 }
 
 Result<uint64_t> Client::send(std::string_view node, std::string_view service,

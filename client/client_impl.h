@@ -95,11 +95,14 @@ struct Client::Impl {
   // With shared memory: before sleeping on the doorbell (and socket), says
   // so to the daemon; false when something arrived meanwhile.
   bool armForSleep() { return shm->prepareToSleep(!out.empty()); }
-  // A large SEND written into the ring as one frame record (shm_channel.h):
-  // true; false when the caller queues it in `out` (then marked in
+  // A large SEND over shared memory (shm_channel.h): written (its payload
+  // record or frame record is in the ring; also when the connection was
+  // lost: its error answers); queued (its payload record waits in `out`,
+  // marked); or inStream: the caller queues the frame in `out` (marked in
   // frameRecordsQueued when writeRing() is to write it as a frame record).
-  bool sendInFrameRecord(uint64_t id, std::string_view node, std::string_view service,
-                         std::string_view fromService, std::span<const std::byte> payload);
+  enum class LargeSend : uint8_t { written, queued, inStream };
+  LargeSend sendInFrameRecord(uint64_t id, std::string_view node, std::string_view service,
+                              std::string_view fromService, std::span<const std::byte> payload);
   // Records queued in `out` — SEND frames that go as frame records, and
   // payload records' bodies: where each starts (in bytes ever queued in
   // `out`), its size and its record type. outWritten: bytes of `out`

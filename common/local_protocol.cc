@@ -217,8 +217,6 @@ void parseBody(FrameKind kind, Reader& r, Frame& f) {
       f.maxMessageSize = r.get<uint32_t>("shm offer: ring version");
       f.toDaemonCapacity = r.get<uint64_t>("shm offer: client-to-daemon capacity");
       f.toClientCapacity = r.get<uint64_t>("shm offer: daemon-to-client capacity");
-      if (r.ok() && f.maxMessageSize >= 3)
-        f.payloadCapacity = r.get<uint64_t>("shm offer: payload area capacity");
       r.expectEnd();
       return;
     case FrameKind::shm_accept:
@@ -519,13 +517,11 @@ void encodeResume(ByteBuffer& out, std::string_view node, std::string_view servi
 }
 
 void encodeShmOffer(ByteBuffer& out, uint32_t ringVersion, uint64_t toDaemonCapacity,
-                    uint64_t toClientCapacity, uint64_t payloadCapacity) {
-  const bool withArea = ringVersion >= 3;
-  Writer w = frame(out, FrameKind::shm_offer, 4 + 8 + 8 + (withArea ? 8 : 0));
+                    uint64_t toClientCapacity) {
+  Writer w = frame(out, FrameKind::shm_offer, 4 + 8 + 8);
   w.le<uint32_t>(ringVersion);
   w.le<uint64_t>(toDaemonCapacity);
   w.le<uint64_t>(toClientCapacity);
-  if (withArea) w.le<uint64_t>(payloadCapacity);
 }
 
 void encodeShmAccept(ByteBuffer& out) {

@@ -52,9 +52,8 @@ enum class FrameKind : uint8_t {
   consumed = 13,        // c→d  u64 taken: DELIVERs the application has taken (cumulative)
   hold = 14,            // d→c  str8 node, str8 service: send nothing more there until RESUME
   resume = 15,          // d→c  str8 node, str8 service
-  shm_offer = 16,       // c→d  u32 ringVersion, u64 toDaemonCapacity, u64 toClientCapacity,
-                        //      from ring version 3 u64 payloadCapacity; 3 fds ride with it
-                        //      (common/shm_channel.h); only right after HELLO
+  shm_offer = 16,       // c→d  u32 ringVersion, u64 toDaemonCapacity, u64 toClientCapacity;
+                        //      3 fds ride with it (common/shm_channel.h); only right after HELLO
   shm_accept = 17,      // d→c  (empty): every later frame of both sides goes through the rings
 };
 inline constexpr uint8_t kMaxFrameKind = static_cast<uint8_t>(FrameKind::shm_accept);
@@ -89,7 +88,6 @@ struct Frame {
   uint32_t maxMessageSize = 0;         // welcome; shm_offer: the ring version
   uint64_t toDaemonCapacity = 0;       // shm_offer
   uint64_t toClientCapacity = 0;       // shm_offer
-  uint64_t payloadCapacity = 0;        // shm_offer (ring version 3 on; 0: no payload area)
   std::string_view node;               // welcome (own), send/hold/resume (destination),
                                        // deliver (source)
   std::string_view service;            // reg/registered/unreg; send/hold/resume (destination);
@@ -160,7 +158,7 @@ void encodeConsumed(ByteBuffer& out, uint64_t taken);
 void encodeHold(ByteBuffer& out, std::string_view node, std::string_view service);
 void encodeResume(ByteBuffer& out, std::string_view node, std::string_view service);
 void encodeShmOffer(ByteBuffer& out, uint32_t ringVersion, uint64_t toDaemonCapacity,
-                    uint64_t toClientCapacity, uint64_t payloadCapacity = 0);
+                    uint64_t toClientCapacity);
 void encodeShmAccept(ByteBuffer& out);
 // An ERROR framed in protocol version `version` (the header and the ERROR
 // body are the same in every version): the answer to a peer of another version.

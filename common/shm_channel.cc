@@ -94,15 +94,28 @@ Result<ShmChannel> ShmChannel::create(size_t toDaemonCapacity, size_t toClientCa
 }
 
 Result<ShmChannel> ShmChannel::attach(std::array<UniqueFd, shm_channel::kFdCount> fds,
-                                      uint64_t toDaemonCapacity, uint64_t toClientCapacity,
-                                      uint64_t payloadCapacity) {
+                                      uint64_t toDaemonCapacity, uint64_t toClientCapacity) {
   if (!shm_channel::validCapacity(toDaemonCapacity))
     return capacityError("client-to-daemon", toDaemonCapacity);
   if (!shm_channel::validCapacity(toClientCapacity))
     return capacityError("daemon-to-client", toClientCapacity);
-  if (!shm_payload::validCapacity(payloadCapacity)) return payloadCapacityError(payloadCapacity);
   const size_t first = shm_ring::regionSize(toDaemonCapacity);
   const size_t second = shm_ring::regionSize(toClientCapacity);
+  // The payload area, if any, is the rest of the memfd (its size is sealed).
+  Result<size_t> size = ShmRegion::fileSize(fds[0].get());
+  if (!size) return prefixed(size.status(), "region");
+  uint64_t payloadCapacity = 0;
+  if (*size > first + second) {
+    const uint64_t rest = *size - first - second;
+    payloadCapacity = rest > shm_payload::kHeaderSize ? rest - shm_payload::kHeaderSize : 0;
+    if (payloadCapacity == 0 || !shm_payload::validCapacity(payloadCapacity))
+      return Status(Errc::protocol_error,
+                    "shared memory: the region holds " + std::to_string(rest) +
+                        " bytes past both rings: not a payload area (a header page and 0 or a "
+                        "power of two from " +
+                        std::to_string(shm_payload::kMinCapacity) + " to " +
+                        std::to_string(shm_payload::kMaxCapacity) + ")");
+  }
   Result<ShmRegion> region = ShmRegion::attach(
       std::move(fds[0]), first + second + shm_payload::regionSize(payloadCapacity));
   if (!region) return prefixed(region.status(), "region");

@@ -85,14 +85,15 @@ class ShmChannel {
   [[nodiscard]] static Result<ShmChannel> create(size_t toDaemonCapacity, size_t toClientCapacity,
                                                  size_t payloadCapacity = 0);
   // The daemon's side, from the fds of a client's SHM_OFFER (in
-  // fdsToPass() order) and the capacities it named. Anything that does not
-  // match — a capacity out of range, an unsealed or wrong-size memfd, a
-  // ring header that is not what was offered, an fd that is not an eventfd
-  // — is a protocol_error naming it; the fds are closed.
+  // fdsToPass() order) and the capacities it named; the payload area is
+  // what the memfd holds past both rings (none, or a header page and a
+  // valid capacity). Anything that does not match — a capacity out of
+  // range, an unsealed memfd or one of another size, a ring header that is
+  // not what was offered, an fd that is not an eventfd — is a
+  // protocol_error naming it; the fds are closed.
   [[nodiscard]] static Result<ShmChannel> attach(std::array<UniqueFd, shm_channel::kFdCount> fds,
                                                  uint64_t toDaemonCapacity,
-                                                 uint64_t toClientCapacity,
-                                                 uint64_t payloadCapacity = 0);
+                                                 uint64_t toClientCapacity);
 
   // The client's fds for SHM_OFFER: region, daemon doorbell, client doorbell.
   std::array<int, shm_channel::kFdCount> fdsToPass() const;

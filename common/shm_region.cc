@@ -62,6 +62,13 @@ Result<ShmRegion> ShmRegion::create(const std::string& name, size_t size) {
   return ShmRegion(std::move(fd), base.value(), size);
 }
 
+Result<size_t> ShmRegion::fileSize(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return sysError("fstat of the shared-memory fd");
+  if (st.st_size < 0) return Status(Errc::protocol_error, "the shared-memory fd has no size");
+  return static_cast<size_t>(st.st_size);
+}
+
 Result<ShmRegion> ShmRegion::attach(UniqueFd fd, size_t expectedSize) {
   if (!fd) return Status(Errc::bad_request, "no shared-memory fd to attach");
   const int seals = ::fcntl(fd.get(), F_GET_SEALS);

@@ -38,6 +38,8 @@ class ShmRegion {
   // fd is closed) unless it is sealed against shrinking and exactly
   // `expectedSize` bytes long.
   [[nodiscard]] static Result<ShmRegion> attach(UniqueFd fd, size_t expectedSize);
+  // The size of the file behind `fd` (fstat), before attach() checks it.
+  [[nodiscard]] static Result<size_t> fileSize(int fd);
 
   std::span<std::byte> bytes() const { return {base_, size_}; }
   size_t size() const { return size_; }

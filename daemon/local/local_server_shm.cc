@@ -36,7 +36,7 @@ void LocalServer::onShmOffer(Session& s, const proto::Frame& f) {
                                                    std::to_string(shm_channel::kFdCount)));
   Result<ShmChannel> channel =
       ShmChannel::attach({std::move(fds[0]), std::move(fds[1]), std::move(fds[2])},
-                         f.toDaemonCapacity, f.toClientCapacity, f.payloadCapacity);
+                         f.toDaemonCapacity, f.toClientCapacity);
   if (!channel) return refuse(channel.status());
   // SHM_ACCEPT is the socket's last frame: written now, before the switch.
   proto::encodeShmAccept(s.outputBuffer());
@@ -48,7 +48,7 @@ void LocalServer::onShmOffer(Session& s, const proto::Frame& f) {
         loop_, loop::SpinHooks{[this] { return pollRings(); }, [this] { return armRings(); },
                                [this] { disarmRings(); }});
   localLog().debug("{}: shared memory: rings of {} and {} bytes, a payload area of {}", s.name(),
-                   f.toDaemonCapacity, f.toClientCapacity, f.payloadCapacity);
+                   f.toDaemonCapacity, f.toClientCapacity, s.sharedMemory()->payloadCapacity());
 }
 
 // A SEND the client wrote as one frame record: handled like any frame, its
@@ -93,7 +93,10 @@ size_t LocalServer::holdSlack(SessionId id) const {
   constexpr size_t kSocketBuffer = size_t{4} << 20;  // more than the kernel's default
   const Session* s = find(id);
   const ShmChannel* shm = s == nullptr ? nullptr : s->sharedMemory();
-  const size_t transport = shm != nullptr ? shm->toDaemonCapacity() : kSocketBuffer;
+  // Over shared memory: the ring, and the blocks of the payload area its
+  // records name (all published before the daemon reads the first).
+  const size_t transport =
+      shm != nullptr ? shm->toDaemonCapacity() + shm->payloadCapacity() : kSocketBuffer;
   return kLibraryBuffer + transport + 2 * Session::kReadBudget;
 }
 

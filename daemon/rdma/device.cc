@@ -106,14 +106,16 @@ std::optional<uint32_t> ExternalRegistrations::lkey(
     Entry e;
     const std::span<const std::byte> bytes = area.bytes();
     if (!self->budget_.take(bytes.size())) {
-      spdlog::warn("a client's ring of {} bytes is not registered ({}): its messages are copied",
-                   bytes.size(), self->budget_.exhausted(bytes.size()));
+      spdlog::warn(
+          "a client's shared memory of {} bytes is not registered ({}): its messages are copied",
+          bytes.size(), self->budget_.exhausted(bytes.size()));
     } else {
       // Only read by the device (local read needs no access flag).
       e.mr.reset(ibv_reg_mr(self->pd_, const_cast<std::byte*>(bytes.data()), bytes.size(), 0));
       if (!e.mr) {
         spdlog::warn(
-            "ibv_reg_mr of a client's ring of {} bytes failed ({}): its messages are copied",
+            "ibv_reg_mr of a client's shared memory of {} bytes failed ({}): its messages are "
+            "copied",
             bytes.size(), std::error_code(errno, std::generic_category()).message());
         self->budget_.give(bytes.size());
       } else {

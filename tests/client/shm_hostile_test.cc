@@ -57,7 +57,7 @@ class HostileClient {
       fds = {region_.fd(), daemonBell_.fd(), clientBell_.fd()};
     }
     proto::encodeHello(raw_.out(), "hostile");
-    proto::encodeShmOffer(raw_.out(), shm_ring::kVersion, toDaemon, kCapacity, payloadCapacity);
+    proto::encodeShmOffer(raw_.out(), shm_ring::kVersion, toDaemon, kCapacity);
     if (fds.empty() || fds[0] < 0) {
       raw_.write();
     } else {

@@ -35,7 +35,8 @@ Pair makePair(size_t area = kArea) {
   const auto passed = client.fdsToPass();
   for (size_t i = 0; i < fds.size(); ++i)
     fds[i].reset(::dup(passed[i]));
-  ShmChannel daemon = ShmChannel::attach(std::move(fds), kRing, kRing, area).value();
+  ShmChannel daemon = ShmChannel::attach(std::move(fds), kRing, kRing).value();
+  EXPECT_EQ(daemon.payloadCapacity(), area) << "the area is what the region holds past the rings";
   return {std::move(client), std::move(daemon)};
 }
 
@@ -189,14 +190,22 @@ TEST(ShmPayloadAreaTest, AChannelWithoutAnAreaRefusesPayloadRecordsAndBadCapacit
   }
 }
 
-TEST(ShmPayloadAreaTest, TheDaemonRefusesAnAreaTheRegionDoesNotHold) {
-  ShmChannel client = ShmChannel::create(kRing, kRing, 0).value();
-  std::array<UniqueFd, shm_channel::kFdCount> fds;
-  const auto passed = client.fdsToPass();
-  for (size_t i = 0; i < fds.size(); ++i)
-    fds[i].reset(::dup(passed[i]));
-  auto daemon = ShmChannel::attach(std::move(fds), kRing, kRing, kArea);
-  EXPECT_FALSE(daemon.ok()) << "the memfd is smaller than the rings and the area named";
+// A region that holds more than both rings but no payload area of a valid
+// size (a header page and a power of two) is refused.
+TEST(ShmPayloadAreaTest, TheDaemonRefusesARegionWhoseRestIsNoPayloadArea) {
+  const size_t rings = 2 * shm_ring::regionSize(kRing);
+  for (size_t rest : {size_t{4096}, size_t{4096} + 1000, shm_payload::kHeaderSize + 3 * kArea}) {
+    ShmRegion region = ShmRegion::create("odd", rings + rest).value();
+    ASSERT_TRUE(shm_ring::format(region.bytes().first(rings / 2), kRing).ok());
+    ASSERT_TRUE(shm_ring::format(region.bytes().subspan(rings / 2, rings / 2), kRing).ok());
+    ShmDoorbell a = ShmDoorbell::create().value(), b = ShmDoorbell::create().value();
+    std::array<UniqueFd, shm_channel::kFdCount> fds{
+        UniqueFd(::dup(region.fd())), UniqueFd(::dup(a.fd())), UniqueFd(::dup(b.fd()))};
+    auto daemon = ShmChannel::attach(std::move(fds), kRing, kRing);
+    ASSERT_FALSE(daemon.ok()) << rest;
+    EXPECT_NE(daemon.status().message().find("not a payload area"), std::string::npos)
+        << daemon.status().message();
+  }
 }
 
 }  // namespace

@@ -214,6 +214,15 @@ TEST(ShmRingHostileTest, ScribblerNeverMakesTheConsumerReadOutside) {
       std::this_thread::yield();
     }
   });
+  // Stops the scribbler however the test ends (an ASSERT returns early).
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Joiner() {
+      stop.store(true);
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{stop, scribbler};
   int died = 0, scribbledWhileRead = 0;
   uint64_t read = 0;
   for (auto& ring : rings) {
@@ -236,7 +245,8 @@ TEST(ShmRingHostileTest, ScribblerNeverMakesTheConsumerReadOutside) {
       if (!record.ok()) break;
       if (record.value()) {
         ASSERT_TRUE(ring->contains(*record.value()));
-        ASSERT_TRUE(consumer.release().ok());
+        const Status released = consumer.release();
+        ASSERT_TRUE(released.ok()) << released.toString();
         ++read;
       }
     }

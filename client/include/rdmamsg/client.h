@@ -129,8 +129,8 @@ struct ConnectOptions {
   // it is done with it, in any order. A message waits there for its flow
   // window, too, without holding up the client's other messages. When the
   // area is full, a message goes through the send ring (above). A daemon
-  // older than ring version 3 refuses the offer of an area: the client then
-  // goes on over the socket (set 0 to use its rings).
+  // older than this release (ring version 3) refuses the offer of shared
+  // memory: the client then goes on over the socket.
   size_t payloadAreaCapacity = size_t{8} << 20;
   // How blocking calls wait over shared memory (IdleStrategy). The
   // environment variable RDMAMSG_IDLE=sleep|adaptive|busy replaces it for
