@@ -270,6 +270,22 @@ Status ShmChannel::consumeFrame() {
   return {};
 }
 
+Result<std::span<const std::byte>> ShmChannel::peekRecord() {
+  Result<ShmRecord> rec = in_.peek();
+  if (!rec) return rec.status();
+  if (!rec->has_value() || frameWaiting()) return std::span<const std::byte>();
+  return **rec;
+}
+
+Result<uint64_t> ShmChannel::holdRecord() {
+  Result<std::span<const std::byte>> rec = peekRecord();
+  if (!rec) return rec.status();
+  if (rec->empty()) return Status(Errc::bad_request, "no record to hold");
+  Result<uint64_t> position = in_.hold();
+  if (position) countFrameRead(rec->size());
+  return position;
+}
+
 void ShmChannel::countFrameRead(size_t bytes) {
   ++counters_.recordsRead;
   counters_.bytesRead += bytes;

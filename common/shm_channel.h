@@ -141,6 +141,13 @@ class ShmChannel {
     bool inPayloadArea() const { return slot != kNoSlot; }
   };
   [[nodiscard]] Result<FrameHold> holdFrame();
+  // The client's side, reading a record in place (its view of a large
+  // DELIVER): the next record of the incoming ring as it lies — empty when
+  // there is none now — and holdRecord(), which reads past it and keeps it
+  // until releaseHeld({position}). The daemon's records are trusted here:
+  // the daemon does not write into a record before it is released.
+  [[nodiscard]] Result<std::span<const std::byte>> peekRecord();
+  [[nodiscard]] Result<uint64_t> holdRecord();
   // Releases the frame record frameRecord() shows (its bytes were copied).
   [[nodiscard]] Status consumeFrame();
   // Gives a held record's room back (rings the other side if it waits for
