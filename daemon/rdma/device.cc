@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "daemon/loop/counters.h"
+#include "daemon/loop/event_loop.h"
 
 namespace rdmamsg::rdma {
 
@@ -45,12 +46,16 @@ Status Device::create(loop::EventLoop& loop, int cqEntries) {
   cq_.reset(ibv_create_cq(context_, entries, this, channel_.get(), 0));
   if (!cq_) return ioError("ibv_create_cq");
   if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) return ioError("ibv_req_notify_cq", rc);
+  cqArmed_ = true;
+  loop_ = &loop;
   if (Status st = createPools(); !st.ok()) return st;
   if (Status st = registerAtStart(); !st.ok()) return st;
   io_ = std::make_unique<loop::IoEvent>(loop, channel_->fd, EV_READ | EV_PERSIST | EV_ET,
                                         [this](short) { onWakeup(); });
   spinner_ = std::make_unique<loop::Spinner>(
-      loop, loop::SpinHooks{[this] { return !failed_ && pollCompletions(); }, {}, {}});
+      loop, loop::SpinHooks{[this] { return !failed_ && pollCompletions(); },
+                            [this] { return failed_ || armBeforeSleep(); },
+                            {}});
   if (setNonBlocking(context_->async_fd))
     asyncIo_ = std::make_unique<loop::IoEvent>(
         loop, context_->async_fd, EV_READ | EV_PERSIST | EV_ET, [this](short) { onAsyncEvents(); });
@@ -233,9 +238,23 @@ void Device::onWakeup() {
     ibv_ack_cq_events(cq_.get(), events);
     counters_.cqEvents += events;
   }
-  if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0)
-    spdlog::error("ibv_req_notify_cq: {}", std::error_code(rc, std::generic_category()).message());
+  cqArmed_ = false;  // the event came: the CQ asks for no other
+  if (loop_->idleStrategy() == loop::IdleStrategy::sleep) armCq();
   if (!pollCompletions()) refillSharedQueue();  // (after completions, it refilled already)
+}
+
+void Device::armCq() {
+  if (cqArmed_) return;
+  if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
+    spdlog::error("ibv_req_notify_cq: {}", std::error_code(rc, std::generic_category()).message());
+    return;
+  }
+  cqArmed_ = true;
+}
+
+bool Device::armBeforeSleep() {
+  armCq();
+  return !pollCompletions();
 }
 
 void Device::refillSharedQueue() {
@@ -245,9 +264,8 @@ void Device::refillSharedQueue() {
 }
 
 // Every completion, in batches, to its sink; then the shared receive queue
-// refilled. A userspace call on a NIC: a spinning loop calls it directly
-// (the CQ stays armed, so a completion it takes still leaves an event on
-// the channel, read at the loop's next libevent pass or sleep).
+// refilled. A userspace call on a NIC: a spinning loop calls it directly,
+// and arms the CQ only before it sleeps (armBeforeSleep).
 bool Device::pollCompletions() {
   bool any = false;
   ibv_wc wcs[32];

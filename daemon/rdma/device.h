@@ -184,6 +184,12 @@ class Device {
   Status createPools();
   void onWakeup();
   bool pollCompletions();  // true when any completion came
+  // Asks for the CQ's next completion event (ibv_req_notify_cq), once.
+  void armCq();
+  // The spinner's arm hook, before a spinning loop sleeps: the CQ armed,
+  // then polled once more (a completion that came before the arm leaves no
+  // event); false when one came: the loop does not sleep.
+  bool armBeforeSleep();
   void refillSharedQueue();
   void onAsyncEvents();
   Status registerAtStart();
@@ -202,6 +208,12 @@ class Device {
   std::vector<std::unique_ptr<ReceiveSet>> spare_;
   std::unique_ptr<loop::IoEvent> io_, asyncIo_;
   std::unique_ptr<loop::Spinner> spinner_;  // polls the CQ while the loop spins
+  loop::EventLoop* loop_ = nullptr;
+  // Whether a completion event is asked for. A loop that spins polls the
+  // CQ itself and asks for events only before it sleeps: the completions
+  // it takes meanwhile make none (on a NIC an interrupt each, over
+  // softrdma a write and a read of the channel).
+  bool cqArmed_ = false;
   std::unordered_map<uint32_t, CompletionSink*> sinks_;
   DeviceCounters counters_;
   bool failed_ = false;
