@@ -194,13 +194,14 @@ Status ShmChannel::announce() {
   return {};
 }
 
-Result<size_t> ShmChannel::read(ByteBuffer& in, size_t budget) {
+Result<size_t> ShmChannel::read(ByteBuffer& in, size_t budget, size_t stopBefore) {
   size_t got = 0;
   while (got < budget) {
     Result<ShmRecord> rec = in_.peek();
     if (!rec) return rec.status();
     if (!rec->has_value() || frameWaiting()) break;
     const std::span<const std::byte> payload = **rec;
+    if (got > 0 && payload.size() >= stopBefore) break;
     in.append(payload);  // the one read of these bytes: parsed from the copy
     got += payload.size();
     if (Status st = in_.release(); !st) return st;

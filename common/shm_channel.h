@@ -108,9 +108,10 @@ class ShmChannel {
   [[nodiscard]] Result<size_t> write(std::span<const std::byte> bytes);
   // Appends whole records from the incoming ring to `in` until the ring is
   // empty, more than `budget` bytes were read, or the next record is a
-  // frame record (frameWaiting()); returns the bytes read. Rings the other
-  // side once if it waits for room.
-  [[nodiscard]] Result<size_t> read(ByteBuffer& in, size_t budget);
+  // frame record (frameWaiting()) — or, past the first record, one of
+  // `stopBefore` bytes or more (one the reader may view in place); returns
+  // the bytes read. Rings the other side once if it waits for room.
+  [[nodiscard]] Result<size_t> read(ByteBuffer& in, size_t budget, size_t stopBefore = SIZE_MAX);
 
   // Frame records (ring version 2): a record holding exactly one whole
   // frame, which the reader keeps in place — a large SEND's payload goes
