@@ -484,7 +484,7 @@ void Client::Impl::settleRings() {
 
 void Client::Impl::offerSharedMemory(const ConnectOptions& opts) {
   Result<ShmChannel> channel = ShmChannel::create(opts.sendRingCapacity, opts.receiveRingCapacity,
-                                                  frameRecords ? opts.payloadAreaCapacity : 0);
+                                                  payloadArea ? opts.payloadAreaCapacity : 0);
   if (!channel) return;  // no shared memory here (e.g. memfd refused): the socket it is
   shm = std::make_unique<ShmChannel>(std::move(channel.value()));
   proto::encodeShmOffer(out, shm_ring::kVersion, shm->toDaemonCapacity(), shm->toClientCapacity());

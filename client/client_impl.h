@@ -116,11 +116,14 @@ struct Client::Impl {
   template <typename Fill>
   bool putFrameRecord(size_t size, uint32_t type, Fill&& fill);
   uint64_t outWritten = 0;
-  // Large SENDs go as frame records unless RDMAMSG_SHM_FRAME_RECORDS=0.
-  bool frameRecords = [] {
-    const char* v = std::getenv("RDMAMSG_SHM_FRAME_RECORDS");
+  // Large SENDs go as frame records unless RDMAMSG_SHM_FRAME_RECORDS=0,
+  // into a payload area unless that or RDMAMSG_SHM_PAYLOAD_AREA=0.
+  static bool envOn(const char* name) {
+    const char* v = std::getenv(name);
     return v == nullptr || std::string_view(v) != "0";
-  }();
+  }
+  bool frameRecords = envOn("RDMAMSG_SHM_FRAME_RECORDS");
+  bool payloadArea = frameRecords && envOn("RDMAMSG_SHM_PAYLOAD_AREA");
   // Everything queued is written: into the socket, or into the ring while
   // the daemon's socket is open (a ring does not fail when its reader died).
   bool allWritten() {

@@ -4,6 +4,8 @@
 // parser (tests/integration/parse_metrics.py, Debian's python3).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "harness.h"
 
 namespace rdmamsg::itest {
@@ -151,70 +153,77 @@ TEST(Metrics, DeliveriesToASharedMemoryClientAreCopiedOnce) {
   EXPECT_LT(grew("client_out_bytes"), payload / 4);
 }
 
-// Large messages from a shared-memory client (which writes them as frame
-// records) leave the sending daemon without a copy: their payloads are
-// posted from the client's ring. Six of 64 KiB wait, at most, in half of
-// the default 1 MiB ring, so none is copied into a queue either.
+// Sends `count` lines of 64 KiB with the CLI (a shared-memory client; with
+// `payloadArea` false, RDMAMSG_SHM_PAYLOAD_AREA=0) from alpha to a
+// listener on beta, all of them whole and in order; returns by how much
+// each of alpha's copy counters grew, and the payload bytes sent.
+struct Grown {
+  Json before, after;
+  double payload = 0;
+  double operator()(const char* key) const {
+    return after["copies"][key].get<double>() - before["copies"][key].get<double>();
+  }
+};
+
+Grown sendLargeLines(Cluster& c, int count, bool payloadArea, const std::string& service) {
+  struct AreaOff {  // the CLI inherits it; taken back however the test ends
+    explicit AreaOff(bool on) {
+      if (on) ::setenv("RDMAMSG_SHM_PAYLOAD_AREA", "0", 1);
+    }
+    ~AreaOff() { ::unsetenv("RDMAMSG_SHM_PAYLOAD_AREA"); }
+  } off(!payloadArea);
+  Grown g;
+  std::string lines;
+  for (int i = 0; i < count; ++i)
+    lines += std::string(64 * 1024, static_cast<char>('a' + i)) + "\n";
+  g.payload = double(count) * 64 * 1024;
+  Process listener;
+  const std::string file = c.dir().file(service + ".out");
+  EXPECT_TRUE(startListener(listener, c, "beta", service, count, file));
+  g.before = statusOf(c.socket("alpha")).value_or(Json::object());
+  auto sent = runCli(c.dir(), {"--socket", c.socket("alpha"), "send", "beta/" + service}, lines);
+  EXPECT_EQ(sent.code, 0) << sent.err;
+  EXPECT_EQ(listener.wait(10s), 0);
+  EXPECT_EQ(readFile(file), lines) << "every message whole, in order";
+  g.after = statusOf(c.socket("alpha")).value_or(Json::object());
+  return g;
+}
+
+// Large messages from a shared-memory client without a payload area go as
+// frame records and leave the sending daemon without a copy: their
+// payloads are posted from the client's ring. Six of 64 KiB wait, at most,
+// in half of the default 1 MiB ring, so none is copied into a queue either.
 TEST(Metrics, LargeMessagesLeaveTheSendingDaemonWithoutACopy) {
   Cluster c({"alpha", "beta"});
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.waitFullMesh());
-  constexpr int kCount = 6;
-  std::string lines;
-  for (int i = 0; i < kCount; ++i)
-    lines += std::string(64 * 1024, static_cast<char>('a' + i)) + "\n";
-  Process listener;
-  ASSERT_TRUE(startListener(listener, c, "beta", "inbox", kCount, c.dir().file("inbox.out")));
-  auto before = statusOf(c.socket("alpha"));
-  ASSERT_TRUE(before);
-  auto sent = runCli(c.dir(), {"--socket", c.socket("alpha"), "send", "beta/inbox"}, lines);
-  ASSERT_EQ(sent.code, 0) << sent.err;
-  EXPECT_EQ(listener.wait(10s), 0);
-  EXPECT_EQ(readFile(c.dir().file("inbox.out")), lines) << "every message whole, in order";
-  auto after = statusOf(c.socket("alpha"));
-  ASSERT_TRUE(after);
-  auto grew = [&](const char* key) {
-    return (*after)["copies"][key].get<double>() - (*before)["copies"][key].get<double>();
-  };
-  const double payload = double(kCount) * 64 * 1024;
-  EXPECT_EQ(grew("sent_in_place_bytes"), payload);
+  const Grown grew = sendLargeLines(c, 6, false, "inbox");
+  ASSERT_TRUE(grew.before.contains("copies") && grew.after.contains("copies"));
+  EXPECT_EQ(grew("sent_in_place_bytes"), grew.payload);
   EXPECT_EQ(grew("send_buffer_bytes"), 0);
   EXPECT_EQ(grew("flow_queue_bytes"), 0);
   // Only the frames' heads (ids, names) and the status exchange are read
   // out of the client's ring.
-  EXPECT_LT(grew("client_in_bytes"), payload / 100);
+  EXPECT_LT(grew("client_in_bytes"), grew.payload / 100);
 }
 
 // Messages that wait for their flow window wait in the client's payload
 // area, where they lie: with a window of two messages, a burst of twelve is
-// sent without one copy on the sending daemon.
+// sent without one copy on the sending daemon. Without the area (frame
+// records in the ring) those that wait for the window are copied.
 TEST(Metrics, LargeMessagesWaitingForTheirWindowAreNotCopiedEither) {
   MeshOptions o;
   o.extra = "flow_window: 160KiB\n";
   Cluster c({"alpha", "beta"}, o);
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.waitFullMesh());
-  constexpr int kCount = 12;
-  std::string lines;
-  for (int i = 0; i < kCount; ++i)
-    lines += std::string(64 * 1024, static_cast<char>('a' + i)) + "\n";
-  Process listener;
-  ASSERT_TRUE(startListener(listener, c, "beta", "inbox", kCount, c.dir().file("inbox.out")));
-  auto before = statusOf(c.socket("alpha"));
-  ASSERT_TRUE(before);
-  auto sent = runCli(c.dir(), {"--socket", c.socket("alpha"), "send", "beta/inbox"}, lines);
-  ASSERT_EQ(sent.code, 0) << sent.err;
-  EXPECT_EQ(listener.wait(10s), 0);
-  EXPECT_EQ(readFile(c.dir().file("inbox.out")), lines) << "every message whole, in order";
-  auto after = statusOf(c.socket("alpha"));
-  ASSERT_TRUE(after);
-  auto grew = [&](const char* key) {
-    return (*after)["copies"][key].get<double>() - (*before)["copies"][key].get<double>();
-  };
-  const double payload = double(kCount) * 64 * 1024;
-  EXPECT_EQ(grew("sent_in_place_bytes"), payload);
+  const Grown grew = sendLargeLines(c, 12, true, "area");
+  ASSERT_TRUE(grew.before.contains("copies") && grew.after.contains("copies"));
+  EXPECT_EQ(grew("sent_in_place_bytes"), grew.payload);
   EXPECT_EQ(grew("flow_queue_bytes"), 0) << "no message was copied to wait for its window";
   EXPECT_EQ(grew("send_buffer_bytes"), 0);
+  const Grown ring = sendLargeLines(c, 12, false, "ring");
+  EXPECT_GT(ring("flow_queue_bytes"), 0) << "frame records waiting for the window are copied";
 }
 
 }  // namespace

@@ -128,7 +128,8 @@ struct ConnectOptions {
   // daemon sends it from there without a copy, giving each block back when
   // it is done with it, in any order. A message waits there for its flow
   // window, too, without holding up the client's other messages. When the
-  // area is full, a message goes through the send ring (above). A daemon
+  // area is full, a message goes through the send ring (above).
+  // RDMAMSG_SHM_PAYLOAD_AREA=0 in the environment makes it 0. A daemon
   // older than this release (ring version 3) refuses the offer of shared
   // memory: the client then goes on over the socket.
   size_t payloadAreaCapacity = size_t{8} << 20;
