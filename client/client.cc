@@ -159,16 +159,9 @@ void Client::Impl::writeRing() {
   }
 }
 
-// With a view wanted (receiveView), a large DELIVER that lies whole in one
-// record is left there to be viewed in place (findRingView): reading stops
-// before a large record, and once a DELIVER is at the front of `in`.
 void Client::Impl::readRing() {
   while (conn.ok()) {
-    if (wantView) {
-      if (viewReady || ringViewReady) return;
-      if (in.empty() && inbox.empty() && findRingView()) return;
-    }
-    Result<size_t> got = shm->read(in, kReadChunk, wantView ? kMinRingView : SIZE_MAX);
+    Result<size_t> got = shm->read(in, kReadChunk);
     if (!got) return lose(got.status());
     if (*got == 0) return;
     parseInput(in);

@@ -178,16 +178,7 @@ struct Client::Impl {
   uint64_t lastHandle = 0;
   bool wantView = false;   // parseInput() stops at a DELIVER at the front of `in`
   bool viewReady = false;  // it stopped there: `in` starts with that DELIVER
-  bool viewAvailable() const { return viewReady || ringViewReady || !inbox.empty(); }
-  // A view read in place in the ring from the daemon: the next record is
-  // one whole DELIVER of kMinRingView bytes or more (ringViewReady); the
-  // view holds that record until release() (ringViewHeld, at its position).
-  static constexpr size_t kMinRingView = size_t{16} << 10;
-  bool ringViewReady = false;
-  bool ringViewHeld = false;
-  uint64_t ringViewPosition = 0;
-  bool findRingView();
-  void takeFromRing(MessageView& v);
+  bool viewAvailable() const { return viewReady || !inbox.empty(); }
   void prepareView();
   Status waitForView(std::chrono::milliseconds timeout);  // waitFor(viewAvailable)
   void takeView(MessageView& v);

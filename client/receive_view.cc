@@ -12,12 +12,6 @@
 // receiveView() views the next DELIVER in place again, and any other call
 // that reads parses them first (a DELIVER among them is queued, a copy).
 //
-// Over shared memory a large DELIVER the daemon wrote whole into one
-// record of the ring from it is viewed in the ring itself, not even copied
-// into `in`: the record is held (the daemon does not reuse its room) until
-// release(). readRing() leaves such a record where it lies while a view is
-// wanted and nothing comes before it.
-//
 // A message already queued (read by processIo(), waitCompletion(), ...)
 // is viewed in a private copy (`viewCopy`), in order.
 #include "client/client_impl.h"
@@ -33,9 +27,7 @@ void Client::Impl::prepareView() {
 }
 
 void Client::Impl::takeView(MessageView& v) {
-  if (ringViewReady) {
-    takeFromRing(v);
-  } else if (inbox.empty()) {
+  if (inbox.empty()) {
     takeInPlace(v);
   } else {
     takeCopied(v);
@@ -55,38 +47,6 @@ void Client::Impl::takeInPlace(MessageView& v) {
   v.inPlace = true;
   in.pin();  // before consume(), which would reuse an emptied buffer from its start
   in.consume(res.consumed);
-}
-
-bool Client::Impl::findRingView() {
-  Result<std::span<const std::byte>> rec = shm->peekRecord();
-  if (!rec) {
-    lose(rec.status());
-    return false;
-  }
-  if (rec->size() < kMinRingView) return false;
-  const proto::DecodeResult res = proto::decodeFrame(*rec, maxBody);
-  ringViewReady = res.outcome == proto::DecodeOutcome::frame &&
-                  res.frame.kind == proto::FrameKind::deliver && res.consumed == rec->size();
-  return ringViewReady;
-}
-
-// The DELIVER findRingView() found, viewed where the daemon wrote it; the
-// ring's room behind it comes back at release().
-void Client::Impl::takeFromRing(MessageView& v) {
-  ringViewReady = false;
-  Result<std::span<const std::byte>> rec = shm->peekRecord();
-  const proto::DecodeResult res = proto::decodeFrame(rec ? *rec : std::span<const std::byte>(),
-                                                     maxBody);  // as decoded before
-  Result<uint64_t> position = shm->holdRecord();
-  if (!position) return lose(position.status());
-  const proto::Frame& f = res.frame;
-  v.srcNode = f.node;
-  v.srcService = f.service;
-  v.service = f.otherService;
-  v.payload = f.payload;
-  v.inPlace = true;
-  ringViewHeld = true;
-  ringViewPosition = *position;
 }
 
 void Client::Impl::takeCopied(MessageView& v) {
@@ -129,12 +89,7 @@ Status Client::release(MessageView& view) {
                   "release: the MessageView is not held (released already, or never received)");
   }
   im.viewHandle = 0;
-  if (im.ringViewHeld) {
-    im.ringViewHeld = false;
-    if (Status st = im.shm->releaseHeld({im.ringViewPosition}); !st) im.lose(st);
-  } else {
-    im.in.unpin();
-  }
+  im.in.unpin();
   view = MessageView{};
   im.noteTaken();
   return {};

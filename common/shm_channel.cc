@@ -194,14 +194,13 @@ Status ShmChannel::announce() {
   return {};
 }
 
-Result<size_t> ShmChannel::read(ByteBuffer& in, size_t budget, size_t stopBefore) {
+Result<size_t> ShmChannel::read(ByteBuffer& in, size_t budget) {
   size_t got = 0;
   while (got < budget) {
     Result<ShmRecord> rec = in_.peek();
     if (!rec) return rec.status();
     if (!rec->has_value() || frameWaiting()) break;
     const std::span<const std::byte> payload = **rec;
-    if (got > 0 && payload.size() >= stopBefore) break;
     in.append(payload);  // the one read of these bytes: parsed from the copy
     got += payload.size();
     if (Status st = in_.release(); !st) return st;
@@ -269,22 +268,6 @@ Status ShmChannel::consumeFrame() {
     shm_payload::releaseWord(payloadHeader_, d->slot).store(0, std::memory_order_release);
   if (in_.needsWake()) return wakePeer();
   return {};
-}
-
-Result<std::span<const std::byte>> ShmChannel::peekRecord() {
-  Result<ShmRecord> rec = in_.peek();
-  if (!rec) return rec.status();
-  if (!rec->has_value() || frameWaiting()) return std::span<const std::byte>();
-  return **rec;
-}
-
-Result<uint64_t> ShmChannel::holdRecord() {
-  Result<std::span<const std::byte>> rec = peekRecord();
-  if (!rec) return rec.status();
-  if (rec->empty()) return Status(Errc::bad_request, "no record to hold");
-  Result<uint64_t> position = in_.hold();
-  if (position) countFrameRead(rec->size());
-  return position;
 }
 
 void ShmChannel::countFrameRead(size_t bytes) {

@@ -108,10 +108,9 @@ class ShmChannel {
   [[nodiscard]] Result<size_t> write(std::span<const std::byte> bytes);
   // Appends whole records from the incoming ring to `in` until the ring is
   // empty, more than `budget` bytes were read, or the next record is a
-  // frame record (frameWaiting()) — or, past the first record, one of
-  // `stopBefore` bytes or more (one the reader may view in place); returns
-  // the bytes read. Rings the other side once if it waits for room.
-  [[nodiscard]] Result<size_t> read(ByteBuffer& in, size_t budget, size_t stopBefore = SIZE_MAX);
+  // frame record (frameWaiting()); returns the bytes read. Rings the other
+  // side once if it waits for room.
+  [[nodiscard]] Result<size_t> read(ByteBuffer& in, size_t budget);
 
   // Frame records (ring version 2): a record holding exactly one whole
   // frame, which the reader keeps in place — a large SEND's payload goes
@@ -142,13 +141,6 @@ class ShmChannel {
     bool inPayloadArea() const { return slot != kNoSlot; }
   };
   [[nodiscard]] Result<FrameHold> holdFrame();
-  // The client's side, reading a record in place (its view of a large
-  // DELIVER): the next record of the incoming ring as it lies — empty when
-  // there is none now — and holdRecord(), which reads past it and keeps it
-  // until releaseHeld({position}). The daemon's records are trusted here:
-  // the daemon does not write into a record before it is released.
-  [[nodiscard]] Result<std::span<const std::byte>> peekRecord();
-  [[nodiscard]] Result<uint64_t> holdRecord();
   // Releases the frame record frameRecord() shows (its bytes were copied).
   [[nodiscard]] Status consumeFrame();
   // Gives a held record's room back (rings the other side if it waits for

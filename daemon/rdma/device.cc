@@ -238,22 +238,27 @@ void Device::onWakeup() {
     ibv_ack_cq_events(cq_.get(), events);
     counters_.cqEvents += events;
   }
-  cqArmed_ = false;  // the event came: the CQ asks for no other
+  if (events > 0) cqArmed_ = false;  // the event came: the CQ asks for no other
   if (loop_->idleStrategy() == loop::IdleStrategy::sleep) armCq();
   if (!pollCompletions()) refillSharedQueue();  // (after completions, it refilled already)
 }
 
-void Device::armCq() {
-  if (cqArmed_) return;
+bool Device::armCq() {
+  if (cqArmed_) return true;
   if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
     spdlog::error("ibv_req_notify_cq: {}", std::error_code(rc, std::generic_category()).message());
-    return;
+    return false;
   }
   cqArmed_ = true;
+  return true;
 }
 
 bool Device::armBeforeSleep() {
-  armCq();
+  if (!armCq()) {
+    spdlog::critical("RDMA device {}: its completion queue cannot be armed: unusable", name());
+    markFailed();
+    return true;  // nothing more to wait for from it
+  }
   return !pollCompletions();
 }
 

@@ -184,11 +184,13 @@ class Device {
   Status createPools();
   void onWakeup();
   bool pollCompletions();  // true when any completion came
-  // Asks for the CQ's next completion event (ibv_req_notify_cq), once.
-  void armCq();
+  // Asks for the CQ's next completion event (ibv_req_notify_cq), once;
+  // false when that failed.
+  bool armCq();
   // The spinner's arm hook, before a spinning loop sleeps: the CQ armed,
   // then polled once more (a completion that came before the arm leaves no
-  // event); false when one came: the loop does not sleep.
+  // event); false when one came: the loop does not sleep. A CQ that cannot
+  // be armed is unusable: the device is marked failed.
   bool armBeforeSleep();
   void refillSharedQueue();
   void onAsyncEvents();
