@@ -245,7 +245,6 @@ Result<ShmChannel::FrameHold> ShmChannel::holdFrame() {
   if (in_.peekedPayload()) {
     hold.slot = described_->slot;
     slotHeld_[hold.slot] = true;  // before consumeFrame(): the block stays the daemon's
-    ++blocksHeld_;
     if (Status st = consumeFrame(); !st) return st;
     return hold;
   }
@@ -290,7 +289,6 @@ Status ShmChannel::releaseBlock(uint32_t slot) {
   if (slot >= slotHeld_.size() || !slotHeld_[slot])
     return Status(Errc::bad_request, "payload slot " + std::to_string(slot) + " is not held");
   slotHeld_[slot] = false;
-  --blocksHeld_;
   shm_payload::releaseWord(payloadHeader_, slot).store(0, std::memory_order_release);
   return {};
 }

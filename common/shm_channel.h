@@ -31,6 +31,7 @@
 // parses its private copy exactly as it parses a socket's bytes.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -147,7 +148,9 @@ class ShmChannel {
   // room); nothing when the channel failed meanwhile.
   [[nodiscard]] Status releaseHeld(const FrameHold& hold);
   size_t framesHeld() const { return in_.held(); }
-  size_t blocksHeld() const { return blocksHeld_; }
+  size_t blocksHeld() const {
+    return static_cast<size_t>(std::count(slotHeld_.begin(), slotHeld_.end(), true));
+  }
   // Bytes of the incoming ring read and not given back (held records and
   // the records read after the oldest of them).
   uint64_t heldBytes() const { return in_.heldSpan(); }
@@ -228,9 +231,8 @@ class ShmChannel {
   uint64_t toClientCapacity_ = 0;
   uint64_t payloadCapacity_ = 0;
   std::span<std::byte> payloadHeader_, payloadData_;
-  shm_payload::PayloadAllocator allocator_;  // the client's
-  std::vector<bool> slotHeld_;               // the daemon's: blocks it holds
-  size_t blocksHeld_ = 0;
+  shm_payload::PayloadAllocator allocator_;           // the client's
+  std::vector<bool> slotHeld_;                        // the daemon's: blocks it holds
   std::optional<shm_payload::Descriptor> described_;  // of the payload record peeked
   ShmChannelCounters counters_;
   bool armedInput_ = false, armedRoom_ = false;

@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,14 @@ class MemoryRoom final : public SendRoom {
       }
     }
     return out;
+  }
+  // The payload sent so far, its fragments joined: of message `seq`, or of
+  // every message in order.
+  std::string joinedPayload(std::optional<uint64_t> seq = std::nullopt) {
+    std::string joined;
+    for (const auto& msg : messages())
+      if (!seq || msg.seq == *seq) joined += msg.payload;
+    return joined;
   }
   size_t sealedBatches() const { return sealed_.size(); }
 
@@ -484,10 +493,7 @@ TEST_F(OutboundTest, AStartedPayloadInPlaceWaitsForTheLinkWhereItLies) {
   EXPECT_EQ(loop::copies().flowQueue, queuedBefore) << "nothing copied into the queue";
   room.batchesLeft = 100;
   out_->pump(room);
-  std::string joined;
-  for (const auto& msg : room.messages())
-    joined += msg.payload;
-  EXPECT_EQ(joined, big);
+  EXPECT_EQ(room.joinedPayload(), big);
   EXPECT_EQ(held.holds, 0) << "sent: the client's memory is free again";
 }
 
@@ -504,11 +510,7 @@ TEST_F(OutboundTest, AWaitingPayloadThatWouldHoldOverHalfItsAreaIsCopiedAndFreed
   big.assign(big.size(), 'X');  // the client reuses its memory
   ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
   out_->pump(room);
-  auto m = room.messages();
-  std::string joined;
-  for (const auto& msg : m)
-    if (msg.seq == 2) joined += msg.payload;
-  EXPECT_EQ(joined, sent);
+  EXPECT_EQ(room.joinedPayload(2), sent);
 }
 
 TEST_F(OutboundTest, APayloadWaitingForTheLinkWaitsInPlaceUntilSpilled) {
@@ -527,10 +529,7 @@ TEST_F(OutboundTest, APayloadWaitingForTheLinkWaitsInPlaceUntilSpilled) {
   std::fill(area.begin(), area.end(), 'X');  // the client reuses it
   room.batchesLeft = 100;
   out_->pump(room);
-  std::string joined;
-  for (const auto& msg : room.messages())
-    joined += msg.payload;
-  EXPECT_EQ(joined, sent);
+  EXPECT_EQ(room.joinedPayload(), sent);
 }
 
 TEST_F(OutboundTest, APayloadWaitingForItsWindowIsCopiedAndFreedAtOnce) {
@@ -547,10 +546,7 @@ TEST_F(OutboundTest, APayloadWaitingForItsWindowIsCopiedAndFreedAtOnce) {
   std::fill(area.begin(), area.end(), 'X');
   ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
   out_->pump(room);
-  std::string joined;
-  for (const auto& msg : room.messages())
-    if (msg.seq == 2) joined += msg.payload;
-  EXPECT_EQ(joined, sent);
+  EXPECT_EQ(room.joinedPayload(2), sent);
 }
 
 TEST_F(OutboundTest, ABlockOfAPayloadAreaWaitsForItsWindowWhereItLies) {
@@ -570,10 +566,7 @@ TEST_F(OutboundTest, ABlockOfAPayloadAreaWaitsForItsWindowWhereItLies) {
   room.batchesLeft = 100;
   out_->pump(room);
   room.complete();
-  std::string joined;
-  for (const auto& msg : room.messages())
-    if (msg.seq == 2) joined += msg.payload;
-  EXPECT_EQ(joined, sent);
+  EXPECT_EQ(room.joinedPayload(2), sent);
   EXPECT_EQ(held.holds, 0) << "sent: the block is the client's again";
 }
 
@@ -598,10 +591,7 @@ TEST_F(OutboundTest, ALinkThatCannotPostInPlaceCopies) {
   held.drop();
   EXPECT_EQ(room.pendingInPlace(), 0u);
   EXPECT_EQ(loop::copies().sendBuffers - copiedBefore, big.size());
-  std::string joined;
-  for (const auto& msg : room.messages())
-    joined += msg.payload;
-  EXPECT_EQ(joined, big);
+  EXPECT_EQ(room.joinedPayload(), big);
 }
 
 }  // namespace
