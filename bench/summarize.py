@@ -252,7 +252,7 @@ def main():
           "(rtt: per round trip), medians over runs:")
     stages = ["client_in", "flow_queue", "send_buffer", "reassembly", "deliver", "client_out"]
     print(f"{'case':19} {'node':6} " + " ".join(f"{s:>11}" for s in stages) + f" {'total':>7}"
-          + f" {'in place':>9}")
+          + f" {'in place':>9} {'in area':>8}")
     payload = {"cli": 63, "tput64": 64, "tput1048576": 1048576, "rtt": 64}
     for case, nodes in eff.items():
         size = payload[case.split("/")[0]]
@@ -262,7 +262,9 @@ def main():
                 continue
             cells = " ".join(f"{v / size:>11.2f}" for v in vals)
             placed = e.get("copies.sent_in_place_bytes") or 0
-            print(f"{case:19} {node:6} {cells} {sum(vals) / size:>7.2f} {placed / size:>9.2f}")
+            area = e.get("copies.delivered_in_area_bytes") or 0
+            print(f"{case:19} {node:6} {cells} {sum(vals) / size:>7.2f} {placed / size:>9.2f}"
+                  f" {area / size:>8.2f}")
 
     print("\nwhole machine per message (all processes and the kernel), medians over runs:")
     print(f"{'case':18} {'system':14} {'context switches':>17} {'CPU us':>8}")

@@ -163,9 +163,49 @@ void Client::Impl::readRing() {
   while (conn.ok()) {
     Result<size_t> got = shm->read(in, kReadChunk);
     if (!got) return lose(got.status());
-    if (*got == 0) return;
-    parseInput(in);
+    if (*got != 0) {
+      parseInput(in);
+    } else if (!shm->frameWaiting() || !takeDeliveryBlock()) {
+      return;
+    }
   }
+}
+
+bool Client::Impl::takeDeliveryBlock() {
+  if (viewReady) return false;  // a view waits to be taken first: this comes after it
+  // The daemon places a block only behind whole frames, all parsed by now.
+  if (!in.readable().empty()) {
+    lose(Status(Errc::protocol_error, "from rdmamsgd: a payload record inside a frame"));
+    return false;
+  }
+  Result<std::span<const std::byte>> block = shm->frameRecord();
+  if (!block) {
+    lose(block.status());
+    return false;
+  }
+  const proto::DecodeResult res = proto::decodeFrame(*block, maxBody);
+  if (res.outcome != proto::DecodeOutcome::frame || res.consumed != block->size() ||
+      res.frame.kind != FrameKind::deliver) {
+    lose(Status(Errc::protocol_error, "from rdmamsgd: a delivery block that is not one DELIVER"));
+    return false;
+  }
+  if (wantView && inbox.empty()) {
+    Result<ShmChannel::FrameHold> hold = shm->holdFrame();
+    if (!hold) {
+      lose(hold.status());
+      return false;
+    }
+    viewBlock = *hold;
+    viewBlockFrame = *block;
+    viewReady = true;
+    return false;
+  }
+  handleFrame(res.frame);  // copied into the inbox
+  if (Status st = shm->consumeFrame(); !st) {
+    lose(st);
+    return false;
+  }
+  return true;
 }
 
 void Client::Impl::parseInput(ByteBuffer& from) {
@@ -477,7 +517,8 @@ void Client::Impl::settleRings() {
 
 void Client::Impl::offerSharedMemory(const ConnectOptions& opts) {
   Result<ShmChannel> channel = ShmChannel::create(opts.sendRingCapacity, opts.receiveRingCapacity,
-                                                  payloadArea ? opts.payloadAreaCapacity : 0);
+                                                  payloadArea ? opts.payloadAreaCapacity : 0,
+                                                  deliveryArea ? opts.deliveryAreaCapacity : 0);
   if (!channel) return;  // no shared memory here (e.g. memfd refused): the socket it is
   shm = std::make_unique<ShmChannel>(std::move(channel.value()));
   proto::encodeShmOffer(out, shm_ring::kVersion, shm->toDaemonCapacity(), shm->toClientCapacity());
@@ -722,7 +763,7 @@ Client::Impl::LargeSend Client::Impl::sendInFrameRecord(uint64_t id, std::string
   const size_t size = proto::sendFrameSize(node, service, fromService, payload.size());
   writeRing();
   if (!conn.ok()) return LargeSend::written;  // the connection's error answers
-  if (auto block = shm->allocatePayload(size)) {
+  if (auto block = shm->allocateBlock(size)) {
     proto::encodeSendAt(block->bytes, id, node, service, fromService, payload);
     const shm_payload::Descriptor d = ShmChannel::describe(*block);
     const auto body = std::as_bytes(std::span(&d, 1));
@@ -732,7 +773,7 @@ Client::Impl::LargeSend Client::Impl::sendInFrameRecord(uint64_t id, std::string
         }))
       return LargeSend::written;
     if (!conn.ok()) {
-      shm->freePayload(*block);
+      shm->freeBlock(*block);
       return LargeSend::written;
     }
     frameRecordsQueued.push_back({outWritten + out.size(), body.size(), shm_ring::kPayloadRecord});

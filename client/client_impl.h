@@ -124,6 +124,8 @@ struct Client::Impl {
   }
   bool frameRecords = envOn("RDMAMSG_SHM_FRAME_RECORDS");
   bool payloadArea = frameRecords && envOn("RDMAMSG_SHM_PAYLOAD_AREA");
+  // Large DELIVERs come in a delivery area unless RDMAMSG_SHM_DELIVERY_AREA=0.
+  bool deliveryArea = envOn("RDMAMSG_SHM_DELIVERY_AREA");
   // Everything queued is written: into the socket, or into the ring while
   // the daemon's socket is open (a ring does not fail when its reader died).
   bool allWritten() {
@@ -177,13 +179,22 @@ struct Client::Impl {
   uint64_t viewHandle = 0;  // the held view's handle, 0: none held
   uint64_t lastHandle = 0;
   bool wantView = false;   // parseInput() stops at a DELIVER at the front of `in`
-  bool viewReady = false;  // it stopped there: `in` starts with that DELIVER
+  bool viewReady = false;  // it stopped there: `in` starts with that DELIVER (or viewBlock)
   bool viewAvailable() const { return viewReady || !inbox.empty(); }
   void prepareView();
   Status waitForView(std::chrono::milliseconds timeout);  // waitFor(viewAvailable)
   void takeView(MessageView& v);
   void takeInPlace(MessageView& v);
   void takeCopied(MessageView& v);
+  // A DELIVER the daemon placed in the delivery area (shm_channel.h), next
+  // in the ring: held for the view receiveView() waits for (viewReady), or
+  // copied into the inbox and its block given back at once. True when it
+  // was taken and reading goes on; false when it waits (a view is ready) or
+  // the connection was lost.
+  bool takeDeliveryBlock();
+  void takeFromBlock(MessageView& v);
+  std::optional<ShmChannel::FrameHold> viewBlock;  // the ready or held view's block
+  std::span<const std::byte> viewBlockFrame;       // its DELIVER frame
   // Queues a SEND; with `mayWait`, waits for the socket when more than
   // kWriteBlockLimit is unwritten (send()), else returns would_block first
   // (trySend()).

@@ -14,6 +14,10 @@
 //
 // A message already queued (read by processIo(), waitCompletion(), ...)
 // is viewed in a private copy (`viewCopy`), in order.
+//
+// Over shared memory, a large DELIVER comes in a block of the delivery
+// area (common/shm_channel.h): a view shows it in the block, held — the
+// ring goes on — until release() gives the block back to the daemon.
 #include "client/client_impl.h"
 
 namespace rdmamsg {
@@ -27,7 +31,9 @@ void Client::Impl::prepareView() {
 }
 
 void Client::Impl::takeView(MessageView& v) {
-  if (inbox.empty()) {
+  if (viewBlock) {
+    takeFromBlock(v);
+  } else if (inbox.empty()) {
     takeInPlace(v);
   } else {
     takeCopied(v);
@@ -47,6 +53,18 @@ void Client::Impl::takeInPlace(MessageView& v) {
   v.inPlace = true;
   in.pin();  // before consume(), which would reuse an emptied buffer from its start
   in.consume(res.consumed);
+}
+
+// A DELIVER in the delivery area, held until release(): decoded and
+// checked when it was found (takeDeliveryBlock()); the daemon does not
+// write into a block it placed until the block is given back.
+void Client::Impl::takeFromBlock(MessageView& v) {
+  const proto::Frame f = proto::decodeFrame(viewBlockFrame, maxBody).frame;
+  v.srcNode = f.node;
+  v.srcService = f.service;
+  v.service = f.otherService;
+  v.payload = f.payload;
+  v.inPlace = true;
 }
 
 void Client::Impl::takeCopied(MessageView& v) {
@@ -89,7 +107,12 @@ Status Client::release(MessageView& view) {
                   "release: the MessageView is not held (released already, or never received)");
   }
   im.viewHandle = 0;
-  im.in.unpin();
+  if (im.viewBlock) {
+    // The block is the daemon's again (whatever became of the connection).
+    (void)im.shm->releaseHeld(*std::exchange(im.viewBlock, std::nullopt));
+  } else {
+    im.in.unpin();
+  }
   view = MessageView{};
   im.noteTaken();
   return {};

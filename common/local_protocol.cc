@@ -439,8 +439,8 @@ size_t deliverFrameSize(std::string_view srcNode, std::string_view srcService,
          payloadSize;
 }
 
-void encodeDeliverAt(std::span<std::byte> at, std::string_view srcNode, std::string_view srcService,
-                     std::string_view toService, std::span<const std::byte> payload) {
+void encodeDeliverHeadAt(std::span<std::byte> at, std::string_view srcNode,
+                         std::string_view srcService, std::string_view toService) {
   srcNode = clip(srcNode, kMaxNameLength);
   srcService = clip(srcService, kMaxNameLength);
   toService = clip(toService, kMaxNameLength);
@@ -448,7 +448,13 @@ void encodeDeliverAt(std::span<std::byte> at, std::string_view srcNode, std::str
   w.str8(srcNode);
   w.str8(srcService);
   w.str8(toService);
-  w.bytes(payload.data(), payload.size());
+}
+
+void encodeDeliverAt(std::span<std::byte> at, std::string_view srcNode, std::string_view srcService,
+                     std::string_view toService, std::span<const std::byte> payload) {
+  encodeDeliverHeadAt(at, srcNode, srcService, toService);
+  if (!payload.empty())
+    std::memcpy(at.data() + at.size() - payload.size(), payload.data(), payload.size());
 }
 
 void encodeDeliver(ByteBuffer& out, std::string_view srcNode, std::string_view srcService,

@@ -148,6 +148,10 @@ size_t deliverFrameSize(std::string_view srcNode, std::string_view srcService,
                         std::string_view toService, size_t payloadSize);
 void encodeDeliverAt(std::span<std::byte> at, std::string_view srcNode, std::string_view srcService,
                      std::string_view toService, std::span<const std::byte> payload);
+// All of that frame but its payload, whose bytes already lie at the end of
+// `at` (a delivery block the message was put together in).
+void encodeDeliverHeadAt(std::span<std::byte> at, std::string_view srcNode,
+                         std::string_view srcService, std::string_view toService);
 void encodeAck(ByteBuffer& out, std::span<const AckRange> ranges);
 void encodeError(ByteBuffer& out, uint64_t msgId, Errc errc, uint8_t inReplyTo,
                  std::string_view text);

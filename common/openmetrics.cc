@@ -312,6 +312,13 @@ void loopFamilies(Exposition& e, const json& s) {
              "Payload bytes posted to the NIC straight from a client's shared-memory ring.");
     e.sample("rdmamsg_bytes_sent_in_place", "_total", {}, number(copies["sent_in_place_bytes"]));
   }
+  if (copies.contains("delivered_in_area_bytes")) {
+    e.family("rdmamsg_bytes_delivered_in_area", "counter",
+             "Payload bytes written into a client's shared-memory delivery area, which the "
+             "client reads in place (counted in the deliver stage too).");
+    e.sample("rdmamsg_bytes_delivered_in_area", "_total", {},
+             number(copies["delivered_in_area_bytes"]));
+  }
 }
 
 void deliveryHistograms(Exposition& e, const json& peers) {

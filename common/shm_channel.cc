@@ -33,8 +33,8 @@ Status capacityError(const char* which, uint64_t capacity) {
                                           std::to_string(shm_channel::kMaxCapacity));
 }
 
-Status payloadCapacityError(uint64_t capacity) {
-  return Status(Errc::protocol_error, "shared memory: payload area capacity " +
+Status areaCapacityError(const char* which, uint64_t capacity) {
+  return Status(Errc::protocol_error, std::string("shared memory: ") + which + " area capacity " +
                                           std::to_string(capacity) +
                                           " is neither 0 nor a power of two from " +
                                           std::to_string(shm_payload::kMinCapacity) + " to " +
@@ -47,37 +47,61 @@ Status prefixed(const Status& st, const char* what) {
 
 }  // namespace
 
-ShmChannel::ShmChannel(ShmRegion region, ShmRingProducer out, ShmRingConsumer in, ShmDoorbell own,
-                       ShmDoorbell peer, uint64_t toDaemon, uint64_t toClient, uint64_t payload)
+ShmChannel::ShmChannel(Side side, ShmRegion region, ShmRingProducer out, ShmRingConsumer in,
+                       ShmDoorbell own, ShmDoorbell peer, const Geometry& g)
     : region_(std::move(region)),
       out_(std::move(out)),
       in_(std::move(in)),
       own_(std::move(own)),
       peer_(std::move(peer)),
-      toDaemonCapacity_(toDaemon),
-      toClientCapacity_(toClient),
-      payloadCapacity_(payload) {
-  if (payload == 0) return;
-  const size_t at = shm_ring::regionSize(toDaemon) + shm_ring::regionSize(toClient);
-  payloadHeader_ = region_.bytes().subspan(at, shm_payload::kHeaderSize);
-  payloadData_ = region_.bytes().subspan(at + shm_payload::kHeaderSize, payload);
+      toDaemonCapacity_(g.toDaemon),
+      toClientCapacity_(g.toClient),
+      payloadCapacity_(g.payload),
+      deliveryCapacity_(g.delivery) {
+  // [ rings ][ payload area ][ delivery area ], each area a header page and its data.
+  const size_t rings = shm_ring::regionSize(g.toDaemon) + shm_ring::regionSize(g.toClient);
+  const size_t deliveryAt = rings + shm_payload::regionSize(g.payload);
+  Area payload = areaAt(rings, g.payload);
+  Area delivery = areaAt(deliveryAt, g.delivery);
+  payloadData_ = payload.data;
+  // Each side reads the blocks the other places, and places its own.
+  const bool client = side == Side::client;
+  inArea_ = client ? delivery : payload;
+  const Area& outArea = client ? payload : delivery;
+  allocator_ = shm_payload::PayloadAllocator(outArea.header, outArea.data);
+  slotHeld_.assign(shm_payload::kSlots, false);
+}
+
+ShmChannel::Area ShmChannel::areaAt(size_t at, uint64_t capacity) const {
+  if (capacity == 0) return {};
+  return {region_.bytes().subspan(at, shm_payload::kHeaderSize),
+          region_.bytes().subspan(at + shm_payload::kHeaderSize, capacity)};
 }
 
 Result<ShmChannel> ShmChannel::create(size_t toDaemonCapacity, size_t toClientCapacity,
-                                      size_t payloadCapacity) {
+                                      size_t payloadCapacity, size_t deliveryCapacity) {
   if (!shm_channel::validCapacity(toDaemonCapacity))
     return capacityError("client-to-daemon", toDaemonCapacity);
   if (!shm_channel::validCapacity(toClientCapacity))
     return capacityError("daemon-to-client", toClientCapacity);
-  if (!shm_payload::validCapacity(payloadCapacity)) return payloadCapacityError(payloadCapacity);
+  if (!shm_payload::validCapacity(payloadCapacity))
+    return areaCapacityError("payload", payloadCapacity);
+  if (!shm_payload::validCapacity(deliveryCapacity))
+    return areaCapacityError("delivery", deliveryCapacity);
   const size_t first = shm_ring::regionSize(toDaemonCapacity);
   const size_t second = shm_ring::regionSize(toClientCapacity);
   Result<ShmRegion> region = ShmRegion::create(
-      "rdmamsg-client", first + second + shm_payload::regionSize(payloadCapacity));
+      "rdmamsg-client", first + second + shm_payload::regionSize(payloadCapacity) +
+                            shm_payload::regionSize(deliveryCapacity));
   if (!region) return region.status();
   const std::span<std::byte> bytes = region->bytes();
-  if (Status st = shm_ring::format(bytes.first(first), toDaemonCapacity); !st) return st;
-  if (Status st = shm_ring::format(bytes.subspan(first, second), toClientCapacity); !st) return st;
+  // Each ring names the area of the blocks its payload records point into.
+  if (Status st = shm_ring::format(bytes.first(first), toDaemonCapacity, payloadCapacity); !st)
+    return st;
+  if (Status st =
+          shm_ring::format(bytes.subspan(first, second), toClientCapacity, deliveryCapacity);
+      !st)
+    return st;
   Result<ShmRingProducer> out = ShmRingProducer::attach(bytes.first(first));
   if (!out) return out.status();
   Result<ShmRingConsumer> in = ShmRingConsumer::attach(bytes.subspan(first, second));
@@ -86,12 +110,45 @@ Result<ShmChannel> ShmChannel::create(size_t toDaemonCapacity, size_t toClientCa
   if (!daemonBell) return daemonBell.status();
   Result<ShmDoorbell> clientBell = ShmDoorbell::create();
   if (!clientBell) return clientBell.status();
-  ShmChannel channel(std::move(region.value()), std::move(out.value()), std::move(in.value()),
-                     std::move(clientBell.value()), std::move(daemonBell.value()), toDaemonCapacity,
-                     toClientCapacity, payloadCapacity);
-  channel.allocator_ = shm_payload::PayloadAllocator(channel.payloadHeader_, channel.payloadData_);
-  return channel;
+  return ShmChannel(Side::client, std::move(region.value()), std::move(out.value()),
+                    std::move(in.value()), std::move(clientBell.value()),
+                    std::move(daemonBell.value()),
+                    {toDaemonCapacity, toClientCapacity, payloadCapacity, deliveryCapacity});
 }
+
+namespace {
+
+// The areas past both rings of a region of `size` bytes, from the rings'
+// headers (version 4) or, before, from the size (version 3: a payload area
+// is all there is).
+Result<std::pair<uint64_t, uint64_t>> areasOf(uint64_t size, uint64_t rings,
+                                              const ShmRingConsumer& in,
+                                              const ShmRingProducer& out) {
+  const uint64_t rest = size - rings;
+  if (in.version() >= 4) {
+    const uint64_t payload = in.areaCapacity(), delivery = out.areaCapacity();
+    if (!shm_payload::validCapacity(payload)) return areaCapacityError("payload", payload);
+    if (!shm_payload::validCapacity(delivery)) return areaCapacityError("delivery", delivery);
+    if (shm_payload::regionSize(payload) + shm_payload::regionSize(delivery) != rest)
+      return Status(Errc::protocol_error,
+                    "shared memory: the region holds " + std::to_string(rest) +
+                        " bytes past both rings, not a payload area of " + std::to_string(payload) +
+                        " and a delivery area of " + std::to_string(delivery) + " bytes");
+    return std::pair{payload, delivery};
+  }
+  const uint64_t payload = rest > shm_payload::kHeaderSize ? rest - shm_payload::kHeaderSize : 0;
+  if (rest == 0) return std::pair<uint64_t, uint64_t>{0, 0};
+  if (in.version() < 3 || payload == 0 || !shm_payload::validCapacity(payload))
+    return Status(Errc::protocol_error,
+                  "shared memory: the region holds " + std::to_string(rest) +
+                      " bytes past both rings: not a payload area (a header page and a power of "
+                      "two from " +
+                      std::to_string(shm_payload::kMinCapacity) + " to " +
+                      std::to_string(shm_payload::kMaxCapacity) + ")");
+  return std::pair<uint64_t, uint64_t>{payload, 0};
+}
+
+}  // namespace
 
 Result<ShmChannel> ShmChannel::attach(std::array<UniqueFd, shm_channel::kFdCount> fds,
                                       uint64_t toDaemonCapacity, uint64_t toClientCapacity) {
@@ -101,41 +158,30 @@ Result<ShmChannel> ShmChannel::attach(std::array<UniqueFd, shm_channel::kFdCount
     return capacityError("daemon-to-client", toClientCapacity);
   const size_t first = shm_ring::regionSize(toDaemonCapacity);
   const size_t second = shm_ring::regionSize(toClientCapacity);
-  // The payload area, if any, is the rest of the memfd (its size is sealed).
+  // Both rings, then the areas they name (the size is sealed).
   Result<size_t> size = ShmRegion::fileSize(fds[0].get());
   if (!size) return prefixed(size.status(), "region");
-  uint64_t payloadCapacity = 0;
-  if (*size > first + second) {
-    const uint64_t rest = *size - first - second;
-    payloadCapacity = rest > shm_payload::kHeaderSize ? rest - shm_payload::kHeaderSize : 0;
-    if (payloadCapacity == 0 || !shm_payload::validCapacity(payloadCapacity))
-      return Status(Errc::protocol_error,
-                    "shared memory: the region holds " + std::to_string(rest) +
-                        " bytes past both rings: not a payload area (a header page and 0 or a "
-                        "power of two from " +
-                        std::to_string(shm_payload::kMinCapacity) + " to " +
-                        std::to_string(shm_payload::kMaxCapacity) + ")");
-  }
-  Result<ShmRegion> region = ShmRegion::attach(
-      std::move(fds[0]), first + second + shm_payload::regionSize(payloadCapacity));
+  const uint64_t most = first + second + 2 * shm_payload::regionSize(shm_payload::kMaxCapacity);
+  if (*size < first + second || *size > most)
+    return Status(Errc::protocol_error, "shared memory: a region of " + std::to_string(*size) +
+                                            " bytes does not hold both rings and their areas");
+  Result<ShmRegion> region = ShmRegion::attach(std::move(fds[0]), *size);
   if (!region) return prefixed(region.status(), "region");
   const std::span<std::byte> bytes = region->bytes();
   Result<ShmRingConsumer> in = ShmRingConsumer::attach(bytes.first(first));
   if (!in) return prefixed(in.status(), "client-to-daemon ring");
   Result<ShmRingProducer> out = ShmRingProducer::attach(bytes.subspan(first, second));
   if (!out) return prefixed(out.status(), "daemon-to-client ring");
+  Result<std::pair<uint64_t, uint64_t>> areas = areasOf(*size, first + second, *in, *out);
+  if (!areas) return areas.status();
   Result<ShmDoorbell> daemonBell = ShmDoorbell::adopt(std::move(fds[1]));
   if (!daemonBell) return prefixed(daemonBell.status(), "daemon doorbell");
   Result<ShmDoorbell> clientBell = ShmDoorbell::adopt(std::move(fds[2]));
   if (!clientBell) return prefixed(clientBell.status(), "client doorbell");
-  if (payloadCapacity != 0 && in->version() < 3)
-    return Status(Errc::protocol_error, "shared memory: a payload area needs ring version 3, not " +
-                                            std::to_string(in->version()));
-  ShmChannel channel(std::move(region.value()), std::move(out.value()), std::move(in.value()),
-                     std::move(daemonBell.value()), std::move(clientBell.value()), toDaemonCapacity,
-                     toClientCapacity, payloadCapacity);
-  channel.slotHeld_.assign(shm_payload::kSlots, false);
-  return channel;
+  return ShmChannel(Side::daemon, std::move(region.value()), std::move(out.value()),
+                    std::move(in.value()), std::move(daemonBell.value()),
+                    std::move(clientBell.value()),
+                    {toDaemonCapacity, toClientCapacity, areas->first, areas->second});
 }
 
 std::array<int, shm_channel::kFdCount> ShmChannel::fdsToPass() const {
@@ -224,18 +270,19 @@ shm_payload::Descriptor ShmChannel::describe(const shm_payload::PayloadAllocator
 }
 
 // The record peek() shows, or the block its payload record names (checked;
-// a block that is not one kills the ring: the client broke the protocol).
+// a block that is not one kills the ring: the other side broke the protocol).
 Result<std::span<const std::byte>> ShmChannel::frameRecord() {
   if (!frameWaiting()) return Status(Errc::bad_request, "no frame record waiting");
   Result<ShmRecord> rec = in_.peek();
   if (!rec) return rec.status();
   if (!in_.peekedPayload()) return **rec;
   if (!described_) {
-    Result<shm_payload::Descriptor> d = shm_payload::describe(**rec, payloadCapacity_, slotHeld_);
+    Result<shm_payload::Descriptor> d =
+        shm_payload::describe(**rec, inArea_.data.size(), slotHeld_);
     if (!d) return d.status();
     described_ = *d;
   }
-  return std::span<const std::byte>(payloadData_.subspan(described_->offset, described_->length));
+  return std::span<const std::byte>(inArea_.data.subspan(described_->offset, described_->length));
 }
 
 Result<ShmChannel::FrameHold> ShmChannel::holdFrame() {
@@ -264,7 +311,7 @@ Status ShmChannel::consumeFrame() {
   countFrameRead(frame->size());
   // A block copied out is the client's again at once.
   if (payload && !slotHeld_[d->slot])
-    shm_payload::releaseWord(payloadHeader_, d->slot).store(0, std::memory_order_release);
+    shm_payload::releaseWord(inArea_.header, d->slot).store(0, std::memory_order_release);
   if (in_.needsWake()) return wakePeer();
   return {};
 }
@@ -284,12 +331,12 @@ Status ShmChannel::releaseHeld(const FrameHold& hold) {
   return {};
 }
 
-// A held block is the client's again (whatever became of the ring).
+// A held block is the other side's again (whatever became of the ring).
 Status ShmChannel::releaseBlock(uint32_t slot) {
   if (slot >= slotHeld_.size() || !slotHeld_[slot])
     return Status(Errc::bad_request, "payload slot " + std::to_string(slot) + " is not held");
   slotHeld_[slot] = false;
-  shm_payload::releaseWord(payloadHeader_, slot).store(0, std::memory_order_release);
+  shm_payload::releaseWord(inArea_.header, slot).store(0, std::memory_order_release);
   return {};
 }
 

@@ -11,12 +11,18 @@
 // SHM_ACCEPT. From then on each side writes its frames into its outgoing
 // ring and reads the other's from its incoming ring.
 //
-//   region: [ ring client → daemon ][ ring daemon → client ][ payload area ]
+//   region: [ ring client → daemon ][ ring daemon → client ]
+//           [ payload area ][ delivery area ]
 //   fds:    region memfd, the daemon's doorbell, the client's doorbell
 //
-// The payload area (ring version 3, optional: shm_payload_area.h) holds
-// large SEND frames the daemon posts from in place and gives back in any
-// order; a payload record in the ring names each.
+// The two areas (optional, shm_payload_area.h) hold large frames as blocks
+// that are given back in any order, each named by a payload record in a
+// ring. The payload area (ring version 3) holds large SEND frames the
+// client places and the daemon posts from in place; the delivery area
+// (version 4) holds large DELIVER frames the daemon places and the client
+// reads in place. Each ring's header names the capacity of the area its
+// payload records point into. A block held pins only itself: the ring
+// record naming it is released at once.
 //
 // Each side waits on its own doorbell (wakeFd()) and rings the other's only
 // when the ring says the other sleeps (the wake-up rule, shm_ring.h): a
@@ -81,17 +87,18 @@ class ShmChannel {
   ShmChannel(ShmChannel&&) noexcept = default;
   ShmChannel& operator=(ShmChannel&&) noexcept = default;
 
-  // The client's side: a new region with both rings, the payload area
-  // (none when `payloadCapacity` is 0) and both doorbells.
+  // The client's side: a new region with both rings, the payload area and
+  // the delivery area (none when a capacity is 0) and both doorbells.
   [[nodiscard]] static Result<ShmChannel> create(size_t toDaemonCapacity, size_t toClientCapacity,
-                                                 size_t payloadCapacity = 0);
+                                                 size_t payloadCapacity = 0,
+                                                 size_t deliveryCapacity = 0);
   // The daemon's side, from the fds of a client's SHM_OFFER (in
-  // fdsToPass() order) and the capacities it named; the payload area is
-  // what the memfd holds past both rings (none, or a header page and a
-  // valid capacity). Anything that does not match — a capacity out of
-  // range, an unsealed memfd or one of another size, a ring header that is
-  // not what was offered, an fd that is not an eventfd — is a
-  // protocol_error naming it; the fds are closed.
+  // fdsToPass() order) and the capacities it named; the areas are those the
+  // rings' headers name (version 4; a version 3 region's payload area is
+  // what the memfd holds past both rings). Anything that does not match —
+  // a capacity out of range, an unsealed memfd or one of another size, a
+  // ring header that is not what was offered, an fd that is not an
+  // eventfd — is a protocol_error naming it; the fds are closed.
   [[nodiscard]] static Result<ShmChannel> attach(std::array<UniqueFd, shm_channel::kFdCount> fds,
                                                  uint64_t toDaemonCapacity,
                                                  uint64_t toClientCapacity);
@@ -101,6 +108,7 @@ class ShmChannel {
   uint64_t toDaemonCapacity() const { return toDaemonCapacity_; }
   uint64_t toClientCapacity() const { return toClientCapacity_; }
   uint64_t payloadCapacity() const { return payloadCapacity_; }
+  uint64_t deliveryCapacity() const { return deliveryCapacity_; }
 
   // Copies as much of `bytes` as the outgoing ring has room for, in records;
   // returns how many bytes it took (0 when the ring is full: retry once the
@@ -122,11 +130,12 @@ class ShmChannel {
   // shared memory: the other side can change it at any time), holdFrame()
   // reads past it and keeps it until releaseHeld() with what it returned.
   //
-  // A payload record (ring version 3) is read the same way: frameRecord()
-  // shows the block of the payload area it names (checked first: a
-  // protocol_error when it is not a block of the area, or its slot is held),
-  // and holdFrame() keeps that block while the ring's record is released at
-  // once — a held block pins only itself.
+  // A payload record (ring version 3; version 4 from the daemon too) is
+  // read the same way: frameRecord() shows the block it names, in the area
+  // the other side places blocks in (checked first: a protocol_error when
+  // it is not a block of the area, or its slot is held), and holdFrame()
+  // keeps that block while the ring's record is released at once — a held
+  // block pins only itself.
   bool frameRecords() const { return out_.version() >= 2; }
   [[nodiscard]] Result<std::span<std::byte>> reserveFrameRecord(
       size_t n, uint32_t type = shm_ring::kFrameRecord);
@@ -159,15 +168,19 @@ class ShmChannel {
   // The payload area's data (empty when the channel has none).
   std::span<const std::byte> payloadArea() const { return payloadData_; }
 
-  // The client's side of the payload area: a block to write a SEND frame
-  // into (nullopt: no room or no slot now), then its payload record, whose
-  // body is describe(block): reserveFrameRecord(sizeof(Descriptor),
-  // kPayloadRecord) and commitRecord(). freePayload() gives back a block
-  // whose record was never written.
-  std::optional<shm_payload::PayloadAllocator::Block> allocatePayload(size_t n) {
+  // The area this side places blocks in (the client: the payload area, for
+  // SEND frames; the daemon: the delivery area, for DELIVER frames): a
+  // block to write one frame into (nullopt: no area, no room or no slot
+  // now), then its payload record, whose body is describe(block):
+  // reserveFrameRecord(sizeof(Descriptor), kPayloadRecord) and
+  // commitRecord(). freeBlock() gives back a block whose record was never
+  // written.
+  bool placesBlocks() const { return allocator_.capacity() != 0; }
+  std::optional<shm_payload::PayloadAllocator::Block> allocateBlock(size_t n) {
     return allocator_.allocate(n);
   }
-  void freePayload(const shm_payload::PayloadAllocator::Block& b) { allocator_.free(b); }
+  void freeBlock(const shm_payload::PayloadAllocator::Block& b) { allocator_.free(b); }
+  size_t blocksPlaced() const { return allocator_.inUse(); }
   static shm_payload::Descriptor describe(const shm_payload::PayloadAllocator::Block& b);
 
   // One record written in place: room for `n` bytes in the outgoing ring
@@ -216,8 +229,15 @@ class ShmChannel {
   const ShmChannelCounters& counters() const { return counters_; }
 
  private:
-  ShmChannel(ShmRegion region, ShmRingProducer out, ShmRingConsumer in, ShmDoorbell own,
-             ShmDoorbell peer, uint64_t toDaemon, uint64_t toClient, uint64_t payload);
+  struct Geometry {
+    uint64_t toDaemon = 0, toClient = 0, payload = 0, delivery = 0;
+  };
+  struct Area {
+    std::span<std::byte> header, data;
+  };
+  ShmChannel(Side side, ShmRegion region, ShmRingProducer out, ShmRingConsumer in, ShmDoorbell own,
+             ShmDoorbell peer, const Geometry& g);
+  Area areaAt(size_t at, uint64_t capacity) const;
   [[nodiscard]] Status releaseBlock(uint32_t slot);
   [[nodiscard]] Status wakePeer();
   void countFrameRead(size_t bytes);  // a frame record taken (held or consumed)
@@ -230,9 +250,11 @@ class ShmChannel {
   uint64_t toDaemonCapacity_ = 0;
   uint64_t toClientCapacity_ = 0;
   uint64_t payloadCapacity_ = 0;
-  std::span<std::byte> payloadHeader_, payloadData_;
-  shm_payload::PayloadAllocator allocator_;           // the client's
-  std::vector<bool> slotHeld_;                        // the daemon's: blocks it holds
+  uint64_t deliveryCapacity_ = 0;
+  std::span<std::byte> payloadData_;
+  Area inArea_;                                       // where the other side places blocks
+  shm_payload::PayloadAllocator allocator_;           // this side's blocks, in the other area
+  std::vector<bool> slotHeld_;                        // blocks of inArea_ this side holds
   std::optional<shm_payload::Descriptor> described_;  // of the payload record peeked
   ShmChannelCounters counters_;
   bool armedInput_ = false, armedRoom_ = false;

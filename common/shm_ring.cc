@@ -41,7 +41,7 @@ Status checkIndexes(uint64_t producer, uint64_t consumer, uint64_t capacity) {
 
 }  // namespace
 
-Status format(std::span<std::byte> region, size_t capacity) {
+Status format(std::span<std::byte> region, size_t capacity, uint64_t areaCapacity) {
   if (!isPowerOfTwo(capacity) || capacity < kMinCapacity || capacity > kMaxCapacity) {
     return Status(Errc::bad_request, "ring capacity " + num(capacity) +
                                          " is not a power of two in " + num(kMinCapacity) + ".." +
@@ -57,6 +57,7 @@ Status format(std::span<std::byte> region, size_t capacity) {
   std::memcpy(region.data() + kVersionOffset, &kVersion, sizeof kVersion);
   const uint64_t cap = capacity;
   std::memcpy(region.data() + kCapacityOffset, &cap, sizeof cap);
+  std::memcpy(region.data() + kAreaCapacityOffset, &areaCapacity, sizeof areaCapacity);
   return Status();
 }
 
@@ -82,6 +83,7 @@ Result<Mapping> Mapping::read(std::span<std::byte> region) {
                                             " bytes");
   }
   m.capacity_ = capacity;
+  if (version >= 4) m.areaCapacity_ = m.word(kAreaCapacityOffset).load(std::memory_order_acquire);
   m.producer_ = m.word(kProducerOffset).load(std::memory_order_acquire);
   m.consumer_ = m.word(kConsumerOffset).load(std::memory_order_acquire);
   if (Status s = checkIndexes(m.producer_, m.consumer_, capacity); !s) return s;

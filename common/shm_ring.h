@@ -9,8 +9,11 @@
 //
 //   offset  size  field               written by
 //   0       4     magic "RMRG"        the side that formats the region
-//   4       4     version (1..3)
+//   4       4     version (1..4)
 //   8       8     capacity            power of two, kMinCapacity..kMaxCapacity
+//   16      8     area capacity       version 4: the capacity of the channel's
+//                                     area whose blocks this ring's payload
+//                                     records name (0: none; shm_channel.h)
 //   128     8     producer index      producer: bytes ever published
 //   256     8     consumer index      consumer: bytes ever released
 //   384     8     consumer sleeping   consumer sets it before it sleeps; the
@@ -29,7 +32,8 @@
 //                3: frame (version 2: exactly one whole frame, which the
 //                consumer may keep in place after it read past it),
 //                4: payload (version 3: where a whole frame lies in the
-//                channel's payload area, shm_payload_area.h)
+//                channel's area of blocks, shm_payload_area.h; version 4
+//                in the ring from the daemon too)
 //   payload, then zero to 7 bytes up to the next multiple of 8
 //
 // Version 2 adds frame records: the consumer may hold one (hold()) — keep
@@ -98,12 +102,13 @@ namespace rdmamsg {
 namespace shm_ring {
 
 inline constexpr uint32_t kMagic = 0x47524d52;  // "RMRG" in memory
-inline constexpr uint32_t kVersion = 3;         // what this side formats and offers
+inline constexpr uint32_t kVersion = 4;         // what this side formats and offers
 inline constexpr uint32_t kMinVersion = 1;      // the oldest it attaches to (no frame records)
 inline constexpr size_t kHeaderSize = 4096;
 inline constexpr size_t kMagicOffset = 0;
 inline constexpr size_t kVersionOffset = 4;
 inline constexpr size_t kCapacityOffset = 8;
+inline constexpr size_t kAreaCapacityOffset = 16;
 inline constexpr size_t kProducerOffset = 128;
 inline constexpr size_t kConsumerOffset = 256;
 inline constexpr size_t kConsumerSleepingOffset = 384;
@@ -134,9 +139,10 @@ inline constexpr uint64_t recordSize(uint64_t payload) {
 }
 
 // Writes an empty ring's header into `region` (kHeaderSize + capacity bytes,
-// 64-byte aligned). Done once, by the side that creates the region, before
-// the other side has it.
-[[nodiscard]] Status format(std::span<std::byte> region, size_t capacity);
+// 64-byte aligned), naming `areaCapacity` as its area's. Done once, by the
+// side that creates the region, before the other side has it.
+[[nodiscard]] Status format(std::span<std::byte> region, size_t capacity,
+                            uint64_t areaCapacity = 0);
 
 // What both sides read from the header once, at attach, and the shared words.
 class Mapping {
@@ -145,6 +151,8 @@ class Mapping {
 
   uint64_t capacity() const { return capacity_; }
   uint32_t version() const { return version_; }
+  // The header's area capacity (0 before version 4), read once: unchecked.
+  uint64_t areaCapacity() const { return areaCapacity_; }
   std::byte* data() const { return base_ + kHeaderSize; }
   std::atomic_ref<uint64_t> word(size_t offset) const {
     return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(base_ + offset));
@@ -159,6 +167,7 @@ class Mapping {
   uint64_t capacity_ = 0;
   uint64_t producer_ = 0;
   uint64_t consumer_ = 0;
+  uint64_t areaCapacity_ = 0;
   uint32_t version_ = 0;
 };
 
@@ -207,6 +216,7 @@ class ShmRingProducer {
 
   size_t maxPayload() const { return shm_ring::maxPayload(map_.capacity()); }
   uint32_t version() const { return map_.version(); }
+  uint64_t areaCapacity() const { return map_.areaCapacity(); }
   // ok, or the protocol_error that killed the ring.
   const Status& status() const { return status_; }
 
@@ -290,6 +300,7 @@ class ShmRingConsumer {
   // released, lags behind it while records are held).
   uint64_t position() const { return consumer_; }
   uint32_t version() const { return map_.version(); }
+  uint64_t areaCapacity() const { return map_.areaCapacity(); }
   const Status& status() const { return status_; }
 
  private:

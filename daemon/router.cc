@@ -197,7 +197,7 @@ void Router::onSessionDrained(local::SessionId session) {
 
 peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_t seq,
                                        std::string_view srcService, std::string_view dstService,
-                                       std::span<const std::byte> payload) {
+                                       std::span<const std::byte> payload, DeliveryRoom* room) {
   const local::SessionId* listener = findService(dstService);
   if (listener == nullptr) {
     counters_.unknownService++;
@@ -217,10 +217,19 @@ peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_
     return peer::Delivery::kBusy;
   }
   const local::Receipt receipt{local::Receipt::Kind::peer, mesh_->handleOf(from), epoch, seq, 1};
-  if (!server_->deliver(*listener, from.name(), srcService, dstService, payload, receipt))
+  if (!server_->deliver(*listener, from.name(), srcService, dstService, payload, receipt, room))
     return peer::Delivery::kUnknownService;
   counters_.remoteDeliveries++;
   return peer::Delivery::kAccepted;
+}
+
+// A message that comes in fragments is put together where its listener
+// will read it, when it can be (LocalServer::reserveDelivery).
+std::unique_ptr<DeliveryRoom> Router::reserveIncoming(peer::Peer& from, std::string_view srcService,
+                                                      std::string_view dstService, uint64_t total) {
+  const local::SessionId* listener = findService(dstService);
+  if (listener == nullptr) return nullptr;
+  return server_->reserveDelivery(*listener, from.name(), srcService, dstService, total);
 }
 
 void Router::onConsumed(local::SessionId listener, const local::Receipt& r, size_t bytes,

@@ -62,7 +62,10 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   // PeerEvents
   peer::Delivery deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_t seq,
                                  std::string_view srcService, std::string_view dstService,
-                                 std::span<const std::byte> payload) override;
+                                 std::span<const std::byte> payload, DeliveryRoom* room) override;
+  std::unique_ptr<DeliveryRoom> reserveIncoming(peer::Peer& from, std::string_view srcService,
+                                                std::string_view dstService,
+                                                uint64_t total) override;
   void connectionLost(peer::Peer& from) override;
   void outcome(uint64_t session, uint64_t msgId, const Status& status) override;
   void delivered(uint64_t session, uint64_t msgId, uint64_t count) override;

@@ -165,7 +165,8 @@ void processJson(const Snapshot& s, json& j) {
                  {"deliver_bytes", cc.deliver},
                  {"client_out_bytes", cc.clientOut},
                  {"bytes", cc.total()},
-                 {"sent_in_place_bytes", cc.sentInPlace}};
+                 {"sent_in_place_bytes", cc.sentInPlace},
+                 {"delivered_in_area_bytes", cc.deliveredInArea}};
   j["log"] = {{"dropped", s.logDropped}, {"suppressed", s.logSuppressed}};
   j["rss_bytes"] = s.rssBytes;
   j["heap_allocations"] = s.heapAllocations;

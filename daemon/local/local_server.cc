@@ -382,23 +382,6 @@ void LocalServer::protocolError(Session& s, const char* reason) {
 
 // --- router API ----------------------------------------------------------------------
 
-bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_view srcService,
-                          std::string_view toService, std::span<const std::byte> payload,
-                          const Receipt& receipt) {
-  Session* s = find(id);
-  if (s == nullptr) return false;
-  const size_t bytes = proto::deliverFrameSize(srcNode, srcService, toService, payload.size());
-  if (!s->writeInPlace(bytes, [&](std::span<std::byte> at) {
-        proto::encodeDeliverAt(at, srcNode, srcService, toService, payload);
-      }))
-    proto::encodeDeliver(s->outputBuffer(), srcNode, srcService, toService, payload);
-  loop::copies().deliver += payload.size();
-  s->track(receipt, bytes);
-  trackedBytes_ += bytes;
-  markDirty(*s);
-  return true;
-}
-
 bool LocalServer::hold(SessionId id, std::string_view node, std::string_view service) {
   Session* s = find(id);
   if (s == nullptr) return false;

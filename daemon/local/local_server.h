@@ -41,6 +41,7 @@
 #include "common/local_protocol.h"
 #include "common/log_limit.h"
 #include "config/local_policy.h"
+#include "daemon/delivery_room.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/local/unix_listener.h"
 #include "daemon/loop/event_loop.h"
@@ -98,9 +99,17 @@ class LocalServer {
   // registered). The payload is copied. The consumed callback gets the
   // receipt back once the client says its application has taken the message
   // (CONSUMED: ok), or when the session closes before that (unknown_service).
+  // `room`: where the payload was put together (a DeliveryBlock of this
+  // session from reserveDelivery(): only the frame's head is written then).
   bool deliver(SessionId id, std::string_view srcNode, std::string_view srcService,
                std::string_view toService, std::span<const std::byte> payload,
-               const Receipt& receipt);
+               const Receipt& receipt, DeliveryRoom* room = nullptr);
+  // Room for the payload of a message to session `id` that comes in
+  // fragments, reserved at the first: a block of its delivery area (null
+  // when it has none, or no room now). deliver() it with the room.
+  std::unique_ptr<DeliveryRoom> reserveDelivery(SessionId id, std::string_view srcNode,
+                                                std::string_view srcService,
+                                                std::string_view toService, uint64_t payload);
   // Confirms msgId delivered to a listener. Acks are batched: all acks queued
   // in one loop turn go out in one ACK frame.
   bool ack(SessionId id, uint64_t msgId, uint64_t count = 1);  // ids msgId .. msgId + count - 1

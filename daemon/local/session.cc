@@ -12,6 +12,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
 
 #include "common/fd_passing.h"
 #include "common/local_protocol.h"
@@ -380,6 +383,27 @@ Status Session::endStatus() const {
 
 bool Session::ringBroken() const {
   return shm_ != nullptr && !shm_->status().ok();
+}
+
+std::unique_ptr<DeliveryBlock> Session::reserveBlock(size_t size, size_t payload) {
+  if (!shm_ || !shm_->placesBlocks() || payload < shm_channel::kMinFrameRecordPayload ||
+      ringBroken())
+    return nullptr;
+  std::optional<shm_payload::PayloadAllocator::Block> block = shm_->allocateBlock(size);
+  if (!block) return nullptr;
+  return std::make_unique<DeliveryBlock>(id_, shm_, *block, payload);
+}
+
+bool Session::publishBlock(DeliveryBlock& block) {
+  if (block.channel() != shm_.get() || !out_.empty() || ringBroken()) return false;
+  Result<std::span<std::byte>> room =
+      shm_->reserveFrameRecord(sizeof(shm_payload::Descriptor), shm_ring::kPayloadRecord);
+  if (!room) return false;
+  const shm_payload::Descriptor d = ShmChannel::describe(block.block());
+  std::memcpy(room->data(), &d, sizeof d);
+  block.published();  // the client's now, whatever the commit says
+  // A commit that fails broke the ring: the flush sees it and ends the session.
+  return shm_->commitRecord().ok();
 }
 
 void Session::queueAcks(uint64_t msgId, uint64_t count) {

@@ -32,6 +32,7 @@
 #include "common/shm_channel.h"
 #include "common/unique_fd.h"
 #include "daemon/external_payload.h"
+#include "daemon/local/delivery_block.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/loop/event_loop.h"
 #include "daemon/loop/events.h"
@@ -148,6 +149,21 @@ class Session {
   // rings the client if it sleeps).
   template <typename Fill>
   bool writeInPlace(size_t size, Fill&& fill);
+  // The same for a large DELIVER (`payload` bytes of shm_channel::
+  // kMinFrameRecordPayload or more) when the client has a delivery area: the
+  // frame written into a block of it, which the client reads in place and
+  // gives back in any order, and a payload record naming the block into the
+  // ring. False when the area or the ring has no room now.
+  template <typename Fill>
+  bool writeInArea(size_t size, size_t payload, Fill&& fill);
+  // The two halves of that, for a frame written later (a message put
+  // together from a peer's fragments): a block for a DELIVER of `size`
+  // bytes, `payload` of them its payload (null: no area, or no room), and
+  // its payload record into the ring once the frame is written — false,
+  // the block left to the caller, when something waits before it in the
+  // output buffer or the ring has no room now.
+  std::unique_ptr<DeliveryBlock> reserveBlock(size_t size, size_t payload);
+  bool publishBlock(DeliveryBlock& block);
   // Acks ids msgId .. msgId + count - 1; consecutive ids (the usual case)
   // extend one range.
   void queueAcks(uint64_t msgId, uint64_t count);
@@ -287,6 +303,15 @@ bool Session::writeInPlace(size_t size, Fill&& fill) {
   fill(room->first(size));
   // A commit that fails broke the ring: the flush sees it and ends the session.
   return shm_->commitRecord().ok();
+}
+
+template <typename Fill>
+bool Session::writeInArea(size_t size, size_t payload, Fill&& fill) {
+  if (!out_.empty()) return false;
+  std::unique_ptr<DeliveryBlock> block = reserveBlock(size, payload);
+  if (!block) return false;
+  fill(block->frame());
+  return publishBlock(*block);
 }
 
 }  // namespace rdmamsg::local

@@ -58,6 +58,9 @@ struct CopyCounters {
   uint64_t clientOut = 0;    // from an output buffer to a client (socket write or ring write)
   // Not a copy: payload posted to the NIC straight from a client's ring.
   uint64_t sentInPlace = 0;
+  // Of `deliver`: payload written into a client's delivery area, which the
+  // client reads in place (no copy in the client).
+  uint64_t deliveredInArea = 0;
   uint64_t total() const {
     return clientIn + flowQueue + sendBuffers + reassembly + deliver + clientOut;
   }

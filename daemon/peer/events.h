@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 
 #include "common/status.h"
+#include "daemon/delivery_room.h"
 
 namespace rdmamsg::peer {
 
@@ -26,9 +28,20 @@ class PeerEvents {
   virtual ~PeerEvents() = default;
   // A message for a local service, from connection `epoch` of `from`. For
   // kAccepted the router later calls from.confirmLater(epoch, seq, …).
+  // `room`: the room reserveIncoming() gave, which `payload` fills (null
+  // when it was put together in the peer's own buffer).
   virtual Delivery deliverIncoming(Peer& from, uint64_t epoch, uint64_t seq,
                                    std::string_view srcService, std::string_view dstService,
-                                   std::span<const std::byte> payload) = 0;
+                                   std::span<const std::byte> payload, DeliveryRoom* room) = 0;
+  // Room for a fragmented message of `total` payload bytes for
+  // `dstService`, asked for at its first fragment; null: the peer puts it
+  // together in its own buffer.
+  virtual std::unique_ptr<DeliveryRoom> reserveIncoming(Peer& /*from*/,
+                                                        std::string_view /*srcService*/,
+                                                        std::string_view /*dstService*/,
+                                                        uint64_t /*total*/) {
+    return nullptr;
+  }
   // The connection of `from` is gone (its senders were told).
   virtual void connectionLost(Peer& from) = 0;
   // The outcome of a message a local client sent.

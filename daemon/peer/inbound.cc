@@ -1,6 +1,8 @@
 // Reassembly of a peer's messages (inbound.h).
 #include "daemon/peer/inbound.h"
 
+#include <cstring>
+
 #include "daemon/loop/counters.h"
 
 namespace rdmamsg::peer {
@@ -9,6 +11,7 @@ void Inbound::reset() {
   expectedSeq_ = 1;
   active_ = discard_ = false;
   bytes_.clear();
+  room_.reset();
 }
 
 Inbound::Result Inbound::onRecord(const Record& r) {
@@ -22,6 +25,7 @@ Inbound::Result Inbound::first(const Record& r, bool last) {
   if (!last && r.payload.size() > r.totalLength)
     return violation("fragment longer than its announced message");
   expectedSeq_ = r.seq + 1;
+  room_.reset();
   if (total > cfg_.maxMessageSize) {
     // Over our limit: nothing is kept, the sender is told, the connection stays.
     if (last) return tooLarge(r.seq);
@@ -29,16 +33,31 @@ Inbound::Result Inbound::first(const Record& r, bool last) {
     seq_ = r.seq;
     return {};
   }
-  if (last) return {Result::Kind::kMessage, r.seq, r.srcService, r.dstService, r.payload, ""};
+  if (last) return {Result::Kind::kMessage, r.seq, r.srcService, r.dstService, r.payload, "", {}};
   active_ = true;
   discard_ = false;
   seq_ = r.seq;
   total_ = r.totalLength;
   src_.assign(r.srcService);
   dst_.assign(r.dstService);
-  bytes_.assign(r.payload.begin(), r.payload.end());
-  loop::copies().reassembly += r.payload.size();
+  bytes_.clear();
+  filled_ = 0;
+  if (rooms_) room_ = rooms_(src_, dst_, total_);
+  if (room_ && room_->payload().size() != total_) room_.reset();  // not what was asked for
+  keep(r.payload);
   return {};
+}
+
+// The room's bytes are the listener's: the one copy of the message, which
+// the deliverer counts. The own buffer's are a reassembly copy.
+void Inbound::keep(std::span<const std::byte> fragment) {
+  if (room_) {
+    std::memcpy(room_->payload().data() + filled_, fragment.data(), fragment.size());
+  } else {
+    bytes_.insert(bytes_.end(), fragment.begin(), fragment.end());
+    loop::copies().reassembly += fragment.size();
+  }
+  filled_ += fragment.size();
 }
 
 Inbound::Result Inbound::next(const Record& r, bool last) {
@@ -48,15 +67,15 @@ Inbound::Result Inbound::next(const Record& r, bool last) {
     active_ = discard_ = false;
     return tooLarge(r.seq);
   }
-  if (bytes_.size() + r.payload.size() > total_)
+  if (filled_ + r.payload.size() > total_)
     return violation("fragments exceed the announced message length");
-  bytes_.insert(bytes_.end(), r.payload.begin(), r.payload.end());
-  loop::copies().reassembly += r.payload.size();
+  keep(r.payload);
   if (!last) return {};
-  if (bytes_.size() != total_)
+  if (filled_ != total_)
     return violation("fragments do not add up to the announced message length");
   active_ = false;
-  return {Result::Kind::kMessage, seq_, src_, dst_, bytes_, ""};
+  if (room_) return {Result::Kind::kMessage, seq_, src_, dst_, room_->payload(), "", room_.get()};
+  return {Result::Kind::kMessage, seq_, src_, dst_, bytes_, "", nullptr};
 }
 
 }  // namespace rdmamsg::peer

@@ -1,5 +1,7 @@
 // A peer's receiving side: the message records of one connection, in
-// sequence, reassembled into messages. Verbs-free, like Outbound: the peer
+// sequence, reassembled into messages — in a room the layer above offers
+// for a fragmented one (daemon/delivery_room.h: where it is delivered), or
+// in the peer's own buffer. Verbs-free, like Outbound: the peer
 // hands it every kMessage record in arrival order and acts on what it says
 // — a whole message to deliver, one over max_message_size to answer
 // too_large (nothing of it is kept), or a violation that closes the
@@ -7,12 +9,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "config/config.h"
+#include "daemon/delivery_room.h"
 #include "daemon/peer/protocol.h"
 
 namespace rdmamsg::peer {
@@ -21,6 +26,11 @@ class Inbound {
  public:
   // Reads max_message_size from `cfg` at every first fragment (a reload may change it).
   explicit Inbound(const config::Config& cfg) : cfg_(cfg) {}
+  // Asked at a fragmented message's first fragment for room for all of its
+  // payload (src, dst, total); null: the own buffer.
+  using RoomSource =
+      std::function<std::unique_ptr<DeliveryRoom>(std::string_view, std::string_view, uint64_t)>;
+  void setRoomSource(RoomSource source) { rooms_ = std::move(source); }
 
   struct Result {
     enum class Kind {
@@ -34,6 +44,7 @@ class Inbound {
     std::string_view src, dst;
     std::span<const std::byte> payload;  // valid until the next record
     const char* why = "";                // kViolation
+    DeliveryRoom* room = nullptr;        // kMessage: the room `payload` fills, if any
   };
 
   // The next kMessage record of this connection.
@@ -42,14 +53,19 @@ class Inbound {
   void reset();
   // A message is partly received.
   bool midMessage() const { return active_; }
+  // Gives back the room of the last message (after it was delivered).
+  void dropRoom() { room_.reset(); }
 
  private:
   Result first(const Record& r, bool last);
   Result next(const Record& r, bool last);
   static Result violation(const char* why) {
-    return {Result::Kind::kViolation, 0, {}, {}, {}, why};
+    return {Result::Kind::kViolation, 0, {}, {}, {}, why, nullptr};
   }
-  static Result tooLarge(uint64_t seq) { return {Result::Kind::kTooLarge, seq, {}, {}, {}, ""}; }
+  static Result tooLarge(uint64_t seq) {
+    return {Result::Kind::kTooLarge, seq, {}, {}, {}, "", nullptr};
+  }
+  void keep(std::span<const std::byte> fragment);  // the next fragment's bytes
 
   const config::Config& cfg_;
   uint64_t expectedSeq_ = 1;
@@ -58,7 +74,10 @@ class Inbound {
   bool discard_ = false;
   uint64_t seq_ = 0, total_ = 0;
   std::string src_, dst_;
-  std::vector<std::byte> bytes_;
+  std::vector<std::byte> bytes_;        // without a room
+  std::unique_ptr<DeliveryRoom> room_;  // the message's room, if it has one
+  uint64_t filled_ = 0;                 // bytes of it received
+  RoomSource rooms_;
 };
 
 }  // namespace rdmamsg::peer

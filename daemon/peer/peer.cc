@@ -29,7 +29,11 @@ Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, 
                                                     wake_();
                                                   })),
       rng_(std::random_device{}()),
-      out_(cfg, cfg_.name, events) {}
+      out_(cfg, cfg_.name, events) {
+  in_.setRoomSource([this](std::string_view src, std::string_view dst, uint64_t total) {
+    return events_.reserveIncoming(*this, src, dst, total);
+  });
+}
 
 Peer::~Peer() = default;
 
@@ -480,7 +484,8 @@ bool Peer::handleMessage(const Record& r) {
     case Inbound::Result::Kind::kMessage:
       break;
   }
-  const Delivery d = events_.deliverIncoming(*this, epoch_, m.seq, m.src, m.dst, m.payload);
+  const Delivery d = events_.deliverIncoming(*this, epoch_, m.seq, m.src, m.dst, m.payload, m.room);
+  in_.dropRoom();  // delivered in, or copied from
   counters_.messagesReceived++;
   counters_.bytesReceived += m.payload.size();
   switch (d) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../local/raw_client.h"
@@ -50,7 +51,8 @@ class HostileClient {
           ShmRegion::create("hostile", 2 * kRingBytes + shm_payload::regionSize(payloadCapacity));
       if (!region) return proto::FrameKind::bye;
       region_ = std::move(region.value());
-      if (!shm_ring::format(region_.bytes().first(kRingBytes), kCapacity)) return {};
+      if (!shm_ring::format(region_.bytes().first(kRingBytes), kCapacity, payloadCapacity))
+        return {};
       if (!shm_ring::format(region_.bytes().subspan(kRingBytes, kRingBytes), kCapacity)) return {};
       daemonBell_ = std::move(ShmDoorbell::create().value());
       clientBell_ = std::move(ShmDoorbell::create().value());
@@ -300,16 +302,19 @@ TEST(ShmHostileTest, APayloadRecordOutsideTheAreaClosesThatClientWithTheReason) 
 }
 
 // Large messages go as payload records or frame records (held in place by
-// the daemon) between small ones in the frame stream: all arrive whole and
-// in order, and the area's and the ring's room comes back (more than their
-// capacity goes through them). With a payload area of 8 MiB (the default),
-// of 64 KiB (full most of the time: frame records beside it) and none.
-class LargeSends : public ::testing::TestWithParam<size_t> {};
+// the daemon) between small ones in the frame stream, and come back in the
+// delivery area or the ring: all arrive whole and in order, read by
+// receive() and by views, and the areas' and the rings' room comes back
+// (more than their capacity goes through them). With areas of 8 MiB (the
+// default), of 64 KiB (full most of the time: the rings beside them) and
+// none.
+class LargeSends : public ::testing::TestWithParam<std::pair<size_t, size_t>> {};
 
 TEST_P(LargeSends, ArriveWholeAndInOrderBetweenSmallOnes) {
   ThreadedServer server;
   ConnectOptions opts;
-  opts.payloadAreaCapacity = GetParam();
+  opts.payloadAreaCapacity = GetParam().first;
+  opts.deliveryAreaCapacity = GetParam().second;
   auto c = Client::connect(server.socket(), opts);
   ASSERT_TRUE(c.ok()) << c.status().toString();
   if (!c->usesSharedMemory()) GTEST_SKIP() << "RDMAMSG_SHM=0";
@@ -322,24 +327,35 @@ TEST_P(LargeSends, ArriveWholeAndInOrderBetweenSmallOnes) {
                       : "small " + std::to_string(i);
   };
   int received = 0;
+  // Every other message is viewed in place, the rest copied out.
+  auto take = [&](bool wait) {
+    if (received % 2 == 0) {
+      Message m;
+      if (!(wait ? c->receive(m, 5s).ok() : c->tryReceive(m))) return false;
+      EXPECT_EQ(m.text(), text(received)) << "message " << received;
+    } else {
+      MessageView v;
+      if (!(wait ? c->receiveView(v, 5s).ok() : c->tryReceiveView(v))) return false;
+      EXPECT_EQ(v.text(), text(received)) << "view " << received;
+      EXPECT_TRUE(c->release(v).ok());
+    }
+    ++received;
+    return true;
+  };
   for (int i = 0; i < kCount; ++i) {
     ASSERT_TRUE(c->send("nodeA", "mixed", bytes(text(i))).ok());
-    Message m;
-    while (c->tryReceive(m)) {
-      ASSERT_EQ(m.text(), text(received)) << "message " << received;
-      ++received;
+    while (take(false)) {
     }
   }
-  while (received < kCount) {
-    Message m;
-    ASSERT_TRUE(c->receive(m, 5s).ok()) << "message " << received;
-    ASSERT_EQ(m.text(), text(received)) << "message " << received;
-    ++received;
-  }
+  while (received < kCount)
+    ASSERT_TRUE(take(true)) << "message " << received;
 }
 
 INSTANTIATE_TEST_SUITE_P(ShmHostileTest, LargeSends,
-                         ::testing::Values(size_t{8} << 20, shm_payload::kMinCapacity, size_t{0}));
+                         ::testing::Values(std::pair{size_t{8} << 20, size_t{8} << 20},
+                                           std::pair{shm_payload::kMinCapacity,
+                                                     shm_payload::kMinCapacity},
+                                           std::pair{size_t{0}, size_t{0}}));
 
 }  // namespace
 }  // namespace rdmamsg

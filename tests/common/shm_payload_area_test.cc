@@ -1,8 +1,9 @@
-// The payload area of a shared-memory channel (common/shm_payload_area.h):
-// the client writes large frames into blocks and names them with payload
-// records; the daemon holds blocks in any order and gives each back on its
-// own, so one held for long pins nothing else; a record that names no block
-// of the area is refused with the reason.
+// The areas of a shared-memory channel (common/shm_payload_area.h): the
+// client writes large frames into blocks of the payload area and names them
+// with payload records; the daemon holds blocks in any order and gives each
+// back on its own, so one held for long pins nothing else; a record that
+// names no block of the area is refused with the reason. The delivery area
+// is the same the other way round.
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -29,14 +30,15 @@ struct Pair {
   ShmChannel daemon;
 };
 
-Pair makePair(size_t area = kArea) {
-  ShmChannel client = ShmChannel::create(kRing, kRing, area).value();
+Pair makePair(size_t area = kArea, size_t delivery = 0) {
+  ShmChannel client = ShmChannel::create(kRing, kRing, area, delivery).value();
   std::array<UniqueFd, shm_channel::kFdCount> fds;
   const auto passed = client.fdsToPass();
   for (size_t i = 0; i < fds.size(); ++i)
     fds[i].reset(::dup(passed[i]));
   ShmChannel daemon = ShmChannel::attach(std::move(fds), kRing, kRing).value();
-  EXPECT_EQ(daemon.payloadCapacity(), area) << "the area is what the region holds past the rings";
+  EXPECT_EQ(daemon.payloadCapacity(), area) << "the area the client's ring names";
+  EXPECT_EQ(daemon.deliveryCapacity(), delivery) << "the area the daemon's ring names";
   return {std::move(client), std::move(daemon)};
 }
 
@@ -49,7 +51,7 @@ void putRecord(ShmChannel& client, const Descriptor& d) {
 
 // A block written with `text`, its payload record published.
 PayloadAllocator::Block putBlock(ShmChannel& client, const std::string& text) {
-  auto block = client.allocatePayload(text.size());
+  auto block = client.allocateBlock(text.size());
   EXPECT_TRUE(block.has_value());
   if (!block) return {};
   std::memcpy(block->bytes.data(), text.data(), text.size());
@@ -61,7 +63,8 @@ std::string asText(std::span<const std::byte> b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
 
-// Reads up to the next frame waiting; it must be one of the payload area.
+// Reads up to the next frame waiting; it must be a block of the area the
+// other side places blocks in.
 std::string nextBlock(ShmChannel& daemon) {
   ByteBuffer in;
   EXPECT_TRUE(daemon.read(in, SIZE_MAX).ok());
@@ -78,7 +81,7 @@ TEST(ShmPayloadAreaTest, BlocksHeldAreGivenBackInAnyOrderAndEachPinsOnlyItself) 
   putBlock(p.client, a);
   putBlock(p.client, b);
   putBlock(p.client, c);
-  EXPECT_FALSE(p.client.allocatePayload(20000).has_value()) << "the area is full";
+  EXPECT_FALSE(p.client.allocateBlock(20000).has_value()) << "the area is full";
 
   std::vector<ShmChannel::FrameHold> held;
   for (const std::string* want : {&a, &b, &c}) {
@@ -95,15 +98,15 @@ TEST(ShmPayloadAreaTest, BlocksHeldAreGivenBackInAnyOrderAndEachPinsOnlyItself) 
   // the first one (a message that waits for a listener) is still held.
   ASSERT_TRUE(p.daemon.releaseHeld(held[1]).ok());
   EXPECT_FALSE(p.daemon.releaseHeld(held[1]).ok()) << "given back twice";
-  auto again = p.client.allocatePayload(20000);
+  auto again = p.client.allocateBlock(20000);
   ASSERT_TRUE(again.has_value());
   EXPECT_NE(again->slot, held[0].slot);
-  p.client.freePayload(*again);
+  p.client.freeBlock(*again);
 
   ASSERT_TRUE(p.daemon.releaseHeld(held[0]).ok());
   ASSERT_TRUE(p.daemon.releaseHeld(held[2]).ok());
   EXPECT_EQ(p.daemon.blocksHeld(), 0u);
-  auto whole = p.client.allocatePayload(kArea);
+  auto whole = p.client.allocateBlock(kArea);
   EXPECT_TRUE(whole.has_value()) << "freed blocks join again into the whole area";
 }
 
@@ -114,20 +117,20 @@ TEST(ShmPayloadAreaTest, ABlockCopiedOutIsTheClientsAgainAtOnce) {
   EXPECT_EQ(nextBlock(p.daemon), a);
   ASSERT_TRUE(p.daemon.consumeFrame().ok());
   EXPECT_EQ(p.daemon.blocksHeld(), 0u);
-  EXPECT_TRUE(p.client.allocatePayload(40000).has_value());
+  EXPECT_TRUE(p.client.allocateBlock(40000).has_value());
 }
 
 TEST(ShmPayloadAreaTest, TheAllocatorFallsBackWhenEverySlotIsInUse) {
   Pair p = makePair();
   std::vector<PayloadAllocator::Block> blocks;
   for (size_t i = 0; i < shm_payload::kSlots; ++i) {
-    auto b = p.client.allocatePayload(64);
+    auto b = p.client.allocateBlock(64);
     ASSERT_TRUE(b.has_value()) << i;
     blocks.push_back(*b);
   }
-  EXPECT_FALSE(p.client.allocatePayload(64).has_value()) << "no slot left";
-  p.client.freePayload(blocks[7]);
-  EXPECT_TRUE(p.client.allocatePayload(64).has_value());
+  EXPECT_FALSE(p.client.allocateBlock(64).has_value()) << "no slot left";
+  p.client.freeBlock(blocks[7]);
+  EXPECT_TRUE(p.client.allocateBlock(64).has_value());
 }
 
 // What a hostile client can name in a payload record; each is refused with
@@ -175,7 +178,7 @@ TEST(ShmPayloadAreaTest, ASlotStillHeldCannotBeNamedAgain) {
 
 TEST(ShmPayloadAreaTest, AChannelWithoutAnAreaRefusesPayloadRecordsAndBadCapacities) {
   Pair p = makePair(0);
-  EXPECT_FALSE(p.client.allocatePayload(100).has_value());
+  EXPECT_FALSE(p.client.allocateBlock(100).has_value());
   putRecord(p.client, {0, 0, 0, 100});
   ByteBuffer in;
   ASSERT_TRUE(p.daemon.read(in, SIZE_MAX).ok());
@@ -204,6 +207,66 @@ TEST(ShmPayloadAreaTest, TheDaemonRefusesARegionWhoseRestIsNoPayloadArea) {
     auto daemon = ShmChannel::attach(std::move(fds), kRing, kRing);
     ASSERT_FALSE(daemon.ok()) << rest;
     EXPECT_NE(daemon.status().message().find("not a payload area"), std::string::npos)
+        << daemon.status().message();
+  }
+}
+
+// The delivery area: the daemon places DELIVER frames in blocks, the
+// client holds them (views) and gives them back in any order; a block the
+// client holds is never placed again until it is given back.
+TEST(ShmPayloadAreaTest, TheDeliveryAreaCarriesBlocksFromTheDaemonGivenBackInAnyOrder) {
+  Pair p = makePair(0, kArea);
+  EXPECT_TRUE(p.daemon.placesBlocks());
+  EXPECT_FALSE(p.client.placesBlocks()) << "the client has no payload area";
+  const std::string a(30000, 'a'), b(30000, 'b');
+  const PayloadAllocator::Block first = putBlock(p.daemon, a);
+  putBlock(p.daemon, b);
+  EXPECT_FALSE(p.daemon.allocateBlock(30000).has_value()) << "the area is full";
+
+  EXPECT_EQ(nextBlock(p.client), a);
+  auto heldA = p.client.holdFrame();
+  ASSERT_TRUE(heldA.ok()) << heldA.status().toString();
+  EXPECT_EQ(heldA->slot, first.slot);
+  EXPECT_EQ(nextBlock(p.client), b);
+  ASSERT_TRUE(p.client.consumeFrame().ok());  // copied out: given back at once
+  EXPECT_EQ(p.client.heldBytes(), 0u) << "the ring's records were released at once";
+
+  auto again = p.daemon.allocateBlock(30000);
+  ASSERT_TRUE(again.has_value()) << "b's block is the daemon's again";
+  EXPECT_NE(again->slot, first.slot);
+  EXPECT_NE(again->offset, first.offset) << "a held block is not placed again";
+  p.daemon.freeBlock(*again);
+  EXPECT_EQ(p.daemon.blocksPlaced(), 1u);
+
+  ASSERT_TRUE(p.client.releaseHeld(*heldA).ok());
+  EXPECT_TRUE(p.daemon.allocateBlock(kArea).has_value()) << "both blocks joined again";
+}
+
+// The rings' headers name the areas; a region that does not hold exactly
+// those (a lying header, a capacity that is no area's) is refused.
+TEST(ShmPayloadAreaTest, TheDaemonRefusesAreasTheRegionDoesNotHold) {
+  const size_t ring = shm_ring::regionSize(kRing);
+  struct Case {
+    uint64_t payload, delivery;
+    size_t rest;
+    const char* reason;
+  };
+  const std::vector<Case> cases = {
+      {0, kArea, 0, "not a payload area of 0 and a delivery area of 65536 bytes"},
+      {kArea, kArea, shm_payload::regionSize(kArea), "a delivery area of 65536 bytes"},
+      {0, 3 * kArea, shm_payload::regionSize(3 * kArea), "delivery area capacity 196608"},
+      {4096, 0, shm_payload::regionSize(4096), "payload area capacity 4096"},
+  };
+  for (const Case& c : cases) {
+    ShmRegion region = ShmRegion::create("lying", 2 * ring + c.rest).value();
+    ASSERT_TRUE(shm_ring::format(region.bytes().first(ring), kRing, c.payload).ok());
+    ASSERT_TRUE(shm_ring::format(region.bytes().subspan(ring, ring), kRing, c.delivery).ok());
+    ShmDoorbell a = ShmDoorbell::create().value(), b = ShmDoorbell::create().value();
+    std::array<UniqueFd, shm_channel::kFdCount> fds{
+        UniqueFd(::dup(region.fd())), UniqueFd(::dup(a.fd())), UniqueFd(::dup(b.fd()))};
+    auto daemon = ShmChannel::attach(std::move(fds), kRing, kRing);
+    ASSERT_FALSE(daemon.ok()) << c.reason;
+    EXPECT_NE(daemon.status().message().find(c.reason), std::string::npos)
         << daemon.status().message();
   }
 }

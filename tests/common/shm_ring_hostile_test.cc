@@ -156,7 +156,7 @@ TEST(ShmRingHostileTest, AttachRefusesALyingHeader) {
   ring.word(kProducerOffset).store(0);
   ring.word(shm_ring::kMagicOffset).store(0);
   EXPECT_MENTIONS(ShmRingConsumer::attach(ring.region()).status().message(),
-                  "not a version 1..3 ring");
+                  "not a version 1..4 ring");
 }
 
 TEST(ShmRingHostileTest, ProducerRefusesALyingConsumerIndex) {

@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace rdmamsg::peer {
 namespace {
@@ -61,6 +64,55 @@ TEST_F(InboundTest, FragmentsAreReassembledIntoOneMessage) {
   EXPECT_EQ(text(m.payload), "abcdefghi");
   EXPECT_FALSE(in.midMessage());
   EXPECT_EQ(in.onRecord(whole(2, "next")).kind, Kind::kMessage);
+}
+
+// A room offered at the first fragment (the listener's delivery block):
+// every fragment is written there, the message comes out in it, and the
+// room is given back after; a room of another size is not used, and a
+// fragment that overruns the announced length never reaches the room.
+struct TestRoom : DeliveryRoom {
+  explicit TestRoom(size_t n, int* count) : bytes(n), alive(count) { ++*alive; }
+  ~TestRoom() override { --*alive; }
+  std::span<std::byte> payload() override { return bytes; }
+  std::vector<std::byte> bytes;
+  int* alive;
+};
+
+TEST_F(InboundTest, FragmentsArePutTogetherInTheRoomTheListenerOffers) {
+  int alive = 0;
+  std::vector<std::pair<std::string, uint64_t>> asked;
+  uint64_t sizeGiven = 0;  // 0: the size asked for
+  in.setRoomSource([&](std::string_view src, std::string_view dst, uint64_t total) {
+    asked.emplace_back(std::string(src) + ">" + std::string(dst), total);
+    return std::make_unique<TestRoom>(sizeGiven != 0 ? sizeGiven : total, &alive);
+  });
+  EXPECT_EQ(in.onRecord(whole(1, "small")).room, nullptr) << "a whole message needs no room";
+  EXPECT_TRUE(asked.empty());
+
+  EXPECT_EQ(in.onRecord(fragment(2, kFirstFragment, "abc", 9)).kind, Kind::kMore);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], std::make_pair(std::string("src>dst"), uint64_t{9}));
+  EXPECT_EQ(in.onRecord(fragment(2, 0, "def")).kind, Kind::kMore);
+  auto m = in.onRecord(fragment(2, kLastFragment, "ghi"));
+  ASSERT_EQ(m.kind, Kind::kMessage);
+  ASSERT_NE(m.room, nullptr);
+  EXPECT_EQ(m.payload.data(), m.room->payload().data()) << "the payload lies in the room";
+  EXPECT_EQ(text(m.payload), "abcdefghi");
+  in.dropRoom();
+  EXPECT_EQ(alive, 0);
+
+  sizeGiven = 4;  // not the message's size: the own buffer instead
+  EXPECT_EQ(in.onRecord(fragment(3, kFirstFragment, "abc", 6)).kind, Kind::kMore);
+  m = in.onRecord(fragment(3, kLastFragment, "def"));
+  ASSERT_EQ(m.kind, Kind::kMessage);
+  EXPECT_EQ(m.room, nullptr);
+  EXPECT_EQ(text(m.payload), "abcdef");
+
+  sizeGiven = 0;
+  EXPECT_EQ(in.onRecord(fragment(4, kFirstFragment, "abc", 5)).kind, Kind::kMore);
+  EXPECT_EQ(in.onRecord(fragment(4, kLastFragment, "defgh")).kind, Kind::kViolation);
+  in.reset();
+  EXPECT_EQ(alive, 0) << "a connection's end gives the room back";
 }
 
 TEST_F(InboundTest, AMessageOverTheLimitIsAnsweredTooLargeAndNothingOfItIsKept) {

@@ -47,7 +47,8 @@ class RecordingEvents : public PeerEvents {
   }
 
   Delivery deliverIncoming(Peer& from, uint64_t epoch, uint64_t seq, std::string_view src,
-                           std::string_view dst, std::span<const std::byte> payload) override {
+                           std::string_view dst, std::span<const std::byte> payload,
+                           DeliveryRoom*) override {
     auto it = verdict.find(std::string(dst));
     Delivery d = it == verdict.end() ? Delivery::kDelivered : it->second;
     if (d == Delivery::kDelivered || d == Delivery::kAccepted)

@@ -132,7 +132,7 @@ class Recorder : public PeerEvents {
   std::vector<const void*> drained;
 
   Delivery deliverIncoming(Peer&, uint64_t, uint64_t, std::string_view, std::string_view,
-                           std::span<const std::byte>) override {
+                           std::span<const std::byte>, DeliveryRoom*) override {
     return Delivery::kDelivered;
   }
   void connectionLost(Peer&) override {}

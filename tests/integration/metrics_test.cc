@@ -153,10 +153,10 @@ TEST(Metrics, DeliveriesToASharedMemoryClientAreCopiedOnce) {
   EXPECT_LT(grew("client_out_bytes"), payload / 4);
 }
 
-// Sends `count` lines of 64 KiB with the CLI (a shared-memory client; with
+// Sends `count` lines of `lineBytes` (64 KiB) with the CLI (a shared-memory client; with
 // `payloadArea` false, RDMAMSG_SHM_PAYLOAD_AREA=0) from alpha to a
 // listener on beta, all of them whole and in order; returns by how much
-// each of alpha's copy counters grew, and the payload bytes sent.
+// each of `node`'s copy counters grew, and the payload bytes sent.
 struct Grown {
   Json before, after;
   double payload = 0;
@@ -165,7 +165,8 @@ struct Grown {
   }
 };
 
-Grown sendLargeLines(Cluster& c, int count, bool payloadArea, const std::string& service) {
+Grown sendLargeLines(Cluster& c, int count, bool payloadArea, const std::string& service,
+                     const std::string& node = "alpha", size_t lineBytes = 64 * 1024) {
   struct AreaOff {  // the CLI inherits it; taken back however the test ends
     explicit AreaOff(bool on) {
       if (on) ::setenv("RDMAMSG_SHM_PAYLOAD_AREA", "0", 1);
@@ -175,17 +176,17 @@ Grown sendLargeLines(Cluster& c, int count, bool payloadArea, const std::string&
   Grown g;
   std::string lines;
   for (int i = 0; i < count; ++i)
-    lines += std::string(64 * 1024, static_cast<char>('a' + i)) + "\n";
-  g.payload = double(count) * 64 * 1024;
+    lines += std::string(lineBytes, static_cast<char>('a' + i)) + "\n";
+  g.payload = double(count) * double(lineBytes);
   Process listener;
   const std::string file = c.dir().file(service + ".out");
   EXPECT_TRUE(startListener(listener, c, "beta", service, count, file));
-  g.before = statusOf(c.socket("alpha")).value_or(Json::object());
+  g.before = statusOf(c.socket(node)).value_or(Json::object());
   auto sent = runCli(c.dir(), {"--socket", c.socket("alpha"), "send", "beta/" + service}, lines);
   EXPECT_EQ(sent.code, 0) << sent.err;
   EXPECT_EQ(listener.wait(10s), 0);
   EXPECT_EQ(readFile(file), lines) << "every message whole, in order";
-  g.after = statusOf(c.socket("alpha")).value_or(Json::object());
+  g.after = statusOf(c.socket(node)).value_or(Json::object());
   return g;
 }
 
@@ -205,6 +206,26 @@ TEST(Metrics, LargeMessagesLeaveTheSendingDaemonWithoutACopy) {
   // Only the frames' heads (ids, names) and the status exchange are read
   // out of the client's ring.
   EXPECT_LT(grew("client_in_bytes"), grew.payload / 100);
+}
+
+// Large deliveries to a shared-memory listener are written once, into
+// blocks of its delivery area, which the listener's library reads in place:
+// the receiving daemon's output buffer stays out of the way, and a message
+// that comes in fragments is put together in its block, not in a
+// reassembly buffer first.
+TEST(Metrics, LargeDeliveriesAreWrittenIntoTheListenersDeliveryArea) {
+  Cluster c({"alpha", "beta"});
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.waitFullMesh());
+  // Of one fragment (64 KiB), and of three (600 KiB: buffers of 256 KiB).
+  for (size_t line : {size_t{64} << 10, size_t{600} << 10}) {
+    const Grown grew = sendLargeLines(c, 6, true, "in" + std::to_string(line), "beta", line);
+    ASSERT_TRUE(grew.before.contains("copies") && grew.after.contains("copies"));
+    EXPECT_EQ(grew("deliver_bytes"), grew.payload) << line;
+    EXPECT_EQ(grew("delivered_in_area_bytes"), grew.payload) << line;
+    EXPECT_EQ(grew("reassembly_bytes"), 0) << line;
+    EXPECT_LT(grew("client_out_bytes"), grew.payload / 100) << line;
+  }
 }
 
 // Messages that wait for their flow window wait in the client's payload

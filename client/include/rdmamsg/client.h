@@ -130,9 +130,18 @@ struct ConnectOptions {
   // window, too, without holding up the client's other messages. When the
   // area is full, a message goes through the send ring (above).
   // RDMAMSG_SHM_PAYLOAD_AREA=0 in the environment makes it 0. A daemon
-  // older than this release (ring version 3) refuses the offer of shared
+  // older than this release (ring version 4) refuses the offer of shared
   // memory: the client then goes on over the socket.
   size_t payloadAreaCapacity = size_t{8} << 20;
+  // Bytes of the delivery area (a power of two, 64 KiB to 256 MiB; 0:
+  // none): shared memory the daemon writes a message of 16 KiB or more
+  // into, which receiveView() then shows where it lies — no copy in this
+  // process — and receive() copies out. The block is the daemon's again
+  // when the view is released (or the message copied), in any order: a
+  // view held for long pins only its own block, and the daemon writes
+  // other messages through the receive ring meanwhile.
+  // RDMAMSG_SHM_DELIVERY_AREA=0 in the environment makes it 0.
+  size_t deliveryAreaCapacity = size_t{8} << 20;
   // How blocking calls wait over shared memory (IdleStrategy). The
   // environment variable RDMAMSG_IDLE=sleep|adaptive|busy replaces it for
   // every client of a process; another value of it fails connect() with

@@ -1,0 +1,52 @@
+// LocalServer: deliveries to a listener — written once, into a block of its
+// delivery area (a large one over shared memory), into its ring, or into
+// its output buffer (see local_server.h, common/shm_channel.h).
+#include <memory>
+
+#include "daemon/local/local_server.h"
+#include "daemon/local/session.h"
+#include "daemon/loop/counters.h"
+
+namespace rdmamsg::local {
+
+bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_view srcService,
+                          std::string_view toService, std::span<const std::byte> payload,
+                          const Receipt& receipt, DeliveryRoom* room) {
+  Session* s = find(id);
+  if (s == nullptr) return false;
+  const size_t bytes = proto::deliverFrameSize(srcNode, srcService, toService, payload.size());
+  auto fill = [&](std::span<std::byte> at) {
+    proto::encodeDeliverAt(at, srcNode, srcService, toService, payload);
+  };
+  // Put together in the listener's own block: only its head is left to write.
+  auto* block = dynamic_cast<DeliveryBlock*>(room);
+  const bool own = block != nullptr && block->session() == id && block->frame().size() == bytes;
+  if (own) proto::encodeDeliverHeadAt(block->frame(), srcNode, srcService, toService);
+  if (own && s->publishBlock(*block)) {
+    loop::copies().deliveredInArea += payload.size();
+  } else {
+    // A room not delivered in was a reassembly buffer after all.
+    if (room != nullptr) loop::copies().reassembly += payload.size();
+    if (s->writeInArea(bytes, payload.size(), fill)) {
+      loop::copies().deliveredInArea += payload.size();
+    } else if (!s->writeInPlace(bytes, fill)) {
+      proto::encodeDeliver(s->outputBuffer(), srcNode, srcService, toService, payload);
+    }
+  }
+  loop::copies().deliver += payload.size();
+  s->track(receipt, bytes);
+  trackedBytes_ += bytes;
+  markDirty(*s);
+  return true;
+}
+
+std::unique_ptr<DeliveryRoom> LocalServer::reserveDelivery(SessionId id, std::string_view srcNode,
+                                                           std::string_view srcService,
+                                                           std::string_view toService,
+                                                           uint64_t payload) {
+  Session* s = find(id);
+  if (s == nullptr) return nullptr;
+  return s->reserveBlock(proto::deliverFrameSize(srcNode, srcService, toService, payload), payload);
+}
+
+}  // namespace rdmamsg::local
