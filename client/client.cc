@@ -173,7 +173,9 @@ void Client::Impl::readRing() {
 
 bool Client::Impl::takeDeliveryBlock() {
   if (viewReady) return false;  // a view waits to be taken first: this comes after it
-  // The daemon places a block only behind whole frames, all parsed by now.
+  parseInput(in);               // the frames read before it come first
+  if (!conn.ok() || viewReady) return false;
+  // The daemon places a block only behind whole frames.
   if (!in.readable().empty()) {
     lose(Status(Errc::protocol_error, "from rdmamsgd: a payload record inside a frame"));
     return false;
@@ -765,6 +767,7 @@ Client::Impl::LargeSend Client::Impl::sendInFrameRecord(uint64_t id, std::string
   if (!conn.ok()) return LargeSend::written;  // the connection's error answers
   if (auto block = shm->allocateBlock(size)) {
     proto::encodeSendAt(block->bytes, id, node, service, fromService, payload);
+    shm->publishBlock(*block);  // its record is written now or queued in `out`
     const shm_payload::Descriptor d = ShmChannel::describe(*block);
     const auto body = std::as_bytes(std::span(&d, 1));
     if (out.empty() &&

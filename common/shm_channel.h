@@ -171,14 +171,15 @@ class ShmChannel {
   // The area this side places blocks in (the client: the payload area, for
   // SEND frames; the daemon: the delivery area, for DELIVER frames): a
   // block to write one frame into (nullopt: no area, no room or no slot
-  // now), then its payload record, whose body is describe(block):
-  // reserveFrameRecord(sizeof(Descriptor), kPayloadRecord) and
-  // commitRecord(). freeBlock() gives back a block whose record was never
-  // written.
+  // now), then publishBlock() and its payload record, whose body is
+  // describe(block): reserveFrameRecord(sizeof(Descriptor), kPayloadRecord)
+  // and commitRecord(). freeBlock() gives back a block whose record was
+  // never written.
   bool placesBlocks() const { return allocator_.capacity() != 0; }
   std::optional<shm_payload::PayloadAllocator::Block> allocateBlock(size_t n) {
     return allocator_.allocate(n);
   }
+  void publishBlock(const shm_payload::PayloadAllocator::Block& b) { allocator_.publish(b); }
   void freeBlock(const shm_payload::PayloadAllocator::Block& b) { allocator_.free(b); }
   size_t blocksPlaced() const { return allocator_.inUse(); }
   static shm_payload::Descriptor describe(const shm_payload::PayloadAllocator::Block& b);

@@ -57,15 +57,25 @@ std::optional<PayloadAllocator::Block> PayloadAllocator::allocate(size_t n) {
   if (left != 0) free_.emplace(offset + size, left);
   const uint32_t slot = freeSlots_.back();
   freeSlots_.pop_back();
-  slots_[slot] = {offset, size};
-  used_.push_back(slot);
-  releaseWord(header_, slot).store(1, std::memory_order_relaxed);  // published with the record
+  slots_[slot] = {offset, size, Slot::allocated};
   return Block{slot, offset, data_.subspan(offset, n)};
 }
 
+void PayloadAllocator::publish(const Block& b) {
+  if (b.slot >= slots_.size() || slots_[b.slot].state != Slot::allocated) return;
+  slots_[b.slot].state = Slot::published;
+  used_.push_back(b.slot);
+  releaseWord(header_, b.slot).store(1, std::memory_order_relaxed);  // published with the record
+}
+
 void PayloadAllocator::free(const Block& b) {
-  std::erase(used_, b.slot);
-  releaseWord(header_, b.slot).store(0, std::memory_order_relaxed);
+  if (b.slot >= slots_.size() || slots_[b.slot].state == Slot::free ||
+      slots_[b.slot].offset != b.offset)
+    return;
+  if (slots_[b.slot].state == Slot::published) {
+    std::erase(used_, b.slot);
+    releaseWord(header_, b.slot).store(0, std::memory_order_relaxed);
+  }
   giveBack(b.slot);
 }
 
@@ -81,6 +91,7 @@ void PayloadAllocator::reclaim() {
 void PayloadAllocator::giveBack(uint32_t slot) {
   uint64_t offset = slots_[slot].offset;
   uint64_t size = slots_[slot].size;
+  slots_[slot].state = Slot::free;
   freeSlots_.push_back(slot);
   auto next = free_.lower_bound(offset);
   if (next != free_.end() && offset + size == next->first) {

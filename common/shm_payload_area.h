@@ -76,9 +76,12 @@ inline std::atomic<uint32_t>& releaseWord(std::span<std::byte> header, size_t sl
   return *reinterpret_cast<std::atomic<uint32_t>*>(header.data() + slot * sizeof(uint32_t));
 }
 
-// The client's side: which blocks of the data area are free, in private
-// memory. allocate() first takes back every block whose release word the
-// daemon cleared, then places the new one first-fit.
+// The placing side (the client in its payload area, the daemon in the
+// client's delivery area): which blocks of the data area are free, in
+// private memory. allocate() first takes back every published block whose
+// release word the other side cleared, then places the new one first-fit.
+// Only a published block is the other side's to give back: a word cleared
+// before its block was published (a hostile client's) changes nothing.
 class PayloadAllocator {
  public:
   struct Block {
@@ -90,17 +93,20 @@ class PayloadAllocator {
   PayloadAllocator() = default;
   PayloadAllocator(std::span<std::byte> header, std::span<std::byte> data);
 
-  // A block of `n` bytes, its release word set (the caller publishes its
-  // payload record next), or nullopt when the area has no room or no slot
-  // now.
+  // A block of `n` bytes (nullopt when the area has no room or no slot now).
   std::optional<Block> allocate(size_t n);
-  // Gives a block back that was never published (its record found no room).
+  // The block's release word set: the other side may be told of it now
+  // (its payload record comes next) and gives it back by clearing it.
+  void publish(const Block& b);
+  // Gives a block back that the other side never had (its record was not
+  // written); a block given back already is left alone.
   void free(const Block& b);
-  // Blocks the daemon has not given back.
+  // Published blocks the other side has not given back.
   size_t inUse() const { return used_.size(); }
   size_t capacity() const { return data_.size(); }
 
  private:
+  enum class Slot : uint8_t { free, allocated, published };
   void reclaim();
   void giveBack(uint32_t slot);
 
@@ -108,10 +114,11 @@ class PayloadAllocator {
   std::map<uint64_t, uint64_t> free_;  // offset → size, coalesced
   struct Use {
     uint64_t offset = 0, size = 0;
+    Slot state = Slot::free;
   };
   std::vector<Use> slots_;
   std::vector<uint32_t> freeSlots_;
-  std::vector<uint32_t> used_;  // slots in use, to look at their words
+  std::vector<uint32_t> used_;  // published slots, to look at their words
 };
 
 }  // namespace rdmamsg::shm_payload

@@ -199,7 +199,12 @@ peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_
                                        std::string_view srcService, std::string_view dstService,
                                        std::span<const std::byte> payload, DeliveryRoom* room) {
   const local::SessionId* listener = findService(dstService);
+  // A room not delivered in was a reassembly buffer after all.
+  auto notDelivered = [&] {
+    if (room != nullptr) loop::copies().reassembly += payload.size();
+  };
   if (listener == nullptr) {
+    notDelivered();
     counters_.unknownService++;
     return peer::Delivery::kUnknownService;
   }
@@ -214,6 +219,7 @@ peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_
           "receive_memory_limit ({} bytes) reached: a message from {} for {}, whose listener "
           "does not keep up, is answered busy{}",
           config_.receiveMemoryLimit, from.name(), dstService, busyLog_.suffix());
+    notDelivered();
     return peer::Delivery::kBusy;
   }
   const local::Receipt receipt{local::Receipt::Kind::peer, mesh_->handleOf(from), epoch, seq, 1};

@@ -99,8 +99,10 @@ class LocalServer {
   // registered). The payload is copied. The consumed callback gets the
   // receipt back once the client says its application has taken the message
   // (CONSUMED: ok), or when the session closes before that (unknown_service).
-  // `room`: where the payload was put together (a DeliveryBlock of this
-  // session from reserveDelivery(): only the frame's head is written then).
+  // `room`: where the payload was put together (a DeliveryBlock from
+  // reserveDelivery(): only the frame's head is written then). False, as
+  // for a session gone, when the room is another session's: the listener
+  // changed while the message came.
   bool deliver(SessionId id, std::string_view srcNode, std::string_view srcService,
                std::string_view toService, std::span<const std::byte> payload,
                const Receipt& receipt, DeliveryRoom* room = nullptr);

@@ -13,14 +13,19 @@ bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_vi
                           std::string_view toService, std::span<const std::byte> payload,
                           const Receipt& receipt, DeliveryRoom* room) {
   Session* s = find(id);
-  if (s == nullptr) return false;
+  auto* block = dynamic_cast<DeliveryBlock*>(room);
+  if (s == nullptr || (block != nullptr && block->session() != id)) {
+    // The listener went while the message came (its block is another
+    // client's memory: nothing is copied from there to this one).
+    if (room != nullptr) loop::copies().reassembly += payload.size();
+    return false;
+  }
   const size_t bytes = proto::deliverFrameSize(srcNode, srcService, toService, payload.size());
   auto fill = [&](std::span<std::byte> at) {
     proto::encodeDeliverAt(at, srcNode, srcService, toService, payload);
   };
   // Put together in the listener's own block: only its head is left to write.
-  auto* block = dynamic_cast<DeliveryBlock*>(room);
-  const bool own = block != nullptr && block->session() == id && block->frame().size() == bytes;
+  const bool own = block != nullptr && block->frame().size() == bytes;
   if (own) proto::encodeDeliverHeadAt(block->frame(), srcNode, srcService, toService);
   if (own && s->publishBlock(*block)) {
     loop::copies().deliveredInArea += payload.size();

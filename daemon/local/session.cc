@@ -399,6 +399,7 @@ bool Session::publishBlock(DeliveryBlock& block) {
   Result<std::span<std::byte>> room =
       shm_->reserveFrameRecord(sizeof(shm_payload::Descriptor), shm_ring::kPayloadRecord);
   if (!room) return false;
+  shm_->publishBlock(block.block());
   const shm_payload::Descriptor d = ShmChannel::describe(block.block());
   std::memcpy(room->data(), &d, sizeof d);
   block.published();  // the client's now, whatever the commit says

@@ -191,6 +191,36 @@ TEST(ReceiveViewTest, AHeldViewIsUntouchedByWhatArrives) {
   }
 }
 
+// A view taken in place while a large delivery waits behind the frames
+// read with it (in the delivery area, over shared memory): the library
+// reads on — a send, a completion — taking those frames first, in order,
+// and the connection goes on.
+TEST(ReceiveViewTest, ReadingOnWhileAViewIsHeldKeepsTheOrderOfWhatFollows) {
+  ThreadedServer server(kMaxMessage);
+  Client listener = listen(server);
+  auto marker = test::Taker::start(server.socket(), "marker");
+  ASSERT_NE(marker, nullptr);
+  auto sender = Client::connect(server.socket());
+  ASSERT_TRUE(sender.ok());
+  for (uint64_t i = 1; i <= 3; ++i)  // small, small, 3 MiB
+    ASSERT_TRUE(sender->send("nodeA", "inbox", payloadOf(i)).ok());
+  ASSERT_TRUE(sender->sendAndWait("nodeA", "marker", payloadOf(0), 30s).ok());
+  MessageView v;
+  ASSERT_TRUE(listener.receiveView(v, 5s).ok());
+  ASSERT_TRUE(intact(1, v.payload));
+  // The listener sends (a large message: the library reads at once) and
+  // waits while it holds the view: it reads on.
+  ASSERT_TRUE(listener.sendAndWait("nodeA", "marker", payloadOf(13), 30s).ok());
+  EXPECT_TRUE(intact(1, v.payload));
+  ASSERT_TRUE(listener.release(v).ok());
+  Message m;
+  ASSERT_TRUE(listener.receive(m, 5s).ok());
+  EXPECT_TRUE(intact(2, m.payload));
+  ASSERT_TRUE(listener.receiveView(v, 5s).ok());
+  EXPECT_TRUE(intact(3, v.payload));
+  ASSERT_TRUE(listener.release(v).ok());
+}
+
 // An application's own loop: poll fd(), then tryReceiveView() until it
 // says nothing more; a long stream of views, each released before the next.
 TEST(ReceiveViewTest, TryReceiveViewDrainsALongStreamFromAPolledLoop) {

@@ -55,6 +55,7 @@ PayloadAllocator::Block putBlock(ShmChannel& client, const std::string& text) {
   EXPECT_TRUE(block.has_value());
   if (!block) return {};
   std::memcpy(block->bytes.data(), text.data(), text.size());
+  client.publishBlock(*block);
   putRecord(client, ShmChannel::describe(*block));
   return *block;
 }
@@ -240,6 +241,29 @@ TEST(ShmPayloadAreaTest, TheDeliveryAreaCarriesBlocksFromTheDaemonGivenBackInAny
 
   ASSERT_TRUE(p.client.releaseHeld(*heldA).ok());
   EXPECT_TRUE(p.daemon.allocateBlock(kArea).has_value()) << "both blocks joined again";
+}
+
+// A block placed for a message still arriving is not the other side's
+// yet: a release word cleared early (a hostile client's) neither frees it
+// nor lets it be placed twice, and giving it back twice gives it back once.
+TEST(ShmPayloadAreaTest, AWordClearedBeforeItsBlockIsPublishedChangesNothing) {
+  std::vector<std::byte> header(shm_payload::kHeaderSize), data(kArea);
+  PayloadAllocator a(header, data);
+  auto room = a.allocate(20000);
+  ASSERT_TRUE(room.has_value());
+  shm_payload::releaseWord(header, room->slot).store(0);
+  auto next = a.allocate(20000);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_NE(next->slot, room->slot);
+  EXPECT_GE(next->offset, room->offset + room->bytes.size()) << "no two blocks overlap";
+  a.publish(*next);
+  EXPECT_EQ(shm_payload::releaseWord(header, next->slot).load(), 1u);
+  a.free(*room);
+  a.free(*room);  // given back once
+  std::vector<PayloadAllocator::Block> blocks;
+  while (auto b = a.allocate(20000))
+    blocks.push_back(*b);
+  EXPECT_EQ(blocks.size(), 2u) << "the area holds three blocks: one in use, two free";
 }
 
 // The rings' headers name the areas; a region that does not hold exactly

@@ -6,11 +6,13 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <thread>
 
 #include "daemon/local/local_server.h"
+#include "daemon/loop/counters.h"
 #include "daemon/router.h"
 #include "mesh_fixture.h"
 #include "rdmamsg/client.h"
@@ -239,6 +241,38 @@ TEST_F(RouterPair, AListenerThatGoesAwayFailsWhatItDidNotTake) {
   EXPECT_EQ(lastError.code(), Errc::unknown_service) << lastError.toString();
   ASSERT_TRUE(stepUntil(
       loop, [&] { return beta->server->trackedBytes() == 0; }, 5s));
+}
+
+// A message put together in its listener's delivery block (it came in
+// fragments) whose listener went meanwhile, another client taking the
+// service: it is answered unknown_service — a delivery the listener never
+// took — and nothing is copied from the old listener's memory to the new.
+TEST_F(RouterPair, AMessageWhoseListenerChangedWhileItCameIsNotCopiedToTheNext) {
+  auto first = connect(*beta);
+  auto second = connect(*beta);
+  ASSERT_TRUE(first && second);
+  if (!first->usesSharedMemory()) GTEST_SKIP() << "RDMAMSG_SHM=0";
+  ASSERT_TRUE(inThread([&] { return first->registerService("svc").ok(); }));
+  Peer& from = beta->peer("alpha");
+  const std::string payload(100000, 'p');
+  std::unique_ptr<DeliveryRoom> room =
+      beta->router.reserveIncoming(from, "src", "svc", payload.size());
+  ASSERT_NE(room, nullptr) << "a block of the listener's delivery area";
+  std::memcpy(room->payload().data(), payload.data(), payload.size());
+  inThread([&] {
+    first->close();
+    return true;
+  });
+  ASSERT_TRUE(stepUntil(
+      loop, [&] { return inThread([&] { return second->registerService("svc").ok(); }); }));
+  const uint64_t reassembled = loop::copies().reassembly;
+  EXPECT_EQ(beta->router.deliverIncoming(from, 1, 1, "src", "svc", room->payload(), room.get()),
+            Delivery::kUnknownService);
+  EXPECT_EQ(loop::copies().reassembly - reassembled, payload.size())
+      << "the room was a reassembly buffer after all";
+  room.reset();
+  Message m;
+  EXPECT_EQ(inThread([&] { return second->receive(m, 300ms).code(); }), Errc::timeout);
 }
 
 }  // namespace
