@@ -156,13 +156,22 @@ TEST(ReceiveViewTest, ASenderIsConfirmedOnlyAtRelease) {
 // waits for its daemon's status, which comes after them): the view's bytes
 // stay as they were, receiving refuses, and after the release the rest
 // follow in order.
-TEST(ReceiveViewTest, AHeldViewIsUntouchedByWhatArrives) {
-  ThreadedServer server(kMaxMessage);
+// A listener, a sender, and a taker of "marker" messages: the daemon
+// handles a client's frames in order, so once a marker sent after messages
+// is confirmed, those messages were delivered to the listener.
+class HeldView : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(marker, nullptr);
+    ASSERT_TRUE(sender.ok());
+  }
+  ThreadedServer server{kMaxMessage};
   Client listener = listen(server);
-  auto marker = test::Taker::start(server.socket(), "marker");
-  ASSERT_NE(marker, nullptr);
-  auto sender = Client::connect(server.socket());
-  ASSERT_TRUE(sender.ok());
+  std::unique_ptr<test::Taker> marker = test::Taker::start(server.socket(), "marker");
+  Result<Client> sender = Client::connect(server.socket());
+};
+
+TEST_F(HeldView, AHeldViewIsUntouchedByWhatArrives) {
   ASSERT_TRUE(sender->send("nodeA", "inbox", payloadOf(3)).ok());
   ASSERT_TRUE(sender->flush(5s).ok());
   MessageView v;
@@ -170,8 +179,6 @@ TEST(ReceiveViewTest, AHeldViewIsUntouchedByWhatArrives) {
   const std::span<const std::byte> held = v.payload;
   for (uint64_t i = 4; i < 14; ++i)
     ASSERT_TRUE(sender->send("nodeA", "inbox", payloadOf(i)).ok());
-  // The daemon handles a client's frames in order: once the marker is
-  // confirmed, the messages before it were delivered to the listener.
   ASSERT_TRUE(sender->sendAndWait("nodeA", "marker", payloadOf(0), 30s).ok());
   ASSERT_TRUE(listener.status(5s).ok());
   ASSERT_TRUE(listener.processIo().ok());
@@ -195,13 +202,7 @@ TEST(ReceiveViewTest, AHeldViewIsUntouchedByWhatArrives) {
 // read with it (in the delivery area, over shared memory): the library
 // reads on — a send, a completion — taking those frames first, in order,
 // and the connection goes on.
-TEST(ReceiveViewTest, ReadingOnWhileAViewIsHeldKeepsTheOrderOfWhatFollows) {
-  ThreadedServer server(kMaxMessage);
-  Client listener = listen(server);
-  auto marker = test::Taker::start(server.socket(), "marker");
-  ASSERT_NE(marker, nullptr);
-  auto sender = Client::connect(server.socket());
-  ASSERT_TRUE(sender.ok());
+TEST_F(HeldView, ReadingOnWhileAViewIsHeldKeepsTheOrderOfWhatFollows) {
   for (uint64_t i = 1; i <= 3; ++i)  // small, small, 3 MiB
     ASSERT_TRUE(sender->send("nodeA", "inbox", payloadOf(i)).ok());
   ASSERT_TRUE(sender->sendAndWait("nodeA", "marker", payloadOf(0), 30s).ok());
