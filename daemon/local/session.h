@@ -307,7 +307,7 @@ bool Session::writeInPlace(size_t size, Fill&& fill) {
 
 template <typename Fill>
 bool Session::writeInArea(size_t size, size_t payload, Fill&& fill) {
-  if (!out_.empty()) return false;
+  if (payload < shm_channel::kMinFrameRecordPayload || !out_.empty()) return false;
   std::unique_ptr<DeliveryBlock> block = reserveBlock(size, payload);
   if (!block) return false;
   fill(block->frame());
