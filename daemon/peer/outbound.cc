@@ -362,9 +362,9 @@ bool Outbound::startFront(SendRoom& room, Flow& f) {
   return false;
 }
 
-void Outbound::pump(SendRoom& room) {
+bool Outbound::pump(SendRoom& room) {
   if (current_ != nullptr) {
-    if (!continueFront(room, *current_)) return;
+    if (!continueFront(room, *current_)) return false;
     makeReady(*current_);
     current_ = nullptr;
   }
@@ -390,8 +390,9 @@ void Outbound::pump(SendRoom& room) {
     } else {
       readyNext_++;
     }
-    if (linkFull || room.messageRoom() == 0) break;
+    if (linkFull || room.messageRoom() == 0) return false;  // a completion or credit wakes it
   }
+  return !ready_.empty();
 }
 
 void Outbound::report(InFlight& m, Errc errc) {

@@ -78,8 +78,11 @@ class Outbound final : public ExternalHolder {
               std::string_view dst, std::span<const std::byte> payload, const void*& waitKey,
               ExternalPayload* inPlace = nullptr);
 
-  // Writes what the windows and the link allow. Service step only.
-  void pump(SendRoom& room);
+  // Writes what the windows and the link allow, each ready flow up to a
+  // turn's bytes. True when a flow is still ready and the link has room:
+  // only the turn ended it, and the caller runs another (the peer marks
+  // itself for service again). Service step only.
+  bool pump(SendRoom& room);
   // The peer confirmed [first, last] with `errc`. False: it named a message
   // that is not in flight (a protocol error).
   bool settle(uint64_t first, uint64_t last, Errc errc);

@@ -268,7 +268,10 @@ void Peer::service() {
   if (!idleIn_.empty()) handleIdleClose();
   if (conn_->down()) return;  // idle-closed: observed at the next step
   writeIdleAnswers();
-  if (writeConfirms() && !committed()) out_.pump(*conn_);
+  // What a turn left ready goes on in this loop iteration: nothing else may
+  // wake the peer soon (a held sender sends nothing; confirmations come
+  // lazily), and the window waits unused until then.
+  if (writeConfirms() && !committed() && out_.pump(*conn_)) wake_();
 }
 
 void Peer::post() {

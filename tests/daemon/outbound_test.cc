@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstddef>
 #include <limits>
@@ -246,6 +248,37 @@ TEST_F(OutboundTest, WithoutARoomMessagesQueuePerFlowAndPumpSendsThemInOrder) {
   }
   EXPECT_EQ(perFlow["a"], (std::vector<std::string>{"m1", "m3"}));
   EXPECT_EQ(perFlow["b"], (std::vector<std::string>{"m2", "m4"}));
+}
+
+// A flow with more queued than one turn's bytes: pump() writes a turn and
+// says that another is due while the link has room — the peer runs it at
+// once rather than leave the window unused until something else wakes it
+// (a held sender sends nothing, confirmations come lazily). With the link
+// full it says nothing: a completion wakes the peer.
+TEST_F(OutboundTest, PumpSaysWhenATurnEndedWithMoreToWrite) {
+  reset(64 << 20);
+  const std::string payload(8192, 'p');
+  constexpr uint64_t kCount = 100;  // 800 KiB: more than a turn
+  for (uint64_t id = 1; id <= kCount; id++)
+    ASSERT_TRUE(send(nullptr, id, "svc", payload).ok());
+  MemoryRoom room(256 * 1024);
+  int turns = 0;
+  while (out_->pump(room)) {
+    ASSERT_LT(++turns, 100) << "every turn writes";
+    EXPECT_GT(out_->queuedBytes(), 0u);
+  }
+  EXPECT_GE(turns, 2) << "800 KiB take more than one turn";
+  EXPECT_EQ(out_->queuedBytes(), 0u);
+  const auto m = room.messages();
+  EXPECT_EQ(std::count_if(m.begin(), m.end(),
+                          [](const auto& r) { return (r.flags & kLastFragment) != 0; }),
+            kCount);
+
+  MemoryRoom full(256 * 1024, 1);  // room for one batch only
+  for (uint64_t id = kCount + 1; id <= 2 * kCount; id++)
+    ASSERT_TRUE(send(nullptr, id, "svc", payload).ok());
+  EXPECT_FALSE(out_->pump(full)) << "the link is full: a completion wakes the peer";
+  EXPECT_GT(out_->queuedBytes(), 0u);
 }
 
 TEST_F(OutboundTest, AMessageLargerThanABatchIsFragmentedAcrossBatches) {
