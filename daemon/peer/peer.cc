@@ -268,14 +268,16 @@ void Peer::service() {
   if (!idleIn_.empty()) handleIdleClose();
   if (conn_->down()) return;  // idle-closed: observed at the next step
   writeIdleAnswers();
-  // What a turn left ready goes on in this loop iteration: nothing else may
-  // wake the peer soon (a held sender sends nothing; confirmations come
-  // lazily), and the window waits unused until then.
-  if (writeConfirms() && !committed() && out_.pump(*conn_)) wake_();
+  if (writeConfirms() && !committed()) pumpAgain_ = out_.pump(*conn_);
 }
 
 void Peer::post() {
   if (state_ == PeerState::kEstablished && !conn_->down()) conn_->post();
+  // What a turn of the pump left ready goes on once the turn's batches are
+  // posted, in this loop iteration: nothing else may wake the peer soon (a
+  // held sender sends nothing; confirmations come lazily), and the window
+  // would wait unused until then.
+  if (std::exchange(pumpAgain_, false)) wake_();
 }
 
 void Peer::observe() {

@@ -247,6 +247,7 @@ class Peer {
 
   Outbound out_;
   Inbound in_{config_};     // reassembly of this connection's messages
+  bool pumpAgain_ = false;  // the pump left a flow ready: serviced again after the post
   Confirmations confirms_;  // outcomes owed to the peer
 
   // Connect on demand and idle close (IdleClose records, protocol.h). Each
