@@ -198,7 +198,7 @@ bool Client::Impl::takeDeliveryBlock() {
       return false;
     }
     viewBlock = *hold;
-    viewBlockFrame = *block;
+    viewBlockFrame = res.frame;
     viewReady = true;
     return false;
   }

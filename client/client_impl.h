@@ -194,7 +194,7 @@ struct Client::Impl {
   bool takeDeliveryBlock();
   void takeFromBlock(MessageView& v);
   std::optional<ShmChannel::FrameHold> viewBlock;  // the ready or held view's block
-  std::span<const std::byte> viewBlockFrame;       // its DELIVER frame
+  proto::Frame viewBlockFrame;                     // its DELIVER, decoded (views into the block)
   // Queues a SEND; with `mayWait`, waits for the socket when more than
   // kWriteBlockLimit is unwritten (send()), else returns would_block first
   // (trySend()).

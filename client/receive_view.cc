@@ -56,10 +56,10 @@ void Client::Impl::takeInPlace(MessageView& v) {
 }
 
 // A DELIVER in the delivery area, held until release(): decoded and
-// checked when it was found (takeDeliveryBlock()); the daemon does not
-// write into a block it placed until the block is given back.
+// checked once, when it was found (takeDeliveryBlock()); the daemon does
+// not write into a block it placed until the block is given back.
 void Client::Impl::takeFromBlock(MessageView& v) {
-  const proto::Frame f = proto::decodeFrame(viewBlockFrame, maxBody).frame;
+  const proto::Frame& f = viewBlockFrame;
   v.srcNode = f.node;
   v.srcService = f.service;
   v.service = f.otherService;

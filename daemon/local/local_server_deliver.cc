@@ -32,7 +32,8 @@ bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_vi
   } else {
     // A room not delivered in was a reassembly buffer after all.
     if (room != nullptr) loop::copies().reassembly += payload.size();
-    if (s->writeInArea(bytes, payload.size(), fill)) {
+    // Its own block could not go out now: another one would not either.
+    if (!own && s->writeInArea(bytes, payload.size(), fill)) {
       loop::copies().deliveredInArea += payload.size();
     } else if (!s->writeInPlace(bytes, fill)) {
       proto::encodeDeliver(s->outputBuffer(), srcNode, srcService, toService, payload);
