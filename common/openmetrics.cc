@@ -294,8 +294,8 @@ void loopFamilies(Exposition& e, const json& s) {
   if (loop.contains("sleeps"))
     e.sample("rdmamsg_loop_sleeps", "_total", "", number(loop["sleeps"]));
   e.family("rdmamsg_loop_syscalls", "counter", "System calls made by the event loop, by call.");
-  for (const char* call : {"socket_reads", "socket_writes", "accepts", "cq_event_reads",
-                           "cm_event_reads", "doorbell_rings", "doorbell_reads"})
+  for (const char* call : {"timer_sets", "socket_reads", "socket_writes", "accepts",
+                           "cq_event_reads", "cm_event_reads", "doorbell_rings", "doorbell_reads"})
     if (loop.contains(call))
       e.sample("rdmamsg_loop_syscalls", "_total", label("call", call), number(loop[call]));
   const json& copies = at(s, "copies");

@@ -145,6 +145,7 @@ json countersJson(const Snapshot& s) {
 void processJson(const Snapshot& s, json& j) {
   const loop::SyscallCounters& sc = s.loop;
   j["loop"] = {{"wakeups", sc.loopWakeups},
+               {"timer_sets", sc.timerSets},
                {"socket_reads", sc.socketReads},
                {"socket_writes", sc.socketWrites},
                {"accepts", sc.accepts},

@@ -13,6 +13,7 @@ namespace rdmamsg::loop {
 
 struct SyscallCounters {
   uint64_t loopWakeups = 0;    // epoll_wait
+  uint64_t timerSets = 0;      // timerfd_settime of the precise timer (one per wakeup)
   uint64_t socketReads = 0;    // read on client sockets (including the EAGAIN one)
   uint64_t socketWrites = 0;   // sendmsg on client sockets
   uint64_t accepts = 0;        // accept4 on the Unix listener
@@ -21,8 +22,8 @@ struct SyscallCounters {
   uint64_t doorbellRings = 0;  // write on a shared-memory client's eventfd (it slept)
   uint64_t doorbellReads = 0;  // read of the daemon's own eventfd of such a client
   uint64_t total() const {
-    return loopWakeups + socketReads + socketWrites + accepts + cqEventReads + cmEventReads +
-           doorbellRings + doorbellReads;
+    return loopWakeups + timerSets + socketReads + socketWrites + accepts + cqEventReads +
+           cmEventReads + doorbellRings + doorbellReads;
   }
 };
 

@@ -58,6 +58,9 @@ class EventLoop {
 
   friend class Spinner;
   void runSpinning();
+  // One event_base_loop call with `flags`, counted: an epoll_wait and the
+  // precise timer's timerfd_settime.
+  int dispatch(int flags);
   bool spinOnce();  // polls every spinner, runs the turn: true when any worked
   void passLibevent();
   void sleepArmed();  // adaptive: arm every spinner, sleep, disarm

@@ -69,8 +69,7 @@ bool EventLoop::spinOnce() {
 
 void EventLoop::passLibevent() {
   idleCounters().libeventPasses++;
-  syscalls().loopWakeups++;
-  event_base_loop(base_.get(), EVLOOP_NONBLOCK | EVLOOP_ONCE);
+  dispatch(EVLOOP_NONBLOCK | EVLOOP_ONCE);
 }
 
 void EventLoop::sleepArmed() {
@@ -79,8 +78,7 @@ void EventLoop::sleepArmed() {
     if (spinners_[i]->hooks_.arm) armed = spinners_[i]->hooks_.arm();
   if (armed && !turn_->pending()) {
     idleCounters().sleeps++;
-    syscalls().loopWakeups++;
-    event_base_loop(base_.get(), EVLOOP_ONCE);
+    dispatch(EVLOOP_ONCE);
   }
   for (size_t i = 0; i < spinners_.size(); ++i)
     if (spinners_[i]->hooks_.disarm) spinners_[i]->hooks_.disarm();

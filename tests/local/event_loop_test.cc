@@ -2,9 +2,12 @@
 // later in the same turn; timers fire; edge-triggered fds.
 #include <event2/event.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <memory>
 
@@ -77,6 +80,38 @@ TEST(EventLoopTest, TimerFiresAndCanBeCancelled) {
   EXPECT_FALSE(t.armed());
   loop.runOnce(std::chrono::milliseconds(10));
   EXPECT_EQ(fired, 1);
+}
+
+// A short timer costs the loop one sleep and fires when it is due. libevent's
+// default clock on Linux is CLOCK_MONOTONIC_COARSE, one kernel tick (4 ms at
+// Debian's CONFIG_HZ=250): a 1 ms timer (the lazy confirmations' delay) then
+// fires about 4 ms late, after three or four 1 ms sleeps. Each sleep is one
+// voluntary context switch of this thread.
+TEST(EventLoopTest, AOneMillisecondTimerIsOneSleepAndNeverEarly) {
+  constexpr int kTimers = 40;
+  EventLoop loop;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point armedAt;
+  std::chrono::microseconds earliest = std::chrono::hours(1);
+  int fired = 0;
+  Timer t(loop, [&] {
+    earliest = std::min(
+        earliest, std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - armedAt));
+    if (++fired == kTimers) return loop.exit();
+    armedAt = Clock::now();
+    t.arm(std::chrono::milliseconds(1));
+  });
+  rusage before{}, after{};
+  ASSERT_EQ(getrusage(RUSAGE_THREAD, &before), 0);
+  armedAt = Clock::now();
+  t.arm(std::chrono::milliseconds(1));
+  loop.run();
+  ASSERT_EQ(getrusage(RUSAGE_THREAD, &after), 0);
+  ASSERT_EQ(fired, kTimers);
+  EXPECT_GE(earliest, std::chrono::milliseconds(1));
+  const long sleeps = after.ru_nvcsw - before.ru_nvcsw;
+  EXPECT_LE(sleeps, kTimers + kTimers / 4)
+      << "voluntary context switches for " << kTimers << " timers of 1 ms";
 }
 
 TEST(EventLoopTest, DestroyingAnIoEventUnregistersIt) {
