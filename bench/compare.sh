@@ -153,14 +153,38 @@ snap() { # snap TAG
     "$rdmamsg" --socket "$dir/$node.sock" status --json >"$dir/r/$1.$node.status.json"
   done
 }
+# VmHWM also counts the pages of the clients' shared memory (RssShmem) that the daemon has
+# touched, which the clients own. own_rss PID OUT: the peak of the daemon's own resident
+# memory (RssAnon + RssFile), sampled every 0.1 s with builtins only until terminated.
+own_rss() {
+  local peak=0 sum k v _ stop=0 tick
+  exec {tick}<> <(:)
+  trap 'stop=1' TERM
+  while [ "$stop" -eq 0 ]; do
+    sum=0
+    while read -r k v _; do
+      case $k in RssAnon: | RssFile:) sum=$((sum + v * 1024)) ;; esac
+    done <"/proc/$1/status" || true
+    if [ "$sum" -gt "$peak" ]; then peak=$sum; fi
+    read -rt 0.1 -u "$tick" _ || true
+  done
+  echo "$peak" >"$2"
+}
+declare -A sampler
 begin_rdmamsg() { # begin_rdmamsg TAG
-  for node in alpha beta; do echo 5 >"/proc/${dpid[$node]}/clear_refs" 2>/dev/null || true; done
+  for node in alpha beta; do
+    echo 5 >"/proc/${dpid[$node]}/clear_refs" 2>/dev/null || true
+    spawn own_rss "${dpid[$node]}" "$dir/r/$1.$node.own"
+    sampler[$node]=$last
+  done
   snap "$1.before"
 }
 end_rdmamsg() { # end_rdmamsg TAG
   snap "$1.after"
   for node in alpha beta; do
     awk '/^VmHWM:/ {print $2 * 1024}' "/proc/${dpid[$node]}/status" >"$dir/r/$1.$node.hwm"
+    kill -TERM "${sampler[$node]}" 2>/dev/null || true
+    reap "${sampler[$node]}" || true
   done
 }
 timing() { # timing FILE T0 T1 COUNT SIZE: a result measured from outside
