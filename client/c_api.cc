@@ -18,7 +18,8 @@ struct rdmamsg_client {
   rdmamsg::Message message;   // what rdmamsg_receive handed out
   rdmamsg::MessageView view;  // what rdmamsg_receive_view handed out, until released
   std::string viewNode, viewSrcService, viewService;  // its names, NUL-terminated
-  rdmamsg::Completion done;                           // what the last completion handed out
+  rdmamsg::SendClaim claim;  // what rdmamsg_claim handed out, until committed or aborted
+  rdmamsg::Completion done;  // what the last completion handed out
   std::string doneText;
 };
 
@@ -160,6 +161,30 @@ rdmamsg_errc rdmamsg_send(rdmamsg_client* c, const char* node, const char* servi
     if (id != nullptr) *id = *r;
     return RDMAMSG_OK;
   });
+}
+
+rdmamsg_errc rdmamsg_claim(rdmamsg_client* c, const char* node, const char* service, size_t size,
+                           void** payload) {
+  if (!valid(node) || !valid(service)) return badArgument(c, "node or service");
+  if (payload == nullptr) return badArgument(c, "payload");
+  return guarded(c, [&] {
+    Status st = c->client.claim(c->claim, node, service, size);
+    if (st.ok()) *payload = c->claim.payload.data();
+    return result(c, st);
+  });
+}
+
+rdmamsg_errc rdmamsg_commit(rdmamsg_client* c, uint64_t* id) {
+  return guarded(c, [&] {
+    auto r = c->client.commit(c->claim);
+    if (!r.ok()) return result(c, r.status());
+    if (id != nullptr) *id = *r;
+    return RDMAMSG_OK;
+  });
+}
+
+rdmamsg_errc rdmamsg_abort(rdmamsg_client* c) {
+  return guarded(c, [&] { return result(c, c->client.abort(c->claim)); });
 }
 
 rdmamsg_errc rdmamsg_try_send(rdmamsg_client* c, const char* node, const char* service,

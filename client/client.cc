@@ -672,10 +672,8 @@ Result<uint64_t> Client::send(std::string_view node, std::string_view service,
   return impl_->queueSend(node, service, payload, fromService, true);
 }
 
-Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view service,
-                                         std::span<const std::byte> payload,
-                                         std::string_view fromService, bool mayWait) {
-  if (!conn.ok()) return conn;
+Status Client::Impl::checkSend(std::string_view node, std::string_view service,
+                               std::string_view fromService, size_t size) {
   // A stream names the same destination every time: check it once. (The
   // names remembered start empty, which is not a valid name: check that too.)
   if (node != checkedNode || node.empty()) {
@@ -689,11 +687,20 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
   if (!fromService.empty()) {
     if (Status st = checkName("service", fromService); !st.ok()) return st;
   }
-  if (payload.size() > maxMessage) {
-    return Status(Errc::too_large, "message of " + std::to_string(payload.size()) +
+  if (size > maxMessage) {
+    return Status(Errc::too_large, "message of " + std::to_string(size) +
                                        " bytes exceeds the maximum of " +
                                        std::to_string(maxMessage));
   }
+  return Status();
+}
+
+Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view service,
+                                         std::span<const std::byte> payload,
+                                         std::string_view fromService, bool mayWait,
+                                         const Block* claimed) {
+  if (!conn.ok()) return conn;
+  if (Status st = checkSend(node, service, fromService, payload.size()); !st.ok()) return st;
   // Blocked by a full buffer: would_block until it drained below the write
   // threshold (by then any HOLD the daemon sent meanwhile has been read),
   // so that trySend does not flap between accepted and would_block.
@@ -718,7 +725,7 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
     if (!st.ok()) return st;
   }
   const uint64_t id = nextId++;
-  const LargeSend large = sendInFrameRecord(id, node, service, fromService, payload);
+  const LargeSend large = sendInFrameRecord(id, node, service, fromService, payload, claimed);
   if (large == LargeSend::written) {
     ++inFlight;
     readSome();  // a HOLD is seen soon, as when the frames go through `out`
@@ -758,15 +765,26 @@ Result<uint64_t> Client::Impl::queueSend(std::string_view node, std::string_view
 Client::Impl::LargeSend Client::Impl::sendInFrameRecord(uint64_t id, std::string_view node,
                                                         std::string_view service,
                                                         std::string_view fromService,
-                                                        std::span<const std::byte> payload) {
-  if (!shmInUse || !frameRecords || !shm->frameRecords() ||
-      payload.size() < shm_channel::kMinFrameRecordPayload)
+                                                        std::span<const std::byte> payload,
+                                                        const Block* claimed) {
+  if (claimed) claimTaken = true;
+  if (!claimed && (!shmInUse || !frameRecords || !shm->frameRecords() ||
+                   payload.size() < shm_channel::kMinFrameRecordPayload))
     return LargeSend::inStream;
   const size_t size = proto::sendFrameSize(node, service, fromService, payload.size());
   writeRing();
-  if (!conn.ok()) return LargeSend::written;  // the connection's error answers
-  if (auto block = shm->allocateBlock(size)) {
+  if (!conn.ok()) {
+    if (claimed) shm->freeBlock(*claimed);
+    return LargeSend::written;  // the connection's error answers
+  }
+  std::optional<Block> block;
+  if (claimed) {
+    block = *claimed;
+    proto::encodeSendHeadAt(block->bytes, id, node, service, fromService);
+  } else if ((block = shm->allocateBlock(size))) {
     proto::encodeSendAt(block->bytes, id, node, service, fromService, payload);
+  }
+  if (block) {
     shm->publishBlock(*block);  // its record is written now or queued in `out`
     const shm_payload::Descriptor d = ShmChannel::describe(*block);
     const auto body = std::as_bytes(std::span(&d, 1));

@@ -101,8 +101,12 @@ struct Client::Impl {
   // marked); or inStream: the caller queues the frame in `out` (marked in
   // frameRecordsQueued when writeRing() is to write it as a frame record).
   enum class LargeSend : uint8_t { written, queued, inStream };
+  // `claimed`: the payload already lies at the end of this block (claim()),
+  // which is then the message's block whatever happens.
+  using Block = shm_payload::PayloadAllocator::Block;
   LargeSend sendInFrameRecord(uint64_t id, std::string_view node, std::string_view service,
-                              std::string_view fromService, std::span<const std::byte> payload);
+                              std::string_view fromService, std::span<const std::byte> payload,
+                              const Block* claimed);
   // Records queued in `out` — SEND frames that go as frame records, and
   // payload records' bodies: where each starts (in bytes ever queued in
   // `out`), its size and its record type. outWritten: bytes of `out`
@@ -200,7 +204,18 @@ struct Client::Impl {
   // (trySend()).
   Result<uint64_t> queueSend(std::string_view node, std::string_view service,
                              std::span<const std::byte> payload, std::string_view fromService,
-                             bool mayWait);
+                             bool mayWait, const Block* claimed = nullptr);
+  Status checkSend(std::string_view node, std::string_view service, std::string_view fromService,
+                   size_t size);
+  // The claim of claim() (send_claim.cc): at most one is held. Its payload
+  // is the end of claimBlock (in place), or claimCopy.
+  uint64_t claimHandle = 0;  // 0: none held
+  std::string claimNode, claimService, claimFrom;
+  std::optional<Block> claimBlock;
+  std::vector<std::byte> claimCopy;
+  bool claimTaken = false;  // sendInFrameRecord() took claimBlock: the daemon's, or freed
+  Result<uint64_t> commitClaim(SendClaim& c, bool mayWait);
+  void dropClaim(SendClaim& c);
   bool take(uint64_t msgId, Completion& c);
   template <typename Done>
   Status waitFor(Done done, std::chrono::milliseconds timeout);

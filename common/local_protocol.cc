@@ -421,15 +421,21 @@ size_t sendFrameSize(std::string_view node, std::string_view service, std::strin
          payloadSize;
 }
 
-void encodeSendAt(std::span<std::byte> at, uint64_t msgId, std::string_view node,
-                  std::string_view service, std::string_view fromService,
-                  std::span<const std::byte> payload) {
+void encodeSendHeadAt(std::span<std::byte> at, uint64_t msgId, std::string_view node,
+                      std::string_view service, std::string_view fromService) {
   Writer w = frameAt(at.data(), FrameKind::send, at.size() - kHeaderSize);
   w.le<uint64_t>(msgId);
   w.str8(clip(node, kMaxNameLength));
   w.str8(clip(service, kMaxNameLength));
   w.str8(clip(fromService, kMaxNameLength));
-  w.bytes(payload.data(), payload.size());
+}
+
+void encodeSendAt(std::span<std::byte> at, uint64_t msgId, std::string_view node,
+                  std::string_view service, std::string_view fromService,
+                  std::span<const std::byte> payload) {
+  encodeSendHeadAt(at, msgId, node, service, fromService);
+  if (!payload.empty())
+    std::memcpy(at.data() + at.size() - payload.size(), payload.data(), payload.size());
 }
 
 size_t deliverFrameSize(std::string_view srcNode, std::string_view srcService,

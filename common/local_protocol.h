@@ -142,6 +142,10 @@ size_t sendFrameSize(std::string_view node, std::string_view service, std::strin
 void encodeSendAt(std::span<std::byte> at, uint64_t msgId, std::string_view node,
                   std::string_view service, std::string_view fromService,
                   std::span<const std::byte> payload);
+// All of that frame but its payload, whose bytes already lie at the end of
+// `at` (a block the application wrote its message into: Client::claim()).
+void encodeSendHeadAt(std::span<std::byte> at, uint64_t msgId, std::string_view node,
+                      std::string_view service, std::string_view fromService);
 // The DELIVER frame's size, and the frame written into `at` of exactly
 // that size (memory the caller reserved: a shared-memory ring's record).
 size_t deliverFrameSize(std::string_view srcNode, std::string_view srcService,

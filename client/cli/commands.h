@@ -67,6 +67,7 @@ struct BenchArgs {
   std::optional<double> seconds;
   unsigned senders = 1;
   size_t window = 65536;  // unacknowledged messages per sender connection
+  bool copySend = false;  // --copy-send: trySend() of a buffer instead of claim() + tryCommit()
   uint64_t warmup = 1000;
   unsigned timeoutSeconds = 30;  // longest time without progress
   bool json = false;

@@ -55,6 +55,10 @@ CLI::App* addBenchCommands(CLI::App& app, BenchArgs& args) {
   tput->add_option("--window", args.window, "Unacknowledged messages per sender")
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
+  tput->add_flag("--copy-send", args.copySend,
+                 "Send messages of 16 KiB and more from a buffer of the bench's (send(), "
+                 "which copies it) instead of writing them where they are sent from (claim() "
+                 "and commit())");
   addCommonBenchOptions(tput, args);
   tput->parse_complete_callback(mode(BenchMode::throughput));
 

@@ -74,6 +74,32 @@ TEST(Bench, ThroughputDeliversEveryMessageInOrderAndReportsCounterDeltas) {
   EXPECT_GE(j["daemons"]["sender"]["counters"].value("messages_routed", 0), 2000);
 }
 
+// Messages of 16 KiB and more are written where they are sent from
+// (claims), from two senders at once: all arrive, in order; --copy-send
+// sends them from the bench's buffer instead.
+TEST(Bench, LargeMessagesAreClaimedOrCopiedAndArriveInOrder) {
+  Cluster c({"alpha", "beta"});
+  ASSERT_TRUE(c.start());
+  ASSERT_TRUE(c.waitFullMesh(10s));
+  for (const char* how : {"claim", "copy"}) {
+    std::vector<std::string> args = {
+        "--socket",      c.socket("alpha"), "bench",   "throughput", "beta/large",
+        "--sink-socket", c.socket("beta"),  "--count", "300",        "--size",
+        "100KiB",        "--senders",       "2",       "--window",   "8",
+        "--json"};
+    if (std::string_view(how) == "copy") args.push_back("--copy-send");
+    CliResult r = runCli(c.dir(), args, "", 60s);
+    ASSERT_EQ(r.code, 0) << how << ": " << r.err << r.out;
+    Json j = parseReport(r);
+    EXPECT_EQ(j["parameters"].value("send", ""), how);
+    const Json& res = j["results"];
+    EXPECT_EQ(res.value("delivered", 0), 300) << how;
+    EXPECT_EQ(res.value("acked", 0), 300) << how;
+    EXPECT_EQ(res.value("order_errors", -1), 0) << how;
+    EXPECT_TRUE(res.value("ok", false)) << how;
+  }
+}
+
 TEST(Bench, LatencyReportsOrderedPercentiles) {
   Cluster c({"alpha", "beta"});
   ASSERT_TRUE(c.start());

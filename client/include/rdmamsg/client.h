@@ -79,6 +79,18 @@ struct MessageView {
   }
 };
 
+// A message written where it is sent from (claim()): `payload` is the
+// message's bytes, to be filled by the application and then sent with
+// commit() or given back with abort(). `inPlace` says whether they lie in
+// the payload area shared with the daemon, which posts them to the network
+// from there: no copy of the payload on this host (false: a private buffer
+// that commit() sends as send() would; no difference to the caller).
+struct SendClaim {
+  std::span<std::byte> payload;
+  bool inPlace = false;
+  uint64_t handle = 0;  // which claim commit() sends; 0 when it holds nothing
+};
+
 // The outcome of one sent message: ok once the receiving application has
 // taken it (its receive() returned it, or it released its view), otherwise
 // why it failed.
@@ -188,6 +200,28 @@ class Client {
   // the client from their own event loop.
   Result<uint64_t> trySend(std::string_view node, std::string_view service,
                            std::span<const std::byte> payload, std::string_view fromService = {});
+  // Zero-copy send, the counterpart of receiveView(): claim() reserves
+  // `size` bytes for the payload of one message to node/service, which the
+  // application writes into claim.payload; commit() sends it and returns
+  // its id, as send() would (it may wait when the destination is held);
+  // tryCommit() never waits (would_block leaves the claim held: commit
+  // again later); abort() gives the bytes back unsent. Over shared memory a
+  // claim of 16 KiB or more lies in the payload area (inPlace), when the
+  // area has room; otherwise, and over the socket, in a private buffer. At
+  // most one claim is held at a time (claim() again is bad_request); it
+  // stays valid until commit(), abort() or the client's destruction.
+  // Messages are sent in the order of send() and commit() calls, not of
+  // claim() calls. A claim whose commit fails (the connection is lost) is
+  // given back.
+  Status claim(SendClaim& out, std::string_view node, std::string_view service, size_t size,
+               std::string_view fromService = {});
+  // The smallest claim that lies in the payload area; below it send() does
+  // the same work with one call less.
+  static constexpr size_t kMinClaimInPlace = 16 * 1024;
+  Result<uint64_t> commit(SendClaim& claim);
+  Result<uint64_t> tryCommit(SendClaim& claim);
+  Status abort(SendClaim& claim);
+
   // Sends one message and waits for its completion.
   Status sendAndWait(std::string_view node, std::string_view service,
                      std::span<const std::byte> payload,

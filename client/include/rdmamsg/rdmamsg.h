@@ -111,6 +111,20 @@ rdmamsg_errc rdmamsg_send(rdmamsg_client* c, const char* node, const char* servi
  * not held. */
 rdmamsg_errc rdmamsg_try_send(rdmamsg_client* c, const char* node, const char* service,
                               const void* payload, size_t size, uint64_t* id);
+/* Zero-copy send: reserves size bytes for the payload of one message to
+ * node/service and points *payload at them; the application writes the
+ * payload there, then rdmamsg_commit() queues the message as rdmamsg_send()
+ * would (*id, if not NULL, gets its id) or rdmamsg_abort() gives the bytes
+ * back unsent. Over shared memory a claim of 16 KiB or more lies in the
+ * payload area the daemon sends from, so nothing copies the payload on this
+ * host. One claim at a time: rdmamsg_claim() again is RDMAMSG_BAD_REQUEST
+ * until it is committed or aborted; *payload stays valid until then or
+ * rdmamsg_close(c). A commit that fails gives the claim back. */
+rdmamsg_errc rdmamsg_claim(rdmamsg_client* c, const char* node, const char* service, size_t size,
+                           void** payload);
+rdmamsg_errc rdmamsg_commit(rdmamsg_client* c, uint64_t* id);
+/* RDMAMSG_BAD_REQUEST when no claim is held. */
+rdmamsg_errc rdmamsg_abort(rdmamsg_client* c);
 /* Writes everything queued, up to timeout_ms. */
 rdmamsg_errc rdmamsg_flush(rdmamsg_client* c, int timeout_ms);
 
