@@ -69,6 +69,65 @@ class Timeout(RdmamsgError):
 Message = namedtuple("Message", "src_node src_service service payload")
 
 
+class SendClaim:
+    """A message written where it is sent from (Client.claim): `payload` is a
+    writable memoryview of the message's bytes, over shared memory (16 KiB
+    and more) a block of the payload area that the daemon sends from.
+
+    commit() queues it and returns its id, as send() would; abort() gives it
+    back unsent. Either releases the memoryview (using it raises
+    ValueError), and raises BufferError while a memoryview made from
+    `payload` is alive. `with client.claim(...) as c:` commits at the end of
+    the block, or aborts when it raises. A client holds one claim at a time.
+    """
+
+    __slots__ = ("payload", "_client", "_array")
+
+    def __init__(self, client, address, size):
+        self._client = client
+        if size:
+            self._array = (ctypes.c_ubyte * size).from_address(address)
+            self.payload = memoryview(self._array).cast("B")
+        else:
+            self._array = None
+            self.payload = memoryview(bytearray())
+
+    @property
+    def done(self):
+        return self._client is None
+
+    def commit(self):
+        """Queues the message; returns its id."""
+        return self._end()._commit_claim()
+
+    def abort(self):
+        self._end()._abort_claim()
+
+    def _end(self):
+        if self._client is None:
+            raise RdmamsgError(6, "the SendClaim is committed or aborted already")
+        self.payload.release()
+        if self._array is not None and sys.getrefcount(self._array) > 2:
+            raise BufferError("a memoryview made from this SendClaim's payload is still alive")
+        client, self._client, self._array = self._client, None, None
+        return client
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if self._client is None:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def __repr__(self):
+        state = "done" if self._client is None else f"{len(self.payload)} bytes"
+        return f"SendClaim({state})"
+
+
 class MessageView:
     """A message read in place (Client.receive_view): `payload` is a read-only
     memoryview of the client's own buffer, not a copy of it.
@@ -189,6 +248,10 @@ for _name, _res, _args in [
                                         ctypes.c_char_p, ctypes.c_size_t, _u64p]),
         ("rdmamsg_try_send", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_char_p,
                                             ctypes.c_char_p, ctypes.c_size_t, _u64p]),
+        ("rdmamsg_claim", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_char_p,
+                                         ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]),
+        ("rdmamsg_commit", ctypes.c_int, [_client_p, _u64p]),
+        ("rdmamsg_abort", ctypes.c_int, [_client_p]),
         ("rdmamsg_flush", ctypes.c_int, [_client_p, ctypes.c_int]),
         ("rdmamsg_receive", ctypes.c_int, [_client_p, ctypes.POINTER(_Message), ctypes.c_int]),
         ("rdmamsg_try_receive", ctypes.c_int, [_client_p, ctypes.POINTER(_Message)]),
@@ -329,6 +392,23 @@ class Client:
         self._check(fn(self._handle(), node.encode(), service.encode(), data, len(data),
                        ctypes.byref(msg_id)))
         return msg_id.value
+
+    def claim(self, node, service, size):
+        """A SendClaim of `size` bytes to node/service: write the message into
+        its payload, then commit() it (or abort() it). No copy of the
+        payload on this host when it lies in the shared payload area."""
+        at = ctypes.c_void_p()
+        self._check(_lib.rdmamsg_claim(self._handle(), node.encode(), service.encode(), size,
+                                       ctypes.byref(at)))
+        return SendClaim(self, at.value, size)
+
+    def _commit_claim(self):
+        msg_id = ctypes.c_uint64()
+        self._check(_lib.rdmamsg_commit(self._handle(), ctypes.byref(msg_id)))
+        return msg_id.value
+
+    def _abort_claim(self):
+        self._check(_lib.rdmamsg_abort(self._handle()))
 
     def flush(self, timeout=30.0):
         self._check(_lib.rdmamsg_flush(self._handle(), _ms(timeout)))

@@ -242,6 +242,54 @@ class Mesh(unittest.TestCase):
                 bytes(held.payload)
             self.assertFalse(sender.wait_completion(timeout=10).ok)
 
+    def test_claims_are_written_in_place_committed_and_aborted(self):
+        """claim() hands out a writable memoryview that commit() sends and
+        abort() gives back; a finished claim cannot be written or committed
+        again, nor outlived by a slice."""
+        payloads = [bytes([i % 251]) * (1 + i * 7919 % 700000) for i in range(12)]
+        with rdmamsg.Client(self.socket("beta")) as listener, \
+                rdmamsg.Client(self.socket("alpha")) as sender:
+            listener.register("inbox")
+            ids = []
+            for i, p in enumerate(payloads):
+                c = sender.claim("beta", "inbox", len(p))
+                self.assertFalse(c.payload.readonly)
+                self.assertEqual(len(c.payload), len(p))
+                c.payload[:] = p
+                if i % 2:
+                    ids.append(c.commit())
+                else:
+                    with c:  # commits at the end of the block
+                        pass
+                self.assertTrue(c.done)
+                with self.assertRaises(ValueError):
+                    c.payload[0] = 1
+            with self.assertRaises(rdmamsg.RdmamsgError):
+                c.commit()
+            with self.assertRaises(RuntimeError):
+                with sender.claim("beta", "inbox", 100) as dropped:
+                    dropped.payload[:3] = b"bad"
+                    raise RuntimeError("the application failed while writing")
+            self.assertTrue(dropped.done)
+            held = sender.claim("beta", "inbox", 5)
+            with self.assertRaises(rdmamsg.RdmamsgError) as e:
+                sender.claim("beta", "inbox", 5)  # one at a time
+            self.assertEqual(e.exception.name, "bad_request")
+            part = held.payload[:2]
+            with self.assertRaises(BufferError):
+                held.abort()  # a slice of the payload is alive
+            del part
+            held.abort()
+            sender.flush()
+            for i, p in enumerate(payloads):
+                m = listener.receive(timeout=10)
+                self.assertIsNotNone(m, i)
+                self.assertEqual(m.payload, p, i)
+            self.assertIsNone(listener.receive(timeout=0.3))  # nothing aborted arrived
+            done = [sender.wait_completion(timeout=10) for _ in payloads]
+            self.assertTrue(all(d.ok for d in done))
+            self.assertTrue(set(ids) <= {d.msg_id for d in done})
+
 
 if __name__ == "__main__":
     unittest.main()
