@@ -351,12 +351,15 @@ tput_uds() { # tput_uds RUN SIZE N: batched writes (64 KiB), then one write per 
 }
 
 # --- c. round trips, 64 B -----------------------------------------------------------------
+# rdmamsg_busy: shared memory with busy clients (the bench's measuring client and echo spin
+# instead of sleeping; the daemons keep the default, sleep): the goal's "busy figures beside".
 rtt_rdmamsg() { # rtt_rdmamsg RUN SYSTEM
-  local tag="rtt.$2.$1"
+  local tag="rtt.$2.$1" idle=()
+  [ "$2" != rdmamsg_busy ] || idle=(--idle-strategy busy)
   begin_rdmamsg "$tag"
   sysnap "$dir/r/$tag.sys0"
   if ! bounded env "$(path_env "$2")" "$rdmamsg" --socket "$alpha_sock" bench latency \
-    "beta/rtt$1${2//_/-}" \
+    "beta/rtt$1${2//_/-}" "${idle[@]}" \
     --echo-socket "$beta_sock" --size 64 --count "$rtt" --warmup "$warmup" --json \
     >"$dir/r/$tag.json" 2>"$dir/r/$tag.err"; then
     log "rdmamsg bench latency failed: $(head -c 300 "$dir/r/$tag.err")"
@@ -403,6 +406,7 @@ for r in $(seq "$runs"); do
   log "run $r/$runs: round trips, $rtt x 64 B (after $warmup warm-up)"
   rtt_rdmamsg "$r" rdmamsg
   rtt_rdmamsg "$r" rdmamsg_socket
+  rtt_rdmamsg "$r" rdmamsg_busy
   rtt_zmq "$r"
   rtt_uds "$r"
 done
