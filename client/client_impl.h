@@ -211,6 +211,7 @@ struct Client::Impl {
   // is the end of claimBlock (in place), or claimCopy.
   uint64_t claimHandle = 0;  // 0: none held
   std::string claimNode, claimService, claimFrom;
+  size_t claimSize = 0;
   std::optional<Block> claimBlock;
   std::vector<std::byte> claimCopy;
   bool claimTaken = false;  // sendInFrameRecord() took claimBlock: the daemon's, or freed

@@ -43,6 +43,7 @@ Status Client::claim(SendClaim& out, std::string_view node, std::string_view ser
   im.claimNode.assign(node);
   im.claimService.assign(service);
   im.claimFrom.assign(fromService);
+  im.claimSize = size;
   out.handle = ++im.lastHandle;
   im.claimHandle = out.handle;
   return Status();
@@ -67,9 +68,17 @@ Status Client::abort(SendClaim& claim) {
 Result<uint64_t> Client::Impl::commitClaim(SendClaim& c, bool mayWait) {
   if (c.handle == 0 || c.handle != claimHandle) return notThisClaim();
   claimTaken = false;
-  Result<uint64_t> sent =
-      claimBlock ? queueSend(claimNode, claimService, c.payload, claimFrom, mayWait, &*claimBlock)
-                 : queueSend(claimNode, claimService, claimCopy, claimFrom, mayWait);
+  Result<uint64_t> sent = [&]() -> Result<uint64_t> {
+    try {
+      return claimBlock ? queueSend(claimNode, claimService, claimBlock->bytes.last(claimSize),
+                                    claimFrom, mayWait, &*claimBlock)
+                        : queueSend(claimNode, claimService, claimCopy, claimFrom, mayWait);
+    } catch (...) {
+      // Once taken the block is the daemon's, or freed: never abort()ed later.
+      if (claimTaken) dropClaim(c);
+      throw;
+    }
+  }();
   if (!sent.ok() && !claimTaken) {
     // Not sent: held for another try when it would only have waited.
     if (!mayWait && sent.status().code() == Errc::would_block) return sent;

@@ -35,6 +35,7 @@ import ctypes
 import json
 import os
 import sys
+import weakref
 from collections import namedtuple
 
 from ._paths import LIBRARY_FROM_PACKAGE
@@ -81,7 +82,7 @@ class SendClaim:
     the block, or aborts when it raises. A client holds one claim at a time.
     """
 
-    __slots__ = ("payload", "_client", "_array")
+    __slots__ = ("payload", "_client", "_array", "__weakref__")
 
     def __init__(self, client, address, size):
         self._client = client
@@ -122,6 +123,15 @@ class SendClaim:
             self.commit()
         else:
             self.abort()
+
+    def __del__(self):
+        # A claim dropped unfinished is given back, so that its client can
+        # claim again (its block is not kept from the payload area).
+        if getattr(self, "_client", None) is not None:
+            try:
+                self.abort()
+            except (RdmamsgError, BufferError):
+                pass
 
     def __repr__(self):
         state = "done" if self._client is None else f"{len(self.payload)} bytes"
@@ -313,6 +323,7 @@ class Client:
         self._msg = _Message()
         self._done = _Completion()
         self._view = None
+        self._claim = None  # a weak reference to the SendClaim held, if any
         if idle_strategy is not None:
             self.idle_strategy = idle_strategy
 
@@ -331,13 +342,17 @@ class Client:
     # -- lifetime
     def close(self):
         """Closes the connection. A view still held ends without being taken
-        (its message fails back to its sender, as in C and C++); BufferError,
-        and the client stays open, while a memoryview made from its payload
-        is alive."""
+        (its message fails back to its sender, as in C and C++), and a claim
+        still held ends unsent; BufferError, and the client stays open, while
+        a memoryview made from either's payload is alive."""
         if getattr(self, "_c", None):
             if self._view is not None:
                 self._view._end()
                 self._view = None
+            claim = self._claim() if self._claim is not None else None
+            if claim is not None and not claim.done:
+                claim._end()
+            self._claim = None
             _lib.rdmamsg_close(self._c)
             self._c = None
 
@@ -400,7 +415,9 @@ class Client:
         at = ctypes.c_void_p()
         self._check(_lib.rdmamsg_claim(self._handle(), node.encode(), service.encode(), size,
                                        ctypes.byref(at)))
-        return SendClaim(self, at.value, size)
+        claim = SendClaim(self, at.value, size)
+        self._claim = weakref.ref(claim)  # close() ends it before the memory goes
+        return claim
 
     def _commit_claim(self):
         msg_id = ctypes.c_uint64()

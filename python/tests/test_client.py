@@ -290,6 +290,19 @@ class Mesh(unittest.TestCase):
             self.assertTrue(all(d.ok for d in done))
             self.assertTrue(set(ids) <= {d.msg_id for d in done})
 
+            # A claim dropped unfinished is given back: the client claims again.
+            lost = sender.claim("beta", "inbox", 1 << 20)
+            lost.payload[:4] = b"lost"
+            del lost
+            again = sender.claim("beta", "inbox", 1 << 20)
+            # close() ends a claim still held: its memoryview is unusable
+            # (never memory the closed client freed), and nothing is sent.
+            sender.close()
+            self.assertTrue(again.done)
+            with self.assertRaises(ValueError):
+                again.payload[0] = 1
+            self.assertIsNone(listener.receive(timeout=0.3))
+
 
 if __name__ == "__main__":
     unittest.main()
