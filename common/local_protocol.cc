@@ -339,7 +339,10 @@ DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
     parseBody(res.frame.kind, reader, res.frame);
     problem = reader.reason();
   }
-  if (problem != nullptr) return failed(res, problem);
+  if (problem != nullptr) {
+    failed(res, problem);
+    return res;  // the same named object on every path: built in the caller's storage
+  }
   res.outcome = DecodeOutcome::frame;
   res.consumed = kHeaderSize + bodyLength;
   return res;
@@ -348,7 +351,10 @@ DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
 DecodeResult decodeSendHead(std::span<const std::byte> head, size_t frameSize, uint32_t maxBody,
                             size_t& payloadOffset) {
   DecodeResult res;
-  if (head.size() < kHeaderSize) return failed(res, "frame record shorter than a frame header");
+  if (head.size() < kHeaderSize) {
+    failed(res, "frame record shorter than a frame header");
+    return res;
+  }
   uint32_t bodyLength = 0;
   uint8_t kind = 0;
   const char* problem = checkHeader(head, maxBody, res, bodyLength, kind);
@@ -363,7 +369,10 @@ DecodeResult decodeSendHead(std::span<const std::byte> head, size_t frameSize, u
     parseBody(FrameKind::send, reader, res.frame);
     problem = reader.reason();
   }
-  if (problem != nullptr) return failed(res, problem);
+  if (problem != nullptr) {
+    failed(res, problem);
+    return res;  // the same named object on every path: built in the caller's storage
+  }
   payloadOffset = static_cast<size_t>(res.frame.payload.data() - head.data());
   res.frame.payload = {};
   res.outcome = DecodeOutcome::frame;
