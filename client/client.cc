@@ -76,6 +76,7 @@ std::optional<IdleStrategy> parseIdleStrategy(std::string_view text) {
 void Client::Impl::writeSome() {
   if (shmInUse) return writeRing();
   while (!out.empty() && conn.ok()) {
+    ++io.socketWrites;
     const ssize_t n = ::send(fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) {
       out.consume(static_cast<size_t>(n));
@@ -99,6 +100,7 @@ void Client::Impl::readSome() {
 void Client::Impl::readSocket(ByteBuffer& into) {
   while (conn.ok()) {
     auto room = into.prepare(kReadChunk);
+    ++io.socketReads;
     const ssize_t n = ::recv(fd.get(), room.data(), room.size(), MSG_DONTWAIT);
     if (n > 0) {
       into.commit(static_cast<size_t>(n));
@@ -413,6 +415,7 @@ Status Client::Impl::waitUntil(Done done, std::chrono::milliseconds timeout) {
       continue;
     }
     pollfd p{fd.get(), static_cast<short>(POLLIN | (out.empty() ? 0 : POLLOUT)), 0};
+    ++io.polls;
     if (::poll(&p, 1, ms) < 0 && errno != EINTR) {
       lose(errnoStatus(Errc::io_error, "poll", errno));
     }
@@ -454,6 +457,7 @@ void Client::Impl::lookAtSocketNowAndThen(Clock::time_point now) {
 void Client::Impl::sleepOnRing(int ms) {
   if (!armForSleep()) return;  // something arrived meanwhile
   pollfd p[2] = {{shm->wakeFd(), POLLIN, 0}, {fd.get(), POLLIN, 0}};
+  ++io.polls;
   if (::poll(p, 2, ms) < 0 && errno != EINTR)
     return lose(errnoStatus(Errc::io_error, "poll", errno));
   if (Result<bool> rung = shm->disarm(); !rung) return lose(rung.status());
@@ -623,6 +627,14 @@ bool Client::prepareToPoll() {
 }
 bool Client::usesSharedMemory() const {
   return impl_ && impl_->shmInUse;
+}
+ClientCounters Client::counters() const {
+  ClientCounters c = impl_->io;
+  if (impl_->shm) {
+    c.doorbellRings = impl_->shm->counters().wakesSent;
+    c.doorbellReads = impl_->shm->counters().doorbellReads;
+  }
+  return c;
 }
 size_t Client::inFlight() const {
   return impl_->inFlight;

@@ -45,6 +45,7 @@ struct Client::Impl {
   ByteBuffer in{detail::kReadChunk};
   ByteBuffer out{detail::kReadChunk};
   uint64_t nextId = 1;
+  ClientCounters io;  // socket and poll calls (the doorbells' are the channel's)
   size_t inFlight = 0;
   // Confirmation on consumption: messages handed to the application, how
   // many of them may be reported taken (all of them, or with

@@ -54,6 +54,12 @@ struct LatencySummary {
 // Sorts `nanos` in place.
 LatencySummary summarize(std::vector<int64_t>& nanos);
 
+// The system calls of the bench's clients during a run (Client::counters()
+// before and after, summed over its connections) and of the bench's own
+// event loop (IdleWait::polls), per message: "clients" in the JSON report.
+ClientCounters& operator+=(ClientCounters& a, const ClientCounters& b);
+Json clientCalls(const ClientCounters& before, const ClientCounters& after, double messages);
+
 // SIGINT/SIGTERM set a flag and interrupt blocking waits (no SA_RESTART).
 void installStopHandlers();
 

@@ -52,6 +52,16 @@ class ThroughputRun {
   Status loop();
   bool sendSome(Sender& s);
   Result<uint64_t> trySendOne(Sender& s);
+  // The senders' system calls (summed) and the sink's.
+  std::pair<ClientCounters, ClientCounters> clientCounters() const {
+    ClientCounters senders, sink;
+    for (const auto& s : senders_)
+      senders += s.client.counters();
+    if (sink_) sink = sink_->counters();
+    return {senders, sink};
+  }
+  std::pair<ClientCounters, ClientCounters> callsBefore_, callsAfter_;
+  std::optional<IdleWait> idle_;  // the loop's, with its poll count
   bool claims() const { return !args_.copySend && args_.size >= Client::kMinClaimInPlace; }
   void drainCompletions(Sender& s);
   void drainSink();
@@ -213,8 +223,9 @@ bool ThroughputRun::finished() const {
 Status ThroughputRun::loop() {
   std::vector<pollfd> fds(senders_.size() + 1);
   std::vector<Client*> clients(senders_.size() + 1);
-  IdleWait idle(senders_.front().client.idleStrategy());
+  IdleWait& idle = idle_.emplace(senders_.front().client.idleStrategy());
   start_ = lastAck_ = lastDelivery_ = Clock::now();
+  callsBefore_ = clientCounters();
   const auto stallLimit = std::chrono::seconds(args_.timeoutSeconds);
   auto lastProgressAt = start_;
   uint64_t lastProgress = 0;
@@ -293,6 +304,13 @@ Exit ThroughputRun::report() {
     if (w.after().ok()) daemons[w.role()] = w.report(acked);
   }
   j["daemons"] = daemons;
+  // Per message acknowledged: the senders' library, the sink's, and the
+  // bench's own polls of their fds (one thread drives them all).
+  const double n = static_cast<double>(acked);
+  j["clients"] = {
+      {"senders", clientCalls(callsBefore_.first, callsAfter_.first, n)},
+      {"sink", sink_ ? clientCalls(callsBefore_.second, callsAfter_.second, n) : Json()},
+      {"bench_polls", n > 0 && idle_ ? static_cast<double>(idle_->polls()) / n : 0.0}};
   if (args_.json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -324,6 +342,7 @@ Exit ThroughputRun::report() {
 Exit ThroughputRun::run() {
   if (Status st = setUp(); !st.ok()) return fail("throughput set-up", st);
   if (Status st = loop(); !st.ok()) noteFailure(st);
+  callsAfter_ = clientCounters();
   return report();
 }
 

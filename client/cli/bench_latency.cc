@@ -30,6 +30,12 @@ class LatencyRun {
   void drainCompletions();
   Exit report(const Status& outcome);
   uint64_t measured() const { return args_.count.value_or(100000); }
+  // The measuring client's system calls and the echo's (when it runs here).
+  std::pair<ClientCounters, ClientCounters> clientCounters() const {
+    return {client_->counters(), echoClient_ ? echoClient_->counters() : ClientCounters{}};
+  }
+  std::pair<ClientCounters, ClientCounters> callsBefore_, callsAfter_;
+  uint64_t benchPolls_ = 0;
 
   const BenchArgs& args_;
   Destination dest_;
@@ -195,6 +201,13 @@ Exit LatencyRun::report(const Status& outcome) {
     if (w.after().ok()) daemons[w.role()] = w.report(2 * rtts_.size());
   }
   j["daemons"] = daemons;
+  // Per round trip: the measuring client's library, the echo's, and the
+  // bench's own polls of their fds (one thread drives both).
+  const double n = static_cast<double>(rtts_.size());
+  j["clients"] = {
+      {"requester", clientCalls(callsBefore_.first, callsAfter_.first, n)},
+      {"echo", echoClient_ ? clientCalls(callsBefore_.second, callsAfter_.second, n) : Json()},
+      {"bench_polls", n > 0 ? static_cast<double>(benchPolls_) / n : 0.0}};
   if (args_.json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -227,11 +240,15 @@ Exit LatencyRun::run() {
     if (outcome.ok()) outcome = w.before();
   }
   start_ = Clock::now();
+  callsBefore_ = clientCounters();
+  const uint64_t pollsBefore = idle_->polls();
   for (uint64_t i = 0; i < measured() && outcome.ok(); ++i) {
     outcome = roundTrip(args_.warmup + i, &nanos);
     if (outcome.ok()) rtts_.push_back(nanos);
   }
   end_ = Clock::now();
+  callsAfter_ = clientCounters();
+  benchPolls_ = idle_->polls() - pollsBefore;
   if (outcome.ok()) outcome = awaitQuiet();
   return report(outcome);
 }

@@ -222,4 +222,25 @@ void printDaemonTable(const Json& daemons) {
   }
 }
 
+ClientCounters& operator+=(ClientCounters& a, const ClientCounters& b) {
+  a.socketReads += b.socketReads;
+  a.socketWrites += b.socketWrites;
+  a.polls += b.polls;
+  a.doorbellRings += b.doorbellRings;
+  a.doorbellReads += b.doorbellReads;
+  return a;
+}
+
+Json clientCalls(const ClientCounters& before, const ClientCounters& after, double messages) {
+  auto per = [messages](uint64_t a, uint64_t b) {
+    return messages > 0 ? static_cast<double>(b - a) / messages : 0.0;
+  };
+  return {{"socket_reads", per(before.socketReads, after.socketReads)},
+          {"socket_writes", per(before.socketWrites, after.socketWrites)},
+          {"polls", per(before.polls, after.polls)},
+          {"doorbell_rings", per(before.doorbellRings, after.doorbellRings)},
+          {"doorbell_reads", per(before.doorbellReads, after.doorbellReads)},
+          {"syscalls", per(before.syscalls(), after.syscalls())}};
+}
+
 }  // namespace rdmamsg::cli::bench

@@ -18,7 +18,10 @@ int IdleWait::allReadable(std::span<pollfd> fds) {
 }
 
 int IdleWait::poll(std::span<pollfd> fds, std::span<Client* const> clients, int timeoutMs) {
-  if (strategy_ == IdleStrategy::sleep) return ::poll(fds.data(), fds.size(), timeoutMs);
+  if (strategy_ == IdleStrategy::sleep) {
+    ++polls_;
+    return ::poll(fds.data(), fds.size(), timeoutMs);
+  }
   if (strategy_ == IdleStrategy::busy || timeoutMs == 0 ||
       std::chrono::steady_clock::now() - lastWork_ < kAdaptiveSpin)
     return allReadable(fds);
@@ -28,6 +31,7 @@ int IdleWait::poll(std::span<pollfd> fds, std::span<Client* const> clients, int 
       return allReadable(fds);
     }
   }
+  ++polls_;
   const int rc = ::poll(fds.data(), fds.size(), timeoutMs);
   if (rc > 0) worked();
   return rc;

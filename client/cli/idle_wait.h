@@ -26,12 +26,15 @@ class IdleWait {
   // costs no system call over shared memory). `clients` are those behind
   // `fds` (nullptr for none). Returns what poll(2) returns.
   int poll(std::span<pollfd> fds, std::span<Client* const> clients, int timeoutMs);
+  // poll(2) calls made so far (the application's, beside the clients' own).
+  uint64_t polls() const { return polls_; }
 
  private:
   static int allReadable(std::span<pollfd> fds);
 
   IdleStrategy strategy_;
   std::chrono::steady_clock::time_point lastWork_{};
+  uint64_t polls_ = 0;
 };
 
 // The strategy named on the command line (validated by the parser), or the

@@ -80,6 +80,51 @@ TEST(ClientTest, HandshakeReportsNodeAndLimit) {
   EXPECT_GE(c->fd(), 0);
 }
 
+// Client::counters() counts the system calls the library makes: a send
+// over shared memory writes the ring, not the socket; a wait that sleeps
+// polls; a busy client over shared memory never polls or reads its
+// doorbell (over the socket every strategy sleeps in poll).
+TEST(ClientTest, CountersCountTheSystemCallsTheLibraryMakes) {
+  ThreadedServer server;
+  auto listener = Client::connect(server.socket());
+  auto sender = Client::connect(server.socket());
+  ConnectOptions busyOptions;
+  busyOptions.idleStrategy = IdleStrategy::busy;
+  auto busy = Client::connect(server.socket(), busyOptions);
+  ASSERT_TRUE(listener.ok() && sender.ok() && busy.ok());
+  ASSERT_TRUE(listener->registerService("inbox").ok());
+  const bool shm = sender->usesSharedMemory();
+
+  const ClientCounters sent0 = sender->counters();
+  ASSERT_TRUE(sender->send("nodeA", "inbox", "one").ok());
+  ASSERT_TRUE(sender->flush(5s).ok());
+  const ClientCounters sent1 = sender->counters();
+  if (shm) {
+    EXPECT_EQ(sent1.socketWrites, sent0.socketWrites)
+        << "a send over shared memory wrote the socket";
+  } else {
+    EXPECT_GT(sent1.socketWrites, sent0.socketWrites);
+  }
+  EXPECT_EQ(sent1.syscalls(), sent1.socketReads + sent1.socketWrites + sent1.polls +
+                                  sent1.doorbellRings + sent1.doorbellReads);
+
+  Message m;
+  ASSERT_TRUE(listener->receive(m, 5s).ok());
+  const ClientCounters idle0 = listener->counters();
+  EXPECT_EQ(listener->receive(m, 50ms).code(), Errc::timeout);
+  EXPECT_GT(listener->counters().polls, idle0.polls) << "a wait that slept made no poll";
+
+  const ClientCounters busy0 = busy->counters();
+  EXPECT_EQ(busy->receive(m, 50ms).code(), Errc::timeout);
+  const ClientCounters busy1 = busy->counters();
+  if (shm) {
+    EXPECT_EQ(busy1.polls, busy0.polls) << "a busy client slept";
+    EXPECT_EQ(busy1.doorbellReads, busy0.doorbellReads);
+  } else {
+    EXPECT_GT(busy1.polls, busy0.polls);
+  }
+}
+
 TEST(ClientTest, SendReceiveWithSenderAndCompletion) {
   ThreadedServer server;
   auto listener = Client::connect(server.socket());

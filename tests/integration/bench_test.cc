@@ -72,6 +72,13 @@ TEST(Bench, ThroughputDeliversEveryMessageInOrderAndReportsCounterDeltas) {
   expectDaemonReport(j["daemons"]["sender"], "alpha", "beta");
   expectDaemonReport(j["daemons"]["receiver"], "beta", "alpha");
   EXPECT_GE(j["daemons"]["sender"]["counters"].value("messages_routed", 0), 2000);
+  // The clients' own system calls per message, by call.
+  for (const char* side : {"senders", "sink"}) {
+    const Json& calls = j["clients"][side];
+    ASSERT_TRUE(calls.is_object()) << side << ": " << j["clients"].dump();
+    EXPECT_GE(calls.value("syscalls", -1.0), 0.0) << side;
+    EXPECT_GE(calls.value("syscalls", -1.0), calls.value("polls", -1.0)) << side;
+  }
 }
 
 // Messages of 16 KiB and more are written where they are sent from
@@ -123,6 +130,10 @@ TEST(Bench, LatencyReportsOrderedPercentiles) {
   expectOrdered(res["rtt_us"]);
   expectDaemonReport(j["daemons"]["sender"], "alpha", "beta");
   expectDaemonReport(j["daemons"]["receiver"], "beta", "alpha");
+  // Each round trip sleeps and wakes both sides (the default idle strategy):
+  // the requester's and the echo's library make system calls every time.
+  EXPECT_GT(j["clients"]["requester"].value("syscalls", 0.0), 0.0) << j["clients"].dump();
+  EXPECT_GT(j["clients"]["echo"].value("syscalls", 0.0), 0.0) << j["clients"].dump();
 }
 
 // The multi-host halves: `bench sink` and `bench echo` run on their own

@@ -91,6 +91,21 @@ struct SendClaim {
   uint64_t handle = 0;  // which claim commit() sends; 0 when it holds nothing
 };
 
+// The system calls a client has made since it connected, by call:
+// librdmamsg counts its own, as rdmamsgd counts its (`loop` in its status).
+// Over shared memory a busy pair makes none per message; divide by the
+// messages moved to see it.
+struct ClientCounters {
+  uint64_t socketReads = 0;    // recv(2) on the daemon's socket (including the EAGAIN one)
+  uint64_t socketWrites = 0;   // send(2) on it
+  uint64_t polls = 0;          // poll(2) of a blocking call that waits
+  uint64_t doorbellRings = 0;  // write(2) to an eventfd: the daemon's doorbell, or its own
+  uint64_t doorbellReads = 0;  // read(2) of its own doorbell
+  uint64_t syscalls() const {
+    return socketReads + socketWrites + polls + doorbellRings + doorbellReads;
+  }
+};
+
 // The outcome of one sent message: ok once the receiving application has
 // taken it (its receive() returned it, or it released its view), otherwise
 // why it failed.
@@ -288,6 +303,8 @@ class Client {
   const Status& connectionStatus() const;
   // Whether frames go through shared memory (the daemon accepted the offer).
   bool usesSharedMemory() const;
+  // The system calls made so far (ClientCounters).
+  ClientCounters counters() const;
   // Tells the daemon what the application took and says goodbye (best
   // effort, never waiting), then closes: messages returned by receive() are
   // confirmed (with confirmOnReceive), those not returned fail back to their
