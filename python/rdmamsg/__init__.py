@@ -70,6 +70,20 @@ class Timeout(RdmamsgError):
 Message = namedtuple("Message", "src_node src_service service payload")
 
 
+def _end_borrowed(obj, name, finished):
+    """Ends a MessageView's or SendClaim's hold on the client's memory: makes
+    its payload unusable and returns the client; BufferError while a
+    memoryview made from the payload is alive."""
+    if obj._client is None:
+        raise RdmamsgError(6, f"the {name} is {finished} already")
+    obj.payload.release()
+    # Each memoryview made from the payload keeps a reference to the array.
+    if obj._array is not None and sys.getrefcount(obj._array) > 2:
+        raise BufferError(f"a memoryview made from this {name}'s payload is still alive")
+    client, obj._client, obj._array = obj._client, None, None
+    return client
+
+
 class SendClaim:
     """A message written where it is sent from (Client.claim): `payload` is a
     writable memoryview of the message's bytes, over shared memory (16 KiB
@@ -105,13 +119,7 @@ class SendClaim:
         self._end()._abort_claim()
 
     def _end(self):
-        if self._client is None:
-            raise RdmamsgError(6, "the SendClaim is committed or aborted already")
-        self.payload.release()
-        if self._array is not None and sys.getrefcount(self._array) > 2:
-            raise BufferError("a memoryview made from this SendClaim's payload is still alive")
-        client, self._client, self._array = self._client, None, None
-        return client
+        return _end_borrowed(self, "SendClaim", "committed or aborted")
 
     def __enter__(self):
         return self
@@ -180,15 +188,7 @@ class MessageView:
         client._release_view(self)
 
     def _end(self):
-        """Makes the payload unusable; returns the client."""
-        if self._client is None:
-            raise RdmamsgError(6, "the MessageView is released already")
-        self.payload.release()
-        # Each memoryview made from the payload keeps a reference to the array.
-        if self._array is not None and sys.getrefcount(self._array) > 2:
-            raise BufferError("a memoryview made from this MessageView's payload is still alive")
-        client, self._client, self._array = self._client, None, None
-        return client
+        return _end_borrowed(self, "MessageView", "released")
 
     def __enter__(self):
         return self
