@@ -282,6 +282,12 @@ size_t rdmamsg_in_flight(const rdmamsg_client* c) {
   return c->client.inFlight();
 }
 
+void rdmamsg_get_counters(const rdmamsg_client* c, rdmamsg_counters* out) {
+  if (out == nullptr) return;
+  const rdmamsg::ClientCounters n = c->client.counters();
+  *out = {n.socketReads, n.socketWrites, n.polls, n.doorbellRings, n.doorbellReads, n.syscalls()};
+}
+
 rdmamsg_errc rdmamsg_status(rdmamsg_client* c, char** json, int timeout_ms) {
   if (json == nullptr) return badArgument(c, "json");
   *json = nullptr;

@@ -225,6 +225,12 @@ class _Completion(ctypes.Structure):
                 ("message", ctypes.c_char_p)]
 
 
+class _Counters(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "socket_reads", "socket_writes", "polls", "doorbell_rings", "doorbell_reads",
+        "syscalls")]
+
+
 def _load():
     candidates = []
     if os.environ.get("RDMAMSG_LIBRARY"):
@@ -273,6 +279,7 @@ for _name, _res, _args in [
          [_client_p, ctypes.POINTER(_Completion), ctypes.c_int]),
         ("rdmamsg_poll_completion", ctypes.c_int, [_client_p, ctypes.POINTER(_Completion)]),
         ("rdmamsg_in_flight", ctypes.c_size_t, [_client_p]),
+        ("rdmamsg_get_counters", None, [_client_p, ctypes.POINTER(_Counters)]),
         ("rdmamsg_status", ctypes.c_int,
          [_client_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]),
         ("rdmamsg_free", None, [ctypes.c_void_p]),
@@ -451,6 +458,15 @@ class Client:
     @property
     def in_flight(self):
         return _lib.rdmamsg_in_flight(self._handle())
+
+    @property
+    def counters(self):
+        """The system calls the library has made for this client since it
+        connected, by call: a dict of socket_reads, socket_writes, polls,
+        doorbell_rings, doorbell_reads and syscalls (all of them)."""
+        c = _Counters()
+        _lib.rdmamsg_get_counters(self._handle(), ctypes.byref(c))
+        return {name: getattr(c, name) for name, _ in _Counters._fields_}
 
     # -- receiving
     def receive(self, timeout=None):

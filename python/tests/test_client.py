@@ -285,7 +285,12 @@ class Mesh(unittest.TestCase):
                 m = listener.receive(timeout=10)
                 self.assertIsNotNone(m, i)
                 self.assertEqual(m.payload, p, i)
+            before = listener.counters
             self.assertIsNone(listener.receive(timeout=0.3))  # nothing aborted arrived
+            # The wait slept: the library counts the poll it made.
+            self.assertGreater(listener.counters["polls"], before["polls"])
+            self.assertEqual(before["syscalls"],
+                             sum(v for k, v in before.items() if k != "syscalls"))
             done = [sender.wait_completion(timeout=10) for _ in payloads]
             self.assertTrue(all(d.ok for d in done))
             self.assertTrue(set(ids) <= {d.msg_id for d in done})

@@ -194,6 +194,12 @@ TEST(SendClaimTest, TheCApiClaimsCommitsAndAborts) {
     ASSERT_EQ(rdmamsg_wait_completion(c, &done, 5000), RDMAMSG_OK);
     EXPECT_EQ(done.code, RDMAMSG_OK) << done.message;
   }
+  // The library's system calls, by call, add up (the handshake read the socket).
+  rdmamsg_counters n{};
+  rdmamsg_get_counters(c, &n);
+  EXPECT_GT(n.socket_reads, 0u);
+  EXPECT_EQ(n.syscalls,
+            n.socket_reads + n.socket_writes + n.polls + n.doorbell_rings + n.doorbell_reads);
   rdmamsg_close(c);
 }
 

@@ -79,6 +79,17 @@ typedef struct rdmamsg_completion {
   const char* message;
 } rdmamsg_completion;
 
+/* The system calls the library has made for a client since it connected,
+ * by call (rdmamsg_counters). */
+typedef struct rdmamsg_counters {
+  uint64_t socket_reads;   /* recv(2) on the daemon's socket */
+  uint64_t socket_writes;  /* send(2) on it */
+  uint64_t polls;          /* poll(2) of a blocking call that waits */
+  uint64_t doorbell_rings; /* write(2) to an eventfd: the daemon's doorbell, or its own */
+  uint64_t doorbell_reads; /* read(2) of its own doorbell */
+  uint64_t syscalls;       /* all of them */
+} rdmamsg_counters;
+
 /* Connects to rdmamsgd at `socket_path` (NULL or "": $RDMAMSG_SOCKET, else
  * /run/rdmamsg/rdmamsgd.sock) as `client_name` (NULL: "librdmamsg"); waits
  * up to timeout_ms for the handshake. *out is NULL on failure. */
@@ -160,6 +171,8 @@ rdmamsg_errc rdmamsg_wait_completion(rdmamsg_client* c, rdmamsg_completion* out,
 int rdmamsg_poll_completion(rdmamsg_client* c, rdmamsg_completion* out);
 /* Messages sent whose completion has not been taken yet. */
 size_t rdmamsg_in_flight(const rdmamsg_client* c);
+/* The system calls made so far (rdmamsg_counters). */
+void rdmamsg_get_counters(const rdmamsg_client* c, rdmamsg_counters* out);
 
 /* The daemon's status as JSON (free it with rdmamsg_free). */
 rdmamsg_errc rdmamsg_status(rdmamsg_client* c, char** json, int timeout_ms);
