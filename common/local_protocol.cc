@@ -214,7 +214,7 @@ void parseBody(FrameKind kind, Reader& r, Frame& f) {
       r.expectEnd();
       return;
     case FrameKind::shm_offer:
-      f.maxMessageSize = r.get<uint32_t>("shm offer: ring version");
+      f.ringVersion = r.get<uint32_t>("shm offer: ring version");
       f.toDaemonCapacity = r.get<uint64_t>("shm offer: client-to-daemon capacity");
       f.toClientCapacity = r.get<uint64_t>("shm offer: daemon-to-client capacity");
       r.expectEnd();

@@ -85,7 +85,8 @@ struct Frame {
   uint64_t msgId = 0;                  // send, error; consumed: the count taken
   Errc errc = Errc::ok;                // error
   uint8_t inReplyTo = 0;               // error: FrameKind of the request, 0 = connection
-  uint32_t maxMessageSize = 0;         // welcome; shm_offer: the ring version
+  uint32_t maxMessageSize = 0;         // welcome
+  uint32_t ringVersion = 0;            // shm_offer
   uint64_t toDaemonCapacity = 0;       // shm_offer
   uint64_t toClientCapacity = 0;       // shm_offer
   std::string_view node;               // welcome (own), send/hold/resume (destination),

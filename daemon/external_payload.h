@@ -5,23 +5,29 @@
 // buffer.
 //
 // ExternalArea: memory such payloads lie in (a client's ring to the
-// daemon, or its payload area), which a device registers once (rdma::Device::lkeyFor) and
-// deregisters when the area dies: every registration leaves a callback
-// that runs then.
+// daemon, or its payload area), which a device registers once
+// (rdma::Device::lkeyFor) and deregisters when the area dies: every
+// registration leaves a callback that runs then.
 //
 // ExternalHolder: who keeps payloads of an area waiting where they lie (a
 // peer's queues). When the area's owner needs its room back — the client's
-// ring gives nothing back past its oldest record held — spillAll() has every
-// holder copy them out and let go.
+// ring gives nothing back past its oldest record held — it asks with
+// requestSpill(), which only marks each holder (spillRequested()); the
+// holder copies what waits there out and lets go in its own service step.
+// Calls go one way: the local side never runs the peer layer's code.
 //
-// ExternalPayload: one payload in an area, held while sends post from it.
-// Its owner (the local side) holds it while its handler runs; every send
-// work request that posts from it holds it until its completion (or flush);
-// the last drop() gives its memory back to the client.
+// PayloadHandle: one payload in an area, held. Move-only: whoever has the
+// handle holds the payload — the local side while its handler runs, a
+// flow's queue while the message waits, every send work request posting
+// from it until its completion (or flush). share() makes one more handle
+// to the same payload, for one more holder; when the last handle goes, the
+// payload's room goes back to the client (PayloadHold's destructor).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -32,9 +38,9 @@ class ExternalArea;
 
 class ExternalHolder {
  public:
-  // Copies out every payload of `area` it keeps waiting, drops them and
-  // leaves the area's holders.
-  virtual void spill(ExternalArea& area) = 0;
+  // `area` wants its room back: copy out the payloads of it that wait here,
+  // and let go — later, in the holder's own service step (mark only).
+  virtual void spillRequested(ExternalArea& area) = 0;
 
  protected:
   ~ExternalHolder() = default;
@@ -60,10 +66,11 @@ class ExternalArea {
   size_t queued = 0;
   void addHolder(ExternalHolder* h) { holders_.push_back(h); }
   void removeHolder(ExternalHolder* h) { std::erase(holders_, h); }
-  void spillAll() {
-    const std::vector<ExternalHolder*> holders = holders_;  // spill() leaves the list
-    for (ExternalHolder* h : holders)
-      h->spill(*this);
+  bool held() const { return !holders_.empty(); }
+  // Asks every holder to copy out what it keeps waiting here (marks them).
+  void requestSpill() {
+    for (ExternalHolder* h : holders_)
+      h->spillRequested(*this);
   }
   // `f` runs when the area dies (a registration forgets it).
   void onDeath(std::function<void()> f) { onDeath_.push_back(std::move(f)); }
@@ -75,14 +82,35 @@ class ExternalArea {
   std::vector<ExternalHolder*> holders_;
 };
 
-class ExternalPayload {
+// What keeps one payload's memory from its client: the local side's hold
+// on a ring record or a block of the payload area. Its destructor gives
+// the room back; it lives as long as the last PayloadHandle to it.
+class PayloadHold {
  public:
+  virtual ~PayloadHold() = default;
   virtual ExternalArea& area() = 0;
-  virtual void hold() = 0;
-  virtual void drop() = 0;
+};
 
- protected:
-  ~ExternalPayload() = default;
+class PayloadHandle {
+ public:
+  PayloadHandle() = default;
+  explicit PayloadHandle(std::shared_ptr<PayloadHold> hold) : hold_(std::move(hold)) {}
+  PayloadHandle(PayloadHandle&&) noexcept = default;
+  PayloadHandle& operator=(PayloadHandle&&) noexcept = default;
+  PayloadHandle(const PayloadHandle&) = delete;
+  PayloadHandle& operator=(const PayloadHandle&) = delete;
+
+  explicit operator bool() const { return hold_ != nullptr; }
+  // Another handle to the same payload: one more holder.
+  PayloadHandle share() const { return PayloadHandle(hold_); }
+  ExternalArea& area() const { return hold_->area(); }
+  // Lets go of the payload now (as destroying the handle would).
+  void reset() { hold_.reset(); }
+  // Whether two handles hold the same payload.
+  bool sameAs(const PayloadHandle& other) const { return hold_ == other.hold_; }
+
+ private:
+  std::shared_ptr<PayloadHold> hold_;
 };
 
 }  // namespace rdmamsg

@@ -1,6 +1,8 @@
 // The daemon's logging (logging.h).
 #include "daemon/logging.h"
 
+#include "common/state_machine.h"
+
 #include <spdlog/async.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -63,6 +65,12 @@ bool stderrIsJournal() {
 }  // namespace
 
 void setup(config::LogLevel level) {
+  // Every state machine's transitions (common/state_machine.h): logged at
+  // debug, an edge a machine does not have stops the daemon.
+  state_machine::setObserver({[](std::string_view who, std::string_view from, std::string_view to) {
+                                spdlog::debug("{}: {} -> {}", who, from, to);
+                              },
+                              [](const std::string& line) { fatal(line); }});
   spdlog::init_thread_pool(kQueueLines, 1);
   auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   auto logger =

@@ -169,10 +169,11 @@ void Router::onSend(local::SessionId session, const local::SendRequest& r) {
                 Status(Errc::unknown_node, "unknown node " + std::string(r.node) +
                                                " (not in the peers of " + config_.node + ")"));
   }
-  const void* waitKey = nullptr;
-  Status st = p->send(session, r.msgId, r.fromService, r.service, r.payload, waitKey, r.inPlace);
-  if (!st.ok()) return fail(session, r.msgId, std::move(st));
-  if (waitKey != nullptr) hold(heldOnPeer_[waitKey], session, r.node, r.service, r.payload.size());
+  Result<peer::Admitted> admitted =
+      p->send(session, r.msgId, r.fromService, r.service, r.payload, r.inPlace);
+  if (!admitted) return fail(session, r.msgId, admitted.status());
+  if (admitted->holdOn)
+    hold(heldOnPeer_[*admitted->holdOn], session, r.node, r.service, r.payload.size());
 }
 
 void Router::outcome(uint64_t session, uint64_t msgId, const Status& status) {
@@ -187,8 +188,8 @@ void Router::delivered(uint64_t session, uint64_t msgId, uint64_t count) {
   server_->ack(session, msgId, count);
 }
 
-void Router::queueDrained(const void* waitKey) {
-  if (auto waiting = heldOnPeer_.extract(waitKey); !waiting.empty()) release(waiting.mapped());
+void Router::queueDrained(const peer::FlowKey& flow) {
+  if (auto waiting = heldOnPeer_.extract(flow); !waiting.empty()) release(waiting.mapped());
 }
 
 void Router::onSessionDrained(local::SessionId session) {

@@ -69,7 +69,7 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   void connectionLost(peer::Peer& from) override;
   void outcome(uint64_t session, uint64_t msgId, const Status& status) override;
   void delivered(uint64_t session, uint64_t msgId, uint64_t count) override;
-  void queueDrained(const void* waitKey) override;
+  void queueDrained(const peer::FlowKey& flow) override;
 
   // The local server's drained callback.
   void onSessionDrained(local::SessionId session);
@@ -110,9 +110,8 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   std::string lastService_;  // findService's memory; cleared when services_ changes
   local::SessionId lastServiceSession_ = 0;
   std::unordered_map<local::SessionId, std::vector<std::string>> sessionServices_;
-  // Holders by what they wait for: a peer's flow queue (its wait key), or a
-  // congested local listener.
-  std::unordered_map<const void*, std::vector<Holder>> heldOnPeer_;
+  // Holders by what they wait for: a peer's flow, or a congested local listener.
+  std::unordered_map<peer::FlowKey, std::vector<Holder>, peer::FlowKeyHash> heldOnPeer_;
   std::unordered_map<local::SessionId, std::vector<Holder>> heldOnSession_;
   LogLimit busyLog_;
   RouterCounters counters_;

@@ -31,10 +31,10 @@ bool sameBytes(Bytes a, Bytes b) {
 
 bool sameFrame(const Frame& a, const Frame& b) {
   return a.kind == b.kind && a.msgId == b.msgId && a.errc == b.errc && a.inReplyTo == b.inReplyTo &&
-         a.maxMessageSize == b.maxMessageSize && a.toDaemonCapacity == b.toDaemonCapacity &&
-         a.toClientCapacity == b.toClientCapacity && a.node == b.node && a.service == b.service &&
-         a.otherService == b.otherService && a.text == b.text && sameBytes(a.payload, b.payload) &&
-         sameBytes(a.acks, b.acks);
+         a.maxMessageSize == b.maxMessageSize && a.ringVersion == b.ringVersion &&
+         a.toDaemonCapacity == b.toDaemonCapacity && a.toClientCapacity == b.toClientCapacity &&
+         a.node == b.node && a.service == b.service && a.otherService == b.otherService &&
+         a.text == b.text && sameBytes(a.payload, b.payload) && sameBytes(a.acks, b.acks);
 }
 
 // A non-empty view lies inside `body`.
@@ -171,7 +171,7 @@ bool encodeAgain(const Frame& f, ByteBuffer& out) {
       encodeResume(out, f.node, f.service);
       return true;
     case FrameKind::shm_offer:
-      encodeShmOffer(out, f.maxMessageSize, f.toDaemonCapacity, f.toClientCapacity);
+      encodeShmOffer(out, f.ringVersion, f.toDaemonCapacity, f.toClientCapacity);
       return true;
     case FrameKind::shm_accept:
       encodeShmAccept(out);

@@ -55,7 +55,8 @@ struct PeerCred {
 };
 
 // One SEND from a client. Views are valid only during the onSend call: copy
-// what must outlive it (the payload belongs to the session's input buffer).
+// what must outlive it (the payload belongs to the session's input buffer
+// or the client's shared memory), or share `inPlace`.
 struct SendRequest {
   uint64_t msgId = 0;                  // client-chosen, non-zero; echoed by ack/fail
   std::string_view node;               // destination node (valid name)
@@ -64,9 +65,10 @@ struct SendRequest {
                                        // registered, or "" when it registered none
   std::span<const std::byte> payload;  // size <= the configured maximum
   // Set when the payload lies in the client's shared memory and may be
-  // posted from there (external_payload.h): a handler that keeps it past
-  // onSend() holds it. Otherwise the payload is valid during onSend() only.
-  ExternalPayload* inPlace = nullptr;
+  // posted from there (external_payload.h): a handler that keeps the
+  // payload past onSend() keeps a share() of the handle (the payload stays
+  // valid as long as a handle does).
+  const PayloadHandle* inPlace = nullptr;
 };
 
 class LocalHandler {

@@ -67,47 +67,41 @@ void LocalServer::acceptAll() {
 
 void LocalServer::addSession(UniqueFd fd) {
   const PeerCred cred = readPeerCred(fd.get());
-  if (config_.authorize && !config_.authorize(cred)) {
-    if (refuseLog_.admit())
-      localLog().warn("refused connection from pid {} uid {} gid {}{}", cred.pid, cred.uid,
-                      cred.gid, refuseLog_.suffix());
-    return;
-  }
   const SessionId id = nextId_++;
   const uint32_t maxBody = proto::maxBodyFor(config_.maxMessageSize);
-  auto session = std::make_unique<Session>(loop_, id, std::move(fd), cred, maxBody,
-                                           (maxBody - 4) / proto::kAckRangeSize,
-                                           config_.helloTimeout, [this, id] { mark(id); });
-  localLog().debug("{}: connected (gid {})", session->name(), cred.gid);
-  Session& s = *session;
-  sessions_.emplace(id, std::move(session));
+  Client& c = clients_[id];
+  c.session = std::make_unique<Session>(loop_, id, std::move(fd), cred, maxBody,
+                                        (maxBody - 4) / proto::kAckRangeSize, config_.helloTimeout,
+                                        [this, id] { mark(id); });
+  Session& s = *c.session;
+  localLog().debug("{}: connected (gid {})", s.name(), cred.gid);
   // Refused by the policy: answered with ERROR at its first frame (HELLO), so
   // that the client reads why instead of a reset connection, then closed.
   if (config_.policy) {
     const config::Verdict v = config::checkConnect(*config_.policy, identityOf(s.cred()));
     if (!v) {
       refused(s, kConnect, v);
-      s.refusal = Status(Errc::permission_denied, "connect: " + v.rule + ": " + v.reason);
+      c.refusal = Status(Errc::permission_denied, "connect: " + v.rule + ": " + v.reason);
     }
   }
   // Edge-triggered: bytes may already be waiting; read them now.
   s.kickRead();
 }
 
-Session* LocalServer::find(SessionId id) const {
-  if (lastFound_ != nullptr && lastFound_->id() == id) return lastFound_;
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return nullptr;
-  lastFound_ = it->second.get();
+LocalServer::Client* LocalServer::find(SessionId id) const {
+  if (lastFound_ != nullptr && lastFound_->session->id() == id) return lastFound_;
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return nullptr;
+  lastFound_ = const_cast<Client*>(&it->second);
   return lastFound_;
 }
 
 // --- the service phase: what sessions marked ----------------------------------------
 
 void LocalServer::mark(SessionId id) {
-  Session* s = find(id);
-  if (s == nullptr || s->marked) return;
-  s->marked = true;
+  Client* c = find(id);
+  if (c == nullptr || c->marked) return;
+  c->marked = true;
   marked_.push_back(id);
   service_.schedule();
 }
@@ -115,41 +109,42 @@ void LocalServer::mark(SessionId id) {
 void LocalServer::serviceSessions() {
   servicing_.swap(marked_);
   for (SessionId id : servicing_) {
-    Session* s = find(id);
-    if (s == nullptr) continue;
-    s->marked = false;
-    serviceSession(*s);
+    Client* c = find(id);
+    if (c == nullptr) continue;
+    c->marked = false;
+    serviceSession(*c);
   }
   servicing_.clear();
 }
 
-void LocalServer::serviceSession(Session& s) {
-  if (s.helloExpired() && s.state() == Session::State::awaiting_hello) return helloTimedOut(s);
-  if (s.takeWritable()) markDirty(s);
-  processInput(s);
+void LocalServer::serviceSession(Client& c) {
+  Session& s = *c.session;
+  if (s.helloExpired() && s.state() == Session::State::awaiting_hello) return helloTimedOut(c);
+  if (s.takeWritable()) markDirty(c);
+  processInput(c);
   // Frames before the end are handled first; a paused session reads its
   // end again when it resumes.
-  if (s.inputEnded() && s.state() != Session::State::closing && !s.paused())
-    beginClose(s, s.endStatus(), s.endReason());
+  if (s.inputEnded() && !s.closing() && !s.paused()) beginClose(c, s.endStatus(), s.endReason());
 }
 
-void LocalServer::processInput(Session& s) {
-  while (s.state() != Session::State::closing && !s.paused()) {
+void LocalServer::processInput(Client& c) {
+  Session& s = *c.session;
+  while (!s.closing() && !s.paused()) {
     const proto::DecodeResult res = proto::decodeFrame(s.input(), s.maxBody());
     switch (res.outcome) {
       case proto::DecodeOutcome::need_more:
         if (!s.frameRecordWaiting()) return;
         // A frame record comes between frames, never inside one.
-        if (!s.input().empty()) return protocolError(s, "a frame record cut a frame");
-        if (!handleFrameRecord(s)) return;
+        if (!s.input().empty()) return protocolError(c, "a frame record cut a frame");
+        if (!handleFrameRecord(c)) return;
         break;
       case proto::DecodeOutcome::error:
         // An older client reads why in its own framing; other bytes are garbage.
         if (res.version >= 1 && res.version < proto::kProtocolVersion)
-          return versionMismatch(s, res.version);
-        return protocolError(s, res.reason);
+          return versionMismatch(c, res.version);
+        return protocolError(c, res.reason);
       case proto::DecodeOutcome::frame:
-        handleFrame(s, res.frame);
+        handleFrame(c, res.frame);
         s.consumeInput(res.consumed);
         break;
     }
@@ -158,32 +153,34 @@ void LocalServer::processInput(Session& s) {
 
 // --- requests ----------------------------------------------------------------------
 
-void LocalServer::handleFrame(Session& s, const proto::Frame& f) {
+void LocalServer::handleFrame(Client& c, const proto::Frame& f, const PayloadHandle* inPlace) {
   using proto::FrameKind;
-  if (!s.refusal.ok()) return beginClose(s, s.refusal, "permission denied");
+  Session& s = *c.session;
+  if (!c.refusal.ok()) return beginClose(c, c.refusal, "permission denied");
   if (s.state() == Session::State::awaiting_hello && f.kind != FrameKind::hello) {
-    return protocolError(s, "the first frame must be HELLO");
+    return protocolError(c, "the first frame must be HELLO");
   }
   // SHM_OFFER comes right after HELLO, or not at all.
-  if (f.kind == FrameKind::shm_offer && s.offerWindowOpen()) return onShmOffer(s, f);
-  if (f.kind != FrameKind::hello) s.closeOfferWindow();
+  if (f.kind == FrameKind::shm_offer && s.state() == Session::State::offering)
+    return onShmOffer(c, f);
+  if (f.kind != FrameKind::hello) s.stayOnSocket();
   switch (f.kind) {
     case FrameKind::hello:
-      return onHello(s, f);
+      return onHello(c, f);
     case FrameKind::reg:
-      return onRegister(s, f.service);
+      return onRegister(c, f.service);
     case FrameKind::unreg:
-      return onUnregister(s, f.service);
+      return onUnregister(c, f.service);
     case FrameKind::send:
-      return onSend(s, f);
+      return onSend(c, f, inPlace);
     case FrameKind::status_request:
-      return onStatusRequest(s);
+      return onStatusRequest(c);
     case FrameKind::bye:
-      return beginClose(s, Status(), "client said goodbye");
+      return beginClose(c, Status(), "client said goodbye");
     case FrameKind::consumed:
-      return onConsumed(s, f.msgId);
+      return onConsumed(c, f.msgId);
     case FrameKind::shm_offer:
-      return protocolError(s, "SHM_OFFER must follow HELLO directly");
+      return protocolError(c, "SHM_OFFER must follow HELLO directly");
     case FrameKind::welcome:
     case FrameKind::shm_accept:
     case FrameKind::hold:
@@ -193,26 +190,28 @@ void LocalServer::handleFrame(Session& s, const proto::Frame& f) {
     case FrameKind::ack:
     case FrameKind::error:
     case FrameKind::status_reply:
-      return protocolError(s, "frame kind is not sent by clients");
+      return protocolError(c, "frame kind is not sent by clients");
   }
 }
 
-void LocalServer::helloTimedOut(Session& s) {
-  if (!s.refusal.ok()) return beginClose(s, s.refusal, "permission denied");
-  beginClose(s, Status(Errc::protocol_error, "no HELLO in time"), "no HELLO in time");
+void LocalServer::helloTimedOut(Client& c) {
+  if (!c.refusal.ok()) return beginClose(c, c.refusal, "permission denied");
+  beginClose(c, Status(Errc::protocol_error, "no HELLO in time"), "no HELLO in time");
 }
 
-void LocalServer::onHello(Session& s, const proto::Frame& f) {
-  if (s.state() != Session::State::awaiting_hello) return protocolError(s, "HELLO sent twice");
-  s.setState(Session::State::ready);
-  s.knownToHandler = true;
+void LocalServer::onHello(Client& c, const proto::Frame& f) {
+  Session& s = *c.session;
+  if (s.state() != Session::State::awaiting_hello) return protocolError(c, "HELLO sent twice");
+  s.helloReceived();
+  c.knownToHandler = true;
   localLog().debug("{}: hello from '{}'", s.name(), f.text);
   proto::encodeWelcome(s.outputBuffer(), config_.maxMessageSize, config_.nodeName);
-  markDirty(s);
+  markDirty(c);
 }
 
-void LocalServer::onRegister(Session& s, std::string_view service) {
-  if (!mayRegister(s, service)) return;
+void LocalServer::onRegister(Client& c, std::string_view service) {
+  Session& s = *c.session;
+  if (!mayRegister(c, service)) return;
   Status st;
   if (s.ownsService(service)) {
     st = Status(Errc::duplicate_service,
@@ -220,7 +219,7 @@ void LocalServer::onRegister(Session& s, std::string_view service) {
   } else {
     st = handler_.onRegister(s.id(), service);
   }
-  if (s.state() == Session::State::closing) return;
+  if (s.closing()) return;
   if (st.ok()) {
     s.addService(service);
     localLog().info("{}: registered service {}", s.name(), service);
@@ -230,10 +229,11 @@ void LocalServer::onRegister(Session& s, std::string_view service) {
     proto::encodeError(s.outputBuffer(), 0, st.code(), static_cast<uint8_t>(proto::FrameKind::reg),
                        st.message());
   }
-  markDirty(s);
+  markDirty(c);
 }
 
-void LocalServer::onUnregister(Session& s, std::string_view service) {
+void LocalServer::onUnregister(Client& c, std::string_view service) {
+  Session& s = *c.session;
   if (!s.removeService(service)) {
     localLog().debug("{}: unregister of unowned service {} ignored", s.name(), service);
     return;
@@ -242,13 +242,14 @@ void LocalServer::onUnregister(Session& s, std::string_view service) {
   handler_.onUnregister(s.id(), service);
 }
 
-void LocalServer::onSend(Session& s, const proto::Frame& f) {
+void LocalServer::onSend(Client& c, const proto::Frame& f, const PayloadHandle* inPlace) {
+  Session& s = *c.session;
   if (f.msgId == 0) {
     proto::encodeError(s.outputBuffer(), 0, Errc::bad_request,
                        static_cast<uint8_t>(proto::FrameKind::send), "message id 0 is reserved");
-    return markDirty(s);
+    return markDirty(c);
   }
-  if (!maySend(s, f)) return;
+  if (!maySend(c, f)) return;
   if (f.payload.size() > config_.maxMessageSize) {
     fail(s.id(), f.msgId,
          Status(Errc::too_large, "message of " + std::to_string(f.payload.size()) +
@@ -268,13 +269,14 @@ void LocalServer::onSend(Session& s, const proto::Frame& f) {
   req.service = f.service;
   req.fromService = f.otherService.empty() ? s.defaultService() : f.otherService;
   req.payload = f.payload;
-  req.inPlace = inPlace_;
+  req.inPlace = inPlace;
   handler_.onSend(s.id(), req);
 }
 
-void LocalServer::onStatusRequest(Session& s) {
+void LocalServer::onStatusRequest(Client& c) {
+  Session& s = *c.session;
   const std::string json = handler_.onStatus(s.id());
-  if (s.state() == Session::State::closing) return;
+  if (s.closing()) return;
   if (json.size() > proto::maxBodyFor(config_.maxMessageSize)) {
     proto::encodeError(s.outputBuffer(), 0, Errc::too_large,
                        static_cast<uint8_t>(proto::FrameKind::status_request),
@@ -282,35 +284,37 @@ void LocalServer::onStatusRequest(Session& s) {
   } else {
     proto::encodeStatusReply(s.outputBuffer(), json);
   }
-  markDirty(s);
+  markDirty(c);
 }
 
 // --- local policy ------------------------------------------------------------------
 
-bool LocalServer::mayRegister(Session& s, std::string_view service) {
+bool LocalServer::mayRegister(Client& c, std::string_view service) {
   if (!config_.policy) return true;
+  Session& s = *c.session;
   const config::Verdict v = config::checkRegister(*config_.policy, identityOf(s.cred()), service);
   if (v) return true;
   refused(s, kRegister, v);
   proto::encodeError(s.outputBuffer(), 0, Errc::permission_denied,
                      static_cast<uint8_t>(proto::FrameKind::reg), v.reason);
-  markDirty(s);
+  markDirty(c);
   return false;
 }
 
-bool LocalServer::maySend(Session& s, const proto::Frame& f) {
+bool LocalServer::maySend(Client& c, const proto::Frame& f) {
   if (!config_.policy) return true;
+  Session& s = *c.session;
   // A stream names the same destination message after message: the last
   // destination allowed under this policy is remembered.
-  if (s.policyGeneration == policyGeneration_ && s.policyNode == f.node &&
-      s.policyService == f.service)
+  if (c.policyGeneration == policyGeneration_ && c.policyNode == f.node &&
+      c.policyService == f.service)
     return true;
   const config::Verdict v =
       config::checkSend(*config_.policy, identityOf(s.cred()), f.node, f.service);
   if (v) {
-    s.policyGeneration = policyGeneration_;
-    s.policyNode.assign(f.node);
-    s.policyService.assign(f.service);
+    c.policyGeneration = policyGeneration_;
+    c.policyNode.assign(f.node);
+    c.policyService.assign(f.service);
     return true;
   }
   refused(s, kSend, v);
@@ -333,8 +337,9 @@ size_t LocalServer::setPolicy(std::optional<config::LocalPolicy> policy) {
   if (!config_.policy) return 0;
   size_t closed = 0;
   for (SessionId id : sessionIds()) {
-    Session* s = find(id);
-    if (s == nullptr || !s->refusal.ok()) continue;
+    Client* c = find(id);
+    if (c == nullptr || !c->refusal.ok()) continue;
+    Session* s = c->session.get();
     const config::Identity ident = identityOf(s->cred());
     config::Verdict v = config::checkConnect(*config_.policy, ident);
     std::string what = v ? "" : "connect: " + v.rule + ": ";
@@ -345,110 +350,116 @@ size_t LocalServer::setPolicy(std::optional<config::LocalPolicy> policy) {
     if (v) continue;
     if (s->state() == Session::State::awaiting_hello) {  // answered at its HELLO
       refused(*s, kConnect, v);
-      s->refusal = Status(Errc::permission_denied, what + v.reason);
+      c->refusal = Status(Errc::permission_denied, what + v.reason);
       continue;
     }
     ++closed;
     ++policyCounters_.revokedSessions;
     localLog().warn("{}: closed: the new local_policy does not allow what it holds: {}{}",
                     s->name(), what, v.reason);
-    beginClose(*s, Status(Errc::permission_denied, "local_policy changed: " + what + v.reason),
+    beginClose(*c, Status(Errc::permission_denied, "local_policy changed: " + what + v.reason),
                "local policy changed");
   }
   return closed;
 }
 
-void LocalServer::onConsumed(Session& s, uint64_t taken) {
-  if (!s.consume(taken)) return protocolError(s, "CONSUMED goes back or past the deliveries sent");
-  settleReceipts(s);
-  updateCongestion(s);
+void LocalServer::onConsumed(Client& c, uint64_t taken) {
+  if (!c.session->deliveries().consume(taken))
+    return protocolError(c, "CONSUMED goes back or past the deliveries sent");
+  settleReceipts(c);
+  updateCongestion(c);
 }
 
 // A client of another protocol version reads why in its own framing.
-void LocalServer::versionMismatch(Session& s, uint8_t version) {
+void LocalServer::versionMismatch(Client& c, uint8_t version) {
+  Session& s = *c.session;
   localLog().warn("{}: speaks local protocol version {}, this daemon {}: closing", s.name(),
                   version, proto::kProtocolVersion);
   proto::encodeErrorInVersion(
       s.outputBuffer(), version, Errc::protocol_error,
       "this rdmamsgd speaks local protocol version " + std::to_string(proto::kProtocolVersion) +
           ", the client version " + std::to_string(version) + ": upgrade the client library");
-  beginClose(s, Status(), "protocol version");
+  beginClose(c, Status(), "protocol version");
 }
 
-void LocalServer::protocolError(Session& s, const char* reason) {
-  localLog().warn("{}: protocol error: {}", s.name(), reason);
-  beginClose(s, Status(Errc::protocol_error, reason), "protocol error");
+void LocalServer::protocolError(Client& c, const char* reason) {
+  protocolError(c, Status(Errc::protocol_error, reason));
+}
+
+void LocalServer::protocolError(Client& c, const Status& why) {
+  localLog().warn("{}: protocol error: {}", c.session->name(), why.message());
+  beginClose(c, why, "protocol error");
 }
 
 // --- router API ----------------------------------------------------------------------
 
 bool LocalServer::hold(SessionId id, std::string_view node, std::string_view service) {
-  Session* s = find(id);
-  if (s == nullptr) return false;
-  proto::encodeHold(s->outputBuffer(), node, service);
-  markDirty(*s);
+  Client* c = find(id);
+  if (c == nullptr) return false;
+  proto::encodeHold(c->session->outputBuffer(), node, service);
+  markDirty(*c);
   return true;
 }
 
 bool LocalServer::resume(SessionId id, std::string_view node, std::string_view service) {
-  Session* s = find(id);
-  if (s == nullptr) return false;
-  proto::encodeResume(s->outputBuffer(), node, service);
-  markDirty(*s);
+  Client* c = find(id);
+  if (c == nullptr) return false;
+  proto::encodeResume(c->session->outputBuffer(), node, service);
+  markDirty(*c);
   return true;
 }
 
 bool LocalServer::ack(SessionId id, uint64_t msgId, uint64_t count) {
-  Session* s = find(id);
-  if (s == nullptr) return false;
-  s->queueAcks(msgId, count);
-  markDirty(*s);
+  Client* c = find(id);
+  if (c == nullptr) return false;
+  c->session->acks().add(msgId, count);
+  markDirty(*c);
   return true;
 }
 
 bool LocalServer::fail(SessionId id, uint64_t msgId, const Status& why) {
-  Session* s = find(id);
-  if (s == nullptr) return false;
+  Client* c = find(id);
+  if (c == nullptr) return false;
   const Errc code = why.ok() ? Errc::bad_request : why.code();
-  proto::encodeError(s->outputBuffer(), msgId, code, static_cast<uint8_t>(proto::FrameKind::send),
-                     why.message());
-  markDirty(*s);
+  proto::encodeError(c->session->outputBuffer(), msgId, code,
+                     static_cast<uint8_t>(proto::FrameKind::send), why.message());
+  markDirty(*c);
   return true;
 }
 
 bool LocalServer::pauseReading(SessionId id) {
-  Session* s = find(id);
-  if (s == nullptr) return false;
-  s->pause(Session::kPausedByRouter);
+  Client* c = find(id);
+  if (c == nullptr) return false;
+  c->session->pause(Session::kPausedByRouter);
   return true;
 }
 
 bool LocalServer::resumeReading(SessionId id) {
-  Session* s = find(id);
-  if (s == nullptr) return false;
-  s->resume(Session::kPausedByRouter);
+  Client* c = find(id);
+  if (c == nullptr) return false;
+  c->session->resume(Session::kPausedByRouter);
   return true;
 }
 
 size_t LocalServer::outputBytes(SessionId id) const {
-  const Session* s = find(id);
-  return s == nullptr ? 0 : s->outputBytes();
+  const Client* c = find(id);
+  return c == nullptr ? 0 : c->session->outputBytes();
 }
 
 bool LocalServer::outputCongested(SessionId id) const {
-  const Session* s = find(id);
-  return s != nullptr && s->congested;
+  const Client* c = find(id);
+  return c != nullptr && c->congested;
 }
 
 const PeerCred* LocalServer::peerCred(SessionId id) const {
-  const Session* s = find(id);
-  return s == nullptr ? nullptr : &s->cred();
+  const Client* c = find(id);
+  return c == nullptr ? nullptr : &c->session->cred();
 }
 
 std::vector<SessionId> LocalServer::sessionIds() const {
   std::vector<SessionId> ids;
-  ids.reserve(sessions_.size());
-  for (const auto& [id, s] : sessions_)
+  ids.reserve(clients_.size());
+  for (const auto& [id, c] : clients_)
     ids.push_back(id);
   return ids;
 }
@@ -456,9 +467,9 @@ std::vector<SessionId> LocalServer::sessionIds() const {
 // --- closing ---------------------------------------------------------------------------
 
 bool LocalServer::closeSession(SessionId id, const Status& reason) {
-  Session* s = find(id);
-  if (s == nullptr) return false;
-  beginClose(*s, reason, reason.ok() ? "closed by the daemon" : "closed with an error");
+  Client* c = find(id);
+  if (c == nullptr) return false;
+  beginClose(*c, reason, reason.ok() ? "closed by the daemon" : "closed with an error");
   return true;
 }
 
@@ -467,57 +478,45 @@ void LocalServer::closeAll(const Status& reason) {
     closeSession(id, reason);
 }
 
-void LocalServer::beginClose(Session& s, const Status& reason, std::string_view logWhy) {
-  if (s.state() == Session::State::closing) return;
+void LocalServer::beginClose(Client& c, const Status& reason, std::string_view logWhy) {
+  Session& s = *c.session;
+  if (s.closing()) return;
   localLog().debug("{}: disconnecting: {}{}{}", s.name(), logWhy, s.lastErrno() ? ": " : "",
                    s.lastErrno() ? std::strerror(s.lastErrno()) : "");
-  s.encodePendingAcks();  // acks already earned go out before the closing error
-  s.setState(Session::State::closing);
-  s.stopEvents();
-  // Best effort, never waiting: what is queued (into the ring, unless the
-  // client broke it), then why — on the socket, the control channel, when
-  // the frames go through shared memory.
-  if (s.sharedMemory() != nullptr) {
-    if (s.ringBroken()) s.outputBuffer().clear();
-    s.flush();
-    s.outputBuffer().clear();
-    if (!reason.ok()) s.sayOnSocket(reason);
-  } else {
-    if (!reason.ok()) proto::encodeError(s.outputBuffer(), 0, reason.code(), 0, reason.message());
-    s.flush();
-  }
-  s.unconsumed([this, &s](const Receipt& r, size_t bytes) {
+  s.close(reason);
+  s.deliveries().unconsumed([this, &s](const Receipt& r, size_t bytes) {
     trackedBytes_ -= bytes;
     consumedReports_.push_back({s.id(), r, bytes, Errc::unknown_service});
   });
   if (!consumedReports_.empty()) report_.schedule();
-  auto it = sessions_.find(s.id());
+  auto it = clients_.find(s.id());
   lastFound_ = nullptr;
   graveyard_.push_back(std::move(it->second));
-  sessions_.erase(it);
+  clients_.erase(it);
   reaper_.schedule();  // never free a session inside its own callback
 }
 
 void LocalServer::reap() {
-  std::vector<std::unique_ptr<Session>> dead;
+  std::vector<Client> dead;
   dead.swap(graveyard_);
-  for (auto& s : dead) {
-    if (s->knownToHandler) handler_.onSessionClosed(s->id());
+  for (Client& c : dead) {
+    if (c.knownToHandler) handler_.onSessionClosed(c.session->id());
   }
 }
 
 // --- output ----------------------------------------------------------------------------
 
-void LocalServer::markDirty(Session& s) {
-  if (s.state() == Session::State::closing) return;
+void LocalServer::markDirty(Client& c) {
+  Session& s = *c.session;
+  if (s.closing()) return;
   const size_t bytes = s.outputBytes();
-  if (std::max(bytes, s.unconsumedBytes()) >= config_.outputHighWatermark) s.congested = true;
+  if (std::max(bytes, s.unconsumedBytes()) >= config_.outputHighWatermark) c.congested = true;
   // Never stop reading because of a single maximum-size delivery.
   const size_t readStop =
       std::max(config_.outputReadStop, 2 * size_t{proto::maxBodyFor(config_.maxMessageSize)});
   if (bytes >= readStop) s.pause(Session::kPausedByOutput);
-  if (s.dirty) return;
-  s.dirty = true;
+  if (c.dirty) return;
+  c.dirty = true;
   dirty_.push_back(s.id());
   flush_.schedule();
 }
@@ -527,27 +526,29 @@ void LocalServer::flushDirty() {
   // Deliveries go out before acknowledgements: a sender that has its ack can
   // count on the message being in the listener's socket already.
   std::stable_partition(flushing_.begin(), flushing_.end(), [this](SessionId id) {
-    Session* s = find(id);
-    return s == nullptr || !s->hasPendingAcks();
+    Client* c = find(id);
+    return c == nullptr || c->session->acks().empty();
   });
   for (SessionId id : flushing_) {
-    Session* s = find(id);
-    if (s == nullptr) continue;
-    s->dirty = false;
-    if (s->flush() == Session::FlushResult::failed) {
+    Client* c = find(id);
+    if (c == nullptr) continue;
+    c->dirty = false;
+    if (c->session->flush() == FlushResult::failed) {
       // A ring the client broke is its protocol error; a socket's is its end.
-      beginClose(*s, s->ringBroken() ? s->sharedMemory()->status() : Status(), "write failed");
+      const ShmLink* link = c->session->link();
+      beginClose(*c, link != nullptr ? link->status() : Status(), "write failed");
       continue;
     }
-    afterFlush(*s);
+    afterFlush(*c);
   }
   flushing_.clear();
 }
 
-void LocalServer::settleReceipts(Session& s) {
-  s.consumed([this, &s](const Receipt& r, size_t bytes) {
+void LocalServer::settleReceipts(Client& c) {
+  const SessionId id = c.session->id();
+  c.session->deliveries().consumed([this, id](const Receipt& r, size_t bytes) {
     trackedBytes_ -= bytes;
-    consumedReports_.push_back({s.id(), r, bytes, Errc::ok});
+    consumedReports_.push_back({id, r, bytes, Errc::ok});
   });
   if (!consumedReports_.empty()) report_.schedule();
 }
@@ -564,16 +565,18 @@ void LocalServer::report() {
   drainedReporting_.clear();
 }
 
-void LocalServer::afterFlush(Session& s) {
+void LocalServer::afterFlush(Client& c) {
+  Session& s = *c.session;
   if (s.outputBytes() < config_.outputLowWatermark && s.pausedBy(Session::kPausedByOutput))
     s.resume(Session::kPausedByOutput);
-  updateCongestion(s);
+  updateCongestion(c);
 }
 
-void LocalServer::updateCongestion(Session& s) {
-  if (!s.congested || std::max(s.outputBytes(), s.unconsumedBytes()) >= config_.outputLowWatermark)
+void LocalServer::updateCongestion(Client& c) {
+  Session& s = *c.session;
+  if (!c.congested || std::max(s.outputBytes(), s.unconsumedBytes()) >= config_.outputLowWatermark)
     return;
-  s.congested = false;
+  c.congested = false;
   drainedReports_.push_back(s.id());
   report_.schedule();
 }

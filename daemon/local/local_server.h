@@ -42,6 +42,7 @@
 #include "common/log_limit.h"
 #include "config/local_policy.h"
 #include "daemon/delivery_room.h"
+#include "daemon/external_payload.h"
 #include "daemon/local/local_handler.h"
 #include "daemon/local/unix_listener.h"
 #include "daemon/loop/event_loop.h"
@@ -61,8 +62,6 @@ struct LocalServerConfig {
   // A client that has not said HELLO by then is disconnected (an idle or
   // foreign connection does not hold a descriptor forever).
   std::chrono::milliseconds helloTimeout{5000};
-  // Optional gate on the connecting process; false closes the connection.
-  std::function<bool(const PeerCred&)> authorize;
   // Who may connect, register and send (config/local_policy.h); unset: anyone
   // who can open the socket may do anything. Replaced by setPolicy().
   std::optional<config::LocalPolicy> policy;
@@ -157,44 +156,63 @@ class LocalServer {
   void closeAll(const Status& reason);
   const PeerCred* peerCred(SessionId id) const;
   std::vector<SessionId> sessionIds() const;
-  size_t sessionCount() const { return sessions_.size(); }
+  size_t sessionCount() const { return clients_.size(); }
 
  private:
+  // What the server keeps of each session beside the session itself.
+  struct Client {
+    std::unique_ptr<Session> session;
+    bool congested = false;       // deliveries not taken or output above the high watermark
+    bool dirty = false;           // queued for the flush
+    bool marked = false;          // queued for the service phase
+    bool knownToHandler = false;  // the handler has seen it (onSessionClosed owed)
+    // Set when the local policy refuses this client: the answer to its
+    // next frame (HELLO), after which the session closes.
+    Status refusal;
+    // The last destination the local policy allowed it, under policy
+    // generation `policyGeneration` (maySend).
+    uint64_t policyGeneration = 0;
+    std::string policyNode, policyService;
+  };
+
   void acceptAll();
   void addSession(UniqueFd fd);
-  Session* find(SessionId id) const;  // nullptr when unknown or closing
+  Client* find(SessionId id) const;  // nullptr when unknown or closing
   // Frames and events of one session (its service phase).
-  void markDirty(Session& s);
-  void handleFrame(Session& s, const proto::Frame& frame);
-  void protocolError(Session& s, const char* reason);
-  bool handleFrameRecord(Session& s);  // false: the session is closing
-  void versionMismatch(Session& s, uint8_t version);
-  void helloTimedOut(Session& s);
-  void beginClose(Session& s, const Status& reason, std::string_view logWhy);
+  void markDirty(Client& c);
+  // `inPlace`: a SEND's payload held where it lies in the client's shared
+  // memory (a frame record), for the handler to share if it keeps it.
+  void handleFrame(Client& c, const proto::Frame& frame, const PayloadHandle* inPlace = nullptr);
+  void protocolError(Client& c, const char* reason);
+  void protocolError(Client& c, const Status& why);
+  bool handleFrameRecord(Client& c);  // false: the session is closing
+  void versionMismatch(Client& c, uint8_t version);
+  void helloTimedOut(Client& c);
+  void beginClose(Client& c, const Status& reason, std::string_view logWhy);
   // Request handlers.
-  void onHello(Session& s, const proto::Frame& frame);
-  void onShmOffer(Session& s, const proto::Frame& frame);
-  void onRegister(Session& s, std::string_view service);
-  void onUnregister(Session& s, std::string_view service);
-  void onSend(Session& s, const proto::Frame& frame);
-  void onStatusRequest(Session& s);
-  void onConsumed(Session& s, uint64_t taken);
+  void onHello(Client& c, const proto::Frame& frame);
+  void onShmOffer(Client& c, const proto::Frame& frame);
+  void onRegister(Client& c, std::string_view service);
+  void onUnregister(Client& c, std::string_view service);
+  void onSend(Client& c, const proto::Frame& frame, const PayloadHandle* inPlace);
+  void onStatusRequest(Client& c);
+  void onConsumed(Client& c, uint64_t taken);
   // Policy checks: log, count and answer a refusal (the caller stops).
-  bool mayRegister(Session& s, std::string_view service);
-  bool maySend(Session& s, const proto::Frame& frame);
+  bool mayRegister(Client& c, std::string_view service);
+  bool maySend(Client& c, const proto::Frame& frame);
   void refused(Session& s, int action, const config::Verdict& v);
   // The turn's phases.
   void mark(SessionId id);
   void serviceSessions();
-  void serviceSession(Session& s);
-  void processInput(Session& s);
+  void serviceSession(Client& c);
+  void processInput(Client& c);
   void report();
   void flushDirty();
-  void afterFlush(Session& s);
-  void settleReceipts(Session& s);  // hands back the receipts of consumed frames
+  void afterFlush(Client& c);
+  void settleReceipts(Client& c);  // hands back the receipts of consumed frames
   // Congested at outputHighWatermark of deliveries not taken or output not
   // written; drained (the callback) below outputLowWatermark of both.
-  void updateCongestion(Session& s);
+  void updateCongestion(Client& c);
   void reap();
 
   loop::EventLoop& loop_;
@@ -202,13 +220,13 @@ class LocalServer {
   LocalHandler& handler_;
   UnixListener listener_;
   SessionId nextId_ = 1;
-  std::unordered_map<SessionId, std::unique_ptr<Session>> sessions_;
+  std::unordered_map<SessionId, Client> clients_;
   // find()'s memory of the last session found (acks and deliveries of a
   // stream go to the same session); cleared when a session is removed.
-  mutable Session* lastFound_ = nullptr;
+  mutable Client* lastFound_ = nullptr;
   std::vector<SessionId> dirty_;
-  std::vector<SessionId> flushing_;                  // dirty_ being flushed (reused storage)
-  std::vector<std::unique_ptr<Session>> graveyard_;  // closed, freed by reaper_
+  std::vector<SessionId> flushing_;  // dirty_ being flushed (reused storage)
+  std::vector<Client> graveyard_;    // closed, freed by reaper_
   DrainedCallback drained_;
   ConsumedCallback consumed_;
   std::vector<SessionId> marked_, servicing_;
@@ -228,14 +246,12 @@ class LocalServer {
   // Polls the shared-memory sessions' rings while the loop spins (loop/spin.h);
   // made with the first such session.
   std::unique_ptr<loop::Spinner> spinner_;
-  // The payload of the frame record being handled, when it is held in place.
-  ExternalPayload* inPlace_ = nullptr;
   bool pollRings();
   bool armRings();
   void disarmRings();
   // Declared last: destroyed first, so no callback runs on a half-destroyed server.
   loop::Timer acceptRetry_;
-  LogLimit acceptLog_, refuseLog_;  // repeated failures: bounded lines
+  LogLimit acceptLog_;  // repeated failures: bounded lines
   loop::PhaseTask service_;
   loop::PhaseTask report_;
   loop::PhaseTask flush_;

@@ -12,14 +12,15 @@ namespace rdmamsg::local {
 bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_view srcService,
                           std::string_view toService, std::span<const std::byte> payload,
                           const Receipt& receipt, DeliveryRoom* room) {
-  Session* s = find(id);
+  Client* c = find(id);
   auto* block = dynamic_cast<DeliveryBlock*>(room);
-  if (s == nullptr || (block != nullptr && block->session() != id)) {
+  if (c == nullptr || (block != nullptr && block->session() != id)) {
     // The listener went while the message came (its block is another
     // client's memory: nothing is copied from there to this one).
     if (room != nullptr) loop::copies().reassembly += payload.size();
     return false;
   }
+  Session* s = c->session.get();
   const size_t bytes = proto::deliverFrameSize(srcNode, srcService, toService, payload.size());
   auto fill = [&](std::span<std::byte> at) {
     proto::encodeDeliverAt(at, srcNode, srcService, toService, payload);
@@ -40,9 +41,9 @@ bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_vi
     }
   }
   loop::copies().deliver += payload.size();
-  s->track(receipt, bytes);
+  s->deliveries().track(receipt, bytes);
   trackedBytes_ += bytes;
-  markDirty(*s);
+  markDirty(*c);
   return true;
 }
 
@@ -50,9 +51,10 @@ std::unique_ptr<DeliveryRoom> LocalServer::reserveDelivery(SessionId id, std::st
                                                            std::string_view srcService,
                                                            std::string_view toService,
                                                            uint64_t payload) {
-  Session* s = find(id);
-  if (s == nullptr) return nullptr;
-  return s->reserveBlock(proto::deliverFrameSize(srcNode, srcService, toService, payload), payload);
+  Client* c = find(id);
+  if (c == nullptr) return nullptr;
+  return c->session->reserveBlock(proto::deliverFrameSize(srcNode, srcService, toService, payload),
+                                  payload);
 }
 
 }  // namespace rdmamsg::local

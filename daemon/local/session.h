@@ -2,19 +2,27 @@
 //
 // It owns the client's socket, its input buffer (filled by big reads until
 // EAGAIN — the socket is edge-triggered), its output buffer (frames
-// appended by LocalServer, written by flush() once per loop turn) and the
-// list of services the client registered. Protocol semantics live in
+// appended by LocalServer, written by flush() once per loop turn), the
+// services the client registered, the acks it is owed (AckQueue) and the
+// deliveries it has not taken yet (DeliveryLedger). When the client moves
+// its frames to shared memory the session owns its ShmLink (shm_link.h),
+// and the link carries what the socket carried. Protocol semantics live in
 // LocalServer; Session does the I/O.
 //
 // Calls go one way: Session never calls its owner. Its events — bytes read,
-// the end of its input, the socket writable again, no HELLO in time — only
-// change what it exposes (input(), inputEnded(), takeWritable(),
-// helloExpired()) and mark it with its waker; LocalServer's service phase
-// reads that state and acts. Its state changes in one place, setState(),
-// which refuses an edge the state machine does not have:
+// the end of its input, the socket writable again, the client's doorbell,
+// no HELLO in time — only change what it exposes (input(), inputEnded(),
+// takeWritable(), helloExpired()) and mark it with its waker; LocalServer's
+// service phase reads that state and acts. Its state changes in one place
+// (StateMachine); which transport carries the frames is part of it:
 //
-//   awaiting_hello → ready → closing
-//          └─────────────────────┘
+//   awaiting_hello → offering → socket ──────────→ closing
+//          │             └────→ shared_memory ──→ ┘
+//          └──────────────────────────────────────→ ┘
+//
+// Until the offer window closes (awaiting_hello, offering: up to the first
+// frame after HELLO that is not SHM_OFFER) the socket is read with the
+// descriptors passed along (at most shm_channel::kFdCount).
 #pragma once
 
 #include <chrono>
@@ -30,23 +38,27 @@
 #include "common/byte_buffer.h"
 #include "common/local_protocol.h"
 #include "common/shm_channel.h"
+#include "common/state_machine.h"
 #include "common/unique_fd.h"
-#include "daemon/external_payload.h"
+#include "daemon/local/ack_queue.h"
 #include "daemon/local/delivery_block.h"
+#include "daemon/local/delivery_ledger.h"
 #include "daemon/local/local_handler.h"
+#include "daemon/local/shm_link.h"
 #include "daemon/loop/event_loop.h"
 #include "daemon/loop/events.h"
-#include "daemon/ring.h"
 
 namespace rdmamsg::local {
 
 class Session {
  public:
-  enum class State : uint8_t { awaiting_hello, ready, closing };
-  enum class FlushResult : uint8_t { drained, blocked, failed };
+  enum class State : uint8_t { awaiting_hello, offering, socket, shared_memory, closing };
   // Why reading is paused; reading resumes when no reason is left.
   static constexpr uint8_t kPausedByRouter = 1;
   static constexpr uint8_t kPausedByOutput = 2;
+  // Bytes read from the socket or ring per wakeup before other clients' turn.
+  static constexpr size_t kReadBudget = 1024 * 1024;
+  static constexpr size_t kReceiptSpan = DeliveryLedger::kReceiptSpan;
 
   // `wake` marks the session for its owner's service phase.
   Session(loop::EventLoop& loop, SessionId id, UniqueFd fd, PeerCred cred, uint32_t maxBody,
@@ -58,22 +70,37 @@ class Session {
   SessionId id() const { return id_; }
   const PeerCred& cred() const { return cred_; }
   const std::string& name() const { return name_; }  // for log lines
-  State state() const { return state_; }
-  void setState(State next);  // a transition the machine does not have is a bug: aborts
+  State state() const { return state_.get(); }
+  bool closing() const { return state_.is(State::closing); }
+  bool helloed() const { return !state_.is(State::awaiting_hello) && !closing(); }
+
+  // The client said HELLO: the offer window stays open for one SHM_OFFER.
+  void helloReceived() { setState(State::offering); }
+  // The first frame after HELLO that is not SHM_OFFER, or an offer
+  // refused: the socket carries the frames, read without descriptors.
+  void stayOnSocket();
+  // From now on frames come from and go to the link's rings; the socket is
+  // only watched for its end. The output buffer must be empty (what was
+  // queued before, the SHM_ACCEPT, went through the socket).
+  void useSharedMemory(std::unique_ptr<ShmChannel> channel);
+  // Sends what is queued (best effort, never waiting), says why on the
+  // socket, and stops every event: no more callbacks.
+  void close(const Status& why);
 
   // What the reads left for the owner: bytes not yet parsed, and whether
-  // the input ended (the client closed, or a read failed: `endReason()`).
+  // the input ended (the client closed, or a read failed: endReason()).
   std::span<const std::byte> input() const { return in_.readable(); }
   void consumeInput(size_t n) { in_.consume(n); }
   uint32_t maxBody() const { return maxBody_; }
-  bool inputEnded() const { return endReason_ != nullptr; }
-  const char* endReason() const { return endReason_; }
+  bool inputEnded() const { return end_.reason != nullptr; }
+  const char* endReason() const { return end_.reason; }
   // Why the input ended, for the client: ok for an orderly end, an error
   // (protocol_error) when the client broke the protocol.
   Status endStatus() const;
   bool helloExpired() const { return helloExpired_; }
-  // The socket became writable again (once per edge).
+  // The socket (or the ring) has room again (once per edge).
   bool takeWritable() { return std::exchange(writable_, false); }
+  int lastErrno() const { return lastErrno_; }
 
   // Services this client registered (few: a linear search is fastest).
   bool ownsService(std::string_view service) const;
@@ -90,56 +117,27 @@ class Session {
   // Runs the read callback on this loop turn (bytes may predate registration).
   void kickRead();
 
-  // Shared memory (common/shm_channel.h). Until the offer window closes —
-  // the first frame after HELLO that is not SHM_OFFER — the socket is read
-  // with the descriptors passed along (at most shm_channel::kFdCount).
-  // takePassedFds() hands them to the SHM_OFFER; closeOfferWindow() closes
-  // the rest and reads the socket without descriptors from then on.
+  // The descriptors that came with the SHM_OFFER (the offer window).
   std::vector<UniqueFd> takePassedFds() { return std::exchange(passedFds_, {}); }
-  void closeOfferWindow();
-  bool offerWindowOpen() const { return offerWindow_; }
-  // From now on frames come from and go to the channel's rings; the socket
-  // is only watched for its end. The output buffer must be empty (what was
-  // queued before, the SHM_ACCEPT, went through the socket).
-  void useSharedMemory(std::unique_ptr<ShmChannel> channel);
-  const ShmChannel* sharedMemory() const { return shm_.get(); }
-  // The channel failed (a ring the client corrupted).
-  bool ringBroken() const;
-  // A frame record or a payload record (common/shm_channel.h) is next in
-  // the client's ring:
-  // the input buffer's frames come first, then takeFrameRecord() takes it.
-  bool frameRecordWaiting() const { return shm_ && shm_->frameWaiting(); }
-  // The SEND a frame record holds, its head (ids, names) decoded from a
-  // private copy. A large payload stays where it lies: `held` holds its
-  // ring space (the caller drops it when done; a send posted from it holds
-  // it longer). A small one, or one past the records a ring may hold, is
-  // copied and its record released (`held` null). `error`: a protocol
-  // error (valid until the next call); nothing was taken.
-  struct FrameRecord {
-    proto::Frame frame;
-    ExternalPayload* held = nullptr;
-    const char* error = nullptr;
-  };
-  FrameRecord takeFrameRecord();
+  // The shared-memory link, once the client has one.
+  ShmLink* link() { return link_.get(); }
+  const ShmLink* link() const { return link_.get(); }
+  // A frame record is next in the client's ring: the input buffer's frames
+  // come first, then link()->takeFrameRecord() takes it.
+  bool frameRecordWaiting() const { return link_ && link_->frameWaiting(); }
   // After a frame record: the records behind it are read on the next turn
   // (all of them now when the input has ended: the client wrote them
   // before it closed).
   void readAfterFrameRecord();
-  // A loop that spins (loop/spin.h) polls the ring instead of sleeping on
-  // the doorbell, and the session then never arms its words on its own:
-  // pollRing() does what a ring of the doorbell does when records or room
-  // came (true), armForSleep() asks to be rung before the loop sleeps
-  // (false: work came meanwhile), disarmAfterSleep() takes that back.
+  // A spinning loop's hooks (loop/spin.h): pollRing() does what a ring of
+  // the doorbell does when records or room came (true); armForSleep() asks
+  // to be rung before the loop sleeps (false: work came meanwhile);
+  // disarmAfterSleep() takes that back.
   bool pollRing();
   bool armForSleep();
   void disarmAfterSleep();
-  // Closing a shared-memory session: an ERROR with `why` straight onto the
-  // socket (best effort, never waiting).
-  void sayOnSocket(const Status& why);
 
   // Output: the caller appends one frame and calls LocalServer::markDirty.
-  // Acks are collected and encoded at flush time — one ACK frame carries all
-  // acks of a loop turn, so they may overtake other frames of that turn.
   ByteBuffer& outputBuffer() { return out_; }
   // A frame of `size` bytes written by `fill` straight into the client's
   // ring as one record — the one copy of its bytes — when the session is
@@ -164,91 +162,20 @@ class Session {
   // output buffer or the ring has no room now.
   std::unique_ptr<DeliveryBlock> reserveBlock(size_t size, size_t payload);
   bool publishBlock(DeliveryBlock& block);
-  // Acks ids msgId .. msgId + count - 1; consecutive ids (the usual case)
-  // extend one range.
-  void queueAcks(uint64_t msgId, uint64_t count);
-  void encodePendingAcks();
-  size_t outputBytes() const { return out_.size() + pendingAcks_.size() * proto::kAckRangeSize; }
-  FlushResult flush();  // writes until drained or EAGAIN
+  AckQueue& acks() { return acks_; }
+  size_t outputBytes() const { return out_.size() + acks_.bytes(); }
+  FlushResult flush();  // the acks, then writes until drained or EAGAIN
 
-  // Deliveries and their receipts. Every DELIVER appended is numbered (1,
-  // 2, 3, … on this connection) and tracked with its receipt until the
-  // client's CONSUMED count covers it. A delivery that continues the last
-  // receipt (same owner and epoch, next seq) extends it, up to kReceiptSpan
-  // bytes, so a stream is handed back in runs.
-  static constexpr size_t kReceiptSpan = 64 * 1024;
-  // Bytes read from the socket or ring per wakeup before other clients' turn.
-  static constexpr size_t kReadBudget = 1024 * 1024;
-  void track(const Receipt& r, size_t frameBytes);
-  // The client's CONSUMED: false when `taken` goes back or past the
-  // deliveries sent (a protocol error). Then consumed() hands back the
-  // receipts it covers.
-  bool consume(uint64_t taken);
-  template <typename F>
-  void consumed(F&& f) {
-    while (!tracked_.empty()) {
-      Tracked& t = tracked_.front();
-      if (t.end <= taken_) {
-        unconsumedBytes_ -= t.bytes;
-        f(t.receipt, t.bytes);
-        tracked_.pop_front();
-        continue;
-      }
-      // A run taken in part: its first messages go back now, exactly those.
-      const uint64_t first = t.end - t.receipt.count + 1;
-      if (first > taken_) return;
-      Receipt part = t.receipt;
-      part.count = taken_ - first + 1;
-      const size_t partBytes = t.bytes / t.receipt.count * part.count;
-      t.receipt.seq += part.count;
-      t.receipt.count -= part.count;
-      t.bytes -= partBytes;
-      unconsumedBytes_ -= partBytes;
-      f(part, partBytes);
-      return;
-    }
-  }
-  // Every delivery not consumed (the session is closing).
-  template <typename F>
-  void unconsumed(F&& f) {
-    while (!tracked_.empty()) {
-      unconsumedBytes_ -= tracked_.front().bytes;
-      f(tracked_.front().receipt, tracked_.front().bytes);
-      tracked_.pop_front();
-    }
-  }
-  // Bytes of DELIVER frames the application has not taken yet.
-  size_t unconsumedBytes() const { return unconsumedBytes_; }
-  bool hasPendingAcks() const { return !pendingAcks_.empty(); }
-  int lastErrno() const { return lastErrno_; }
-
-  // Set by LocalServer: output above the high watermark / queued for flush /
-  // marked for the service phase / the handler has been told about this session.
-  bool congested = false;
-  bool dirty = false;
-  bool marked = false;
-  bool knownToHandler = false;
-  // Set when the local policy refuses this client: the answer to its next
-  // frame (HELLO), after which the session closes.
-  Status refusal;
-  // The last destination the local policy allowed this client, under policy
-  // generation policyGeneration (LocalServer::maySend).
-  uint64_t policyGeneration = 0;
-  std::string policyNode, policyService;
-
-  void stopEvents();  // closing: no more callbacks
+  // Deliveries and their receipts (delivery_ledger.h).
+  DeliveryLedger& deliveries() { return deliveries_; }
+  size_t unconsumedBytes() const { return deliveries_.unconsumedBytes(); }
 
  private:
+  void setState(State next);
   void onReadable();
   void readSocket(size_t budget);
   void onDoorbell();
-  void readRing();
-  // Copies up to `budget` bytes of records into the input buffer; an error
-  // (logged) when the client's ring is corrupt.
-  Result<size_t> takeFromRing(size_t budget);
-  FlushResult flushToRing();
-  void relieveRing();       // spills what waits in place past half of the ring held
-  void countShmSyscalls();  // the channel's doorbell calls into loop::syscalls()
+  FlushResult flushToSocket();
   void endInput(const char* why, int err, Errc code = Errc::ok);
 
   loop::EventLoop& loop_;
@@ -257,52 +184,34 @@ class Session {
   UniqueFd fd_;
   const PeerCred cred_;
   const uint32_t maxBody_;
-  const size_t maxAcksPerFrame_;
-  std::string name_;
-  State state_ = State::awaiting_hello;
+  const std::string name_;
+  StateMachine<State> state_{State::awaiting_hello};
   uint8_t pauseMask_ = 0;
-  int lastErrno_ = 0;
-  const char* endReason_ = nullptr;
-  Errc endCode_ = Errc::ok;
   bool writable_ = false;
   bool helloExpired_ = false;
+  int lastErrno_ = 0;
+  struct InputEnd {
+    const char* reason = nullptr;
+    Errc code = Errc::ok;
+  } end_;
   ByteBuffer in_;
   ByteBuffer out_;
-  uint64_t delivered_ = 0;  // DELIVER frames appended
-  uint64_t taken_ = 0;      // the client's last CONSUMED count
-  size_t unconsumedBytes_ = 0;
-  struct Tracked {
-    uint64_t end;  // the delivery number of the run's last frame
-    Receipt receipt;
-    size_t bytes;
-  };
-  Ring<Tracked> tracked_;
-  std::vector<proto::AckRange> pendingAcks_;
+  AckQueue acks_;
+  DeliveryLedger deliveries_;
   std::vector<std::string> services_;
-  loop::IoEvent readEvent_;   // EV_READ|EV_PERSIST|EV_ET, always registered
-  loop::IoEvent writeEvent_;  // EV_WRITE|EV_PERSIST|EV_ET, registered while output is blocked
-  loop::Timer helloTimer_;    // closes a client that never says HELLO
-  bool offerWindow_ = true;   // descriptors are read with the socket's bytes
-  std::vector<UniqueFd> passedFds_;
-  std::shared_ptr<ShmChannel> shm_;               // kept by frame records held past the session
-  std::shared_ptr<ExternalArea> area_;            // the ring to the daemon, as devices register it
-  std::shared_ptr<ExternalArea> payloadArea_;     // the channel's payload area, if it has one
-  std::string frameError_;                        // FrameRecord::error's text when not static
-  std::vector<std::byte> frameCopy_;              // a frame record's head, or all of a small one
-  std::unique_ptr<loop::IoEvent> doorbellEvent_;  // the channel's wakeFd, EV_ET
-  uint64_t wakesCounted_ = 0, readsCounted_ = 0;
-  bool waitingForRoom_ = false;  // the ring to the client was full at the last flush
-  bool spinning() const { return loop_.idleStrategy() != loop::IdleStrategy::sleep; }
+  std::vector<UniqueFd> passedFds_;  // come with the SHM_OFFER, in the offer window
+  loop::IoEvent readEvent_;          // EV_READ|EV_PERSIST|EV_ET, always registered
+  loop::IoEvent writeEvent_;       // EV_WRITE|EV_PERSIST|EV_ET, registered while output is blocked
+  loop::Timer helloTimer_;         // closes a client that never says HELLO
+  std::unique_ptr<ShmLink> link_;  // the shared-memory link, once accepted
 };
+
+std::string_view toString(Session::State s);
+bool allowedEdge(Session::State from, Session::State to);
 
 template <typename Fill>
 bool Session::writeInPlace(size_t size, Fill&& fill) {
-  if (!shm_ || !out_.empty() || size > shm_->maxRecord() || ringBroken()) return false;
-  Result<std::span<std::byte>> room = shm_->reserveRecord(size);
-  if (!room) return false;
-  fill(room->first(size));
-  // A commit that fails broke the ring: the flush sees it and ends the session.
-  return shm_->commitRecord().ok();
+  return link_ && out_.empty() && link_->writeInPlace(size, std::forward<Fill>(fill));
 }
 
 template <typename Fill>

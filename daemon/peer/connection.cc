@@ -496,11 +496,11 @@ size_t Connection::messageRoom() {
   return sender_.batch().room();
 }
 
-bool Connection::canPostInPlace(ExternalPayload& payload) {
-  return device_ != nullptr && device_->lkeyFor(payload.area()).has_value();
+bool Connection::canPostInPlace(ExternalArea& area) {
+  return device_ != nullptr && device_->lkeyFor(area).has_value();
 }
 
-void Connection::sealInPlace(ExternalPayload& payload, std::span<const std::byte> bytes) {
+void Connection::sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes) {
   sender_.sealInPlace(payload, bytes, *device_->lkeyFor(payload.area()));
 }
 

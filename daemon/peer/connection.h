@@ -169,8 +169,8 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   BatchWriter& batch() override { return sender_.batch(); }
   bool hasOpenBatch() const { return sender_.hasOpen(); }
   void sealBatch() override { sender_.seal(); }  // the open batch is full: queue it for posting
-  bool canPostInPlace(ExternalPayload& payload) override;
-  void sealInPlace(ExternalPayload& payload, std::span<const std::byte> bytes) override;
+  bool canPostInPlace(ExternalArea& area) override;
+  void sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes) override;
   // Reposts consumed receive buffers, adds a credit-only batch when enough
   // credits are owed, and posts every sealed batch and the open one.
   void post();

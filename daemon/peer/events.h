@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -14,6 +16,26 @@
 namespace rdmamsg::peer {
 
 class Peer;
+
+// One flow of one peer: Outbound's queue of messages for one destination
+// service there. A client held because a flow is full waits on its key
+// until queueDrained(key).
+struct FlowKey {
+  uint64_t peer = 0;  // Peer::id()
+  uint64_t flow = 0;  // numbered by the peer's Outbound, never reused
+  friend bool operator==(const FlowKey&, const FlowKey&) = default;
+};
+struct FlowKeyHash {
+  size_t operator()(const FlowKey& k) const noexcept {
+    return std::hash<uint64_t>()(k.peer * 0x9e3779b97f4a7c15ULL ^ k.flow);
+  }
+};
+
+// What a peer did with a message it accepted: `holdOn` is set when the
+// client should send no more to its destination until queueDrained(key).
+struct Admitted {
+  std::optional<FlowKey> holdOn;
+};
 
 enum class Delivery {
   kDelivered,       // the listener has it: confirm now
@@ -48,8 +70,8 @@ class PeerEvents {
   virtual void outcome(uint64_t session, uint64_t msgId, const Status& status) = 0;
   // Messages msgId .. msgId + count - 1 of one client were delivered.
   virtual void delivered(uint64_t session, uint64_t msgId, uint64_t count) = 0;
-  // A queue that paused its senders (the wait key send() gave) has drained.
-  virtual void queueDrained(const void* waitKey) = 0;
+  // A flow that held its senders (the key send() gave) has drained.
+  virtual void queueDrained(const FlowKey& flow) = 0;
 };
 
 }  // namespace rdmamsg::peer

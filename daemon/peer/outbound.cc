@@ -45,13 +45,16 @@ struct Outbound::Queued {
   bool started;  // its first fragment is out (it has a seq: the newest)
   bool waiting;  // not started: its cost counts in Flow::waitingCost
   // Set when the payload is not stored here but held where it lies (a
-  // client's ring: at .. at + length), posted from there when it goes.
-  ExternalPayload* inPlace;
+  // client's memory: at .. at + length), posted from there when it goes;
+  // its handle is the flow's next in `held`.
+  bool inPlace;
   const std::byte* at;
 };
 
 struct Outbound::Flow {
   std::string service;
+  uint64_t number = 0;       // FlowKey::flow
+  Ring<PayloadHandle> held;  // the in-place payloads of the queue, in its order
   uint64_t unconfirmed = 0;
   uint64_t waitingCost = 0;  // window cost of the queued messages not started
   ByteBuffer queue;
@@ -67,8 +70,17 @@ struct Outbound::Flow {
   }
 };
 
-Outbound::Outbound(const config::Config& config, const std::string& peerName, PeerEvents& events)
-    : config_(config), peerName_(peerName), events_(events) {}
+Outbound::Outbound(const config::Config& config, const std::string& peerName, uint64_t peerId,
+                   PeerEvents& events, std::function<void()> wake)
+    : config_(config),
+      peerName_(peerName),
+      peerId_(peerId),
+      events_(events),
+      wake_(std::move(wake)) {}
+
+FlowKey Outbound::keyOf(const Flow& f) const {
+  return {peerId_, f.number};
+}
 
 // Calls f(q, src, payload) for each message queued in `flow`, oldest first:
 // its header, its sender's name, and its payload (in the queue, or where
@@ -80,57 +92,82 @@ void Outbound::forEachQueued(const Flow& flow, F&& f) {
     Queued q;
     std::memcpy(&q, flow.queue.data() + off, sizeof q);
     const std::byte* src = flow.queue.data() + off + sizeof q;
-    off += sizeof q + q.srcLen + (q.inPlace != nullptr ? 0 : q.length);
+    off += sizeof q + q.srcLen + (q.inPlace ? 0 : q.length);
     f(q, std::span<const std::byte>(src, q.srcLen),
-      std::span<const std::byte>(q.inPlace != nullptr ? q.at : src + q.srcLen, q.length));
+      std::span<const std::byte>(q.inPlace ? q.at : src + q.srcLen, q.length));
   }
 }
 
 Outbound::~Outbound() {
   // Payloads still waiting in place go back to their clients.
-  for (auto& [name, f] : flows_)
-    forEachQueued(*f, [this](const Queued& q, auto, auto) {
-      if (q.inPlace != nullptr) letGo(*q.inPlace, q.length);
+  for (auto& [name, f] : flows_) {
+    size_t held = 0;
+    forEachQueued(*f, [&](const Queued& q, auto, auto) {
+      if (q.inPlace) letGo(std::move(f->held[held++]), q.length);
     });
+  }
 }
 
-void Outbound::holdIn(ExternalPayload& p) {
-  p.hold();
-  if (heldIn_[&p.area()]++ == 0) p.area().addHolder(this);
+void Outbound::holdIn(ExternalArea& area, size_t bytes) {
+  area.queued += bytes;
+  if (heldIn_[&area]++ == 0) area.addHolder(this);
 }
 
-void Outbound::letGo(ExternalPayload& p, size_t bytes) {
+void Outbound::letGo(PayloadHandle p, size_t bytes) {
   ExternalArea& area = p.area();
   area.queued -= bytes;
   if (--heldIn_[&area] == 0) {
     heldIn_.erase(&area);
     area.removeHolder(this);
+    std::erase(spillWanted_, &area);
   }
-  p.drop();
+}
+
+void Outbound::spillRequested(ExternalArea& area) {
+  if (std::find(spillWanted_.begin(), spillWanted_.end(), &area) == spillWanted_.end())
+    spillWanted_.push_back(&area);
+  wake_();
+}
+
+void Outbound::serveSpills() {
+  while (!spillWanted_.empty()) {
+    ExternalArea* area = spillWanted_.back();
+    spillWanted_.pop_back();
+    spill(*area);
+  }
 }
 
 // Rebuilds each queue with the payloads of `area` copied in.
 void Outbound::spill(ExternalArea& area) {
-  std::vector<std::pair<ExternalPayload*, size_t>> released;
+  std::vector<std::pair<PayloadHandle, size_t>> released;
   for (auto& [name, fp] : flows_) {
+    Flow& f = *fp;
     ByteBuffer rebuilt;
+    Ring<PayloadHandle> kept;
+    size_t held = 0;
     const size_t before = released.size();
     forEachQueued(
-        *fp, [&](Queued q, std::span<const std::byte> src, std::span<const std::byte> payload) {
-          if (q.inPlace != nullptr && &q.inPlace->area() == &area) {
-            released.emplace_back(q.inPlace, q.length);
-            q.inPlace = nullptr;
-            q.at = nullptr;
-            loop::copies().flowQueue += q.length;
+        f, [&](Queued q, std::span<const std::byte> src, std::span<const std::byte> payload) {
+          if (q.inPlace) {
+            PayloadHandle& h = f.held[held++];
+            if (&h.area() == &area) {
+              released.emplace_back(std::move(h), q.length);
+              q.inPlace = false;
+              q.at = nullptr;
+              loop::copies().flowQueue += q.length;
+            } else {
+              kept.push_back(std::move(h));
+            }
           }
           rebuilt.append(&q, sizeof q);
           rebuilt.append(src);
-          if (q.inPlace == nullptr) rebuilt.append(payload);
+          if (!q.inPlace) rebuilt.append(payload);
         });
-    if (released.size() != before) fp->queue = std::move(rebuilt);
+    f.held = std::move(kept);
+    if (released.size() != before) f.queue = std::move(rebuilt);
   }
   for (auto& [p, bytes] : released)
-    letGo(*p, bytes);
+    letGo(std::move(p), bytes);
 }
 
 void Outbound::reset(uint64_t remoteWindow, uint64_t remoteMaxMessage) {
@@ -145,6 +182,7 @@ Outbound::Flow& Outbound::flowFor(std::string_view service) {
   if (it == flows_.end()) {
     auto f = std::make_unique<Flow>();
     f->service = std::string(service);
+    f->number = nextFlow_++;
     it = flows_.emplace(f->service, std::move(f)).first;
   }
   lastFlow_ = it->second.get();
@@ -161,16 +199,16 @@ void Outbound::makeReady(Flow& f) {
   ready_.push_back(&f);
 }
 
-Status Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId, std::string_view src,
-                      std::string_view dst, std::span<const std::byte> payload,
-                      const void*& waitKey, ExternalPayload* inPlace) {
-  waitKey = nullptr;
+Result<Admitted> Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId,
+                                std::string_view src, std::string_view dst,
+                                std::span<const std::byte> payload, const PayloadHandle* inPlace) {
   if (remoteMaxMessage_ != 0 && payload.size() > remoteMaxMessage_)
     return Status(Errc::too_large, "message of " + std::to_string(payload.size()) +
                                        " bytes is over the max_message_size of " + peerName_ +
                                        " (" + std::to_string(remoteMaxMessage_) + " bytes)");
+  // (Only our pointer is dropped: the caller holds the payload while it is copied.)
   if (room == nullptr || payload.size() < kMinInPlace ||
-      (inPlace != nullptr && !room->canPostInPlace(*inPlace)))
+      (inPlace != nullptr && !room->canPostInPlace(inPlace->area())))
     inPlace = nullptr;
   Flow& f = flowFor(dst);
   auto cost = static_cast<uint32_t>(
@@ -185,7 +223,7 @@ Status Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId, std::str
     inflight_.push_back({session, msgId, &f, cost, false, false, deadline, sampleTime(seq)});
     unsettled_++;
     f.unconfirmed += cost;
-    if (write(*room, seq, src, dst, payload, offset, started, inPlace)) return Status();
+    if (write(*room, seq, src, dst, payload, offset, started, inPlace)) return Admitted{};
     current_ = &f;
   }
   // A payload in a ring waits where it is only for the link: its window has
@@ -202,21 +240,22 @@ Status Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId, std::str
          (f.unconfirmed == 0 && f.waitingCost == 0)) ||
        inPlace->area().queued + payload.size() > inPlace->area().bytes().size() / 2))
     inPlace = nullptr;
-  enqueue(f, session, msgId, deadline, src, payload.subspan(offset), started, cost, inPlace);
+  enqueue(f, session, msgId, deadline, src, payload.subspan(offset), started, cost,
+          inPlace != nullptr ? inPlace->share() : PayloadHandle());
   if (!started) makeReady(f);
   // Only this flow's senders are held (HOLD of this destination): a full
   // flow never stops another.
   if (f.queuedBytes > config_.sendQueueLimit ||
       (f.queuedMessages > 1 && totalQueued_ > kTotalFactor * config_.sendQueueLimit)) {
     f.paused = true;
-    waitKey = &f;
+    return Admitted{keyOf(f)};
   }
-  return Status();
+  return Admitted{};
 }
 
 void Outbound::enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_point deadline,
                        std::string_view src, std::span<const std::byte> rest, bool started,
-                       uint32_t cost, ExternalPayload* inPlace) {
+                       uint32_t cost, PayloadHandle inPlace) {
   Queued q{session,
            msgId,
            deadline,
@@ -226,7 +265,7 @@ void Outbound::enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_po
            static_cast<uint8_t>(src.size()),
            started,
            !started,
-           inPlace,
+           static_cast<bool>(inPlace),
            rest.data()};
   if (!started) f.waitingCost += cost;
   f.queue.append(&q, sizeof q);
@@ -234,9 +273,9 @@ void Outbound::enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_po
   // Counted whether stored here or waiting in place: the queue's limit
   // (HOLD) bounds both.
   const size_t bytes = sizeof q + src.size() + rest.size();
-  if (inPlace != nullptr) {
-    holdIn(*inPlace);
-    inPlace->area().queued += rest.size();
+  if (inPlace) {
+    holdIn(inPlace.area(), rest.size());
+    f.held.push_back(std::move(inPlace));
   } else {
     f.queue.append(rest);
     loop::copies().flowQueue += rest.size();
@@ -249,24 +288,28 @@ void Outbound::enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_po
 void Outbound::popFront(Flow& f) {
   Queued q = f.front();
   const size_t bytes = sizeof q + q.srcLen + q.length;
-  f.queue.consume(bytes - (q.inPlace != nullptr ? q.length : 0));
+  f.queue.consume(bytes - (q.inPlace ? q.length : 0));
   if (q.waiting) f.waitingCost -= q.cost;
   f.queuedBytes -= bytes;
   f.queuedMessages--;
   totalQueued_ -= bytes;
-  if (q.inPlace != nullptr) letGo(*q.inPlace, q.length);
+  if (q.inPlace) {
+    PayloadHandle p = std::move(f.held.front());
+    f.held.pop_front();
+    letGo(std::move(p), q.length);
+  }
   // A drained flow gives back what a burst made its queue grow to: an idle
   // flow (kept until there are 64) holds no more than a small buffer.
   if (f.queuedMessages == 0 && f.queue.capacity() > kIdleQueueCapacity) f.queue = ByteBuffer();
   if (f.paused && (f.queuedBytes <= config_.sendQueueLimit / 2 || f.queuedMessages == 0)) {
     f.paused = false;
-    events_.queueDrained(&f);
+    events_.queueDrained(keyOf(f));
   }
 }
 
 bool Outbound::write(SendRoom& room, uint64_t seq, std::string_view src, std::string_view dst,
                      std::span<const std::byte> payload, uint64_t& offset, bool& started,
-                     ExternalPayload* inPlace) {
+                     const PayloadHandle* inPlace) {
   for (;;) {
     size_t space = room.messageRoom();
     if (space == 0) return false;
@@ -307,7 +350,7 @@ bool Outbound::write(SendRoom& room, uint64_t seq, std::string_view src, std::st
   }
 }
 
-bool Outbound::writeInPlace(SendRoom& room, ExternalPayload& inPlace, uint64_t seq,
+bool Outbound::writeInPlace(SendRoom& room, const PayloadHandle& inPlace, uint64_t seq,
                             std::string_view src, std::string_view dst,
                             std::span<const std::byte> payload, uint64_t& offset, bool& started) {
   const size_t space = room.batch().room();
@@ -330,12 +373,12 @@ bool Outbound::continueFront(SendRoom& room, Flow& f) {
   Queued q = f.front();
   const auto* p = reinterpret_cast<const char*>(f.queue.data()) + sizeof q;
   std::string_view src(p, q.srcLen);
-  std::span<const std::byte> payload(
-      q.inPlace != nullptr ? q.at : f.queue.data() + sizeof q + q.srcLen, q.length);
+  std::span<const std::byte> payload(q.inPlace ? q.at : f.queue.data() + sizeof q + q.srcLen,
+                                     q.length);
   uint64_t offset = q.offset;
   bool started = q.started;
-  ExternalPayload* inPlace =
-      q.inPlace != nullptr && room.canPostInPlace(*q.inPlace) ? q.inPlace : nullptr;
+  const PayloadHandle* inPlace =
+      q.inPlace && room.canPostInPlace(f.held.front().area()) ? &f.held.front() : nullptr;
   // A started message has the newest seq: nothing else started after it.
   bool done = write(room, nextSeq_ - 1, src, f.service, payload, offset, started, inPlace);
   if (!done) {
@@ -526,10 +569,10 @@ void Outbound::failAll(const Status& why) {
   }
   inflight_.clear();
   unsettled_ = 0;
-  std::vector<const void*> paused;
+  std::vector<FlowKey> paused;
   for (auto& [name, fp] : flows_) {
     Flow& f = *fp;
-    if (f.paused) paused.push_back(&f);
+    if (f.paused) paused.push_back(keyOf(f));
     f.paused = false;
     bool onWire = current_ == &f;  // its front has an in-flight entry, reported above
     while (f.queuedMessages > 0) {
@@ -544,7 +587,7 @@ void Outbound::failAll(const Status& why) {
   }
   ready_.clear();
   current_ = nullptr;
-  for (const void* key : paused)
+  for (const FlowKey& key : paused)
     events_.queueDrained(key);
   flows_.clear();
   lastFlow_ = nullptr;

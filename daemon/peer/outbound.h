@@ -19,8 +19,15 @@
 //
 // Backpressure, per flow: a flow with more than send_queue_limit queued (or,
 // once the peer has 8 × that queued over all its flows, a second message)
-// holds the clients that fill it (send() returns the flow's wait key) until
-// it drains to half. Other flows are never held by it.
+// holds the clients that fill it (send() returns the flow's key) until it
+// drains to half. Other flows are never held by it.
+//
+// Payloads that lie in a client's shared memory (PayloadHandle,
+// external_payload.h) wait in their flow's queue where they lie, held by
+// their handles, when they wait only for the link (or lie in a block that
+// pins only itself). When the client's area wants its room back it marks
+// this holder (spillRequested); the peer's service step then copies them
+// into the queue and lets go (serveSpills).
 //
 // Every accepted message gets exactly one outcome: delivered (confirmed),
 // an error confirmed by the peer, timeout (message_timeout passed), or
@@ -29,6 +36,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -58,7 +66,10 @@ class Outbound final : public ExternalHolder {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Outbound(const config::Config& config, const std::string& peerName, PeerEvents& events);
+  // `peerId` names the peer in flow keys; `wake` marks the peer for its
+  // service step (a spill was requested).
+  Outbound(const config::Config& config, const std::string& peerName, uint64_t peerId,
+           PeerEvents& events, std::function<void()> wake);
   ~Outbound();
   Outbound(const Outbound&) = delete;
   Outbound& operator=(const Outbound&) = delete;
@@ -68,15 +79,18 @@ class Outbound final : public ExternalHolder {
 
   // Accepts a message for `room` (an established connection), or only
   // queues it when `room` is null (no connection yet, or one that starts no
-  // new message: pump() sends it later). Errors: too_large. Sets `waitKey` when the
-  // client should not be read until queueDrained(key). `inPlace`: the
-  // payload lies in memory the link may post from (external_payload.h);
-  // what goes at once of a payload of at least kMinInPlace bytes is then
-  // posted from there, not copied (what has to wait is copied to the queue).
+  // new message: pump() sends it later). Errors: too_large. Admitted::holdOn
+  // is set when the client should send no more to `dst` until
+  // queueDrained(key). `inPlace`: the payload lies in memory the link may
+  // post from (external_payload.h); what goes at once of a payload of at
+  // least kMinInPlace bytes is then posted from there, not copied, and what
+  // waits only for the link waits there (the rest is copied to the queue).
+  // The caller holds the payload until send() returns; the sends and the
+  // queue that keep it take shares.
   static constexpr size_t kMinInPlace = 16 * 1024;
-  Status send(SendRoom* room, uint64_t session, uint64_t msgId, std::string_view src,
-              std::string_view dst, std::span<const std::byte> payload, const void*& waitKey,
-              ExternalPayload* inPlace = nullptr);
+  Result<Admitted> send(SendRoom* room, uint64_t session, uint64_t msgId, std::string_view src,
+                        std::string_view dst, std::span<const std::byte> payload,
+                        const PayloadHandle* inPlace = nullptr);
 
   // Writes what the windows and the link allow, each ready flow up to a
   // turn's bytes. True when a flow is still ready and the link has room:
@@ -92,8 +106,11 @@ class Outbound final : public ExternalHolder {
   // The connection is gone: everything fails with `why`.
   void failAll(const Status& why);
 
-  // Copies the payloads of `area` that wait where they lie into the queues.
-  void spill(ExternalArea& area) override;
+  // ExternalHolder: `area` wants its room back (marks the peer).
+  void spillRequested(ExternalArea& area) override;
+  // The service step: copies the payloads of every area that asked into
+  // the queues and lets go of them.
+  void serveSpills();
 
   size_t queuedBytes() const { return totalQueued_; }
   // Memory the flows' queues hold (what they grew to for bursts still queued).
@@ -135,16 +152,18 @@ class Outbound final : public ExternalHolder {
   // Writes (the rest of) a message; true when all of it is in batches.
   bool write(SendRoom& room, uint64_t seq, std::string_view src, std::string_view dst,
              std::span<const std::byte> payload, uint64_t& offset, bool& started,
-             ExternalPayload* inPlace = nullptr);
+             const PayloadHandle* inPlace = nullptr);
   // One record of `inPlace`'s payload from `offset`, posted from where it
   // lies: false when the open batch has too little room left for one.
-  bool writeInPlace(SendRoom& room, ExternalPayload& inPlace, uint64_t seq, std::string_view src,
-                    std::string_view dst, std::span<const std::byte> payload, uint64_t& offset,
-                    bool& started);
+  bool writeInPlace(SendRoom& room, const PayloadHandle& inPlace, uint64_t seq,
+                    std::string_view src, std::string_view dst, std::span<const std::byte> payload,
+                    uint64_t& offset, bool& started);
   // `inPlace`: the payload stays where it lies, held (else it is copied).
   void enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_point deadline,
                std::string_view src, std::span<const std::byte> rest, bool started, uint32_t cost,
-               ExternalPayload* inPlace);
+               PayloadHandle inPlace);
+  void spill(ExternalArea& area);
+  FlowKey keyOf(const Flow& f) const;
   void popFront(Flow& f);
   void report(InFlight& m, Errc errc);
   void collectIdleFlows();
@@ -152,7 +171,10 @@ class Outbound final : public ExternalHolder {
 
   const config::Config& config_;
   const std::string& peerName_;
+  const uint64_t peerId_;
   PeerEvents& events_;
+  std::function<void()> wake_;
+  uint64_t nextFlow_ = 1;
   uint64_t remoteWindow_ = 0, remoteMaxMessage_ = 0;
 
   std::unordered_map<std::string, std::unique_ptr<Flow>> flows_;
@@ -162,12 +184,13 @@ class Outbound final : public ExternalHolder {
   Flow* current_ = nullptr;  // its front message is started: finished first
   size_t totalQueued_ = 0;
   // Queued messages whose payload waits in place, by area (registered as
-  // its holder while there are any).
+  // its holder while there are any), and the areas that asked for a spill.
   std::unordered_map<ExternalArea*, size_t> heldIn_;
+  std::vector<ExternalArea*> spillWanted_;
   template <typename F>
   static void forEachQueued(const Flow& flow, F&& f);
-  void holdIn(ExternalPayload& p);
-  void letGo(ExternalPayload& p, size_t bytes);  // drops it: last, as it may end the area
+  void holdIn(ExternalArea& area, size_t bytes);
+  void letGo(PayloadHandle p, size_t bytes);  // the handle goes last: it may end the area
 
   uint64_t nextSeq_ = 1;
   uint64_t baseSeq_ = 1;  // seq of inflight_.front()

@@ -29,7 +29,7 @@ Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, 
                                                     wake_();
                                                   })),
       rng_(std::random_device{}()),
-      out_(cfg, cfg_.name, events) {
+      out_(cfg, cfg_.name, id_, events, wake_) {
   in_.setRoomSource([this](std::string_view src, std::string_view dst, uint64_t total) {
     return events_.reserveIncoming(*this, src, dst, total);
   });
@@ -261,6 +261,7 @@ void Peer::makeCurrent(Connection* c, const char* whyOldGoes) {
 // ------------------------------------------------------------ service step
 
 void Peer::service() {
+  out_.serveSpills();
   observe();
   if (state_ != PeerState::kEstablished) return;
   receive();
@@ -383,10 +384,9 @@ void Peer::onDown() {
 
 // ------------------------------------------------------------ sending
 
-Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
-                  std::string_view dstService, std::span<const std::byte> payload,
-                  const void*& waitKey, ExternalPayload* inPlace) {
-  waitKey = nullptr;
+Result<Admitted> Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
+                            std::string_view dstService, std::span<const std::byte> payload,
+                            const PayloadHandle* inPlace) {
   const bool up = state_ == PeerState::kEstablished && !conn_->down();
   if (!up && (!onDemand() || state_ == PeerState::kStopping || state_ == PeerState::kStopped))
     return Status(Errc::peer_unreachable, "peer " + name() + " is not connected (" +
@@ -394,14 +394,15 @@ Status Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
                                               (lastError_.empty() ? "" : ": " + lastError_) + ")");
   // Not connected (on demand) or closing for idleness: queued for the next connection.
   Connection* conn = up && !committed() ? conn_ : nullptr;
-  Status st = out_.send(conn, session, msgId, srcService, dstService, payload, waitKey, inPlace);
-  if (st.ok()) {
+  Result<Admitted> admitted =
+      out_.send(conn, session, msgId, srcService, dstService, payload, inPlace);
+  if (admitted) {
     counters_.messagesSent++;
     counters_.bytesSent += payload.size();
     if (!up) dialOnDemand();
     wake_();
   }
-  return st;
+  return admitted;
 }
 
 void Peer::confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,

@@ -154,12 +154,13 @@ class Peer {
 
   // Sends a message. Errors: peer_unreachable (connect: always and not
   // connected, or stopping), too_large. With connect: on_demand a message to
-  // a peer that is not connected is queued and the peer dialed. A non-null
-  // `waitKey` tells the caller to stop reading the client until
-  // PeerEvents::queueDrained(waitKey).
-  Status send(uint64_t session, uint64_t msgId, std::string_view srcService,
-              std::string_view dstService, std::span<const std::byte> payload, const void*& waitKey,
-              ExternalPayload* inPlace = nullptr);
+  // a peer that is not connected is queued and the peer dialed.
+  // Admitted::holdOn tells the caller to hold the client's sends to this
+  // destination until PeerEvents::queueDrained(key). `inPlace`: the
+  // payload lies in a client's shared memory (Outbound::send).
+  Result<Admitted> send(uint64_t session, uint64_t msgId, std::string_view srcService,
+                        std::string_view dstService, std::span<const std::byte> payload,
+                        const PayloadHandle* inPlace = nullptr);
   // The outcome of messages seq .. seq + count - 1, which the router
   // accepted: confirmed to the peer if connection `epoch` is still the
   // current one. With `consumedBytes` (messages listeners took) the

@@ -22,13 +22,14 @@ class SendRoom {
   // The open batch is full: it is queued to go, and the next messageRoom()
   // opens another.
   virtual void sealBatch() = 0;
-  // Whether `payload` can be posted from where it lies on this link (its
-  // memory registered with the device, now if need be).
-  virtual bool canPostInPlace(ExternalPayload& payload) = 0;
+  // Whether payloads lying in `area` can be posted from there on this link
+  // (its memory registered with the device, now if need be).
+  virtual bool canPostInPlace(ExternalArea& area) = 0;
   // Ends the open batch, whose last record is a message head
   // (BatchWriter::addMessageHead), with `bytes` of `payload` posted from
-  // where they lie, and seals it; the payload is held until the send is done.
-  virtual void sealInPlace(ExternalPayload& payload, std::span<const std::byte> bytes) = 0;
+  // where they lie, and seals it; the send holds the payload (a share of
+  // the handle) until it is done.
+  virtual void sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes) = 0;
 
  protected:
   ~SendRoom() = default;

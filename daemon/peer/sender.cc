@@ -35,22 +35,16 @@ void Sender::seal() {
   batches_.seal(static_cast<uint32_t>(writer_.finish(s.returned, s.released)));
 }
 
-void Sender::sealInPlace(ExternalPayload& payload, std::span<const std::byte> bytes,
+void Sender::sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes,
                          uint32_t lkey) {
-  payload.hold();
   inPlace_[batches_.openIndex()] = {
-      &payload,
+      payload.share(),
       {reinterpret_cast<uint64_t>(bytes.data()), static_cast<uint32_t>(bytes.size()), lkey}};
   seal();
 }
 
 void Sender::give(uint32_t index) {
-  if (!inPlace_.empty()) {
-    if (auto it = inPlace_.find(index); it != inPlace_.end()) {
-      it->second.payload->drop();
-      inPlace_.erase(it);
-    }
-  }
+  if (!inPlace_.empty()) inPlace_.erase(index);  // the send's hold on its payload ends
   pool_->give(index);
 }
 
@@ -129,8 +123,6 @@ void Sender::giveBack() {
 
 void Sender::detach() {
   batches_.releaseAll([](uint32_t) {});
-  for (auto& [index, p] : inPlace_)
-    p.payload->drop();
   inPlace_.clear();
   pool_ = nullptr;
 }

@@ -60,8 +60,8 @@ class Sender {
   // Seals the open batch, whose last record is a message head
   // (BatchWriter::addMessageHead), with its payload: `bytes` of `payload`
   // posted from where they lie (lkey: their memory's on this device). The
-  // payload is held until the send's completion, or until giveBack().
-  void sealInPlace(ExternalPayload& payload, std::span<const std::byte> bytes, uint32_t lkey);
+  // send holds the payload until its completion, or until giveBack().
+  void sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes, uint32_t lkey);
   // Posts every sealed batch in one list; "" or why not.
   Status post(ibv_qp* qp);
 
@@ -89,7 +89,7 @@ class Sender {
   uint32_t outstanding_ = 0;
   // The batches whose payload is posted in place, by buffer index.
   struct InPlace {
-    ExternalPayload* payload;
+    PayloadHandle payload;
     ibv_sge sge;
   };
   std::unordered_map<uint32_t, InPlace> inPlace_;

@@ -36,7 +36,7 @@ class RecordingEvents : public PeerEvents {
   std::vector<Incoming> incoming;
   std::map<uint64_t, uint64_t> deliveredCount;  // by session
   std::vector<std::pair<uint64_t, Status>> failures;
-  std::vector<const void*> drained;
+  std::vector<FlowKey> drained;
   int lost = 0;
 
   size_t incomingFor(const std::string& service) const {
@@ -64,7 +64,7 @@ class RecordingEvents : public PeerEvents {
   void delivered(uint64_t session, uint64_t, uint64_t count) override {
     deliveredCount[session] += count;
   }
-  void queueDrained(const void* key) override { drained.push_back(key); }
+  void queueDrained(const FlowKey& key) override { drained.push_back(key); }
 };
 
 // A TCP port free on 127.0.0.1 and 127.0.0.2 (softrdma maps rdma_cm ports to TCP).

@@ -42,14 +42,14 @@ class MeshPair : public ::testing::Test {
   }
 
   // Sends `n` messages of `size` bytes on session 1 from alpha to beta/`service`.
-  std::vector<const void*> send(const std::string& service, int n, size_t size, uint64_t& nextId) {
-    std::vector<const void*> keys;
+  std::vector<FlowKey> send(const std::string& service, int n, size_t size, uint64_t& nextId) {
+    std::vector<FlowKey> keys;
     std::string payload(size, 'p');
     for (int i = 0; i < n; i++) {
-      const void* key = nullptr;
-      Status st = alpha->peer("beta").send(1, nextId++, "src", service, bytesOf(payload), key);
-      EXPECT_TRUE(st.ok()) << st.toString();
-      if (key != nullptr) keys.push_back(key);
+      Result<Admitted> admitted =
+          alpha->peer("beta").send(1, nextId++, "src", service, bytesOf(payload));
+      EXPECT_TRUE(admitted.ok()) << admitted.status().toString();
+      if (admitted && admitted->holdOn) keys.push_back(*admitted->holdOn);
     }
     return keys;
   }
@@ -141,8 +141,7 @@ TEST_F(MeshPair, AHeldFlowStallsAloneAndResumesWhenConfirmed) {
   // Another flow between the same daemons is not held up.
   uint64_t liveId = 1000;
   for (int i = 0; i < 50; i++) {
-    const void* key = nullptr;
-    ASSERT_TRUE(alpha->peer("beta").send(2, liveId++, "src", "live", bytesOf("hello"), key).ok());
+    ASSERT_TRUE(alpha->peer("beta").send(2, liveId++, "src", "live", bytesOf("hello")).ok());
   }
   ASSERT_TRUE(stepUntil(
       loop, [&] { return alpha->events.deliveredCount[2] == 50; }, 5s))
@@ -162,7 +161,7 @@ TEST_F(MeshPair, AHeldFlowStallsAloneAndResumesWhenConfirmed) {
       10s))
       << "delivered " << alpha->events.deliveredCount[1] << " of 100";
   EXPECT_TRUE(alpha->events.failures.empty());
-  for (const void* k : keys)
+  for (const FlowKey& k : keys)
     EXPECT_NE(std::find(alpha->events.drained.begin(), alpha->events.drained.end(), k),
               alpha->events.drained.end())
         << "a paused sender was never resumed";
@@ -265,10 +264,9 @@ TEST(Peer, RedialsAfterEveryFailedAttempt) {
       << "dials: " << gamma.counters().dials;
   EXPECT_FALSE(gamma.established());
   EXPECT_FALSE(gamma.lastError().empty());
-  const void* key = nullptr;
-  Status st = gamma.send(1, 1, "s", "svc", bytesOf("x"), key);
-  EXPECT_EQ(st.code(), Errc::peer_unreachable);
-  EXPECT_NE(st.message().find("gamma"), std::string::npos);
+  Result<Admitted> sent = gamma.send(1, 1, "s", "svc", bytesOf("x"));
+  EXPECT_EQ(sent.status().code(), Errc::peer_unreachable);
+  EXPECT_NE(sent.status().message().find("gamma"), std::string::npos);
   bool done = false;
   alpha.mesh->shutdown([&] { done = true; });
   EXPECT_TRUE(stepUntil(

@@ -64,20 +64,17 @@ class MemoryRoom final : public SendRoom {
   // In place: the batch is the head from the buffer, then the payload's
   // bytes as they are when the send completes (complete()), gathered as
   // the NIC would; the payload is held until then.
-  bool canPostInPlace(ExternalPayload&) override { return postsInPlace; }
-  void sealInPlace(ExternalPayload& payload, std::span<const std::byte> bytes) override {
+  bool canPostInPlace(ExternalArea&) override { return postsInPlace; }
+  void sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes) override {
     EXPECT_EQ(writer_.external(), bytes.size());
-    payload.hold();
     sealBatch();
-    pendingInPlace_.push_back({sealed_.size() - 1, &payload, bytes});
+    pendingInPlace_.push_back({sealed_.size() - 1, payload.share(), bytes});
   }
   // Every send posted from a payload completes: its bytes are read now.
   void complete() {
-    for (const auto& p : pendingInPlace_) {
+    for (const auto& p : pendingInPlace_)
       sealed_[p.batch].insert(sealed_[p.batch].end(), p.bytes.begin(), p.bytes.end());
-      p.payload->drop();
-    }
-    pendingInPlace_.clear();
+    pendingInPlace_.clear();  // the sends' holds end
   }
   size_t pendingInPlace() const { return pendingInPlace_.size(); }
 
@@ -115,7 +112,7 @@ class MemoryRoom final : public SendRoom {
  private:
   struct InPlace {
     size_t batch;
-    ExternalPayload* payload;
+    PayloadHandle payload;
     std::span<const std::byte> bytes;
   };
   std::vector<InPlace> pendingInPlace_;
@@ -131,7 +128,7 @@ class Recorder : public PeerEvents {
  public:
   std::map<uint64_t, Status> outcomes;  // by msgId: failures and confirmed errors
   std::vector<uint64_t> deliveredIds;   // msgIds, in the order reported
-  std::vector<const void*> drained;
+  std::vector<FlowKey> drained;
 
   Delivery deliverIncoming(Peer&, uint64_t, uint64_t, std::string_view, std::string_view,
                            std::span<const std::byte>, DeliveryRoom*) override {
@@ -145,25 +142,40 @@ class Recorder : public PeerEvents {
     for (uint64_t i = 0; i < count; i++)
       deliveredIds.push_back(msgId + i);
   }
-  void queueDrained(const void* key) override { drained.push_back(key); }
+  void queueDrained(const FlowKey& key) override { drained.push_back(key); }
 };
 
 std::span<const std::byte> bytes(const std::string& s) {
   return std::as_bytes(std::span(s));
 }
 
-// A payload in a client's memory: counts who holds it.
-class HeldString final : public ExternalPayload {
+// A payload in a client's memory: how many hold it (its handles alive).
+// The client reuses its memory the moment the last handle lets go: the
+// hold's end overwrites it, so a byte read after that is a wrong byte.
+class HeldString {
  public:
   explicit HeldString(std::string& s, ExternalArea::Order order = ExternalArea::Order::inOrder)
-      : area_(bytes(s), order) {}
-  ExternalArea& area() override { return area_; }
-  void hold() override { holds++; }
-  void drop() override { holds--; }
-  int holds = 1;  // the local side's, while it hands the message over
+      : memory_(s), area_(bytes(s), order) {}
+  // The local side's handle, which it hands over with the message.
+  PayloadHandle handle() {
+    auto hold = std::make_shared<Hold>(memory_, area_);
+    hold_ = hold;
+    return PayloadHandle(hold);
+  }
+  long holds() const { return hold_.use_count(); }
+  ExternalArea& area() { return area_; }
 
  private:
+  struct Hold final : PayloadHold {
+    Hold(std::string& memory, ExternalArea& a) : memory_(memory), a_(a) {}
+    ~Hold() override { memory_.assign(memory_.size(), 'X'); }
+    ExternalArea& area() override { return a_; }
+    std::string& memory_;
+    ExternalArea& a_;
+  };
+  std::string& memory_;
   ExternalArea area_;
+  std::weak_ptr<Hold> hold_;
 };
 
 std::string alphabet(size_t n) {
@@ -181,29 +193,33 @@ class OutboundTest : public ::testing::Test {
   }
   void SetUp() override { reset(); }
   void reset(uint64_t window = 1 << 20, uint64_t maxMessage = 1 << 20) {
-    out_ = std::make_unique<Outbound>(config_, peerName_, events_);
+    out_ = std::make_unique<Outbound>(config_, peerName_, kPeerId, events_, [this] { wakes_++; });
     out_->reset(window, maxMessage);
   }
   // Sends message `msgId` of session 1 from service "src" to `dst`.
   Status send(SendRoom* room, uint64_t msgId, const std::string& dst, const std::string& payload,
-              const void** waitKey = nullptr, ExternalPayload* inPlace = nullptr) {
-    const void* key = nullptr;
-    Status st = out_->send(room, 1, msgId, "src", dst, bytes(payload), key, inPlace);
-    if (waitKey != nullptr) *waitKey = key;
-    return st;
+              std::optional<FlowKey>* holdOn = nullptr, PayloadHandle inPlace = {}) {
+    // The local side holds the payload while send() runs, then lets go.
+    Result<Admitted> admitted =
+        out_->send(room, 1, msgId, "src", dst, bytes(payload), inPlace ? &inPlace : nullptr);
+    if (!admitted) return admitted.status();
+    if (holdOn != nullptr) *holdOn = admitted->holdOn;
+    return Status();
   }
 
   // Sends message `msgId` whose payload is the first `size` bytes of a
   // client's `area`, held in place.
   Status sendInPlace(SendRoom* room, uint64_t msgId, std::string& area, size_t size,
-                     ExternalPayload& held) {
-    const void* key = nullptr;
-    return out_->send(room, 1, msgId, "src", "svc", bytes(area).first(size), key, &held);
+                     HeldString& held) {
+    const PayloadHandle local = held.handle();
+    return out_->send(room, 1, msgId, "src", "svc", bytes(area).first(size), &local).status();
   }
 
+  static constexpr uint64_t kPeerId = 7;
   config::Config config_;
   std::string peerName_ = "beta";
   Recorder events_;
+  int wakes_ = 0;  // the peer marked for its service step
   std::unique_ptr<Outbound> out_;
 };
 
@@ -379,19 +395,20 @@ TEST_F(OutboundTest, AFullQueueHoldsOnlyItsFlowsSendersUntilItDrainsToHalf) {
   config_.sendQueueLimit = 4000;
   reset();
   const std::string payload(1000, 'q');
-  const void* key = nullptr;
+  std::optional<FlowKey> key;
   uint64_t id = 1;
-  while (key == nullptr && id < 100)
+  while (!key && id < 100)
     ASSERT_TRUE(send(nullptr, id++, "full", payload, &key).ok());
-  ASSERT_NE(key, nullptr) << "a flow over send_queue_limit holds its senders";
-  const void* other = &key;
+  ASSERT_TRUE(key.has_value()) << "a flow over send_queue_limit holds its senders";
+  EXPECT_EQ(key->peer, kPeerId);
+  std::optional<FlowKey> other = FlowKey{};
   ASSERT_TRUE(send(nullptr, 1000, "other", payload, &other).ok());
-  EXPECT_EQ(other, nullptr) << "another flow is not held";
+  EXPECT_FALSE(other.has_value()) << "another flow is not held";
   EXPECT_TRUE(events_.drained.empty());
 
   MemoryRoom room(64 * 1024);
   out_->pump(room);
-  EXPECT_EQ(events_.drained, (std::vector<const void*>{key}));
+  EXPECT_EQ(events_.drained, (std::vector<FlowKey>{*key}));
 }
 
 // A burst makes a flow's queue grow; once it is drained the memory goes back,
@@ -477,14 +494,13 @@ TEST_F(OutboundTest, ALargePayloadInPlaceIsPostedFromWhereItLiesNotCopied) {
   HeldString held(big);
   const uint64_t copiedBefore = loop::copies().sendBuffers;
   const uint64_t inPlaceBefore = loop::copies().sentInPlace;
-  ASSERT_TRUE(send(&room, 1, "svc", big, nullptr, &held).ok());
-  held.drop();  // the local side is done with it: the sends still hold it
+  ASSERT_TRUE(send(&room, 1, "svc", big, nullptr, held.handle()).ok());
   EXPECT_GE(room.pendingInPlace(), 7u) << "200 KiB in batches of 32 KiB, each posted in place";
-  EXPECT_EQ(held.holds, static_cast<int>(room.pendingInPlace()));
+  EXPECT_EQ(held.holds(), static_cast<long>(room.pendingInPlace()));
   EXPECT_EQ(loop::copies().sendBuffers, copiedBefore) << "no payload byte copied";
   EXPECT_EQ(loop::copies().sentInPlace - inPlaceBefore, big.size());
   auto m = room.messages();  // the sends complete
-  EXPECT_EQ(held.holds, 0) << "every completion gives the payload back";
+  EXPECT_EQ(held.holds(), 0) << "every completion gives the payload back";
   std::string joined;
   for (size_t i = 0; i < m.size(); i++) {
     EXPECT_EQ((m[i].flags & kFirstFragment) != 0, i == 0);
@@ -501,33 +517,33 @@ TEST_F(OutboundTest, APayloadInPlaceFollowsSmallMessagesInTheirBatch) {
   MemoryRoom room(64 * 1024);
   ASSERT_TRUE(send(&room, 1, "svc", "small").ok());
   std::string big = alphabet(20 * 1024);
+  const std::string sent = big;
   HeldString held(big);
-  ASSERT_TRUE(send(&room, 2, "svc", big, nullptr, &held).ok());
-  held.drop();
+  ASSERT_TRUE(send(&room, 2, "svc", big, nullptr, held.handle()).ok());
   ASSERT_TRUE(send(&room, 3, "svc", "after").ok());
   auto m = room.messages();
   ASSERT_EQ(m.size(), 3u);
   EXPECT_EQ(m[0].batch, m[1].batch) << "the small message and the large one share a batch";
-  EXPECT_EQ(m[1].payload, big);
+  EXPECT_EQ(m[1].payload, sent);
   EXPECT_EQ(m[2].batch, m[1].batch + 1) << "a payload in place ends its batch";
   EXPECT_EQ(m[2].payload, "after");
-  EXPECT_EQ(held.holds, 0);
+  EXPECT_EQ(held.holds(), 0);
 }
 
 TEST_F(OutboundTest, AStartedPayloadInPlaceWaitsForTheLinkWhereItLies) {
   MemoryRoom room(32 * 1024, 2);
   std::string big = alphabet(200 * 1024);
+  const std::string sent = big;
   HeldString held(big);
   const uint64_t queuedBefore = loop::copies().flowQueue;
-  ASSERT_TRUE(send(&room, 1, "svc", big, nullptr, &held).ok());
-  held.drop();
+  ASSERT_TRUE(send(&room, 1, "svc", big, nullptr, held.handle()).ok());
   room.complete();
-  EXPECT_EQ(held.holds, 1) << "the rest waits in the client's memory, held by the queue";
+  EXPECT_EQ(held.holds(), 1) << "the rest waits in the client's memory, held by the queue";
   EXPECT_EQ(loop::copies().flowQueue, queuedBefore) << "nothing copied into the queue";
   room.batchesLeft = 100;
   out_->pump(room);
-  EXPECT_EQ(room.joinedPayload(), big);
-  EXPECT_EQ(held.holds, 0) << "sent: the client's memory is free again";
+  EXPECT_EQ(room.joinedPayload(), sent);
+  EXPECT_EQ(held.holds(), 0) << "sent: the client's memory is free again";
 }
 
 TEST_F(OutboundTest, AWaitingPayloadThatWouldHoldOverHalfItsAreaIsCopiedAndFreedAtOnce) {
@@ -537,9 +553,8 @@ TEST_F(OutboundTest, AWaitingPayloadThatWouldHoldOverHalfItsAreaIsCopiedAndFreed
   std::string big = alphabet(200 * 1024);
   const std::string sent = big;
   HeldString held(big);
-  ASSERT_TRUE(send(&room, 2, "svc", big, nullptr, &held).ok());
-  held.drop();
-  EXPECT_EQ(held.holds, 0) << "waiting for the window, it would hold all of its area: copied";
+  ASSERT_TRUE(send(&room, 2, "svc", big, nullptr, held.handle()).ok());
+  EXPECT_EQ(held.holds(), 0) << "waiting for the window, it would hold all of its area: copied";
   big.assign(big.size(), 'X');  // the client reuses its memory
   ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
   out_->pump(room);
@@ -553,11 +568,13 @@ TEST_F(OutboundTest, APayloadWaitingForTheLinkWaitsInPlaceUntilSpilled) {
   std::copy(sent.begin(), sent.end(), area.begin());
   HeldString held(area);
   ASSERT_TRUE(sendInPlace(&room, 1, area, sent.size(), held).ok());
-  held.drop();
-  EXPECT_EQ(held.holds, 1) << "waiting for the link where it lies";
+  EXPECT_EQ(held.holds(), 1) << "waiting for the link where it lies";
   const uint64_t queuedBefore = loop::copies().flowQueue;
-  held.area().spillAll();  // the client's ring wants its room back
-  EXPECT_EQ(held.holds, 0);
+  held.area().requestSpill();  // the client's ring wants its room back
+  EXPECT_EQ(wakes_, 1) << "the request marks the peer for its service step";
+  EXPECT_EQ(held.holds(), 1) << "and spills nothing inside the local side's call";
+  out_->serveSpills();  // the peer's service step
+  EXPECT_EQ(held.holds(), 0);
   EXPECT_EQ(loop::copies().flowQueue - queuedBefore, sent.size());
   std::fill(area.begin(), area.end(), 'X');  // the client reuses it
   room.batchesLeft = 100;
@@ -574,8 +591,7 @@ TEST_F(OutboundTest, APayloadWaitingForItsWindowIsCopiedAndFreedAtOnce) {
   std::copy(sent.begin(), sent.end(), area.begin());
   HeldString held(area);
   ASSERT_TRUE(sendInPlace(&room, 2, area, sent.size(), held).ok());
-  held.drop();
-  EXPECT_EQ(held.holds, 0) << "a listener that never reads must not keep the client's ring";
+  EXPECT_EQ(held.holds(), 0) << "a listener that never reads must not keep the client's ring";
   std::fill(area.begin(), area.end(), 'X');
   ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
   out_->pump(room);
@@ -592,15 +608,14 @@ TEST_F(OutboundTest, ABlockOfAPayloadAreaWaitsForItsWindowWhereItLies) {
   HeldString held(area, ExternalArea::Order::anyOrder);
   const uint64_t queuedBefore = loop::copies().flowQueue;
   ASSERT_TRUE(sendInPlace(&room, 2, area, sent.size(), held).ok());
-  held.drop();
-  EXPECT_EQ(held.holds, 1) << "a block pins only itself: it waits for the window in place";
+  EXPECT_EQ(held.holds(), 1) << "a block pins only itself: it waits for the window in place";
   EXPECT_EQ(loop::copies().flowQueue, queuedBefore) << "nothing copied into the queue";
   ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
   room.batchesLeft = 100;
   out_->pump(room);
   room.complete();
   EXPECT_EQ(room.joinedPayload(2), sent);
-  EXPECT_EQ(held.holds, 0) << "sent: the block is the client's again";
+  EXPECT_EQ(held.holds(), 0) << "sent: the block is the client's again";
 }
 
 TEST_F(OutboundTest, PayloadsStillWaitingInPlaceGoBackWhenThePeerGoes) {
@@ -608,23 +623,22 @@ TEST_F(OutboundTest, PayloadsStillWaitingInPlaceGoBackWhenThePeerGoes) {
   std::string area(1 << 20, 'a');
   HeldString held(area);
   ASSERT_TRUE(sendInPlace(&room, 1, area, 50 * 1024, held).ok());
-  held.drop();
-  ASSERT_EQ(held.holds, 1);
+  ASSERT_EQ(held.holds(), 1);
   out_.reset();
-  EXPECT_EQ(held.holds, 0);
+  EXPECT_EQ(held.holds(), 0);
 }
 
 TEST_F(OutboundTest, ALinkThatCannotPostInPlaceCopies) {
   MemoryRoom room(32 * 1024);
   room.postsInPlace = false;
   std::string big = alphabet(100 * 1024);
+  const std::string sent = big;
   HeldString held(big);
   const uint64_t copiedBefore = loop::copies().sendBuffers;
-  ASSERT_TRUE(send(&room, 1, "svc", big, nullptr, &held).ok());
-  held.drop();
+  ASSERT_TRUE(send(&room, 1, "svc", big, nullptr, held.handle()).ok());
   EXPECT_EQ(room.pendingInPlace(), 0u);
-  EXPECT_EQ(loop::copies().sendBuffers - copiedBefore, big.size());
-  EXPECT_EQ(room.joinedPayload(), big);
+  EXPECT_EQ(loop::copies().sendBuffers - copiedBefore, sent.size());
+  EXPECT_EQ(room.joinedPayload(), sent);
 }
 
 }  // namespace

@@ -110,8 +110,7 @@ TEST_P(SeedPair, ReceivesArePostedBeforeConnectAndAcceptAndNoSendMeetsRnr) {
   uint64_t id = 1;
   std::string payload(4000, 'p');
   for (int i = 0; i < 200; i++) {
-    const void* key = nullptr;
-    ASSERT_TRUE(alpha->peer("beta").send(1, id++, "src", "svc", bytesOf(payload), key).ok());
+    ASSERT_TRUE(alpha->peer("beta").send(1, id++, "src", "svc", bytesOf(payload)).ok());
   }
   ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.deliveredCount[1] == 200; }));
   EXPECT_EQ(emptyBefore, softrdma_counter("connect_without_recv"))

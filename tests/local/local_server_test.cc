@@ -253,10 +253,15 @@ TEST(SessionStateTest, OnlyTheMachinesEdgesAreTaken) {
     loop.runOnce(std::chrono::milliseconds(10));
   EXPECT_EQ(marks, 1);
   EXPECT_EQ(s.input().size(), 1u);
-  s.setState(local::Session::State::ready);
-  EXPECT_DEATH(s.setState(local::Session::State::awaiting_hello), "invalid session state");
-  s.setState(local::Session::State::closing);
-  EXPECT_DEATH(s.setState(local::Session::State::ready), "invalid session state");
+  s.helloReceived();
+  EXPECT_EQ(s.state(), local::Session::State::offering);
+  s.stayOnSocket();
+  EXPECT_EQ(s.state(), local::Session::State::socket)
+      << "the first frame after HELLO that is not SHM_OFFER";
+  EXPECT_DEATH(s.helloReceived(), "invalid state change socket -> offering");
+  s.close(Status());
+  EXPECT_EQ(s.state(), local::Session::State::closing);
+  EXPECT_DEATH(s.helloReceived(), "invalid state change closing -> offering");
 }
 
 }  // namespace
