@@ -3,8 +3,8 @@
 // It keeps the registry of local services (one session per service name),
 // sends each client message to its destination — a local service, or a peer
 // daemon — and reports every outcome back to the sending client: an ack once
-// the destination daemon has handed the message to a listener, or an error
-// naming the node or service at fault. Nothing is dropped silently.
+// the listening application has taken the message, or an error naming the
+// node or service at fault. Nothing is dropped silently.
 //
 // Confirmation on consumption: every message handed to a listener — from a
 // peer or from a local client — is delivered with a receipt, and its sender

@@ -398,7 +398,7 @@ static int setIbPath(const std::shared_ptr<CmId>& id, const void* optval, size_t
 }
 
 // Every option is honoured or refused as the kernel's ucma_set_option does
-// (docs/softrdma.md, rdma_cm): unknown levels and names are ENOSYS.
+// (docs/softrdma-reference.md, rdma_cm): unknown levels and names are ENOSYS.
 SOFTRDMA_API int rdma_set_option(rdma_cm_id* rid, int level, int optname, void* optval,
                                  size_t optlen) {
   if (rid == nullptr) return setErr(EINVAL);

@@ -7,7 +7,7 @@
 // datagram (UdHeader, then the payload) written to the socket of the
 // destination QP, or, for a multicast GID, to the socket of every QP
 // attached to the group (the group's directory /dev/shm/softrdma-UID/mc-MGID
-// holds one entry per attached QP). docs/softrdma.md, "UD queue pairs".
+// holds one entry per attached QP). docs/softrdma-reference.md, "UD queue pairs".
 #pragma once
 
 #include <netinet/in.h>

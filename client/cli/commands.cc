@@ -105,7 +105,7 @@ Exit exitFor(const Status& status) {
 
 std::string exitCodeHelp() {
   return "Exit codes:\n"
-         "  0  success (send: every message was handed to a listener)\n"
+         "  0  success (send: every message was taken by the listening application)\n"
          "  1  other failure\n"
          "  2  usage error\n"
          "  3  cannot reach rdmamsgd (socket missing, daemon stopped)\n"

@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   auto* send = app.add_subcommand(
       "send",
       "Send MESSAGE (or each line of stdin) to NODE/SERVICE; exit 0 once every message was "
-      "handed to a listener");
+      "taken by the listening application");
   send->add_option("DESTINATION", sendArgs.destination, "NODE/SERVICE")->required();
   send->add_option("MESSAGE", sendArgs.message, "Message text (default: stdin, one per line)");
   send->add_option("--window", sendArgs.window, "Maximum unacknowledged messages in flight")

@@ -1,7 +1,7 @@
 /* softrdma's test hooks: faults and timings a real NIC produces rarely or
  * never on demand, for testing programs that run on softrdma. Not part of
  * rdma-core's API: a program that calls them runs only on softrdma (declare
- * them weak to probe for it). docs/softrdma.md, "Test hooks". */
+ * them weak to probe for it). docs/softrdma-reference.md, "Test hooks". */
 #pragma once
 
 #include <rdma/rdma_cma.h>
