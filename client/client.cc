@@ -287,7 +287,16 @@ void Client::Impl::handleFrame(const proto::Frame& f) {
     case FrameKind::unreg:
     case FrameKind::send:
     case FrameKind::status_request:
+    case FrameKind::sub:
+    case FrameKind::unsub:
+    case FrameKind::pub:
+    case FrameKind::respond:
       return lose(Status(Errc::protocol_error, "rdmamsgd sent a client frame"));
+    case FrameKind::subscribed:
+    case FrameKind::pub_ack:
+    case FrameKind::msg:
+    case FrameKind::reply:
+      return lose(Status(Errc::protocol_error, "rdmamsgd sent a subject frame unasked"));
   }
 }
 

@@ -55,8 +55,26 @@ enum class FrameKind : uint8_t {
   shm_offer = 16,       // c→d  u32 ringVersion, u64 toDaemonCapacity, u64 toClientCapacity;
                         //      3 fds ride with it (common/shm_channel.h); only right after HELLO
   shm_accept = 17,      // d→c  (empty): every later frame of both sides goes through the rings
+  // Subjects (common/subject.h; docs/protocol.md, "Subjects"):
+  sub = 18,         // c→d  u64 subId, u8 policy, u8 0, u32 pendingLimit, str8 group, str8 pattern
+  subscribed = 19,  // d→c  u64 subId
+  unsub = 20,       // c→d  u64 subId
+  pub = 21,         // c→d  u64 msgId, u32 timeoutMs (0: a publish; else a request), str8
+                    //      subject, payload
+  pub_ack = 22,     // d→c  u64 msgId, u16 errc, u32 matched, u32 taken, u32 dropped, str16 text
+  msg = 23,         // d→c  u64 subId, str8 srcNode, str8 subject, str8 replyTo, payload
+  respond = 24,     // c→d  u64 msgId, str8 replyTo, payload
+  reply = 25,       // d→c  u64 requestId, str8 srcNode, payload
 };
-inline constexpr uint8_t kMaxFrameKind = static_cast<uint8_t>(FrameKind::shm_accept);
+inline constexpr uint8_t kMaxFrameKind = static_cast<uint8_t>(FrameKind::reply);
+
+// A subscription's slow-consumer policy (SUB): what its daemon does when it
+// has pendingLimit messages its application has not taken.
+enum class SlowConsumer : uint8_t {
+  drop = 0,   // drops what comes for it (counted, said in the publishers' PUB_ACK)
+  block = 1,  // holds the publishers (their flows' windows) until it takes
+};
+inline constexpr uint8_t kMaxSlowConsumer = static_cast<uint8_t>(SlowConsumer::block);
 
 std::string_view toString(FrameKind kind);
 
@@ -95,8 +113,17 @@ struct Frame {
                                        // deliver (source)
   std::string_view otherService;       // send: fromService; deliver: toService
   std::string_view text;               // hello client name, error text, status JSON
-  std::span<const std::byte> payload;  // send, deliver
+  std::span<const std::byte> payload;  // send, deliver, pub, msg, respond, reply
   std::span<const std::byte> acks;     // ack: count × 12 bytes; read with ackRange()
+  // Subjects. msgId carries sub/subscribed/unsub's subId, pub/pub_ack/
+  // respond's msgId, msg's subId and reply's requestId; node carries msg's
+  // and reply's source node; errc and text pub_ack's outcome.
+  std::string_view subject;                  // sub: the pattern; pub, msg: the subject
+  std::string_view group;                    // sub: the queue group ("": none)
+  std::string_view replyTo;                  // msg: the request's reply token ("": none); respond
+  SlowConsumer policy = SlowConsumer::drop;  // sub
+  uint32_t limit = 0;  // sub: pending limit (0: the daemon's); pub: request timeout in ms
+  uint32_t matched = 0, taken = 0, dropped = 0;  // pub_ack
 
   size_t ackRangeCount() const { return acks.size() / kAckRangeSize; }
   AckRange ackRange(size_t i) const;
@@ -169,6 +196,33 @@ void encodeResume(ByteBuffer& out, std::string_view node, std::string_view servi
 void encodeShmOffer(ByteBuffer& out, uint32_t ringVersion, uint64_t toDaemonCapacity,
                     uint64_t toClientCapacity);
 void encodeShmAccept(ByteBuffer& out);
+// Subjects (local_protocol_pubsub.cc).
+void encodeSub(ByteBuffer& out, uint64_t subId, std::string_view pattern, std::string_view group,
+               SlowConsumer policy, uint32_t pendingLimit);
+void encodeSubscribed(ByteBuffer& out, uint64_t subId);
+void encodeUnsub(ByteBuffer& out, uint64_t subId);
+void encodePub(ByteBuffer& out, uint64_t msgId, uint32_t timeoutMs, std::string_view subject,
+               std::span<const std::byte> payload);
+struct PubOutcome {
+  Errc errc = Errc::ok;
+  uint32_t matched = 0, taken = 0, dropped = 0;
+};
+void encodePubAck(ByteBuffer& out, uint64_t msgId, const PubOutcome& outcome,
+                  std::string_view text);
+size_t msgFrameSize(std::string_view srcNode, std::string_view subject, std::string_view replyTo,
+                    size_t payloadSize);
+void encodeMsgAt(std::span<std::byte> at, uint64_t subId, std::string_view srcNode,
+                 std::string_view subject, std::string_view replyTo,
+                 std::span<const std::byte> payload);
+void encodeMsg(ByteBuffer& out, uint64_t subId, std::string_view srcNode, std::string_view subject,
+               std::string_view replyTo, std::span<const std::byte> payload);
+void encodeRespond(ByteBuffer& out, uint64_t msgId, std::string_view replyTo,
+                   std::span<const std::byte> payload);
+size_t replyFrameSize(std::string_view srcNode, size_t payloadSize);
+void encodeReplyAt(std::span<std::byte> at, uint64_t requestId, std::string_view srcNode,
+                   std::span<const std::byte> payload);
+void encodeReply(ByteBuffer& out, uint64_t requestId, std::string_view srcNode,
+                 std::span<const std::byte> payload);
 // An ERROR framed in protocol version `version` (the header and the ERROR
 // body are the same in every version): the answer to a peer of another version.
 void encodeErrorInVersion(ByteBuffer& out, uint8_t version, Errc errc, std::string_view text);

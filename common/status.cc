@@ -38,6 +38,10 @@ std::string_view toString(Errc code) {
       return "would_block";
     case Errc::permission_denied:
       return "permission_denied";
+    case Errc::no_subscribers:
+      return "no_subscribers";
+    case Errc::no_responders:
+      return "no_responders";
   }
   return "invalid_errc";
 }

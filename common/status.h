@@ -36,11 +36,13 @@ enum class Errc : uint16_t {
   not_connected = 12,      // operation on a closed client
   would_block = 13,        // trySend: the socket is full; retry once fd() is writable
   permission_denied = 14,  // the daemon's local_policy does not allow this client the request
+  no_subscribers = 15,     // a publish matched no subscription anywhere in the mesh
+  no_responders = 16,      // a request matched no subscription anywhere in the mesh
 };
 
 // Largest Errc value the daemon sends; decoders reject anything above it, and
 // would_block, which never crosses the socket (the client library makes it).
-inline constexpr uint16_t kMaxErrc = static_cast<uint16_t>(Errc::permission_denied);
+inline constexpr uint16_t kMaxErrc = static_cast<uint16_t>(Errc::no_responders);
 
 // Stable lower-case name of a code, e.g. "unknown_service".
 std::string_view toString(Errc code);

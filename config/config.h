@@ -114,6 +114,11 @@ struct Config {
   std::uint64_t flowWindow = 4 * kMiB;             // bytes a peer may have unconfirmed per flow
   std::uint64_t receiveMemoryLimit = 256 * kMiB;   // bytes held for congested listeners, in all
 
+  // Subjects (docs/configuration.md).
+  std::uint32_t maxSubscriptions = 100000;  // per client
+  std::uint32_t pendingLimit = 65536;       // messages a subscription holds not taken, at most
+  std::uint32_t maxPeerInterest = 100000;   // subscription patterns a peer may announce
+
   // Timers.
   milliseconds heartbeatInterval{1000};     // idle time before a heartbeat is sent
   milliseconds heartbeatTimeout{5000};      // silence after which a peer is declared dead

@@ -57,7 +57,7 @@ Daemon::Daemon(config::Config cfg, CommandLine cmdline)
     : config_(std::move(cfg)),
       cmdline_(std::move(cmdline)),
       incarnation_(newIncarnation()),
-      router_(config_) {
+      router_(config_, loop_) {
   signal(SIGPIPE, SIG_IGN);
   loop_.setIdleStrategy(config_.idleStrategy, kAdaptiveSpin);
   mesh_ = std::make_unique<peer::Mesh>(loop_, config_, router_, incarnation_);

@@ -28,8 +28,8 @@ uint64_t residentBytes() {
 }
 }  // namespace
 
-Router::Router(const config::Config& cfg)
-    : config_(cfg), started_(std::chrono::steady_clock::now()) {}
+Router::Router(const config::Config& cfg, loop::EventLoop& loop)
+    : config_(cfg), started_(std::chrono::steady_clock::now()), pubsub_(loop, cfg) {}
 
 void Router::attach(local::LocalServer* server, peer::Mesh* mesh) {
   server_ = server;
@@ -37,6 +37,36 @@ void Router::attach(local::LocalServer* server, peer::Mesh* mesh) {
   server_->setConsumedCallback([this](local::SessionId listener, const local::Receipt& r,
                                       size_t bytes,
                                       Errc errc) { onConsumed(listener, r, bytes, errc); });
+  pubsub_.attach(server, mesh);
+}
+
+Status Router::onSubscribe(local::SessionId session, const local::SubscribeRequest& request) {
+  return pubsub_.subscribe(session, request);
+}
+
+void Router::onUnsubscribe(local::SessionId session, uint64_t subId) {
+  pubsub_.unsubscribe(session, subId);
+}
+
+Status Router::onPublish(local::SessionId session, const local::PublishRequest& request) {
+  return pubsub_.publish(session, request);
+}
+
+Status Router::onRespond(local::SessionId session, const local::RespondRequest& request) {
+  return pubsub_.respond(session, request);
+}
+
+void Router::connectionUp(peer::Peer& from) {
+  pubsub_.connectionUp(from);
+}
+
+Status Router::interest(peer::Peer& from, peer::InterestOp op, std::string_view group,
+                        std::string_view pattern) {
+  return pubsub_.interest(from, op, group, pattern);
+}
+
+void Router::pubResult(peer::Peer& from, uint64_t token, const peer::PubResultBody& result) {
+  pubsub_.pubResult(from, token, result);
 }
 
 Status Router::onRegister(local::SessionId session, std::string_view service) {
@@ -87,6 +117,7 @@ void Router::onSessionClosed(local::SessionId session) {
     std::erase_if(holders, bySession);
   // Its senders may go on: their next messages find no listener.
   if (auto waiting = heldOnSession_.extract(session); !waiting.empty()) release(waiting.mapped());
+  pubsub_.sessionClosed(session);
 }
 
 void Router::hold(std::vector<Holder>& holders, local::SessionId session, std::string_view node,
@@ -177,6 +208,8 @@ void Router::onSend(local::SessionId session, const local::SendRequest& r) {
 }
 
 void Router::outcome(uint64_t session, uint64_t msgId, const Status& status) {
+  if (session & pubsub::PubSub::kHostSessions)
+    return pubsub_.hostOutcome(session & ~pubsub::PubSub::kHostSessions, msgId, status);
   if (status.ok()) {
     server_->ack(session, msgId);
   } else {
@@ -185,20 +218,27 @@ void Router::outcome(uint64_t session, uint64_t msgId, const Status& status) {
 }
 
 void Router::delivered(uint64_t session, uint64_t msgId, uint64_t count) {
+  if (session & pubsub::PubSub::kHostSessions) return;  // the host has it: its result follows
   server_->ack(session, msgId, count);
 }
 
 void Router::queueDrained(const peer::FlowKey& flow) {
   if (auto waiting = heldOnPeer_.extract(flow); !waiting.empty()) release(waiting.mapped());
+  pubsub_.queueDrained(flow);
 }
 
 void Router::onSessionDrained(local::SessionId session) {
   if (auto waiting = heldOnSession_.extract(session); !waiting.empty()) release(waiting.mapped());
+  pubsub_.sessionDrained(session);
 }
 
 peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_t seq,
                                        std::string_view srcService, std::string_view dstService,
                                        std::span<const std::byte> payload, DeliveryRoom* room) {
+  if (dstService.starts_with('$')) {  // subjects: "$pub", "$reply"
+    if (room != nullptr) loop::copies().reassembly += payload.size();
+    return pubsub_.incoming(from, epoch, seq, dstService, payload);
+  }
   const local::SessionId* listener = findService(dstService);
   // A room not delivered in was a reassembly buffer after all.
   auto notDelivered = [&] {
@@ -234,6 +274,7 @@ peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_
 // will read it, when it can be (LocalServer::reserveDelivery).
 std::unique_ptr<DeliveryRoom> Router::reserveIncoming(peer::Peer& from, std::string_view srcService,
                                                       std::string_view dstService, uint64_t total) {
+  if (dstService.starts_with('$')) return nullptr;  // put together in the peer's buffer
   const local::SessionId* listener = findService(dstService);
   if (listener == nullptr) return nullptr;
   return server_->reserveDelivery(*listener, from.name(), srcService, dstService, total);
@@ -241,6 +282,7 @@ std::unique_ptr<DeliveryRoom> Router::reserveIncoming(peer::Peer& from, std::str
 
 void Router::onConsumed(local::SessionId listener, const local::Receipt& r, size_t bytes,
                         Errc errc) {
+  if (r.kind == local::Receipt::Kind::pub) return pubsub_.consumed(r, errc);
   if (r.kind == local::Receipt::Kind::peer) {
     // Confirmations of what listeners took ride with the next batch to
     // that peer (a reply usually follows at once), or go within 1 ms, or
@@ -259,9 +301,10 @@ void Router::onConsumed(local::SessionId listener, const local::Receipt& r, size
     fail(r.owner, r.seq + i, why);
 }
 
-void Router::connectionLost(peer::Peer&) {
+void Router::connectionLost(peer::Peer& from) {
   // Deliveries already queued for listeners stay; their confirmations are
   // dropped by the peer (another epoch).
+  pubsub_.connectionLost(from);
 }
 
 std::string Router::onStatus(local::SessionId) {

@@ -41,6 +41,7 @@
 #include "daemon/local/local_server.h"
 #include "daemon/peer/mesh.h"
 #include "daemon/peer/peer.h"
+#include "daemon/pubsub/pubsub.h"
 #include "daemon/status.h"
 
 namespace rdmamsg {
@@ -49,7 +50,7 @@ using RouterCounters = status::RouterCounters;
 
 class Router : public local::LocalHandler, public peer::PeerEvents {
  public:
-  explicit Router(const config::Config& cfg);
+  Router(const config::Config& cfg, loop::EventLoop& loop);
   void attach(local::LocalServer* server, peer::Mesh* mesh);
 
   // LocalHandler
@@ -58,6 +59,10 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   void onSend(local::SessionId session, const local::SendRequest& request) override;
   std::string onStatus(local::SessionId session) override;
   void onSessionClosed(local::SessionId session) override;
+  Status onSubscribe(local::SessionId session, const local::SubscribeRequest& request) override;
+  void onUnsubscribe(local::SessionId session, uint64_t subId) override;
+  Status onPublish(local::SessionId session, const local::PublishRequest& request) override;
+  Status onRespond(local::SessionId session, const local::RespondRequest& request) override;
 
   // PeerEvents
   peer::Delivery deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_t seq,
@@ -70,6 +75,10 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   void outcome(uint64_t session, uint64_t msgId, const Status& status) override;
   void delivered(uint64_t session, uint64_t msgId, uint64_t count) override;
   void queueDrained(const peer::FlowKey& flow) override;
+  void connectionUp(peer::Peer& from) override;
+  Status interest(peer::Peer& from, peer::InterestOp op, std::string_view group,
+                  std::string_view pattern) override;
+  void pubResult(peer::Peer& from, uint64_t token, const peer::PubResultBody& result) override;
 
   // The local server's drained callback.
   void onSessionDrained(local::SessionId session);
@@ -81,6 +90,7 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   using ConfigState = status::ConfigState;
   void setConfigState(ConfigState s) { configState_ = std::move(s); }
   const RouterCounters& counters() const { return counters_; }
+  const pubsub::PubSub& pubsub() const { return pubsub_; }
   size_t serviceCount() const { return services_.size(); }
 
  private:
@@ -115,6 +125,7 @@ class Router : public local::LocalHandler, public peer::PeerEvents {
   std::unordered_map<local::SessionId, std::vector<Holder>> heldOnSession_;
   LogLimit busyLog_;
   RouterCounters counters_;
+  pubsub::PubSub pubsub_;
   ConfigState configState_;
 };
 

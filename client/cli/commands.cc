@@ -97,6 +97,9 @@ Exit exitFor(const Status& status) {
       return Exit::rejected;
     case Errc::permission_denied:
       return Exit::permission_denied;
+    case Errc::no_subscribers:
+    case Errc::no_responders:
+      return Exit::nobody;
     case Errc::would_block:  // the CLI sends with send(), which waits instead
       return Exit::failure;
   }
@@ -114,7 +117,9 @@ std::string exitCodeHelp() {
          "  6  not delivered: peer unreachable or not confirmed in time\n"
          "  7  message too large\n"
          "  8  rejected by the daemon (duplicate service, bad name, busy, shutting down)\n"
-         "  9  permission denied by the daemon's local policy (connect, register or send)";
+         "  9  permission denied by the daemon's local policy (connect, register or send)\n"
+         "  10 nobody listens: no subscription matched (pub: no_subscribers; request: "
+         "no_responders)";
 }
 
 Exit runStatus(const StatusArgs& args) {

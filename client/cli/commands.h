@@ -23,6 +23,7 @@ enum class Exit : int {
   too_large = 7,          // message larger than the configured maximum
   rejected = 8,           // refused by the daemon (duplicate service, bad request, busy, shutdown)
   permission_denied = 9,  // the daemon's local_policy refuses this user the request
+  nobody = 10,            // no subscription matched (no_subscribers, no_responders)
 };
 
 // The exit code for a failed Status.

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/local_protocol.h"
 #include "common/status.h"
 #include "daemon/external_payload.h"
 
@@ -29,9 +31,11 @@ using SessionId = uint64_t;
 //    connection `epoch`, sequence numbers seq .. seq + count - 1;
 //  - local: a message from local session `owner`, its message ids
 //    seq .. seq + count - 1.
+//  - pub: a publish delivered to subscription `owner` (the router's id of
+//    it), the router's fan-out slots seq .. seq + count - 1.
 // The session extends the last receipt when the next message continues it.
 struct Receipt {
-  enum class Kind : uint8_t { peer, local };
+  enum class Kind : uint8_t { peer, local, pub };
   Kind kind = Kind::peer;
   uint64_t owner = 0;
   uint64_t epoch = 0;
@@ -71,6 +75,30 @@ struct SendRequest {
   const PayloadHandle* inPlace = nullptr;
 };
 
+// One SUB from a client: a subscription to the subjects `pattern` matches.
+struct SubscribeRequest {
+  uint64_t subId = 0;        // client-chosen, non-zero: names it in UNSUB and MSG
+  std::string_view pattern;  // valid (subject::checkPattern)
+  std::string_view group;    // the queue group, "" for none (a valid name)
+  proto::SlowConsumer policy = proto::SlowConsumer::drop;
+  uint32_t pendingLimit = 0;  // messages not taken before the policy acts (0: the daemon's)
+};
+
+// One PUB from a client: a publish, or a request (timeout > 0).
+struct PublishRequest {
+  uint64_t msgId = 0;                  // client-chosen, non-zero; PUB_ACK or REPLY echoes it
+  std::string_view subject;            // valid (subject::checkSubject)
+  std::span<const std::byte> payload;  // size <= the configured maximum
+  std::chrono::milliseconds timeout{0};
+};
+
+// One RESPOND from a client: the reply to a request it received.
+struct RespondRequest {
+  uint64_t msgId = 0;  // client-chosen, non-zero; ACK or ERROR echoes it
+  std::string_view replyTo;
+  std::span<const std::byte> payload;
+};
+
 class LocalHandler {
  public:
   virtual ~LocalHandler() = default;
@@ -89,6 +117,24 @@ class LocalHandler {
   // inside onSend. To apply backpressure, call LocalServer::hold (the
   // destination) or, for a client that ignores it, LocalServer::pauseReading.
   virtual void onSend(SessionId session, const SendRequest& request) = 0;
+
+  // Subjects. A handler that routes none refuses them (the defaults).
+  // A subscription: ok to accept (SUBSCRIBED), else the reason (ERROR).
+  virtual Status onSubscribe(SessionId /*session*/, const SubscribeRequest& /*request*/) {
+    return Status(Errc::bad_request, "subjects are not routed here");
+  }
+  virtual void onUnsubscribe(SessionId /*session*/, uint64_t /*subId*/) {}
+  // A publish or request: ok when the handler answers it later
+  // (LocalServer::pubAck, or deliverReply for a request), else the outcome
+  // to answer now.
+  virtual Status onPublish(SessionId /*session*/, const PublishRequest& /*request*/) {
+    return Status(Errc::bad_request, "subjects are not routed here");
+  }
+  // A reply: ok when the handler answers it later (ack or fail), else the
+  // outcome to answer now.
+  virtual Status onRespond(SessionId /*session*/, const RespondRequest& /*request*/) {
+    return Status(Errc::bad_request, "subjects are not routed here");
+  }
 
   // The JSON text of STATUS_REPLY (see docs/protocol.md for the expected keys).
   virtual std::string onStatus(SessionId session) = 0;

@@ -181,6 +181,18 @@ void LocalServer::handleFrame(Client& c, const proto::Frame& f, const PayloadHan
       return onConsumed(c, f.msgId);
     case FrameKind::shm_offer:
       return protocolError(c, "SHM_OFFER must follow HELLO directly");
+    case FrameKind::sub:
+      return onSub(c, f);
+    case FrameKind::unsub:
+      return onUnsub(c, f.msgId);
+    case FrameKind::pub:
+      return onPub(c, f);
+    case FrameKind::respond:
+      return onRespond(c, f);
+    case FrameKind::subscribed:
+    case FrameKind::pub_ack:
+    case FrameKind::msg:
+    case FrameKind::reply:
     case FrameKind::welcome:
     case FrameKind::shm_accept:
     case FrameKind::hold:

@@ -111,6 +111,18 @@ class LocalServer {
   std::unique_ptr<DeliveryRoom> reserveDelivery(SessionId id, std::string_view srcNode,
                                                 std::string_view srcService,
                                                 std::string_view toService, uint64_t payload);
+  // Subjects (local_server_pubsub.cc). A MSG of a publish for subscription
+  // `subId` of session `id`, and a REPLY to its request `requestId`: copied
+  // and tracked like deliver()'s messages (the consumed callback gets the
+  // receipt back once taken, or lost).
+  bool deliverMsg(SessionId id, uint64_t subId, std::string_view srcNode, std::string_view subject,
+                  std::string_view replyTo, std::span<const std::byte> payload,
+                  const Receipt& receipt);
+  bool deliverReply(SessionId id, uint64_t requestId, std::string_view srcNode,
+                    std::span<const std::byte> payload, const Receipt& receipt);
+  // The outcome of a publish (or of a request that got no reply).
+  bool pubAck(SessionId id, uint64_t msgId, const proto::PubOutcome& outcome,
+              std::string_view text = {});
   // Confirms msgId delivered to a listener. Acks are batched: all acks queued
   // in one loop turn go out in one ACK frame.
   bool ack(SessionId id, uint64_t msgId, uint64_t count = 1);  // ids msgId .. msgId + count - 1
@@ -197,6 +209,12 @@ class LocalServer {
   void onSend(Client& c, const proto::Frame& frame, const PayloadHandle* inPlace);
   void onStatusRequest(Client& c);
   void onConsumed(Client& c, uint64_t taken);
+  void onSub(Client& c, const proto::Frame& frame);
+  void onUnsub(Client& c, uint64_t subId);
+  void onPub(Client& c, const proto::Frame& frame);
+  void onRespond(Client& c, const proto::Frame& frame);
+  // The tail of every delivery: tracked until the application took it.
+  void tracked(Client& c, const Receipt& receipt, size_t frameBytes);
   // Policy checks: log, count and answer a refusal (the caller stops).
   bool mayRegister(Client& c, std::string_view service);
   bool maySend(Client& c, const proto::Frame& frame);

@@ -41,10 +41,14 @@ bool LocalServer::deliver(SessionId id, std::string_view srcNode, std::string_vi
     }
   }
   loop::copies().deliver += payload.size();
-  s->deliveries().track(receipt, bytes);
-  trackedBytes_ += bytes;
-  markDirty(*c);
+  tracked(*c, receipt, bytes);
   return true;
+}
+
+void LocalServer::tracked(Client& c, const Receipt& receipt, size_t frameBytes) {
+  c.session->deliveries().track(receipt, frameBytes);
+  trackedBytes_ += frameBytes;
+  markDirty(c);
 }
 
 std::unique_ptr<DeliveryRoom> LocalServer::reserveDelivery(SessionId id, std::string_view srcNode,

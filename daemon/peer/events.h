@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "daemon/delivery_room.h"
+#include "daemon/peer/protocol.h"
 
 namespace rdmamsg::peer {
 
@@ -72,6 +73,20 @@ class PeerEvents {
   virtual void delivered(uint64_t session, uint64_t msgId, uint64_t count) = 0;
   // A flow that held its senders (the key send() gave) has drained.
   virtual void queueDrained(const FlowKey& flow) = 0;
+
+  // Subjects, with a peer whose Hello carries kHelloSubjects:
+  // a connection of `from` is established (connection from.epoch()); what
+  // it announced on the last one is gone.
+  virtual void connectionUp(Peer& /*from*/) {}
+  // `from` announced that its clients' interest changed. An error closes
+  // the connection with it as the reason (too much interest).
+  virtual Status interest(Peer& /*from*/, InterestOp /*op*/, std::string_view /*group*/,
+                          std::string_view /*pattern*/) {
+    return Status();
+  }
+  // What came of a publish of this node's on `from`'s host (token: the
+  // one its envelope carried).
+  virtual void pubResult(Peer& /*from*/, uint64_t /*token*/, const PubResultBody& /*result*/) {}
 };
 
 }  // namespace rdmamsg::peer

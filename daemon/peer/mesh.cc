@@ -367,7 +367,7 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   p.hello.maxMessage = config_.maxMessageSize;
   p.hello.flowWindow = static_cast<uint32_t>(config_.flowWindow);
   p.selfName = config_.node;
-  p.hello.flags |= kHelloIdleClose;
+  p.hello.flags |= kHelloIdleClose | kHelloSubjects;
   if (config_.secret) {
     p.hello.flags |= kHelloAuthenticates;
     p.secrets.push_back(*config_.secret);

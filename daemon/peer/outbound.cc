@@ -189,6 +189,11 @@ Outbound::Flow& Outbound::flowFor(std::string_view service) {
   return *lastFlow_;
 }
 
+bool Outbound::wouldStart(std::string_view service, uint64_t cost) const {
+  auto it = flows_.find(std::string(service));
+  return it == flows_.end() || (it->second->queuedMessages == 0 && canStart(*it->second, cost));
+}
+
 bool Outbound::canStart(const Flow& f, uint64_t cost) const {
   return f.unconfirmed == 0 || f.unconfirmed + cost <= remoteWindow_;
 }
@@ -458,7 +463,11 @@ void Outbound::report(InFlight& m, Errc errc) {
   }
   const std::string& service = m.flow->service;
   Status st;
-  if (errc == Errc::unknown_service)
+  if (errc == Errc::unknown_service && service == "$reply")
+    st = Status(errc, "no request on " + peerName_ +
+                          " waits for this reply (answered already, past its deadline, or its "
+                          "requester left)");
+  else if (errc == Errc::unknown_service)
     st = Status(errc, "no listener for service " + service + " on " + peerName_ +
                           " (none registered, or it went away before taking the message)");
   else if (errc == Errc::busy)

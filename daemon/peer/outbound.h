@@ -112,6 +112,9 @@ class Outbound final : public ExternalHolder {
   // the queues and lets go of them.
   void serveSpills();
 
+  // Whether a message of `cost` to `service` would start now: nothing
+  // queued before it and room in its window.
+  bool wouldStart(std::string_view service, uint64_t cost) const;
   size_t queuedBytes() const { return totalQueued_; }
   // Memory the flows' queues hold (what they grew to for bursts still queued).
   size_t bufferBytes() const;

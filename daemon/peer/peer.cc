@@ -269,7 +269,9 @@ void Peer::service() {
   if (!idleIn_.empty()) handleIdleClose();
   if (conn_->down()) return;  // idle-closed: observed at the next step
   writeIdleAnswers();
-  if (writeConfirms() && !committed()) pumpAgain_ = out_.pump(*conn_);
+  // Interest first: a publish this step writes may depend on it.
+  if (writeConfirms() && subjects_.outbox.write(*conn_) && !committed())
+    pumpAgain_ = out_.pump(*conn_);
 }
 
 void Peer::post() {
@@ -301,6 +303,7 @@ void Peer::onUp() {
   idleIn_.clear();
   idleOut_.clear();
   awaitingConsume_ = 0;
+  subjects_ = {};
   lastActivity_ = Clock::now();
   out_.reset(remote.flowWindow, remote.maxMessage);
   counters_.connects++;
@@ -312,6 +315,7 @@ void Peer::onUp() {
                !conn_->authenticated()     ? ", not authenticated"
                : conn_->secretIndex() == 0 ? ", authenticated"
                                            : ", authenticated with the previous mesh secret");
+  if (routesSubjects()) events_.connectionUp(*this);
 }
 
 // The current connection is down (or replaced): everything on it is failed
@@ -331,6 +335,7 @@ void Peer::onDown() {
   idleIn_.clear();
   idleOut_.clear();
   awaitingConsume_ = 0;
+  subjects_ = {};
   if (idleClosed) {
     why = "idle-closed (no messages either way; closed by agreement with the peer)";
     counters_.idleCloses++;
@@ -413,6 +418,28 @@ void Peer::confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
   if (!confirmTimer_->armed()) confirmTimer_->arm(std::chrono::milliseconds(1));
 }
 
+bool Peer::routesSubjects() const {
+  return state_ == PeerState::kEstablished && conn_ != nullptr && !conn_->down() &&
+         conn_->remote() && (conn_->remote()->flags & kHelloSubjects) != 0;
+}
+
+void Peer::announce(InterestOp op, std::string_view group, std::string_view pattern) {
+  if (!routesSubjects()) return;
+  subjects_.announced += op == InterestOp::kAdd ? 1 : -1;
+  subjects_.outbox.interest(op, group, pattern);
+  wake_();
+}
+
+void Peer::sendPubResult(uint64_t epoch, uint64_t token, const PubResultBody& result) {
+  if (epoch != epoch_ || !routesSubjects()) return;
+  subjects_.outbox.pubResult(token, result);
+  wake_();
+}
+
+bool Peer::flowHasRoom(std::string_view service, uint64_t cost) const {
+  return out_.wouldStart(service, cost);
+}
+
 void Peer::confirm(uint64_t seq, Errc errc) {
   confirms_.add(seq, 1, errc, true);
 }
@@ -471,6 +498,18 @@ bool Peer::onRecord(const Record& r) {
       return false;
     case RecordType::kIdleClose:
       idleIn_.push_back(r.idleClose);  // answered after the batches are read
+      return true;
+    case RecordType::kInterest: {
+      const auto op = static_cast<InterestOp>(r.flags);
+      if (Status st = events_.interest(*this, op, r.srcService, r.dstService); !st) {
+        conn_->close(st.message());
+        return false;
+      }
+      subjects_.heard += op == InterestOp::kAdd ? 1 : -1;
+      return true;
+    }
+    case RecordType::kPubResult:
+      events_.pubResult(*this, r.seq, r.pubResult);
       return true;
   }
   return true;

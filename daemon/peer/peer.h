@@ -60,6 +60,7 @@
 #include "daemon/loop/service_queue.h"
 #include "daemon/peer/confirmations.h"
 #include "daemon/peer/connection.h"
+#include "daemon/peer/control_outbox.h"
 #include "daemon/peer/events.h"
 #include "daemon/peer/inbound.h"
 #include "daemon/peer/outbound.h"
@@ -170,6 +171,19 @@ class Peer {
   void confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
                     size_t consumedBytes = 0);
 
+  // Subjects (control_outbox.h). Whether the current connection carries
+  // them (established, and the peer's Hello says it routes subjects).
+  bool routesSubjects() const;
+  // Announces a change of this node's interest on the current connection
+  // (nothing when it does not route subjects: the next one starts from the
+  // whole interest, PeerEvents::connectionUp).
+  void announce(InterestOp op, std::string_view group, std::string_view pattern);
+  // The result of the peer's publish `token`, owed on connection `epoch`.
+  void sendPubResult(uint64_t epoch, uint64_t token, const PubResultBody& result);
+  // Whether the flow to `service` could start a message of `cost` now (a
+  // queue group member there has room).
+  bool flowHasRoom(std::string_view service, uint64_t cost) const;
+
   // The mesh's tie-break for a CONNECT_REQUEST from this peer; kNone: accept.
   RejectReason admit(const Hello& hello, bool selfIsLower) const;
   // The accepted connection becomes current. With a mesh secret it is only a
@@ -250,6 +264,12 @@ class Peer {
   Inbound in_{config_};     // reassembly of this connection's messages
   bool pumpAgain_ = false;  // the pump left a flow ready: serviced again after the post
   Confirmations confirms_;  // outcomes owed to the peer
+  // Subjects on the current connection: records owed, and the interest
+  // announced each way (a connection that carries interest is never idle).
+  struct Subjects {
+    ControlOutbox outbox;
+    int64_t announced = 0, heard = 0;
+  } subjects_;
 
   // Connect on demand and idle close (IdleClose records, protocol.h). Each
   // request gets one answer; the requester disconnects on an accept.

@@ -13,7 +13,8 @@ using Clock = std::chrono::steady_clock;
 
 bool Peer::quiet() const {
   return out_.settled() && confirms_.empty() && awaitingConsume_ == 0 && !in_.midMessage() &&
-         !conn_->hasBatch();
+         !conn_->hasBatch() && subjects_.outbox.empty() && subjects_.announced == 0 &&
+         subjects_.heard == 0;
 }
 
 // The peer's requests and answers, in order. A request is accepted when

@@ -145,6 +145,20 @@ int BatchReader::next(Record& out) {
       out.idleClose = b.action;
       break;
     }
+    case RecordType::kInterest: {
+      const auto op = static_cast<InterestOp>(h.flags);
+      if (op != InterestOp::kAdd && op != InterestOp::kRemove) return -1;
+      if (h.dstLen == 0 || size_t{h.srcLen} + h.dstLen != h.length) return -1;
+      const char* p = reinterpret_cast<const char*>(bodyBytes.data());
+      out.srcService = std::string_view(p, h.srcLen);
+      out.dstService = std::string_view(p + h.srcLen, h.dstLen);
+      break;
+    }
+    case RecordType::kPubResult:
+      if (h.length != sizeof(PubResultBody)) return -1;
+      std::memcpy(&out.pubResult, bodyBytes.data(), sizeof out.pubResult);
+      if (uint64_t{out.pubResult.taken} + out.pubResult.dropped > out.pubResult.matched) return -1;
+      break;
     default:
       return -1;
   }
@@ -240,6 +254,27 @@ void BatchWriter::addIdleClose(IdleClose action) {
   std::byte* p = buf_ + offset_ + sizeof(RecordHeader);
   begin(RecordType::kIdleClose, sizeof b);
   std::memcpy(p, &b, sizeof b);
+}
+
+size_t BatchWriter::interestSize(std::string_view group, std::string_view pattern) {
+  return align8(sizeof(RecordHeader) + group.size() + pattern.size());
+}
+
+void BatchWriter::addInterest(InterestOp op, std::string_view group, std::string_view pattern) {
+  std::byte* p = buf_ + offset_ + sizeof(RecordHeader);
+  RecordHeader* h = begin(RecordType::kInterest, group.size() + pattern.size());
+  h->flags = static_cast<uint8_t>(op);
+  h->srcLen = static_cast<uint8_t>(group.size());
+  h->dstLen = static_cast<uint8_t>(pattern.size());
+  std::memcpy(p, group.data(), group.size());
+  std::memcpy(p + group.size(), pattern.data(), pattern.size());
+}
+
+void BatchWriter::addPubResult(uint64_t token, const PubResultBody& body) {
+  std::byte* p = buf_ + offset_ + sizeof(RecordHeader);
+  RecordHeader* h = begin(RecordType::kPubResult, sizeof body);
+  h->seq = token;
+  std::memcpy(p, &body, sizeof body);
 }
 
 size_t BatchWriter::finish(uint32_t credits, uint16_t released) {

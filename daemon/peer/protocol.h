@@ -82,6 +82,9 @@ enum HelloFlags : uint16_t {
   // bufferCount to a busy peer, and takes back, in a batch's `released`,
   // what an idle peer no longer needs.
   kHelloSharedReceive = 4,
+  // The sender routes subjects (docs/protocol.md, "Subjects"): it reads
+  // kInterest and kPubResult records and messages for "$pub" and "$reply".
+  kHelloSubjects = 8,
 };
 
 inline constexpr size_t kNonceSize = 32;
@@ -120,7 +123,25 @@ enum class RecordType : uint8_t {
   kHeartbeat = 3,  // nothing else to say
   kAuth = 4,       // the handshake's proof: the first record each way, alone in its batch
   kIdleClose = 5,  // closing an idle connection by agreement (IdleCloseBody)
+  kInterest = 6,   // a subscription pattern the sender's clients hold, added or removed
+  kPubResult = 7,  // how a publish fared on the sender's host (PubResultBody)
 };
+
+// A kInterest record: flags is the InterestOp, srcLen the queue group's
+// length ("": none), dstLen the pattern's; the body is the group, then the
+// pattern. Sent only to a peer whose Hello carries kHelloSubjects: the
+// sender's whole interest after every new connection, then its changes.
+enum class InterestOp : uint8_t { kAdd = 1, kRemove = 2 };
+
+// A kPubResult record: seq is the publishing daemon's token (from the
+// "$pub" message's envelope), the body what came of it on the sender's host.
+struct PubResultBody {
+  uint32_t matched;  // subscriptions it matched there (a queue group counts once)
+  uint32_t taken;    // of those, the ones whose application took it
+  uint32_t dropped;  // the ones that dropped it (slow consumer, gone)
+  uint32_t reserved;
+};
+static_assert(sizeof(PubResultBody) == 16);
 
 enum RecordFlags : uint8_t {
   kFirstFragment = 1,  // a message starts
@@ -195,6 +216,9 @@ struct Record {
   ConfirmBody confirm{};
   AuthBody auth{};                            // kAuth
   IdleClose idleClose = IdleClose::kRequest;  // kIdleClose
+  // kInterest: flags (InterestOp), srcService (the group), dstService (the
+  // pattern). kPubResult: seq (the token) and this.
+  PubResultBody pubResult{};
 };
 
 // Walks the records of one received batch, checking every length against
@@ -241,6 +265,10 @@ class BatchWriter {
   void addHeartbeat();
   void addAuth(const AuthBody& body);
   void addIdleClose(IdleClose action);
+  // Room needed for a kInterest record.
+  static size_t interestSize(std::string_view group, std::string_view pattern);
+  void addInterest(InterestOp op, std::string_view group, std::string_view pattern);
+  void addPubResult(uint64_t token, const PubResultBody& body);
   // Writes the header; returns the bytes to send.
   size_t finish(uint32_t credits, uint16_t released = 0);
 
@@ -264,5 +292,6 @@ inline constexpr uint64_t windowCost(size_t srcLen, size_t dstLen, size_t payloa
 inline constexpr size_t kConfirmRecordSize = sizeof(RecordHeader) + sizeof(ConfirmBody);
 inline constexpr size_t kAuthRecordSize = sizeof(RecordHeader) + sizeof(AuthBody);
 inline constexpr size_t kIdleCloseRecordSize = sizeof(RecordHeader) + sizeof(IdleCloseBody);
+inline constexpr size_t kPubResultRecordSize = sizeof(RecordHeader) + sizeof(PubResultBody);
 
 }  // namespace rdmamsg::peer

@@ -26,7 +26,7 @@ struct Daemon {
   std::unique_ptr<Mesh> mesh;
   std::unique_ptr<local::LocalServer> server;
   Daemon(loop::EventLoop& loop, config::Config c, const std::string& socket)
-      : config(std::move(c)), router(config) {
+      : config(std::move(c)), router(config, loop) {
     config.socket = socket;
     mesh = std::make_unique<Mesh>(loop, config, router, 0x2000 + config.node.size());
     local::LocalServerConfig l;

@@ -58,10 +58,12 @@ class RawClient {
     if (r.outcome != proto::DecodeOutcome::frame) return false;
     f = r.frame;
     pending_ = r.consumed;
-    if (f.kind == proto::FrameKind::deliver) ++delivered_;
+    if (f.kind == proto::FrameKind::deliver || f.kind == proto::FrameKind::msg ||
+        f.kind == proto::FrameKind::reply)
+      ++delivered_;
     return true;
   }
-  // Says that the application took every DELIVER read so far (CONSUMED).
+  // Says that the application took every DELIVER, MSG and REPLY read so far (CONSUMED).
   bool consumeAll() {
     proto::encodeConsumed(out_, delivered_);
     return write();
