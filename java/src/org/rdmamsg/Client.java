@@ -77,10 +77,6 @@ public final class Client implements AutoCloseable {
   /** What {@link #trySend trySend} returns when it queued nothing (message ids are never 0). */
   public static final long WOULD_BLOCK = 0;
 
-  private static final int WRITE_THRESHOLD = 64 * 1024; // send() writes once this much is queued
-  private static final int WRITE_BLOCK_LIMIT = 4 << 20; // send() waits for the socket above this
-  private static final long FOREVER = Deadline.FOREVER;
-
   // The client's parts. It calls them; they never call it. Each is guarded by
   // the engine's lock, which every method below takes.
   private final String socketPath;
@@ -92,7 +88,8 @@ public final class Client implements AutoCloseable {
   private final Requests statuses = new Requests();
   private final SocketTransport transport;
   private final IoEngine engine;
-  private final Names names = new Names();
+  private final Sender sender;
+  private final Receiver receiver;
 
   // --- connecting ---------------------------------------------------------------------
 
@@ -137,6 +134,8 @@ public final class Client implements AutoCloseable {
     Inbound inbound = new Inbound(handshake, inbox, completions, holds, registers, statuses);
     this.transport = SocketTransport.connect(socketPath, deadline, inbound, handshake::maxBody);
     this.engine = new IoEngine(transport, inbox, completions);
+    this.sender = new Sender(engine, transport, handshake, holds, completions);
+    this.receiver = new Receiver(engine, inbox);
   }
 
   private void handshake(String clientName, long deadline) throws RdmamsgException {
@@ -301,34 +300,7 @@ public final class Client implements AutoCloseable {
       boolean mayWait, CompletableFuture<Completion> future) throws RdmamsgException {
     engine.lock();
     try {
-      engine.ensureOpen();
-      names.checkDestination(node, service);
-      if (!fromService.isEmpty()) Names.check("service", fromService);
-      final int length = payload.remaining();
-      final int maxMessage = handshake.maxMessage();
-      if (length > maxMessage) {
-        throw new RdmamsgException(Errc.TOO_LARGE, "message of " + length
-            + " bytes exceeds the maximum of " + maxMessage);
-      }
-      if (holds.isHeld(node, service)) {
-        if (!mayWait) return WOULD_BLOCK;
-        engine.await(() -> !holds.isHeld(node, service), FOREVER);
-      }
-      if (!mayWait && transport.unwritten() >= WRITE_BLOCK_LIMIT) {
-        engine.writeSome();
-        if (transport.unwritten() >= WRITE_BLOCK_LIMIT) return WOULD_BLOCK;
-      }
-      final long id = completions.issue(future);
-      transport.queueSend(id, node, service, fromService, payload);
-      if (transport.unwritten() >= WRITE_THRESHOLD) {
-        engine.writeSome();
-        if (transport.unwritten() > 0) engine.readSome(); // not read: perhaps the daemon said why
-      }
-      engine.wakeIo();
-      if (mayWait && transport.unwritten() >= WRITE_BLOCK_LIMIT) {
-        engine.await(() -> transport.unwritten() < WRITE_THRESHOLD, FOREVER);
-      }
-      return id;
+      return sender.send(node, service, payload, fromService, mayWait, future);
     } finally {
       engine.unlock();
     }
@@ -404,7 +376,7 @@ public final class Client implements AutoCloseable {
 
   /** Waits until a message comes (or the connection is lost). */
   public Message receive() throws RdmamsgException {
-    return receiveUntil(FOREVER);
+    return receiveUntil(Deadline.FOREVER);
   }
 
   /** Waits up to {@code timeout} for a message; null if none came. */
@@ -416,12 +388,7 @@ public final class Client implements AutoCloseable {
   public Message tryReceive() throws RdmamsgException {
     engine.lock();
     try {
-      if (inbox.isEmpty() && engine.failure() == null) engine.pumpNow();
-      if (inbox.isEmpty()) {
-        engine.ensureOpen();
-        return null;
-      }
-      return takeMessage();
+      return receiver.tryReceive();
     } finally {
       engine.unlock();
     }
@@ -461,10 +428,7 @@ public final class Client implements AutoCloseable {
   public void confirmReceived() throws RdmamsgException {
     engine.lock();
     try {
-      engine.ensureOpen();
-      inbox.confirmAll();
-      engine.reportConsumed();
-      engine.writeNow();
+      receiver.confirmReceived();
     } finally {
       engine.unlock();
     }
@@ -473,26 +437,10 @@ public final class Client implements AutoCloseable {
   private Message receiveUntil(long deadline) throws RdmamsgException {
     engine.lock();
     try {
-      try {
-        if (!engine.await(() -> !inbox.isEmpty(), deadline)) return null;
-      } catch (RdmamsgException e) {
-        if (inbox.isEmpty()) throw e; // what came before the loss is still handed out
-      }
-      return takeMessage();
+      return receiver.receiveUntil(deadline);
     } finally {
       engine.unlock();
     }
-  }
-
-  private Message takeMessage() {
-    Message m = inbox.take();
-    // Everything read is taken: say so now, so that the last message of a burst is
-    // confirmed at once.
-    if (inbox.isEmpty() && engine.failure() == null) {
-      engine.reportConsumed();
-      engine.writeNow();
-    }
-    return m;
   }
 
   // --- status, flushing, event loops, closing ---------------------------------------------
@@ -511,7 +459,7 @@ public final class Client implements AutoCloseable {
   public void flush() throws RdmamsgException {
     engine.lock();
     try {
-      engine.await(() -> transport.unwritten() == 0, FOREVER);
+      engine.await(() -> transport.unwritten() == 0, Deadline.FOREVER);
     } finally {
       engine.unlock();
     }
