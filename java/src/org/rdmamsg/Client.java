@@ -452,7 +452,8 @@ public final class Client implements AutoCloseable {
 
   /** The daemon's status: its node, peers and services, as JSON text (docs/protocol.md). */
   public String status(Duration timeout) throws RdmamsgException {
-    return (String) ask(statuses, Frames::statusRequest, timeout, "no status from rdmamsgd in time");
+    return (String) ask(statuses, Frames::statusRequest, timeout,
+        "no status from rdmamsgd in time");
   }
 
   /** Writes everything queued, reading meanwhile; waits until done or the connection is lost. */
