@@ -14,38 +14,38 @@ import java.util.concurrent.TimeoutException;
  * ({@code thenApply}, ...) do the same.
  */
 final class DrivenFuture<T> extends CompletableFuture<T> {
-  private final Client client;
+  private final IoEngine engine;
 
-  DrivenFuture(Client client) {
-    this.client = client;
+  DrivenFuture(IoEngine engine) {
+    this.engine = engine;
   }
 
   @Override
   public <U> CompletableFuture<U> newIncompleteFuture() {
-    return new DrivenFuture<>(client);
+    return new DrivenFuture<>(engine);
   }
 
   @Override
   public T get() throws InterruptedException, ExecutionException {
-    if (!isDone()) client.driveUntil(this::isDone, Long.MAX_VALUE);
+    if (!isDone()) engine.driveUntil(this::isDone, Deadline.FOREVER);
     return super.get();
   }
 
   @Override
   public T get(long timeout, TimeUnit unit)
       throws InterruptedException, ExecutionException, TimeoutException {
-    final long deadline = Client.deadlineAfter(Duration.ofNanos(unit.toNanos(timeout)));
-    if (!isDone()) client.driveUntil(this::isDone, deadline);
+    final long deadline = Deadline.after(Duration.ofNanos(unit.toNanos(timeout)));
+    if (!isDone()) engine.driveUntil(this::isDone, deadline);
     // Driving may end before the future is completed: when the connection is
     // lost, another thread may still be handing the failure to the futures.
     // What is left of the timeout covers that hand-over.
-    if (deadline == Long.MAX_VALUE) return super.get();
+    if (deadline == Deadline.FOREVER) return super.get();
     return super.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
   }
 
   @Override
   public T join() {
-    if (!isDone()) client.driveUntil(this::isDone, Long.MAX_VALUE);
+    if (!isDone()) engine.driveUntil(this::isDone, Deadline.FOREVER);
     return super.join();
   }
 }

@@ -140,11 +140,15 @@ final class Frames {
 
   // --- decoder --------------------------------------------------------------------
 
-  /** What a client does with the frames a daemon sends. */
+  /**
+   * What a client does with the frames a daemon sends. A frame the client
+   * cannot take (a reply nobody asked for, a connection-level error, BYE)
+   * throws the error that ends the connection; the decoder passes it on.
+   */
   interface Handler {
     void welcome(int maxMessageSize, String nodeName);
 
-    void registered(String service);
+    void registered(String service) throws RdmamsgException;
 
     /** The payload is {@code length} bytes at {@code offset} of {@code buf}, valid during the call. */
     void deliver(String srcNode, String srcService, String toService, ByteBuffer buf, int offset,
@@ -152,11 +156,11 @@ final class Frames {
 
     void ack(long firstMsgId, long count);
 
-    void error(long msgId, Errc errc, int inReplyTo, String text);
+    void error(long msgId, Errc errc, int inReplyTo, String text) throws RdmamsgException;
 
-    void statusReply(String json);
+    void statusReply(String json) throws RdmamsgException;
 
-    void bye();
+    void bye() throws RdmamsgException;
 
     void hold(String node, String service);
 

@@ -139,6 +139,22 @@ final class FakeDaemon implements AutoCloseable {
     while (b.hasRemaining()) conn.write(b);
   }
 
+  /** Several frames (kind, body, kind, body, ...) in one write: the client reads them together. */
+  void frames(Object... kindsAndBodies) throws IOException {
+    int size = 0;
+    for (int i = 1; i < kindsAndBodies.length; i += 2) {
+      size += 8 + ((byte[]) kindsAndBodies[i]).length;
+    }
+    ByteBuffer b = ByteBuffer.allocate(size).order(ByteOrder.LITTLE_ENDIAN);
+    for (int i = 0; i < kindsAndBodies.length; i += 2) {
+      byte[] body = (byte[]) kindsAndBodies[i + 1];
+      b.putInt(body.length).put((byte) Frames.VERSION).put((byte) (int) kindsAndBodies[i])
+          .putShort((short) 0).put(body);
+    }
+    b.flip();
+    while (b.hasRemaining()) conn.write(b);
+  }
+
   void frame(int kind, byte[] body) throws IOException {
     frame(Frames.VERSION, kind, body);
   }
@@ -198,6 +214,17 @@ final class FakeDaemon implements AutoCloseable {
   /** Closes the client's connection (the daemon went away). */
   void drop() throws IOException {
     conn.close();
+  }
+
+  /**
+   * Closes the client's connection and releases its socket at once, as a
+   * daemon that exits: the client's writes fail. (A channel registered with
+   * a selector keeps its socket until that selector selects again; until
+   * then the client reads the end of the stream, but its writes succeed.)
+   */
+  void hangUp() throws IOException {
+    conn.close();
+    selector.selectNow();
   }
 
   @Override

@@ -1,0 +1,46 @@
+package org.rdmamsg;
+
+/**
+ * A client's parts wired as {@link Client} wires them, over a socket to a
+ * {@link FakeDaemon}, without the handshake: for the tests of the parts that
+ * read, write and wait. The test plays the daemon.
+ */
+final class ClientParts implements AutoCloseable {
+  final FakeDaemon daemon = new FakeDaemon();
+  final Handshake handshake = new Handshake();
+  final Completions completions = new Completions();
+  final ReceiveQueue inbox = new ReceiveQueue();
+  final Holds holds = new Holds();
+  final Requests registers = new Requests();
+  final Requests statuses = new Requests();
+  final SocketTransport transport;
+  final IoEngine engine;
+  final Sender sender;
+  final Receiver receiver;
+
+  ClientParts() throws java.io.IOException {
+    Inbound inbound = new Inbound(handshake, inbox, completions, holds, registers, statuses);
+    transport = SocketTransport.connect(daemon.socket.toString(), Deadline.after(FakeDaemon.WAIT),
+        inbound, handshake::maxBody);
+    daemon.accept();
+    engine = new IoEngine(transport, inbox, completions);
+    sender = new Sender(engine, transport, handshake, holds, completions);
+    receiver = new Receiver(engine, inbox);
+  }
+
+  /** Ends the connection with {@code why}, as a failure of a part would. */
+  void lose(RdmamsgException why) {
+    engine.lock();
+    try {
+      engine.lose(why);
+    } finally {
+      engine.unlock();
+    }
+  }
+
+  @Override
+  public void close() throws java.io.IOException {
+    lose(new RdmamsgException(Errc.NOT_CONNECTED, "test over"));
+    daemon.close();
+  }
+}
