@@ -50,6 +50,8 @@ inline constexpr std::uint64_t kMaxFlowWindow = 1 * kGiB;
 inline constexpr std::uint64_t kMinReceiveMemoryLimit = 1 * kMiB;
 inline constexpr std::uint64_t kMaxReceiveMemoryLimit = 1024 * kGiB;
 inline constexpr std::uint32_t kMaxPoolBuffers = 1u << 20;
+// Subjects: the most max_subscriptions, pending_limit and max_peer_interest may be.
+inline constexpr std::uint32_t kMaxSubjectCount = 100'000'000;
 inline constexpr std::uint64_t kMinRegisteredMemoryLimit = 1 * kMiB;
 inline constexpr std::uint64_t kMaxRegisteredMemoryLimit = 1024 * kGiB;
 inline constexpr milliseconds kMaxDuration = std::chrono::hours(24);

@@ -196,6 +196,9 @@ void readTuning(const FieldMap& top, Config& config) {
   readSize(top, "flow_window", kMinFlowWindow, kMaxFlowWindow, config.flowWindow);
   readSize(top, "receive_memory_limit", kMinReceiveMemoryLimit, kMaxReceiveMemoryLimit,
            config.receiveMemoryLimit);
+  readCount(top, "max_subscriptions", 1, kMaxSubjectCount, config.maxSubscriptions);
+  readCount(top, "pending_limit", 1, kMaxSubjectCount, config.pendingLimit);
+  readCount(top, "max_peer_interest", 1, kMaxSubjectCount, config.maxPeerInterest);
   readDuration(top, "heartbeat_interval", config.heartbeatInterval);
   readDuration(top, "heartbeat_timeout", config.heartbeatTimeout);
   readDuration(top, "reconnect_backoff_min", config.reconnectBackoffMin);

@@ -13,7 +13,7 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 31> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 34> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
@@ -35,6 +35,9 @@ inline constexpr std::array<std::string_view, 31> kTopLevelKeys = {
     "send_queue_limit",
     "flow_window",
     "receive_memory_limit",
+    "max_subscriptions",
+    "pending_limit",
+    "max_peer_interest",
     "heartbeat_interval",
     "heartbeat_timeout",
     "reconnect_backoff_min",

@@ -34,7 +34,9 @@ inline constexpr std::string_view kRestartKeys[] = {"listen",
                                                     "shared_receive_buffers",
                                                     "send_buffers",
                                                     "registered_memory_limit",
-                                                    "idle_strategy"};
+                                                    "idle_strategy",
+                                                    "max_subscriptions",
+                                                    "max_peer_interest"};
 
 struct ReloadPlan {
   Config next;  // what the daemon runs with: the file, with the restart keys kept
