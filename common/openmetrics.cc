@@ -359,6 +359,47 @@ void peerFamilies(Exposition& e, const json& s) {
   deliveryHistograms(e, peers);
 }
 
+const std::vector<Field> kSubjects = {
+    {"subscriptions", "rdmamsg_subscriptions", "gauge", "Subscriptions held by local clients."},
+    {"pending_publishes", "rdmamsg_publishes_pending", "gauge",
+     "Publishes and requests of local clients not yet answered."},
+};
+const std::vector<Field> kSubjectCounters = {
+    {"published", "rdmamsg_publishes", "counter", "Publishes accepted from local clients."},
+    {"no_subscribers", "rdmamsg_publishes_no_subscribers", "counter",
+     "Publishes answered no_subscribers: no subscription in the mesh matched."},
+    {"fanned_out", "rdmamsg_subject_fanouts", "counter",
+     "Publishes delivered to this host's subscribers (one per publish and host)."},
+    {"delivered", "rdmamsg_subject_deliveries", "counter", "MSG frames delivered to subscribers."},
+    {"dropped", "rdmamsg_subject_dropped", "counter",
+     "Messages dropped for a subscription: over its pending limit, or its client gone."},
+    {"late_replies", "rdmamsg_late_replies", "counter",
+     "Replies refused: their request was answered already or past its deadline."},
+    {"interest_refused", "rdmamsg_peer_interest_refused", "counter",
+     "Peer connections closed for announcing more than max_peer_interest patterns."},
+};
+
+void subjectFamilies(Exposition& e, const json& s) {
+  const json& subjects = at(s, "subjects");
+  fields(e, subjects, kSubjects, "");
+  const json& c = at(subjects, "counters");
+  fields(e, c, kSubjectCounters, "");
+  e.family("rdmamsg_requests", "counter",
+           "Requests of local clients, by outcome (reply, no_responders, timeout, "
+           "peer_unreachable).");
+  for (const auto& [outcome, key] :
+       {std::pair{"reply", "replies"}, std::pair{"no_responders", "no_responders"},
+        std::pair{"timeout", "timeouts"}, std::pair{"peer_unreachable", "unreachable"}})
+    if (c.contains(key))
+      e.sample("rdmamsg_requests", "_total", label("outcome", outcome), number(c[key]));
+  e.family("rdmamsg_peer_interest_patterns", "gauge",
+           "Subscription patterns the peer announced for its clients.");
+  if (subjects.contains("interest") && subjects["interest"].is_array())
+    for (const auto& i : subjects["interest"])
+      e.sample("rdmamsg_peer_interest_patterns", "", label("peer", i.value("peer", "")),
+               number(i["patterns"]));
+}
+
 void deviceFamilies(Exposition& e, const json& s) {
   if (s.contains("devices") && s["devices"].is_array())
     for (const auto& d : s["devices"]) {
@@ -378,6 +419,7 @@ std::string render(const json& s) {
   policyFamilies(e, s);
   loopFamilies(e, s);
   peerFamilies(e, s);
+  subjectFamilies(e, s);
   deviceFamilies(e, s);
   return e.text();
 }

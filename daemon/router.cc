@@ -337,6 +337,7 @@ status::Snapshot Router::snapshot() const {
   s.unconsumedBytes = server_->trackedBytes();
   s.receiveMemoryLimit = config_.receiveMemoryLimit;
   s.mesh = mesh_->snapshot();
+  s.subjects = pubsub_.snapshot();
   s.logDropped = logging::dropped();
   s.logSuppressed = logging::suppressed();
   s.loop = loop::syscalls();

@@ -173,6 +173,40 @@ void processJson(const Snapshot& s, json& j) {
   j["heap_allocations"] = s.heapAllocations;
 }
 
+json subjectsJson(const pubsub::PubSubSnapshot& s) {
+  json patterns = json::array();
+  for (const auto& p : s.patterns)
+    patterns.push_back({{"pattern", p.pattern},
+                        {"group", p.group},
+                        {"subscriptions", p.subscriptions},
+                        {"pending", p.pending},
+                        {"delivered", p.delivered},
+                        {"taken", p.taken},
+                        {"dropped", p.dropped}});
+  json interest = json::array();
+  for (const auto& [peer, patternCount] : s.interest)
+    interest.push_back({{"peer", peer}, {"patterns", patternCount}});
+  const pubsub::PubSubCounters& c = s.counters;
+  return {{"subscriptions", s.subscriptions},
+          {"patterns", std::move(patterns)},
+          {"patterns_truncated", s.truncated},
+          {"interest", std::move(interest)},
+          {"pending_publishes", s.pendingPublishes},
+          {"counters",
+           {{"published", c.published},
+            {"no_subscribers", c.noSubscribers},
+            {"fanned_out", c.fannedOut},
+            {"delivered", c.delivered},
+            {"dropped", c.dropped},
+            {"requests", c.requests},
+            {"replies", c.replies},
+            {"no_responders", c.noResponders},
+            {"timeouts", c.timeouts},
+            {"unreachable", c.unreachable},
+            {"late_replies", c.lateReplies},
+            {"interest_refused", c.interestRefused}}}};
+}
+
 }  // namespace
 
 json toJson(const Snapshot& s) {
@@ -201,6 +235,7 @@ json toJson(const Snapshot& s) {
   j["authentication"] = {{"secret", fingerprint(s.secret)},
                          {"previous_secret", fingerprint(s.previousSecret)}};
   j["unconsumed"] = {{"bytes", s.unconsumedBytes}, {"limit_bytes", s.receiveMemoryLimit}};
+  j["subjects"] = subjectsJson(s.subjects);
   meshJson(s, j);
   processJson(s, j);
   return j;

@@ -18,6 +18,7 @@
 #include "daemon/local/local_server.h"
 #include "daemon/loop/counters.h"
 #include "daemon/peer/mesh.h"
+#include "daemon/pubsub/pubsub.h"
 
 namespace rdmamsg::status {
 
@@ -57,6 +58,8 @@ struct Snapshot {
   uint64_t unconsumedBytes = 0, receiveMemoryLimit = 0;
   // The mesh, its peers and devices.
   peer::MeshSnapshot mesh;
+  // Subjects.
+  pubsub::PubSubSnapshot subjects;
   // The process.
   uint64_t logDropped = 0, logSuppressed = 0;
   loop::SyscallCounters loop;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 
 #include "daemon/local/local_server.h"
 #include "daemon/peer/mesh.h"
@@ -120,6 +121,36 @@ void PubSub::queueDrained(const peer::FlowKey& flow) {
   if (waiting.empty()) return;
   for (local::SessionId publisher : waiting.mapped())
     server_->resumeReading(publisher);
+}
+
+PubSubSnapshot PubSub::snapshot() const {
+  PubSubSnapshot s;
+  s.subscriptions = subs_.size();
+  s.pendingPublishes = publishes_.size();
+  s.counters = counters_;
+  std::map<std::pair<std::string, std::string>, PatternStats> byPattern;
+  subs_.forEach([&](const Subscription& sub) {
+    PatternStats& p = byPattern[{sub.pattern, sub.group}];
+    p.subscriptions++;
+    p.pending += sub.pending;
+    p.delivered += sub.delivered;
+    p.taken += sub.taken;
+    p.dropped += sub.dropped;
+  });
+  for (auto& [key, p] : byPattern) {
+    if (s.patterns.size() == kMaxPatternsShown) {
+      s.truncated = true;
+      break;
+    }
+    p.pattern = key.first;
+    p.group = key.second;
+    s.patterns.push_back(std::move(p));
+  }
+  for (uint64_t handle : subjectPeers_)
+    if (const peer::Peer* p = mesh_->peerByHandle(handle))
+      s.interest.emplace_back(p->name(), remote_.count(handle));
+  std::sort(s.interest.begin(), s.interest.end());
+  return s;
 }
 
 void PubSub::sessionDrained(local::SessionId session) {

@@ -82,6 +82,22 @@ struct PubSubCounters {
   uint64_t interestRefused = 0;  // peers disconnected for announcing too much
 };
 
+// Subscriptions by (pattern, queue group), for the status.
+struct PatternStats {
+  std::string pattern, group;
+  uint64_t subscriptions = 0, pending = 0, delivered = 0, taken = 0, dropped = 0;
+};
+
+struct PubSubSnapshot {
+  size_t subscriptions = 0;
+  std::vector<PatternStats> patterns;  // sorted, at most kMaxPatternsShown
+  bool truncated = false;
+  size_t pendingPublishes = 0;
+  std::vector<std::pair<std::string, size_t>> interest;  // peer name → patterns it announced
+  PubSubCounters counters;
+};
+inline constexpr size_t kMaxPatternsShown = 1000;
+
 class PubSub {
  public:
   // A "$pub" message to a peer is sent as session kHostSessions | the
@@ -120,6 +136,7 @@ class PubSub {
   const Subscriptions& subscriptions() const { return subs_; }
   const RemoteInterest& remoteInterest() const { return remote_; }
   size_t pendingPublishes() const { return publishes_.size(); }
+  PubSubSnapshot snapshot() const;
 
  private:
   struct Publish {
