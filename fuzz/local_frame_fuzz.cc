@@ -34,7 +34,10 @@ bool sameFrame(const Frame& a, const Frame& b) {
          a.maxMessageSize == b.maxMessageSize && a.ringVersion == b.ringVersion &&
          a.toDaemonCapacity == b.toDaemonCapacity && a.toClientCapacity == b.toClientCapacity &&
          a.node == b.node && a.service == b.service && a.otherService == b.otherService &&
-         a.text == b.text && sameBytes(a.payload, b.payload) && sameBytes(a.acks, b.acks);
+         a.text == b.text && sameBytes(a.payload, b.payload) && sameBytes(a.acks, b.acks) &&
+         a.subject == b.subject && a.group == b.group && a.replyTo == b.replyTo &&
+         a.policy == b.policy && a.limit == b.limit && a.matched == b.matched &&
+         a.taken == b.taken && a.dropped == b.dropped;
 }
 
 // A non-empty view lies inside `body`.
@@ -59,6 +62,7 @@ bool validOrEmpty(std::string_view name) {
 void checkFields(const Frame& f, Bytes body) {
   FUZZ_CHECK(inside(body, f.node) && inside(body, f.service) && inside(body, f.otherService));
   FUZZ_CHECK(inside(body, f.text) && inside(body, f.payload) && inside(body, f.acks));
+  FUZZ_CHECK(inside(body, f.subject) && inside(body, f.group) && inside(body, f.replyTo));
   FUZZ_CHECK(toString(f.kind) != "UNKNOWN");
   switch (f.kind) {
     case FrameKind::hello:
@@ -111,6 +115,34 @@ void checkFields(const Frame& f, Bytes body) {
       return;
     case FrameKind::shm_accept:
       FUZZ_CHECK(body.empty());
+      return;
+    case FrameKind::sub:
+      FUZZ_CHECK(validOrEmpty(f.group));
+      FUZZ_CHECK(static_cast<uint8_t>(f.policy) <= kMaxSlowConsumer);
+      FUZZ_CHECK(body.size() == 16 + f.group.size() + f.subject.size());
+      return;
+    case FrameKind::subscribed:
+    case FrameKind::unsub:
+      FUZZ_CHECK(body.size() == 8);
+      return;
+    case FrameKind::pub:
+      FUZZ_CHECK(body.size() == 13 + f.subject.size() + f.payload.size());
+      return;
+    case FrameKind::pub_ack:
+      FUZZ_CHECK(f.errc != Errc::would_block && static_cast<uint16_t>(f.errc) <= kMaxErrc);
+      FUZZ_CHECK(body.size() == 24 + f.text.size());
+      return;
+    case FrameKind::msg:
+      FUZZ_CHECK(isValidName(f.node));
+      FUZZ_CHECK(body.size() ==
+                 11 + f.node.size() + f.subject.size() + f.replyTo.size() + f.payload.size());
+      return;
+    case FrameKind::respond:
+      FUZZ_CHECK(body.size() == 9 + f.replyTo.size() + f.payload.size());
+      return;
+    case FrameKind::reply:
+      FUZZ_CHECK(isValidName(f.node));
+      FUZZ_CHECK(body.size() == 9 + f.node.size() + f.payload.size());
       return;
   }
   FUZZ_CHECK(!"decoded an unknown frame kind");
@@ -175,6 +207,30 @@ bool encodeAgain(const Frame& f, ByteBuffer& out) {
       return true;
     case FrameKind::shm_accept:
       encodeShmAccept(out);
+      return true;
+    case FrameKind::sub:
+      encodeSub(out, f.msgId, f.subject, f.group, f.policy, f.limit);
+      return true;
+    case FrameKind::subscribed:
+      encodeSubscribed(out, f.msgId);
+      return true;
+    case FrameKind::unsub:
+      encodeUnsub(out, f.msgId);
+      return true;
+    case FrameKind::pub:
+      encodePub(out, f.msgId, f.limit, f.subject, f.payload);
+      return true;
+    case FrameKind::pub_ack:
+      encodePubAck(out, f.msgId, {f.errc, f.matched, f.taken, f.dropped}, f.text);
+      return f.text.size() <= kMaxErrorText;
+    case FrameKind::msg:
+      encodeMsg(out, f.msgId, f.node, f.subject, f.replyTo, f.payload);
+      return true;
+    case FrameKind::respond:
+      encodeRespond(out, f.msgId, f.replyTo, f.payload);
+      return true;
+    case FrameKind::reply:
+      encodeReply(out, f.msgId, f.node, f.payload);
       return true;
   }
   return false;

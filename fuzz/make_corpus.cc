@@ -24,6 +24,7 @@
 #include "common/shm_payload_area.h"
 #include "common/shm_ring.h"
 #include "daemon/peer/protocol.h"
+#include "daemon/pubsub/envelope.h"
 
 namespace rdmamsg {
 namespace {
@@ -76,6 +77,22 @@ void localFrames(const fs::path& dir) {
   one("consumed", [](ByteBuffer& b) { encodeConsumed(b, 4096); });
   one("hold", [](ByteBuffer& b) { encodeHold(b, "nodeB", "inbox"); });
   one("resume", [](ByteBuffer& b) { encodeResume(b, "nodeB", "inbox"); });
+  one("sub", [](ByteBuffer& b) { encodeSub(b, 1, "orders.*.eu", "", SlowConsumer::drop, 0); });
+  one("sub_group",
+      [](ByteBuffer& b) { encodeSub(b, 2, "work.>", "workers", SlowConsumer::block, 64); });
+  one("subscribed", [](ByteBuffer& b) { encodeSubscribed(b, 1); });
+  one("unsub", [](ByteBuffer& b) { encodeUnsub(b, 1); });
+  one("pub", [](ByteBuffer& b) { encodePub(b, 3, 0, "orders.x.eu", bytesOf("an order")); });
+  one("request", [](ByteBuffer& b) { encodePub(b, 4, 5000, "svc.echo", bytesOf("ping")); });
+  one("pub_ack", [](ByteBuffer& b) { encodePubAck(b, 3, {Errc::ok, 3, 2, 1}, ""); });
+  one("pub_ack_nobody",
+      [](ByteBuffer& b) { encodePubAck(b, 5, {Errc::no_subscribers}, "no subscription matches"); });
+  one("msg",
+      [](ByteBuffer& b) { encodeMsg(b, 1, "beta", "orders.x.eu", "", bytesOf("an order")); });
+  one("msg_request",
+      [](ByteBuffer& b) { encodeMsg(b, 1, "alpha", "svc.echo", "alpha/3/4", bytesOf("ping")); });
+  one("respond", [](ByteBuffer& b) { encodeRespond(b, 9, "alpha/3/4", bytesOf("pong")); });
+  one("reply", [](ByteBuffer& b) { encodeReply(b, 4, "beta", bytesOf("pong")); });
   // What each side reads from its socket in a short session.
   one("client_session", [](ByteBuffer& b) {
     encodeHello(b, "cli");
@@ -131,6 +148,12 @@ void peerBatches(const fs::path& dir) {
     a.proofs[1][31] = 0xa5;
     w.addAuth(a);
   });
+  one("interest", 0, [](BatchWriter& w) {
+    w.addInterest(InterestOp::kAdd, "", "orders.*.eu");
+    w.addInterest(InterestOp::kAdd, "workers", "work.>");
+    w.addInterest(InterestOp::kRemove, "", "orders.*.eu");
+  });
+  one("pub_result", 0, [](BatchWriter& w) { w.addPubResult(42, {3, 2, 1, 0}); });
   one("mixed", 3, [](BatchWriter& w) {
     w.addMessage(5, kFirstFragment | kLastFragment, "", "inbox", 0, bytesOf("a"));
     w.addConfirm(10, 12, 2);
@@ -288,6 +311,29 @@ void shmPayloads(const fs::path& path) {
   writeFile(path, region);
 }
 
+void pubsubEnvelopes(const fs::path& dir) {
+  using namespace pubsub;
+  const auto pub = [&](const char* name, PubEnvelope e, const char* payload) {
+    ByteBuffer b;
+    encodePub(b, e, bytesOf(payload));
+    writeFile(dir / name, b.readable());
+  };
+  PubEnvelope plain;
+  plain.token = 7;
+  plain.subject = "orders.x.eu";
+  pub("pub", plain, "an order");
+  PubEnvelope request = plain;
+  request.request = true;
+  request.replyTo = "alpha/3/4";
+  request.groups = {"workers", "auditors"};
+  pub("request_with_groups", request, "ping");
+  ByteBuffer reply;
+  encodeReply(reply, 3, 4, bytesOf("pong"));
+  writeFile(dir / "reply", reply.readable());
+  const std::string token = replyToken("alpha", 3, 4);
+  writeFile(dir / "token", std::as_bytes(std::span(token)));
+}
+
 void shmRings(const fs::path& dir) {
   shmRing(dir / "empty", 64, 0, {});
   shmRing(dir / "records", 256, 0, {0, 1, 7, 8, 20, 100});
@@ -308,9 +354,10 @@ int main(int argc, char** argv) {
   namespace fs = std::filesystem;
   const fs::path root = argv[1];
   try {
-    for (const char* target :
-         {"local_frame_fuzz", "peer_batch_fuzz", "peer_hello_fuzz", "config_fuzz", "shm_ring_fuzz"})
+    for (const char* target : {"local_frame_fuzz", "peer_batch_fuzz", "peer_hello_fuzz",
+                               "config_fuzz", "shm_ring_fuzz", "pubsub_envelope_fuzz"})
       fs::create_directories(root / target);
+    rdmamsg::pubsubEnvelopes(root / "pubsub_envelope_fuzz");
     rdmamsg::localFrames(root / "local_frame_fuzz");
     rdmamsg::peerBatches(root / "peer_batch_fuzz");
     rdmamsg::peerHellos(root / "peer_hello_fuzz");

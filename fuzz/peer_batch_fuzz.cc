@@ -64,6 +64,17 @@ void checkRecord(const Record& r, Bytes batch) {
                  r.idleClose == IdleClose::kRefuse);
       FUZZ_CHECK(r.srcService.empty() && r.dstService.empty() && r.payload.empty());
       return;
+    case RecordType::kInterest:
+      FUZZ_CHECK(r.flags == static_cast<uint8_t>(InterestOp::kAdd) ||
+                 r.flags == static_cast<uint8_t>(InterestOp::kRemove));
+      FUZZ_CHECK(!r.dstService.empty() && r.payload.empty());
+      FUZZ_CHECK(inside(batch, r.srcService.data(), r.srcService.size()));
+      FUZZ_CHECK(inside(batch, r.dstService.data(), r.dstService.size()));
+      return;
+    case RecordType::kPubResult:
+      FUZZ_CHECK(uint64_t{r.pubResult.taken} + r.pubResult.dropped <= r.pubResult.matched);
+      FUZZ_CHECK(r.srcService.empty() && r.dstService.empty() && r.payload.empty());
+      return;
   }
   FUZZ_CHECK(!"a record of an unknown type was accepted");
 }
@@ -84,6 +95,11 @@ bool sameRecord(const Record& a, const Record& b) {
       return std::memcmp(&a.auth, &b.auth, sizeof a.auth) == 0;
     case RecordType::kIdleClose:  // the writer leaves the reserved bytes 0
       return a.idleClose == b.idleClose;
+    case RecordType::kInterest:
+      return a.flags == b.flags && a.srcService == b.srcService && a.dstService == b.dstService;
+    case RecordType::kPubResult:  // the writer leaves the reserved bytes 0
+      return a.seq == b.seq && a.pubResult.matched == b.pubResult.matched &&
+             a.pubResult.taken == b.pubResult.taken && a.pubResult.dropped == b.pubResult.dropped;
   }
   return false;
 }
@@ -119,6 +135,14 @@ void checkRoundTrip(const std::vector<Record>& records, uint32_t credits, uint16
       case RecordType::kIdleClose:
         FUZZ_CHECK(writer.room() >= kIdleCloseRecordSize);
         writer.addIdleClose(r.idleClose);
+        break;
+      case RecordType::kInterest:
+        FUZZ_CHECK(writer.room() >= BatchWriter::interestSize(r.srcService, r.dstService));
+        writer.addInterest(static_cast<InterestOp>(r.flags), r.srcService, r.dstService);
+        break;
+      case RecordType::kPubResult:
+        FUZZ_CHECK(writer.room() >= kPubResultRecordSize);
+        writer.addPubResult(r.seq, r.pubResult);
         break;
     }
   }
