@@ -270,7 +270,8 @@ void daemonFamilies(Exposition& e, const json& s) {
 void policyFamilies(Exposition& e, const json& s) {
   const json& policy = at(s, "local_policy");
   e.family("rdmamsg_permission_denied", "counter",
-           "Local client requests refused by local_policy, by action (connect, register, send).");
+           "Local client requests refused by local_policy, by action (connect, register, send, "
+           "publish, subscribe).");
   for (const auto& [action, count] : at(policy, "permission_denied").items())
     if (count.is_number())
       e.sample("rdmamsg_permission_denied", "_total", label("action", action), number(count));

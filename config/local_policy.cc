@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "common/subject.h"
 #include "config/local_policy_reader.h"
 #include "config/name.h"
 
@@ -129,7 +130,61 @@ std::string describe(const std::optional<LocalPolicy>& policy) {
       rules += (rules.empty() ? "" : " | ") + patterns(r.destinations) + ": " + r.who.toString();
     out += rules.empty() ? "none" : rules;
   }
+  // Subjects are named once a rule restricts them (absent: any).
+  for (const auto& [name, list] : {std::pair{"] publish[", &policy->publishRules},
+                                   std::pair{"] subscribe[", &policy->subscribeRules}}) {
+    if (!*list) continue;
+    out += name;
+    std::string rules;
+    for (const SubjectRule& r : **list)
+      rules += (rules.empty() ? "" : " | ") + patterns(r.subjects) + ": " + r.who.toString();
+    out += rules.empty() ? "none" : rules;
+  }
   return out + "]";
+}
+
+namespace {
+
+Verdict checkSubjectRules(const std::optional<std::vector<SubjectRule>>& rules, const Identity& id,
+                          std::string_view what, std::string_view key, std::string_view subject,
+                          bool (*applies)(std::string_view, std::string_view)) {
+  if (!rules || isRoot(id)) return {};
+  for (size_t i = 0; i < rules->size(); ++i) {
+    const SubjectRule& r = (*rules)[i];
+    if (std::none_of(r.subjects.begin(), r.subjects.end(),
+                     [&](const SubjectPattern& p) { return applies(p.text, subject); }))
+      continue;
+    if (admits(r.who, id)) return {};
+    const std::string rule = "local_policy." + std::string(key) + "[" + std::to_string(i) + "]";
+    return {false, rule,
+            std::string(what) + " " + std::string(subject) + ": " + rule + " (subjects " +
+                patterns(r.subjects) + ") does not allow " + who(id)};
+  }
+  return {false, "local_policy." + std::string(key),
+          std::string(what) + " " + std::string(subject) + ": no rule of local_policy." +
+              std::string(key) + " matches it"};
+}
+
+}  // namespace
+
+Verdict checkPublish(const LocalPolicy& policy, const Identity& id, std::string_view subject) {
+  return checkSubjectRules(policy.publishRules, id, "publish to", "publish", subject,
+                           subject::matches);
+}
+
+Verdict checkSubscribe(const LocalPolicy& policy, const Identity& id, std::string_view pattern) {
+  return checkSubjectRules(policy.subscribeRules, id, "subscribe to", "subscribe", pattern, covers);
+}
+
+bool covers(std::string_view outer, std::string_view inner) {
+  std::string_view o[subject::kMaxTokens], in[subject::kMaxTokens];
+  const size_t no = subject::tokenize(outer, o), ni = subject::tokenize(inner, in);
+  for (size_t i = 0; i < no; i++) {
+    if (o[i] == ">") return ni > i;  // the rest: one token or more
+    if (i >= ni || in[i] == ">") return false;
+    if (o[i] != "*" && o[i] != in[i]) return false;  // a literal covers only itself
+  }
+  return no == ni;
 }
 
 // --- reading the key ----------------------------------------------------------------------
@@ -137,7 +192,9 @@ std::string describe(const std::optional<LocalPolicy>& policy) {
 namespace detail {
 namespace {
 
-constexpr std::array<std::string_view, 3> kPolicyKeys = {"connect", "register", "send"};
+constexpr std::array<std::string_view, 5> kPolicyKeys = {"connect", "register", "send", "publish",
+                                                         "subscribe"};
+constexpr std::array<std::string_view, 3> kSubjectRuleKeys = {"subjects", "users", "groups"};
 constexpr std::array<std::string_view, 2> kConnectKeys = {"users", "groups"};
 constexpr std::array<std::string_view, 3> kRegisterRuleKeys = {"services", "users", "groups"};
 constexpr std::array<std::string_view, 3> kSendRuleKeys = {"destinations", "users", "groups"};
@@ -289,6 +346,26 @@ std::vector<NamePattern> readServicePatterns(const FieldMap& map) {
   return out;
 }
 
+std::vector<SubjectPattern> readSubjectPatterns(const FieldMap& map) {
+  std::vector<SubjectPattern> out;
+  if (!map.has("subjects")) {
+    map.report("subjects", "missing (the subject patterns the rule is about)");
+    return out;
+  }
+  const std::vector<YAML::Node> items = scalarList(map, "subjects");
+  if (items.empty() && !map.reported("subjects"))
+    map.report("subjects", "empty: give at least one subject pattern");
+  size_t i = 0;
+  for (const YAML::Node& item : items) {
+    const std::string where = map.pathOf("subjects") + "[" + std::to_string(i++) + "]";
+    if (const char* why = subject::checkPattern(item.Scalar()); why != nullptr)
+      map.sink().add(item.Mark(), where + ": '" + item.Scalar() + "': " + why);
+    else
+      out.push_back({item.Scalar()});
+  }
+  return out;
+}
+
 std::vector<DestinationPattern> readDestinationPatterns(const FieldMap& map) {
   std::vector<DestinationPattern> out;
   if (!map.has("destinations")) {
@@ -348,8 +425,9 @@ void readLocalPolicy(const FieldMap& top, std::optional<LocalPolicy>& out) {
   if (!top.has("local_policy")) return;
   const YAML::Node node = top.value("local_policy");
   if (!node.IsMap()) {
-    top.report("local_policy", "expected a mapping with connect, register and/or send, got " +
-                                   describeNodeType(node) + " (remove the key for no policy)");
+    top.report("local_policy",
+               "expected a mapping with connect, register, send, publish and/or subscribe, got " +
+                   describeNodeType(node) + " (remove the key for no policy)");
     return;
   }
   const FieldMap policy(node, "local_policy", kPolicyKeys, top.sink());
@@ -378,6 +456,14 @@ void readLocalPolicy(const FieldMap& top, std::optional<LocalPolicy>& out) {
     r.who = readPrincipals(rule, /*required=*/true);
     return r;
   });
+  const auto readSubjectRule = [](const FieldMap& rule) {
+    SubjectRule r;
+    r.subjects = readSubjectPatterns(rule);
+    r.who = readPrincipals(rule, /*required=*/true);
+    return r;
+  };
+  p.publishRules = readRules<SubjectRule>(policy, "publish", kSubjectRuleKeys, readSubjectRule);
+  p.subscribeRules = readRules<SubjectRule>(policy, "subscribe", kSubjectRuleKeys, readSubjectRule);
   out = std::move(p);
 }
 

@@ -9,9 +9,11 @@
 // - no `local_policy`: every process that can open the socket may do anything;
 // - `connect` absent: every process that can open the socket may connect;
 //   present: only the users and groups it names;
-// - `register` / `send` absent: no restriction on that request; present: a
-//   list of rules, the first rule whose pattern matches the service (or the
-//   destination) decides, and a request no rule matches is refused;
+// - `register` / `send` / `publish` / `subscribe` absent: no restriction on
+//   that request; present: a list of rules, the first rule whose pattern
+//   matches the service (the destination, the published subject, the
+//   subscription pattern — a rule's subject pattern must cover all of it)
+//   decides, and a request no rule matches is refused;
 // - uid 0 (root) is always allowed: it can change the configuration and the
 //   daemon anyway.
 #pragma once
@@ -74,10 +76,24 @@ struct SendRule {
   bool operator==(const SendRule&) const = default;
 };
 
+// A subject pattern of a publish or subscribe rule (common/subject.h).
+struct SubjectPattern {
+  std::string text;
+  std::string toString() const { return text; }
+  bool operator==(const SubjectPattern&) const = default;
+};
+
+struct SubjectRule {
+  std::vector<SubjectPattern> subjects;
+  Principals who;
+  bool operator==(const SubjectRule&) const = default;
+};
+
 struct LocalPolicy {
   std::optional<Principals> connect;
   std::optional<std::vector<RegisterRule>> registerRules;
   std::optional<std::vector<SendRule>> sendRules;
+  std::optional<std::vector<SubjectRule>> publishRules, subscribeRules;
   bool operator==(const LocalPolicy&) const = default;
 };
 
@@ -106,6 +122,12 @@ Verdict checkConnect(const LocalPolicy& policy, const Identity& id);
 Verdict checkRegister(const LocalPolicy& policy, const Identity& id, std::string_view service);
 Verdict checkSend(const LocalPolicy& policy, const Identity& id, std::string_view node,
                   std::string_view service);
+// Publishing (or a request) to `subject`; subscribing to `pattern`: a rule
+// decides when one of its patterns covers every subject `pattern` matches.
+Verdict checkPublish(const LocalPolicy& policy, const Identity& id, std::string_view subject);
+Verdict checkSubscribe(const LocalPolicy& policy, const Identity& id, std::string_view pattern);
+// Whether every subject `inner` matches also matches `outer` (both valid patterns).
+bool covers(std::string_view outer, std::string_view inner);
 
 // One line: every part of the policy, for the startup log and reload messages.
 std::string describe(const std::optional<LocalPolicy>& policy);

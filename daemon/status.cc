@@ -224,11 +224,14 @@ json toJson(const Snapshot& s) {
                  {"restart_pending", s.config.restartPending}};
   j["services"] = s.services;
   j["counters"] = countersJson(s);
-  j["local_policy"] = {
-      {"enabled", s.localPolicy},
-      {"permission_denied",
-       {{"connect", s.policy.connect}, {"register", s.policy.reg}, {"send", s.policy.send}}},
-      {"revoked_sessions", s.policy.revokedSessions}};
+  j["local_policy"] = {{"enabled", s.localPolicy},
+                       {"permission_denied",
+                        {{"connect", s.policy.connect},
+                         {"register", s.policy.reg},
+                         {"send", s.policy.send},
+                         {"publish", s.policy.publish},
+                         {"subscribe", s.policy.subscribe}}},
+                       {"revoked_sessions", s.policy.revokedSessions}};
   const auto fingerprint = [](const std::optional<std::string>& f) {
     return f ? json(*f) : json(nullptr);
   };

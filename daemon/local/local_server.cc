@@ -20,7 +20,7 @@ namespace {
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 
 // Indexes of LocalServer::policyLog_ and names in log lines.
-enum Action : int { kConnect = 0, kRegister = 1, kSend = 2 };
+enum Action : int { kConnect = 0, kRegister = 1, kSend = 2, kPublish = 3, kSubscribe = 4 };
 
 }  // namespace
 
@@ -335,8 +335,9 @@ bool LocalServer::maySend(Client& c, const proto::Frame& f) {
 }
 
 void LocalServer::refused(Session& s, int action, const config::Verdict& v) {
-  static constexpr const char* kNames[] = {"connect", "register", "send"};
-  uint64_t* counters[] = {&policyCounters_.connect, &policyCounters_.reg, &policyCounters_.send};
+  static constexpr const char* kNames[] = {"connect", "register", "send", "publish", "subscribe"};
+  uint64_t* counters[] = {&policyCounters_.connect, &policyCounters_.reg, &policyCounters_.send,
+                          &policyCounters_.publish, &policyCounters_.subscribe};
   ++*counters[action];
   if (policyLog_[action].admit())
     localLog().warn("{}: permission denied ({}, {}): {}{}", s.name(), kNames[action], v.rule,

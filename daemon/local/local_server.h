@@ -76,6 +76,8 @@ struct PolicyCounters {
   uint64_t connect = 0;
   uint64_t reg = 0;
   uint64_t send = 0;
+  uint64_t publish = 0;
+  uint64_t subscribe = 0;
   uint64_t revokedSessions = 0;
 };
 
@@ -218,6 +220,9 @@ class LocalServer {
   // Policy checks: log, count and answer a refusal (the caller stops).
   bool mayRegister(Client& c, std::string_view service);
   bool maySend(Client& c, const proto::Frame& frame);
+  // Publish and subscribe (local_server_pubsub.cc): the refusal, or ok.
+  Status mayPublish(Client& c, std::string_view subject);
+  Status maySubscribe(Client& c, std::string_view pattern);
   void refused(Session& s, int action, const config::Verdict& v);
   // The turn's phases.
   void mark(SessionId id);
@@ -260,7 +265,7 @@ class LocalServer {
   size_t trackedBytes_ = 0;
   uint64_t policyGeneration_ = 1;  // +1 at every setPolicy (sessions cache allowed sends)
   PolicyCounters policyCounters_;
-  LogLimit policyLog_[3];  // refusals of connect, register, send
+  LogLimit policyLog_[5];  // refusals of connect, register, send, publish, subscribe
   // Polls the shared-memory sessions' rings while the loop spins (loop/spin.h);
   // made with the first such session.
   std::unique_ptr<loop::Spinner> spinner_;

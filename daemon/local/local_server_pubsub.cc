@@ -6,11 +6,16 @@
 #include "common/subject.h"
 #include "daemon/local/local_server.h"
 #include "daemon/local/log.h"
+#include "daemon/local/peer_cred.h"
 #include "daemon/local/session.h"
 #include "daemon/loop/counters.h"
 
 namespace rdmamsg::local {
 namespace {
+
+// Indexes of LocalServer::policyLog_ (local_server.cc's Action).
+constexpr int kPublish = 3;
+constexpr int kSubscribe = 4;
 
 uint8_t kindOf(proto::FrameKind k) {
   return static_cast<uint8_t>(k);
@@ -30,7 +35,7 @@ void LocalServer::onSub(Client& c, const proto::Frame& f) {
     st = Status(Errc::bad_request, "subscription id 0 is reserved");
   } else if (const char* why = subject::checkPattern(f.subject); why != nullptr) {
     st = badSubject(why, f.subject);
-  } else {
+  } else if (st = maySubscribe(c, f.subject); st.ok()) {
     SubscribeRequest req;
     req.subId = f.msgId;
     req.pattern = f.subject;
@@ -66,6 +71,7 @@ void LocalServer::onPub(Client& c, const proto::Frame& f) {
   }
   if (const char* why = subject::checkSubject(f.subject); why != nullptr) {
     st = badSubject(why, f.subject);
+  } else if (st = mayPublish(c, f.subject); !st.ok()) {
   } else if (f.payload.size() > config_.maxMessageSize) {
     st = Status(Errc::too_large, "message of " + std::to_string(f.payload.size()) +
                                      " bytes exceeds the maximum of " +
@@ -97,6 +103,24 @@ void LocalServer::onRespond(Client& c, const proto::Frame& f) {
     st = handler_.onRespond(s.id(), {f.msgId, f.replyTo, f.payload});
   }
   if (!st.ok() && !s.closing()) fail(s.id(), f.msgId, st);
+}
+
+Status LocalServer::mayPublish(Client& c, std::string_view subject) {
+  if (!config_.policy) return Status();
+  const config::Verdict v =
+      config::checkPublish(*config_.policy, identityOf(c.session->cred()), subject);
+  if (v) return Status();
+  refused(*c.session, kPublish, v);
+  return Status(Errc::permission_denied, v.reason);
+}
+
+Status LocalServer::maySubscribe(Client& c, std::string_view pattern) {
+  if (!config_.policy) return Status();
+  const config::Verdict v =
+      config::checkSubscribe(*config_.policy, identityOf(c.session->cred()), pattern);
+  if (v) return Status();
+  refused(*c.session, kSubscribe, v);
+  return Status(Errc::permission_denied, v.reason);
 }
 
 bool LocalServer::deliverMsg(SessionId id, uint64_t subId, std::string_view srcNode,

@@ -203,6 +203,59 @@ TEST(LocalPolicy, SendRulesMatchNodeAndServiceSeparately) {
   EXPECT_EQ(none.rule, "local_policy.send");
 }
 
+TEST(LocalPolicy, PublishRulesMatchTheSubjectAndSubscribeRulesMustCoverThePattern) {
+  const LoadResult r = withPolicy(
+      "  publish:\n"
+      "    - subjects: [\"prices.>\"]\n"
+      "      users: [1001]\n"
+      "    - subjects: [\">\"]\n"
+      "      users: [\"*\"]\n"
+      "  subscribe:\n"
+      "    - subjects: [\"audit.>\"]\n"
+      "      users: [1001]\n"
+      "    - subjects: [\"orders.*\", \"public.>\"]\n"
+      "      users: [\"*\"]\n");
+  const LocalPolicy& p = policyOf(r);
+  EXPECT_TRUE(checkPublish(p, user(1001, 1001), "prices.eu.x"));
+  EXPECT_TRUE(checkPublish(p, user(1002, 1002), "orders.x"));
+  const Verdict price = checkPublish(p, user(1002, 1002), "prices.eu");
+  EXPECT_FALSE(price) << "the first rule matching decides: prices are 1001's";
+  EXPECT_EQ(price.rule, "local_policy.publish[0]");
+  EXPECT_EQ(price.reason,
+            "publish to prices.eu: local_policy.publish[0] (subjects prices.>) does not allow "
+            "uid 1002 (gid 1002)");
+  EXPECT_TRUE(checkSubscribe(p, user(1001, 1001), "audit.*.login"));
+  EXPECT_FALSE(checkSubscribe(p, user(1002, 1002), "audit.>"));
+  EXPECT_TRUE(checkSubscribe(p, user(1002, 1002), "orders.eu"));
+  EXPECT_TRUE(checkSubscribe(p, user(1002, 1002), "orders.*"));
+  const Verdict wide = checkSubscribe(p, user(1002, 1002), "orders.>");
+  EXPECT_FALSE(wide) << "orders.* does not cover orders.> (orders.a.b)";
+  EXPECT_EQ(wide.rule, "local_policy.subscribe");
+  EXPECT_FALSE(checkSubscribe(p, user(1002, 1002), ">")) << "nothing covers everything here";
+}
+
+TEST(LocalPolicy, APatternCoversWhatEverySubjectItMatchesNeeds) {
+  EXPECT_TRUE(covers(">", "a.b.>"));
+  EXPECT_TRUE(covers("a.>", "a.*.c"));
+  EXPECT_TRUE(covers("a.*", "a.b"));
+  EXPECT_TRUE(covers("a.*", "a.*"));
+  EXPECT_FALSE(covers("a.*", "a.>"));
+  EXPECT_FALSE(covers("a.b", "a.*"));
+  EXPECT_FALSE(covers("a.>", "a")) << "'>' needs a token after a";
+  EXPECT_FALSE(covers("a.*.c", "a.*"));
+}
+
+TEST(LocalPolicy, ABadSubjectPatternInARuleIsAProblemAtItsLine) {
+  const LoadResult r = withPolicy(
+      "  publish:\n"
+      "    - subjects: [\"a..b\"]\n"
+      "      users: [1001]\n");
+  const ConfigProblem p = onlyProblem(r);
+  EXPECT_NE(p.message.find("local_policy.publish[0].subjects[0]"), std::string::npos) << p.message;
+  EXPECT_NE(p.message.find("empty token"), std::string::npos) << p.message;
+  EXPECT_GT(p.line, 0);
+}
+
 TEST(LocalPolicy, WithoutAPolicyEverythingIsAllowed) {
   const LocalPolicy open;  // the key given with none of its parts
   EXPECT_TRUE(checkConnect(open, user(1001, 1001)));
