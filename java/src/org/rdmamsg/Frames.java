@@ -89,7 +89,8 @@ final class Frames {
   }
 
   static void serviceFrame(ByteQueue q, int kind, String service) {
-    putName(q.buffer(), header(q, kind, 1 + service.length()), service);
+    int at = header(q, kind, 1 + service.length()); // first: it may grow the buffer
+    putName(q.buffer(), at, service);
   }
 
   /** The SEND frame's bytes before the payload. */
@@ -127,7 +128,8 @@ final class Frames {
   }
 
   static void consumed(ByteQueue q, long taken) {
-    q.buffer().putLong(header(q, CONSUMED, 8), taken);
+    int at = header(q, CONSUMED, 8); // first: it may grow the buffer
+    q.buffer().putLong(at, taken);
   }
 
   static void statusRequest(ByteQueue q) {

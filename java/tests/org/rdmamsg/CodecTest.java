@@ -100,6 +100,20 @@ class CodecTest {
   }
 
   @Test
+  void framesAreWholeWhenTheQueueGrowsForThem() {
+    ByteQueue q = new ByteQueue(8); // too small for either frame: it grows for each
+    Frames.consumed(q, 42);
+    assertEquals(42, q.buffer().getLong(q.start() + 8));
+    q.consume(16);
+    Frames.consumed(q, 43);
+    Frames.serviceFrame(q, Frames.REGISTER, "orders");
+    ByteBuffer b = q.buffer();
+    assertEquals(43, b.getLong(q.start() + 8));
+    assertEquals(6, b.get(q.start() + 16 + 8));
+    assertEquals('s', b.get(q.start() + 16 + 8 + 6));
+  }
+
+  @Test
   void daemonFramesAreDecodedAcrossPartialReads() throws RdmamsgException {
     ByteQueue whole = frame(2, Frames.DELIVER, FakeDaemon.body("alpha", "", "inbox",
         "hi".getBytes(StandardCharsets.UTF_8)));
