@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
 
 /**
  * A connection to the host's rdmamsgd over its Unix socket: the Java
@@ -124,7 +125,7 @@ public final class Client implements AutoCloseable {
                                                                    : socketPath;
     final long deadline = Deadline.after(options.timeout());
     Client c = new Client(path, deadline);
-    c.handshake(options.clientName(), deadline);
+    c.handshake.perform(c.engine, c.transport.out(), options.clientName(), deadline, path);
     if (options.ioThread()) c.engine.startIoThread("rdmamsg-io " + path);
     return c;
   }
@@ -136,23 +137,6 @@ public final class Client implements AutoCloseable {
     this.engine = new IoEngine(transport, inbox, completions);
     this.sender = new Sender(engine, transport, handshake, holds, completions);
     this.receiver = new Receiver(engine, inbox);
-  }
-
-  private void handshake(String clientName, long deadline) throws RdmamsgException {
-    engine.lock();
-    try {
-      handshake.hello(transport.out(), clientName);
-      if (!engine.await(handshake::isDone, deadline)) {
-        engine.lose(new RdmamsgException(Errc.TIMEOUT, "no WELCOME from rdmamsgd at " + socketPath
-            + " in time"));
-        throw engine.failure();
-      }
-    } catch (RdmamsgException e) {
-      engine.lose(e);
-      throw e;
-    } finally {
-      engine.unlock();
-    }
   }
 
   // --- what the daemon said -------------------------------------------------------------
@@ -189,21 +173,20 @@ public final class Client implements AutoCloseable {
    */
   public void register(String service, Duration timeout) throws RdmamsgException {
     Names.check("service", service);
-    ask(registers, out -> Frames.serviceFrame(out, Frames.REGISTER, service), timeout,
-        "no answer from rdmamsgd to registering " + service + " in time");
+    locked(() -> registers.ask(engine, transport.out(),
+        out -> Frames.serviceFrame(out, Frames.REGISTER, service), timeout,
+        "no answer from rdmamsgd to registering " + service + " in time"));
   }
 
   /** Stops receiving for {@code service} (no reply; messages already queued may still come). */
   public void unregister(String service) throws RdmamsgException {
     Names.check("service", service);
-    engine.lock();
-    try {
+    locked(() -> {
       engine.ensureOpen();
       Frames.serviceFrame(transport.out(), Frames.UNREGISTER, service);
       engine.writeNow();
-    } finally {
-      engine.unlock();
-    }
+      return null;
+    });
   }
 
   // --- sending --------------------------------------------------------------------------
@@ -316,92 +299,66 @@ public final class Client implements AutoCloseable {
    * queued stay queued.
    */
   public void setCompletionListener(Consumer<Completion> listener) {
-    engine.lock();
-    try {
+    lockedGet(() -> {
       completions.setListener(listener);
-    } finally {
-      engine.unlock();
-    }
+      return null;
+    });
   }
 
   /** The next completion if one is there (after a nonblocking read), else null. */
   public Completion pollCompletion() throws RdmamsgException {
-    engine.lock();
-    try {
+    return locked(() -> {
       if (completions.isEmpty() && engine.failure() == null) engine.pumpNow();
       Completion c = completions.poll();
       if (c == null) engine.ensureOpen();
       return c;
-    } finally {
-      engine.unlock();
-    }
+    });
   }
 
   /** Waits up to {@code timeout} for the next completion; null if none came. */
   public Completion waitCompletion(Duration timeout) throws RdmamsgException {
-    engine.lock();
-    try {
-      if (!engine.await(() -> !completions.isEmpty(), Deadline.after(timeout))) return null;
-      return completions.poll();
-    } catch (RdmamsgException e) {
-      Completion c = completions.poll(); // those that came before the loss are still handed out
-      if (c == null) throw e;
-      return c;
-    } finally {
-      engine.unlock();
-    }
+    return locked(() -> {
+      try {
+        if (!engine.await(() -> !completions.isEmpty(), Deadline.after(timeout))) return null;
+        return completions.poll();
+      } catch (RdmamsgException e) {
+        Completion c = completions.poll(); // those that came before the loss are still handed out
+        if (c == null) throw e;
+        return c;
+      }
+    });
   }
 
   /** Messages sent whose completion has not come yet. */
   public long inFlight() {
-    engine.lock();
-    try {
-      return completions.inFlight();
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(completions::inFlight);
   }
 
   /** Whether the daemon holds {@code node/service}: {@code trySend} to it would block. */
   public boolean isHeld(String node, String service) {
-    engine.lock();
-    try {
-      return holds.isHeld(node, service);
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(() -> holds.isHeld(node, service));
   }
 
   // --- receiving ------------------------------------------------------------------------
 
   /** Waits until a message comes (or the connection is lost). */
   public Message receive() throws RdmamsgException {
-    return receiveUntil(Deadline.FOREVER);
+    return locked(() -> receiver.receiveUntil(Deadline.FOREVER));
   }
 
   /** Waits up to {@code timeout} for a message; null if none came. */
   public Message receive(Duration timeout) throws RdmamsgException {
-    return receiveUntil(Deadline.after(timeout));
+    return locked(() -> receiver.receiveUntil(Deadline.after(timeout)));
   }
 
   /** The next message if one is there (after a nonblocking read), else null. */
   public Message tryReceive() throws RdmamsgException {
-    engine.lock();
-    try {
-      return receiver.tryReceive();
-    } finally {
-      engine.unlock();
-    }
+    return locked(receiver::tryReceive);
   }
 
   /** Messages read from the daemon and not returned by {@code receive} yet. */
   public int available() {
-    engine.lock();
-    try {
-      return inbox.size();
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(inbox::size);
   }
 
   /**
@@ -413,12 +370,10 @@ public final class Client implements AutoCloseable {
    * closes. The default is {@code true}: returned is taken.
    */
   public void setConfirmOnReceive(boolean on) {
-    engine.lock();
-    try {
+    lockedGet(() -> {
       inbox.setConfirmOnReceive(on);
-    } finally {
-      engine.unlock();
-    }
+      return null;
+    });
   }
 
   /**
@@ -426,21 +381,10 @@ public final class Client implements AutoCloseable {
    * to their senders. Needed only after {@code setConfirmOnReceive(false)}.
    */
   public void confirmReceived() throws RdmamsgException {
-    engine.lock();
-    try {
+    locked(() -> {
       receiver.confirmReceived();
-    } finally {
-      engine.unlock();
-    }
-  }
-
-  private Message receiveUntil(long deadline) throws RdmamsgException {
-    engine.lock();
-    try {
-      return receiver.receiveUntil(deadline);
-    } finally {
-      engine.unlock();
-    }
+      return null;
+    });
   }
 
   // --- status, flushing, event loops, closing ---------------------------------------------
@@ -452,18 +396,13 @@ public final class Client implements AutoCloseable {
 
   /** The daemon's status: its node, peers and services, as JSON text (docs/protocol.md). */
   public String status(Duration timeout) throws RdmamsgException {
-    return (String) ask(statuses, Frames::statusRequest, timeout,
-        "no status from rdmamsgd in time");
+    return (String) locked(() -> statuses.ask(engine, transport.out(), Frames::statusRequest,
+        timeout, "no status from rdmamsgd in time"));
   }
 
   /** Writes everything queued, reading meanwhile; waits until done or the connection is lost. */
   public void flush() throws RdmamsgException {
-    engine.lock();
-    try {
-      engine.await(() -> transport.unwritten() == 0, Deadline.FOREVER);
-    } finally {
-      engine.unlock();
-    }
+    locked(() -> engine.await(() -> transport.unwritten() == 0, Deadline.FOREVER));
   }
 
   /**
@@ -472,14 +411,9 @@ public final class Client implements AutoCloseable {
    * @throws RdmamsgException {@code timeout} if bytes are still unwritten then
    */
   public void flush(Duration timeout) throws RdmamsgException {
-    engine.lock();
-    try {
-      if (!engine.await(() -> transport.unwritten() == 0, Deadline.after(timeout))) {
-        throw new RdmamsgException(Errc.TIMEOUT,
-            transport.unwritten() + " bytes are waiting for rdmamsgd to read them");
-      }
-    } finally {
-      engine.unlock();
+    if (!locked(() -> engine.await(() -> transport.unwritten() == 0, Deadline.after(timeout)))) {
+      throw new RdmamsgException(Errc.TIMEOUT,
+          lockedGet(transport::unwritten) + " bytes are waiting for rdmamsgd to read them");
     }
   }
 
@@ -490,44 +424,27 @@ public final class Client implements AutoCloseable {
 
   /** Whether bytes are waiting to be written: watch {@link #channel()} for {@code OP_WRITE}. */
   public boolean wantsWrite() {
-    engine.lock();
-    try {
-      return transport.unwritten() > 0;
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(() -> transport.unwritten() > 0);
   }
 
   /** Nonblocking: writes what the socket takes, reads and handles what is there. */
   public void processIo() throws RdmamsgException {
-    engine.lock();
-    try {
+    locked(() -> {
       engine.ensureOpen();
       engine.pumpNow();
       engine.ensureOpen();
-    } finally {
-      engine.unlock();
-    }
+      return null;
+    });
   }
 
   /** Whether the connection is open. */
   public boolean isOpen() {
-    engine.lock();
-    try {
-      return engine.failure() == null;
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(() -> engine.failure() == null);
   }
 
   /** The error that closed the connection, or null while it is open. */
   public RdmamsgException connectionError() {
-    engine.lock();
-    try {
-      return engine.failure();
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(engine::failure);
   }
 
   /**
@@ -550,28 +467,26 @@ public final class Client implements AutoCloseable {
     }
   }
 
-  // --- requests ---------------------------------------------------------------------------
+  // --- calls under the lock ---------------------------------------------------------------
 
-  /**
-   * Queues a request ({@code frame} writes it) and waits up to {@code
-   * timeout} for its reply: the reply, or the daemon's error for it thrown.
-   */
-  private Object ask(Requests requests, Consumer<ByteQueue> frame, Duration timeout,
-      String noAnswer) throws RdmamsgException {
+  /** A call into the client's parts. */
+  private interface Call<T> {
+    T run() throws RdmamsgException;
+  }
+
+  private <T> T locked(Call<T> call) throws RdmamsgException {
     engine.lock();
     try {
-      engine.ensureOpen();
-      long n = requests.issue();
-      frame.accept(transport.out());
-      if (!engine.await(() -> requests.isAnswered(n), Deadline.after(timeout))) {
-        requests.abandon(n);
-        throw new RdmamsgException(Errc.TIMEOUT, noAnswer);
-      }
-      Object reply = requests.take(n);
-      if (reply instanceof RdmamsgException e) {
-        throw new RdmamsgException(e.errc(), e.detail());
-      }
-      return reply;
+      return call.run();
+    } finally {
+      engine.unlock();
+    }
+  }
+
+  private <T> T lockedGet(Supplier<T> call) {
+    engine.lock();
+    try {
+      return call.get();
     } finally {
       engine.unlock();
     }

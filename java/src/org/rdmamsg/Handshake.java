@@ -13,6 +13,29 @@ final class Handshake {
   private int maxMessage;
   private int maxBody = Frames.DEFAULT_MAX_BODY;
 
+  /**
+   * Says HELLO and waits until {@code deadline} (a nanoTime) for the
+   * WELCOME; a failure (no WELCOME in time, the daemon's error) closes the
+   * connection and is thrown.
+   */
+  void perform(IoEngine engine, ByteQueue out, String clientName, long deadline,
+      String socketPath) throws RdmamsgException {
+    engine.lock();
+    try {
+      hello(out, clientName);
+      if (!engine.await(this::isDone, deadline)) {
+        engine.lose(new RdmamsgException(Errc.TIMEOUT, "no WELCOME from rdmamsgd at " + socketPath
+            + " in time"));
+        throw engine.failure();
+      }
+    } catch (RdmamsgException e) {
+      engine.lose(e);
+      throw e;
+    } finally {
+      engine.unlock();
+    }
+  }
+
   /** Queues the HELLO that opens the connection. */
   void hello(ByteQueue out, String clientName) {
     Frames.hello(out, clientName);
