@@ -87,6 +87,7 @@ public final class Client implements AutoCloseable {
   private final Holds holds = new Holds();
   private final Requests registers = new Requests();
   private final Requests statuses = new Requests();
+  private final Subscriptions subscriptions = new Subscriptions();
   private final SocketTransport transport;
   private final IoEngine engine;
   private final Sender sender;
@@ -132,7 +133,8 @@ public final class Client implements AutoCloseable {
 
   private Client(String socketPath, long deadline) throws RdmamsgException {
     this.socketPath = socketPath;
-    Inbound inbound = new Inbound(handshake, inbox, completions, holds, registers, statuses);
+    Inbound inbound =
+        new Inbound(handshake, inbox, completions, holds, registers, statuses, subscriptions);
     this.transport = SocketTransport.connect(socketPath, deadline, inbound, handshake::maxBody);
     this.engine = new IoEngine(transport, inbox, completions);
     this.sender = new Sender(engine, transport, handshake, holds, completions);

@@ -45,9 +45,9 @@ final class Handshake {
   void welcome(int maxMessageSize, String node) {
     nodeName = node;
     maxMessage = maxMessageSize;
-    long body = Integer.toUnsignedLong(maxMessageSize) + Frames.MAX_FRAME_OVERHEAD;
+    long body = Integer.toUnsignedLong(maxMessageSize) + Frames.MAX_RECEIVE_OVERHEAD;
     maxBody = (int) Math.min(Integer.MAX_VALUE - 16, Math.max(body, Frames.DEFAULT_MAX_BODY));
-    if (maxMessage < 0) maxMessage = Integer.MAX_VALUE - Frames.MAX_FRAME_OVERHEAD - 16;
+    if (maxMessage < 0) maxMessage = Integer.MAX_VALUE - Frames.MAX_RECEIVE_OVERHEAD - 16;
     welcomed = true;
   }
 

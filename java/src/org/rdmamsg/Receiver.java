@@ -44,12 +44,23 @@ final class Receiver {
     engine.writeNow();
   }
 
+  /** The reply to request {@code requestId}, kept for a requestAndWait, taken; null if it has not come. */
+  Message takeReply(long requestId) {
+    Message m = inbox.takeReply(requestId);
+    if (m != null) reportIfAllTaken();
+    return m;
+  }
+
   private Message take() {
     Message m = inbox.take();
+    reportIfAllTaken();
+    return m;
+  }
+
+  private void reportIfAllTaken() {
     if (inbox.isEmpty() && engine.failure() == null) {
       engine.reportConsumed();
       engine.writeNow();
     }
-    return m;
   }
 }

@@ -13,13 +13,15 @@ final class ClientParts implements AutoCloseable {
   final Holds holds = new Holds();
   final Requests registers = new Requests();
   final Requests statuses = new Requests();
+  final Subscriptions subscriptions = new Subscriptions();
   final SocketTransport transport;
   final IoEngine engine;
   final Sender sender;
   final Receiver receiver;
 
   ClientParts() throws java.io.IOException {
-    Inbound inbound = new Inbound(handshake, inbox, completions, holds, registers, statuses);
+    Inbound inbound =
+        new Inbound(handshake, inbox, completions, holds, registers, statuses, subscriptions);
     transport = SocketTransport.connect(daemon.socket.toString(), Deadline.after(FakeDaemon.WAIT),
         inbound, handshake::maxBody);
     daemon.accept();
