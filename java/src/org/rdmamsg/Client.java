@@ -46,6 +46,12 @@ import java.util.function.Supplier;
  * {@link #setConfirmOnReceive setConfirmOnReceive(false)}, the application
  * says so itself with {@link #confirmReceived()}.
  *
+ * <h2>Subjects</h2>
+ * What is {@linkplain #publish published} to a subject comes, from {@code
+ * receive}, to every {@linkplain #subscribe subscription} whose pattern
+ * matches it (to one member of a queue group), and its completion counts
+ * them; {@link #requestAndWait} returns a request's first {@link #reply}.
+ *
  * <h2>Threads</h2>
  * A {@code Client} is thread-safe: any method may be called from any thread.
  * One thread at a time reads from and writes to the socket; blocking calls
@@ -92,6 +98,7 @@ public final class Client implements AutoCloseable {
   private final IoEngine engine;
   private final Sender sender;
   private final Receiver receiver;
+  private final Subjects subjects;
 
   // --- connecting ---------------------------------------------------------------------
 
@@ -139,6 +146,8 @@ public final class Client implements AutoCloseable {
     this.engine = new IoEngine(transport, inbox, completions);
     this.sender = new Sender(engine, transport, handshake, holds, completions);
     this.receiver = new Receiver(engine, inbox);
+    this.subjects = new Subjects(engine, transport, handshake, sender, receiver, inbox,
+        completions, subscriptions);
   }
 
   // --- what the daemon said -------------------------------------------------------------
@@ -387,6 +396,100 @@ public final class Client implements AutoCloseable {
       receiver.confirmReceived();
       return null;
     });
+  }
+
+  // --- subjects ---------------------------------------------------------------------------
+
+  /** {@link #subscribe(String, SubscribeOptions)} with the default options. */
+  public long subscribe(String pattern) throws RdmamsgException {
+    return subscribe(pattern, SubscribeOptions.defaults());
+  }
+
+  /**
+   * Subscribes to the subjects {@code pattern} matches: tokens separated by
+   * dots, {@code *} for any one token, {@code >} as the last for one or more
+   * ({@code orders.*.eu}, {@code orders.>}). Messages published to them come
+   * from {@code receive} with this {@link Message#subscription()}. Waits up
+   * to 5 s for the daemon's answer.
+   *
+   * @return the subscription's id: 1, 2, 3, ... per client
+   * @throws RdmamsgException {@code bad_request} for an invalid pattern or
+   *     queue group, {@code busy} past the daemon's {@code max_subscriptions},
+   *     {@code timeout}
+   */
+  public long subscribe(String pattern, SubscribeOptions options) throws RdmamsgException {
+    return locked(() -> subjects.subscribe(pattern, options, Duration.ofSeconds(5)));
+  }
+
+  /**
+   * Gives a subscription up (no reply; messages already sent may still come).
+   *
+   * @throws RdmamsgException {@code bad_request} if it is not one of this client's
+   */
+  public void unsubscribe(long subscription) throws RdmamsgException {
+    locked(() -> {
+      subjects.unsubscribe(subscription);
+      return null;
+    });
+  }
+
+  /**
+   * Queues a publish of {@code payload} (its remaining bytes) to {@code
+   * subject} and returns its id, from the ids of {@code send}. Never waits
+   * for delivery. Its {@link Completion} comes once every subscription it
+   * matched took it or dropped it, with the counts: {@code ok}, or {@code
+   * no_subscribers}, {@code timeout}, {@code peer_unreachable}.
+   *
+   * @throws RdmamsgException {@code bad_request} for an invalid subject (a
+   *     wildcard too), {@code too_large}, using no id
+   */
+  public long publish(String subject, ByteBuffer payload) throws RdmamsgException {
+    return locked(() -> subjects.publish(subject, payload));
+  }
+
+  /** {@link #publish(String, ByteBuffer)} with the bytes of an array. */
+  public long publish(String subject, byte[] payload) throws RdmamsgException {
+    return publish(subject, ByteBuffer.wrap(payload));
+  }
+
+  /**
+   * Queues a request to {@code subject} and returns its id, as {@code
+   * publish}. Its subscribers get it with a {@link Message#replyTo()}; the
+   * first {@link #reply} comes from {@code receive} as a message whose {@link
+   * Message#requestId()} is this id. Without a reply within {@code timeout}, a
+   * {@link Completion} for the id says why: {@code no_responders}, {@code
+   * timeout}, {@code peer_unreachable}.
+   *
+   * @throws RdmamsgException as {@code publish}; {@code bad_request} for a
+   *     timeout outside 1 ms to 2^32 - 1 ms
+   */
+  public long request(String subject, byte[] payload, Duration timeout) throws RdmamsgException {
+    return locked(() -> subjects.request(subject, ByteBuffer.wrap(payload), timeout));
+  }
+
+  /**
+   * Sends a request as {@link #request} and waits for its reply, which it
+   * returns; other messages stay queued for {@code receive}.
+   *
+   * @throws RdmamsgException why no reply came: {@code no_responders},
+   *     {@code timeout}, {@code peer_unreachable}; or as {@code request}
+   */
+  public Message requestAndWait(String subject, byte[] payload, Duration timeout)
+      throws RdmamsgException {
+    return locked(() -> subjects.requestAndWait(subject, ByteBuffer.wrap(payload), timeout));
+  }
+
+  /**
+   * Queues the reply to {@code request}, a message received with a {@link
+   * Message#replyTo()}, and returns its id, from the ids of {@code send}. Its
+   * {@link Completion} is {@code ok} once the requester took it, or why not
+   * ({@code unknown_service} when the request was answered already or expired).
+   *
+   * @throws RdmamsgException {@code bad_request} for a message without a
+   *     reply token, {@code too_large}, using no id
+   */
+  public long reply(Message request, byte[] payload) throws RdmamsgException {
+    return locked(() -> subjects.reply(request, ByteBuffer.wrap(payload)));
   }
 
   // --- status, flushing, event loops, closing ---------------------------------------------

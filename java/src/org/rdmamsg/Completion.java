@@ -6,11 +6,11 @@ package org.rdmamsg;
  * otherwise the reason it failed, with the daemon's explanation, which names
  * the node or service at fault.
  *
- * <p>For a {@code publish}, the outcome comes once every
+ * <p>For a {@linkplain Client#publish publish}, the outcome comes once every
  * subscription it matched took it or dropped it, with the counts: {@code
  * ok}, or {@link Errc#NO_SUBSCRIBERS}, {@link Errc#TIMEOUT} or {@link
- * Errc#PEER_UNREACHABLE} with what is known. For a {@code request}
- * a completion comes only when it got no reply
+ * Errc#PEER_UNREACHABLE} with what is known. For a {@linkplain
+ * Client#request request} a completion comes only when it got no reply
  * ({@link Errc#NO_RESPONDERS}, {@link Errc#TIMEOUT}, {@link
  * Errc#PEER_UNREACHABLE}); its reply is a {@link Message} instead.
  *

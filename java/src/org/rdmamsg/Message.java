@@ -12,9 +12,10 @@ import java.nio.charset.StandardCharsets;
  *       service} are set, the subject fields empty or 0;
  *   <li>a message published to a subject one of this client's subscriptions
  *       matched: {@code subject} and {@code subscription} are set, and
- *       {@code replyTo} if it is a request, which {@code reply}
+ *       {@code replyTo} if it is a request, which {@link Client#reply}
  *       answers;
- *   <li>the reply to one of this client's {@code request}: {@code requestId} is set.
+ *   <li>the reply to one of this client's {@linkplain Client#request
+ *       requests}: {@code requestId} is set.
  * </ul>
  *
  * @param srcNode the sender's node
@@ -24,7 +25,7 @@ import java.nio.charset.StandardCharsets;
  *     a subject message or a reply
  * @param subject the subject it was published to; empty unless it is a
  *     subject message
- * @param replyTo the request's reply token, for {@code reply}; empty
+ * @param replyTo the request's reply token, for {@link Client#reply}; empty
  *     unless it is a subject message of a request
  * @param subscription the id {@code subscribe} returned for the subscription
  *     it matched; 0 unless it is a subject message
