@@ -415,7 +415,7 @@ public final class Client implements AutoCloseable {
    * @return the subscription's id: 1, 2, 3, ... per client
    * @throws RdmamsgException {@code bad_request} for an invalid pattern or
    *     queue group, {@code busy} past the daemon's {@code max_subscriptions},
-   *     {@code timeout}
+   *     {@code permission_denied} by its {@code local_policy}, {@code timeout}
    */
   public long subscribe(String pattern, SubscribeOptions options) throws RdmamsgException {
     return locked(() -> subjects.subscribe(pattern, options, Duration.ofSeconds(5)));
@@ -434,11 +434,11 @@ public final class Client implements AutoCloseable {
   }
 
   /**
-   * Queues a publish of {@code payload} (its remaining bytes) to {@code
-   * subject} and returns its id, from the ids of {@code send}. Never waits
-   * for delivery. Its {@link Completion} comes once every subscription it
-   * matched took it or dropped it, with the counts: {@code ok}, or {@code
-   * no_subscribers}, {@code timeout}, {@code peer_unreachable}.
+   * Queues a publish of {@code payload}'s remaining bytes to {@code subject};
+   * its id (from the ids of {@code send}). Never waits for delivery. Its
+   * {@link Completion} comes once every subscription it matched took or
+   * dropped it, with the counts: {@code ok}, {@code no_subscribers}, {@code
+   * timeout}, {@code peer_unreachable} or {@code permission_denied}.
    *
    * @throws RdmamsgException {@code bad_request} for an invalid subject (a
    *     wildcard too), {@code too_large}, using no id

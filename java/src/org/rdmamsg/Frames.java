@@ -13,7 +13,10 @@ final class Frames {
   static final int VERSION = 2;
   static final int HEADER = 8;
   static final int MAX_NAME = 63;
-  /** Body bytes a frame the daemon takes may have beside its payload (its limit: the maximum message size plus these). */
+  /**
+   * Body bytes a frame the daemon takes may have beside its payload: its
+   * limit is the maximum message size plus these.
+   */
   static final int MAX_FRAME_OVERHEAD = 256;
   /**
    * Body bytes a frame from the daemon may have beside its payload: a MSG's
@@ -288,7 +291,8 @@ final class Frames {
           else handler.resume(node, service);
         }
         case SUBSCRIBED, PUB_ACK, MSG, REPLY -> SubjectFrames.decode(this, kind, handler);
-        case SHM_ACCEPT -> throw protocol("rdmamsgd accepted shared memory, which this client never offers");
+        case SHM_ACCEPT ->
+          throw protocol("rdmamsgd accepted shared memory, which this client never offers");
         default -> throw protocol("rdmamsgd sent a client frame (" + kindName(kind) + ")");
       }
     }
@@ -379,7 +383,7 @@ final class Frames {
       return new String(text, StandardCharsets.UTF_8);
     }
 
-    /** The buffer the frame is in; with {@link #position()} and {@link #remaining()}, the rest of its body. */
+    /** The frame's buffer: its body's rest is {@link #remaining()} bytes at {@link #position()}. */
     ByteBuffer buffer() {
       return b;
     }

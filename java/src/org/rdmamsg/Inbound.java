@@ -7,10 +7,10 @@ import java.nio.ByteBuffer;
  * messages (DELIVER, a subject's MSG, a request's REPLY) to the receive
  * queue, ACKs, PUB_ACKs and per-message ERRORs to the completions, HOLD and
  * RESUME to the holds, replies to the requests that wait for them, and
- * SUBSCRIBED (or a SUB's ERROR) to the subscriptions. What ends the connection — BYE, an ERROR that answers no
- * request, a reply nobody asked for — is thrown, and the decoder passes it
- * on to the client, which closes. Not thread-safe; called by the decoder
- * under the client's lock.
+ * SUBSCRIBED (or a SUB's ERROR) to the subscriptions. What ends the
+ * connection — BYE, an ERROR that answers no request, a reply nobody asked
+ * for — is thrown, and the decoder passes it on to the client, which
+ * closes. Not thread-safe; called by the decoder under the client's lock.
  */
 final class Inbound implements Frames.Handler {
   private final Handshake handshake;

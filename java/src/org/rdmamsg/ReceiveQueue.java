@@ -127,7 +127,7 @@ final class ReceiveQueue {
     return awaited.get(requestId) != null;
   }
 
-  /** The reply to awaited request {@code requestId}, now returned to the application; null if it has not come. */
+  /** Awaited request {@code requestId}'s reply, now returned to the application, or null. */
   Message takeReply(long requestId) {
     Message m = awaited.get(requestId);
     if (m == null) return null;

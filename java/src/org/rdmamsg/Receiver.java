@@ -44,7 +44,7 @@ final class Receiver {
     engine.writeNow();
   }
 
-  /** The reply to request {@code requestId}, kept for a requestAndWait, taken; null if it has not come. */
+  /** Request {@code requestId}'s reply, kept for a requestAndWait, taken; null if none came. */
   Message takeReply(long requestId) {
     Message m = inbox.takeReply(requestId);
     if (m != null) reportIfAllTaken();

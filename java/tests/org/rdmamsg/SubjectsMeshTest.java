@@ -22,7 +22,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
 class SubjectsMeshTest {
   static final Duration WAIT = Duration.ofSeconds(20);
   private static final Pattern INTEREST = Pattern.compile(
-      "\\{\"patterns\":(\\d+),\"peer\":\"([a-z]+)\"\\}|\\{\"peer\":\"([a-z]+)\",\"patterns\":(\\d+)\\}");
+      "\\{\"patterns\":(\\d+),\"peer\":\"([a-z]+)\"\\}"
+      + "|\\{\"peer\":\"([a-z]+)\",\"patterns\":(\\d+)\\}");
 
   private static byte[] bytes(String s) {
     return s.getBytes(StandardCharsets.UTF_8);
