@@ -323,6 +323,21 @@ class SubjectsTest {
     assertEquals(0, parts.completions.inFlight());
   }
 
+  @Test
+  void whenTheDaemonSaysNothingRequestAndWaitGivesUpAndALateReplyGoesToReceive()
+      throws Exception {
+    CompletableFuture<Message> answer = async(() ->
+        parts.subjects.requestAndWait("time.now", text("?"), Duration.ofMillis(1)));
+    long id = expect(Frames.PUB).u64(0);
+    RdmamsgException e = failure(answer); // after the grace the daemon had to answer in
+    assertEquals(Errc.TIMEOUT, e.errc());
+    assertTrue(e.detail().contains("no outcome of request " + id), e.detail());
+    daemon.frame(Frames.REPLY, reply(id, "beta", "late"));
+    Message late = receive();
+    assertEquals(id, late.requestId());
+    assertEquals("late", late.text());
+  }
+
   // --- replying -------------------------------------------------------------------------
 
   @Test
