@@ -9,14 +9,18 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.rdmamsg.Client;
 import org.rdmamsg.Completion;
 import org.rdmamsg.ConnectOptions;
 import org.rdmamsg.Message;
 import org.rdmamsg.RdmamsgException;
+import org.rdmamsg.SlowConsumer;
+import org.rdmamsg.SubscribeOptions;
 
 /**
  * The conformance driver for the Java client (org.rdmamsg.Client): reads
@@ -29,6 +33,10 @@ public final class Driver {
   private static final HexFormat HEX = HexFormat.of();
 
   private final Map<String, Client> clients = new HashMap<>();
+  // Per client: the ids it published (their completions are printed as pubdone), and the
+  // last message it received with a reply token (what `reply` answers) or else the last one.
+  private final Map<String, Set<Long>> published = new HashMap<>();
+  private final Map<String, Message> lastRequest = new HashMap<>();
   private final PrintStream out =
       new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), false,
           StandardCharsets.UTF_8);
@@ -77,20 +85,51 @@ public final class Driver {
   }
 
   private static ByteBuffer payload(String hex) {
-    return ByteBuffer.wrap(hex.equals("~") ? new byte[0] : HEX.parseHex(hex));
+    return ByteBuffer.wrap(bytes(hex));
+  }
+
+  private static byte[] bytes(String hex) {
+    return hex.equals("~") ? new byte[0] : HEX.parseHex(hex);
+  }
+
+  private static SlowConsumer policy(String word) {
+    return switch (word) {
+      case "drop" -> SlowConsumer.DROP;
+      case "block" -> SlowConsumer.BLOCK;
+      default -> throw new IllegalArgumentException("policy " + word + " (drop or block)");
+    };
   }
 
   private static String reason(RdmamsgException e) {
     return (e.errc() + " " + oneLine(e.detail())).strip();
   }
 
-  private static String msg(Message m) {
+  private static String hex(Message m) {
     byte[] b = m.bytes();
-    return "msg " + field(m.srcNode()) + " " + field(m.srcService()) + " " + field(m.service())
-        + " " + (b.length == 0 ? "~" : HEX.formatHex(b));
+    return b.length == 0 ? "~" : HEX.formatHex(b);
   }
 
-  private static String done(Completion c) {
+  /** A received message as a line; one with a reply token is what `reply` answers next. */
+  private String msg(String name, Message m) {
+    if (!m.replyTo().isEmpty() || !lastRequest.containsKey(name)
+        || lastRequest.get(name).replyTo().isEmpty()) {
+      lastRequest.put(name, m);
+    }
+    if (m.subscription() != 0) {
+      return "submsg " + Long.toUnsignedString(m.subscription()) + " " + field(m.srcNode()) + " "
+          + field(m.subject()) + " " + field(m.replyTo()) + " " + hex(m);
+    }
+    return "msg " + field(m.srcNode()) + " " + field(m.srcService()) + " " + field(m.service())
+        + " " + hex(m);
+  }
+
+  private String done(String name, Completion c) {
+    Set<Long> pubs = published.get(name);
+    if (pubs != null && pubs.remove(c.msgId())) {
+      return ("pubdone " + Long.toUnsignedString(c.msgId()) + " " + c.errc() + " "
+          + Integer.toUnsignedString(c.matched()) + " " + Integer.toUnsignedString(c.taken())
+          + " " + Integer.toUnsignedString(c.dropped()) + " " + oneLine(c.message())).strip();
+    }
     return ("done " + Long.toUnsignedString(c.msgId()) + " " + c.errc() + " "
         + oneLine(c.message())).strip();
   }
@@ -107,6 +146,8 @@ public final class Driver {
           .timeout(Duration.ofSeconds(5)));
       Client old = clients.put(name, c);
       if (old != null) old.close();
+      published.put(name, new HashSet<>());
+      lastRequest.remove(name);
       say("ok " + c.nodeName() + " " + c.maxMessageSize());
       return;
     }
@@ -140,14 +181,41 @@ public final class Driver {
       }
       case "recv" -> {
         Message m = c.receive(Duration.ofMillis(Long.parseLong(a[0])));
-        say(m == null ? "timeout" : msg(m));
+        say(m == null ? "timeout" : msg(name, m));
       }
-      case "take" -> take(c, a);
+      case "take" -> take(name, c, a);
       case "completion" -> {
         Completion d = c.waitCompletion(Duration.ofMillis(Long.parseLong(a[0])));
-        say(d == null ? "timeout" : done(d));
+        say(d == null ? "timeout" : done(name, d));
       }
-      case "completions" -> completions(c, a);
+      case "completions" -> completions(name, c, a);
+      case "sub" -> {
+        SubscribeOptions o = SubscribeOptions.defaults().withGroup(arg(a[1]))
+            .withPolicy(policy(a[2])).withPendingLimit(Integer.parseUnsignedInt(a[3]));
+        say("sub " + Long.toUnsignedString(c.subscribe(arg(a[0]), o)));
+      }
+      case "unsub" -> {
+        c.unsubscribe(Long.parseUnsignedLong(a[0]));
+        say("ok");
+      }
+      case "pub" -> {
+        long id = c.publish(arg(a[0]), bytes(a[1]));
+        published.get(name).add(id);
+        say("id " + Long.toUnsignedString(id));
+      }
+      case "request" -> {
+        Message r = c.requestAndWait(arg(a[0]), bytes(a[1]),
+            Duration.ofMillis(Long.parseLong(a[2])));
+        say("reply " + field(r.srcNode()) + " " + hex(r));
+      }
+      case "reply" -> {
+        Message request = lastRequest.get(name);
+        if (request == null) {
+          say("error driver no message received to reply to");
+          return;
+        }
+        say("id " + Long.toUnsignedString(c.reply(request, bytes(a[0]))));
+      }
       case "inflight" -> say("inflight " + c.inFlight());
       case "io" -> {
         c.processIo();
@@ -190,12 +258,12 @@ public final class Driver {
     say("unblocked " + ids(accepted));
   }
 
-  private void take(Client c, String[] a) {
+  private void take(String name, Client c, String[] a) {
     int max = Integer.parseInt(a[0]);
     Duration idle = Duration.ofMillis(Long.parseLong(a[1]));
     int n = 0;
     try {
-      for (Message m; n < max && (m = c.receive(idle)) != null; n++) say(msg(m));
+      for (Message m; n < max && (m = c.receive(idle)) != null; n++) say(msg(name, m));
     } catch (RdmamsgException e) {
       say("end " + n + " " + reason(e));
       return;
@@ -203,7 +271,7 @@ public final class Driver {
     say("end " + n);
   }
 
-  private void completions(Client c, String[] a) {
+  private void completions(String name, Client c, String[] a) {
     int max = Integer.parseInt(a[0]);
     long deadline = System.nanoTime() + Duration.ofMillis(Long.parseLong(a[1])).toNanos();
     int n = 0;
@@ -213,7 +281,7 @@ public final class Driver {
         if (left <= 0) break;
         Completion d = c.waitCompletion(Duration.ofNanos(left));
         if (d == null) break;
-        say(done(d));
+        say(done(name, d));
         n++;
       }
     } catch (RdmamsgException e) {

@@ -7,6 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
 
 /**
  * A connection to the host's rdmamsgd over its Unix socket: the Java
@@ -44,6 +45,12 @@ import java.util.function.Consumer;
  * only then is the sender's message confirmed. After
  * {@link #setConfirmOnReceive setConfirmOnReceive(false)}, the application
  * says so itself with {@link #confirmReceived()}.
+ *
+ * <h2>Subjects</h2>
+ * What is {@linkplain #publish published} to a subject comes, from {@code
+ * receive}, to every {@linkplain #subscribe subscription} whose pattern
+ * matches it (to one member of a queue group), and its completion counts
+ * them; {@link #requestAndWait} returns a request's first {@link #reply}.
  *
  * <h2>Threads</h2>
  * A {@code Client} is thread-safe: any method may be called from any thread.
@@ -86,10 +93,12 @@ public final class Client implements AutoCloseable {
   private final Holds holds = new Holds();
   private final Requests registers = new Requests();
   private final Requests statuses = new Requests();
+  private final Subscriptions subscriptions = new Subscriptions();
   private final SocketTransport transport;
   private final IoEngine engine;
   private final Sender sender;
   private final Receiver receiver;
+  private final Subjects subjects;
 
   // --- connecting ---------------------------------------------------------------------
 
@@ -124,35 +133,21 @@ public final class Client implements AutoCloseable {
                                                                    : socketPath;
     final long deadline = Deadline.after(options.timeout());
     Client c = new Client(path, deadline);
-    c.handshake(options.clientName(), deadline);
+    c.handshake.perform(c.engine, c.transport.out(), options.clientName(), deadline, path);
     if (options.ioThread()) c.engine.startIoThread("rdmamsg-io " + path);
     return c;
   }
 
   private Client(String socketPath, long deadline) throws RdmamsgException {
     this.socketPath = socketPath;
-    Inbound inbound = new Inbound(handshake, inbox, completions, holds, registers, statuses);
+    Inbound inbound =
+        new Inbound(handshake, inbox, completions, holds, registers, statuses, subscriptions);
     this.transport = SocketTransport.connect(socketPath, deadline, inbound, handshake::maxBody);
     this.engine = new IoEngine(transport, inbox, completions);
     this.sender = new Sender(engine, transport, handshake, holds, completions);
     this.receiver = new Receiver(engine, inbox);
-  }
-
-  private void handshake(String clientName, long deadline) throws RdmamsgException {
-    engine.lock();
-    try {
-      handshake.hello(transport.out(), clientName);
-      if (!engine.await(handshake::isDone, deadline)) {
-        engine.lose(new RdmamsgException(Errc.TIMEOUT, "no WELCOME from rdmamsgd at " + socketPath
-            + " in time"));
-        throw engine.failure();
-      }
-    } catch (RdmamsgException e) {
-      engine.lose(e);
-      throw e;
-    } finally {
-      engine.unlock();
-    }
+    this.subjects = new Subjects(engine, transport, handshake, sender, receiver, inbox,
+        completions, subscriptions);
   }
 
   // --- what the daemon said -------------------------------------------------------------
@@ -189,21 +184,20 @@ public final class Client implements AutoCloseable {
    */
   public void register(String service, Duration timeout) throws RdmamsgException {
     Names.check("service", service);
-    ask(registers, out -> Frames.serviceFrame(out, Frames.REGISTER, service), timeout,
-        "no answer from rdmamsgd to registering " + service + " in time");
+    locked(() -> registers.ask(engine, transport.out(),
+        out -> Frames.serviceFrame(out, Frames.REGISTER, service), timeout,
+        "no answer from rdmamsgd to registering " + service + " in time"));
   }
 
   /** Stops receiving for {@code service} (no reply; messages already queued may still come). */
   public void unregister(String service) throws RdmamsgException {
     Names.check("service", service);
-    engine.lock();
-    try {
+    locked(() -> {
       engine.ensureOpen();
       Frames.serviceFrame(transport.out(), Frames.UNREGISTER, service);
       engine.writeNow();
-    } finally {
-      engine.unlock();
-    }
+      return null;
+    });
   }
 
   // --- sending --------------------------------------------------------------------------
@@ -316,92 +310,66 @@ public final class Client implements AutoCloseable {
    * queued stay queued.
    */
   public void setCompletionListener(Consumer<Completion> listener) {
-    engine.lock();
-    try {
+    lockedGet(() -> {
       completions.setListener(listener);
-    } finally {
-      engine.unlock();
-    }
+      return null;
+    });
   }
 
   /** The next completion if one is there (after a nonblocking read), else null. */
   public Completion pollCompletion() throws RdmamsgException {
-    engine.lock();
-    try {
+    return locked(() -> {
       if (completions.isEmpty() && engine.failure() == null) engine.pumpNow();
       Completion c = completions.poll();
       if (c == null) engine.ensureOpen();
       return c;
-    } finally {
-      engine.unlock();
-    }
+    });
   }
 
   /** Waits up to {@code timeout} for the next completion; null if none came. */
   public Completion waitCompletion(Duration timeout) throws RdmamsgException {
-    engine.lock();
-    try {
-      if (!engine.await(() -> !completions.isEmpty(), Deadline.after(timeout))) return null;
-      return completions.poll();
-    } catch (RdmamsgException e) {
-      Completion c = completions.poll(); // those that came before the loss are still handed out
-      if (c == null) throw e;
-      return c;
-    } finally {
-      engine.unlock();
-    }
+    return locked(() -> {
+      try {
+        if (!engine.await(() -> !completions.isEmpty(), Deadline.after(timeout))) return null;
+        return completions.poll();
+      } catch (RdmamsgException e) {
+        Completion c = completions.poll(); // those that came before the loss are still handed out
+        if (c == null) throw e;
+        return c;
+      }
+    });
   }
 
   /** Messages sent whose completion has not come yet. */
   public long inFlight() {
-    engine.lock();
-    try {
-      return completions.inFlight();
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(completions::inFlight);
   }
 
   /** Whether the daemon holds {@code node/service}: {@code trySend} to it would block. */
   public boolean isHeld(String node, String service) {
-    engine.lock();
-    try {
-      return holds.isHeld(node, service);
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(() -> holds.isHeld(node, service));
   }
 
   // --- receiving ------------------------------------------------------------------------
 
   /** Waits until a message comes (or the connection is lost). */
   public Message receive() throws RdmamsgException {
-    return receiveUntil(Deadline.FOREVER);
+    return locked(() -> receiver.receiveUntil(Deadline.FOREVER));
   }
 
   /** Waits up to {@code timeout} for a message; null if none came. */
   public Message receive(Duration timeout) throws RdmamsgException {
-    return receiveUntil(Deadline.after(timeout));
+    return locked(() -> receiver.receiveUntil(Deadline.after(timeout)));
   }
 
   /** The next message if one is there (after a nonblocking read), else null. */
   public Message tryReceive() throws RdmamsgException {
-    engine.lock();
-    try {
-      return receiver.tryReceive();
-    } finally {
-      engine.unlock();
-    }
+    return locked(receiver::tryReceive);
   }
 
   /** Messages read from the daemon and not returned by {@code receive} yet. */
   public int available() {
-    engine.lock();
-    try {
-      return inbox.size();
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(inbox::size);
   }
 
   /**
@@ -413,12 +381,10 @@ public final class Client implements AutoCloseable {
    * closes. The default is {@code true}: returned is taken.
    */
   public void setConfirmOnReceive(boolean on) {
-    engine.lock();
-    try {
+    lockedGet(() -> {
       inbox.setConfirmOnReceive(on);
-    } finally {
-      engine.unlock();
-    }
+      return null;
+    });
   }
 
   /**
@@ -426,21 +392,104 @@ public final class Client implements AutoCloseable {
    * to their senders. Needed only after {@code setConfirmOnReceive(false)}.
    */
   public void confirmReceived() throws RdmamsgException {
-    engine.lock();
-    try {
+    locked(() -> {
       receiver.confirmReceived();
-    } finally {
-      engine.unlock();
-    }
+      return null;
+    });
   }
 
-  private Message receiveUntil(long deadline) throws RdmamsgException {
-    engine.lock();
-    try {
-      return receiver.receiveUntil(deadline);
-    } finally {
-      engine.unlock();
-    }
+  // --- subjects ---------------------------------------------------------------------------
+
+  /** {@link #subscribe(String, SubscribeOptions)} with the default options. */
+  public long subscribe(String pattern) throws RdmamsgException {
+    return subscribe(pattern, SubscribeOptions.defaults());
+  }
+
+  /**
+   * Subscribes to the subjects {@code pattern} matches: tokens separated by
+   * dots, {@code *} for any one token, {@code >} as the last for one or more
+   * ({@code orders.*.eu}, {@code orders.>}). Messages published to them come
+   * from {@code receive} with this {@link Message#subscription()}. Waits up
+   * to 5 s for the daemon's answer.
+   *
+   * @return the subscription's id: 1, 2, 3, ... per client
+   * @throws RdmamsgException {@code bad_request} for an invalid pattern or
+   *     queue group, {@code busy} past the daemon's {@code max_subscriptions},
+   *     {@code permission_denied} by its {@code local_policy}, {@code timeout}
+   */
+  public long subscribe(String pattern, SubscribeOptions options) throws RdmamsgException {
+    return locked(() -> subjects.subscribe(pattern, options, Duration.ofSeconds(5)));
+  }
+
+  /**
+   * Gives a subscription up (no reply; messages already sent may still come).
+   *
+   * @throws RdmamsgException {@code bad_request} if it is not one of this client's
+   */
+  public void unsubscribe(long subscription) throws RdmamsgException {
+    locked(() -> {
+      subjects.unsubscribe(subscription);
+      return null;
+    });
+  }
+
+  /**
+   * Queues a publish of {@code payload}'s remaining bytes to {@code subject};
+   * its id (from the ids of {@code send}). Never waits for delivery. Its
+   * {@link Completion} comes once every subscription it matched took or
+   * dropped it, with the counts: {@code ok}, {@code no_subscribers}, {@code
+   * timeout}, {@code peer_unreachable} or {@code permission_denied}.
+   *
+   * @throws RdmamsgException {@code bad_request} for an invalid subject (a
+   *     wildcard too), {@code too_large}, using no id
+   */
+  public long publish(String subject, ByteBuffer payload) throws RdmamsgException {
+    return locked(() -> subjects.publish(subject, payload));
+  }
+
+  /** {@link #publish(String, ByteBuffer)} with the bytes of an array. */
+  public long publish(String subject, byte[] payload) throws RdmamsgException {
+    return publish(subject, ByteBuffer.wrap(payload));
+  }
+
+  /**
+   * Queues a request to {@code subject} and returns its id, as {@code
+   * publish}. Its subscribers get it with a {@link Message#replyTo()}; the
+   * first {@link #reply} comes from {@code receive} as a message whose {@link
+   * Message#requestId()} is this id. Without a reply within {@code timeout}, a
+   * {@link Completion} for the id says why: {@code no_responders}, {@code
+   * timeout}, {@code peer_unreachable}.
+   *
+   * @throws RdmamsgException as {@code publish}; {@code bad_request} for a
+   *     timeout outside 1 ms to 2^32 - 1 ms
+   */
+  public long request(String subject, byte[] payload, Duration timeout) throws RdmamsgException {
+    return locked(() -> subjects.request(subject, ByteBuffer.wrap(payload), timeout));
+  }
+
+  /**
+   * Sends a request as {@link #request} and waits for its reply, which it
+   * returns; other messages stay queued for {@code receive}.
+   *
+   * @throws RdmamsgException why no reply came: {@code no_responders},
+   *     {@code timeout}, {@code peer_unreachable}; or as {@code request}
+   */
+  public Message requestAndWait(String subject, byte[] payload, Duration timeout)
+      throws RdmamsgException {
+    return locked(() -> subjects.requestAndWait(subject, ByteBuffer.wrap(payload), timeout));
+  }
+
+  /**
+   * Queues the reply to {@code request}, a message received with a {@link
+   * Message#replyTo()}, and returns its id, from the ids of {@code send}. Its
+   * {@link Completion} is {@code ok} once the requester took it, or why not
+   * ({@code unknown_service} when the request was answered already or expired).
+   *
+   * @throws RdmamsgException {@code bad_request} for a message without a
+   *     reply token, {@code too_large}, using no id
+   */
+  public long reply(Message request, byte[] payload) throws RdmamsgException {
+    return locked(() -> subjects.reply(request, ByteBuffer.wrap(payload)));
   }
 
   // --- status, flushing, event loops, closing ---------------------------------------------
@@ -452,18 +501,13 @@ public final class Client implements AutoCloseable {
 
   /** The daemon's status: its node, peers and services, as JSON text (docs/protocol.md). */
   public String status(Duration timeout) throws RdmamsgException {
-    return (String) ask(statuses, Frames::statusRequest, timeout,
-        "no status from rdmamsgd in time");
+    return (String) locked(() -> statuses.ask(engine, transport.out(), Frames::statusRequest,
+        timeout, "no status from rdmamsgd in time"));
   }
 
   /** Writes everything queued, reading meanwhile; waits until done or the connection is lost. */
   public void flush() throws RdmamsgException {
-    engine.lock();
-    try {
-      engine.await(() -> transport.unwritten() == 0, Deadline.FOREVER);
-    } finally {
-      engine.unlock();
-    }
+    locked(() -> engine.await(() -> transport.unwritten() == 0, Deadline.FOREVER));
   }
 
   /**
@@ -472,14 +516,9 @@ public final class Client implements AutoCloseable {
    * @throws RdmamsgException {@code timeout} if bytes are still unwritten then
    */
   public void flush(Duration timeout) throws RdmamsgException {
-    engine.lock();
-    try {
-      if (!engine.await(() -> transport.unwritten() == 0, Deadline.after(timeout))) {
-        throw new RdmamsgException(Errc.TIMEOUT,
-            transport.unwritten() + " bytes are waiting for rdmamsgd to read them");
-      }
-    } finally {
-      engine.unlock();
+    if (!locked(() -> engine.await(() -> transport.unwritten() == 0, Deadline.after(timeout)))) {
+      throw new RdmamsgException(Errc.TIMEOUT,
+          lockedGet(transport::unwritten) + " bytes are waiting for rdmamsgd to read them");
     }
   }
 
@@ -490,44 +529,27 @@ public final class Client implements AutoCloseable {
 
   /** Whether bytes are waiting to be written: watch {@link #channel()} for {@code OP_WRITE}. */
   public boolean wantsWrite() {
-    engine.lock();
-    try {
-      return transport.unwritten() > 0;
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(() -> transport.unwritten() > 0);
   }
 
   /** Nonblocking: writes what the socket takes, reads and handles what is there. */
   public void processIo() throws RdmamsgException {
-    engine.lock();
-    try {
+    locked(() -> {
       engine.ensureOpen();
       engine.pumpNow();
       engine.ensureOpen();
-    } finally {
-      engine.unlock();
-    }
+      return null;
+    });
   }
 
   /** Whether the connection is open. */
   public boolean isOpen() {
-    engine.lock();
-    try {
-      return engine.failure() == null;
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(() -> engine.failure() == null);
   }
 
   /** The error that closed the connection, or null while it is open. */
   public RdmamsgException connectionError() {
-    engine.lock();
-    try {
-      return engine.failure();
-    } finally {
-      engine.unlock();
-    }
+    return lockedGet(engine::failure);
   }
 
   /**
@@ -550,28 +572,26 @@ public final class Client implements AutoCloseable {
     }
   }
 
-  // --- requests ---------------------------------------------------------------------------
+  // --- calls under the lock ---------------------------------------------------------------
 
-  /**
-   * Queues a request ({@code frame} writes it) and waits up to {@code
-   * timeout} for its reply: the reply, or the daemon's error for it thrown.
-   */
-  private Object ask(Requests requests, Consumer<ByteQueue> frame, Duration timeout,
-      String noAnswer) throws RdmamsgException {
+  /** A call into the client's parts. */
+  private interface Call<T> {
+    T run() throws RdmamsgException;
+  }
+
+  private <T> T locked(Call<T> call) throws RdmamsgException {
     engine.lock();
     try {
-      engine.ensureOpen();
-      long n = requests.issue();
-      frame.accept(transport.out());
-      if (!engine.await(() -> requests.isAnswered(n), Deadline.after(timeout))) {
-        requests.abandon(n);
-        throw new RdmamsgException(Errc.TIMEOUT, noAnswer);
-      }
-      Object reply = requests.take(n);
-      if (reply instanceof RdmamsgException e) {
-        throw new RdmamsgException(e.errc(), e.detail());
-      }
-      return reply;
+      return call.run();
+    } finally {
+      engine.unlock();
+    }
+  }
+
+  private <T> T lockedGet(Supplier<T> call) {
+    engine.lock();
+    try {
+      return call.get();
     } finally {
       engine.unlock();
     }

@@ -5,7 +5,8 @@ import java.util.ArrayList;
 /**
  * Completions not taken yet, in arrival order. An ACK range is one entry
  * (a client numbering its messages 1, 2, 3, ... gets one range per ACK
- * frame), handed out one id at a time. Not thread-safe; the client guards it.
+ * frame), handed out one id at a time; a publish's outcome is an entry of
+ * one id with its counts. Not thread-safe; the client guards it.
  */
 final class CompletionQueue {
   private static final class Range {
@@ -13,12 +14,22 @@ final class CompletionQueue {
     long count; // ids first .. first + count - 1; 1 for an error
     final Errc errc;
     final String text;
+    final int matched; // a publish's counts; 0 for other messages
+    final int taken;
+    final int dropped;
 
-    Range(long first, long count, Errc errc, String text) {
+    Range(long first, long count, Errc errc, String text, int matched, int taken, int dropped) {
       this.first = first;
       this.count = count;
       this.errc = errc;
       this.text = text;
+      this.matched = matched;
+      this.taken = taken;
+      this.dropped = dropped;
+    }
+
+    Completion completion(long id) {
+      return new Completion(id, errc, text, matched, taken, dropped);
     }
   }
 
@@ -30,18 +41,27 @@ final class CompletionQueue {
   }
 
   void add(long first, long count, Errc errc, String text) {
+    add(new Range(first, count, errc, text, 0, 0, 0));
+  }
+
+  /** A publish's completion, with its counts. */
+  void add(Completion c) {
+    add(new Range(c.msgId(), 1, c.errc(), c.message(), c.matched(), c.taken(), c.dropped()));
+  }
+
+  private void add(Range r) {
     if (head > 0 && head == ranges.size()) {
       ranges.clear();
       head = 0;
     }
-    ranges.add(new Range(first, count, errc, text));
+    ranges.add(r);
   }
 
   /** The oldest completion, or null. */
   Completion poll() {
     if (isEmpty()) return null;
     Range r = ranges.get(head);
-    Completion c = new Completion(r.first, r.errc, r.text);
+    Completion c = r.completion(r.first);
     if (--r.count == 0) {
       ranges.set(head++, null);
     } else {
@@ -55,7 +75,7 @@ final class CompletionQueue {
     for (int i = head; i < ranges.size(); i++) {
       Range r = ranges.get(i);
       if (Long.compareUnsigned(msgId - r.first, r.count) >= 0) continue;
-      Completion c = new Completion(msgId, r.errc, r.text);
+      Completion c = r.completion(msgId);
       long last = r.first + r.count - 1;
       if (r.count == 1) {
         ranges.remove(i);
@@ -66,7 +86,7 @@ final class CompletionQueue {
         r.count--;
       } else { // split the range around msgId
         r.count = msgId - r.first;
-        ranges.add(i + 1, new Range(msgId + 1, last - msgId, r.errc, r.text));
+        ranges.add(i + 1, new Range(msgId + 1, last - msgId, r.errc, r.text, 0, 0, 0));
       }
       return c;
     }

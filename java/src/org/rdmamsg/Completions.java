@@ -7,8 +7,10 @@ import java.util.function.Consumer;
 
 /**
  * The messages this client sent and where their completions go. Ids are
- * 1, 2, 3, ...; the daemon answers each with one completion (an ACK range or
- * an ERROR), which goes to the message's future if it has one
+ * 1, 2, 3, ..., shared by sends, publishes, requests and replies; the daemon
+ * answers each with one completion (an ACK range, an ERROR, a PUB_ACK) —
+ * except a request answered by its reply, which is settled without one
+ * ({@link #settle}). A completion goes to the message's future if it has one
  * ({@code sendAsync}), else to the listener if one is set, else to the queue
  * that {@code pollCompletion} reads.
  *
@@ -85,6 +87,28 @@ final class Completions {
         queue.add(id, 1, errc, text);
       }
     }
+  }
+
+  /** A PUB_ACK: the outcome of publish (or request) {@code c.msgId()}, with its counts. */
+  void completePublish(Completion c) {
+    inFlight -= Math.min(inFlight, 1);
+    CompletableFuture<Completion> f = futures.remove(c.msgId());
+    if (f != null || listener != null) {
+      handOut(f, c);
+    } else {
+      queue.add(c);
+    }
+  }
+
+  /** Request {@code id} got its reply: it is no longer in flight, and no completion comes. */
+  void settle(long id) {
+    inFlight -= Math.min(inFlight, 1);
+    futures.remove(id);
+  }
+
+  /** Nobody waits for {@code id}'s future any more: its completion goes where one without goes. */
+  void forgetFuture(long id) {
+    futures.remove(id);
   }
 
   /** The connection is lost: every future still waiting is failed with its error. */

@@ -38,7 +38,11 @@ public enum Errc {
   /** {@code trySend}: the message was not queued (client library only). */
   WOULD_BLOCK(13, "would_block"),
   /** The daemon's {@code local_policy} does not allow the request. */
-  PERMISSION_DENIED(14, "permission_denied");
+  PERMISSION_DENIED(14, "permission_denied"),
+  /** A publish matched no subscription anywhere in the mesh. */
+  NO_SUBSCRIBERS(15, "no_subscribers"),
+  /** A request matched no subscription anywhere in the mesh (answered at once). */
+  NO_RESPONDERS(16, "no_responders");
 
   private static final Errc[] BY_VALUE = values();
 

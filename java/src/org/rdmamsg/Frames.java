@@ -13,8 +13,16 @@ final class Frames {
   static final int VERSION = 2;
   static final int HEADER = 8;
   static final int MAX_NAME = 63;
-  /** Body bytes a SEND or DELIVER needs beside its payload. */
+  /**
+   * Body bytes a frame the daemon takes may have beside its payload: its
+   * limit is the maximum message size plus these.
+   */
   static final int MAX_FRAME_OVERHEAD = 256;
+  /**
+   * Body bytes a frame from the daemon may have beside its payload: a MSG's
+   * fields take up to 8 + 64 + 256 + 256, more than a SEND's.
+   */
+  static final int MAX_RECEIVE_OVERHEAD = 1024;
   /** The limit on a frame body before WELCOME names the daemon's. */
   static final int DEFAULT_MAX_BODY = 1 << 20;
 
@@ -33,11 +41,23 @@ final class Frames {
   static final int CONSUMED = 13;
   static final int HOLD = 14;
   static final int RESUME = 15;
-  static final int MAX_KIND = RESUME;
+  static final int SHM_OFFER = 16;
+  static final int SHM_ACCEPT = 17;
+  // Subjects (SubjectFrames).
+  static final int SUB = 18;
+  static final int SUBSCRIBED = 19;
+  static final int UNSUB = 20;
+  static final int PUB = 21;
+  static final int PUB_ACK = 22;
+  static final int MSG = 23;
+  static final int RESPOND = 24;
+  static final int REPLY = 25;
+  static final int MAX_KIND = REPLY;
 
   private static final String[] KIND_NAMES = {"0", "HELLO", "WELCOME", "REGISTER", "REGISTERED",
       "UNREGISTER", "SEND", "DELIVER", "ACK", "ERROR", "STATUS_REQUEST", "STATUS_REPLY", "BYE",
-      "CONSUMED", "HOLD", "RESUME"};
+      "CONSUMED", "HOLD", "RESUME", "SHM_OFFER", "SHM_ACCEPT", "SUB", "SUBSCRIBED", "UNSUB", "PUB",
+      "PUB_ACK", "MSG", "RESPOND", "REPLY"};
 
   private Frames() {}
 
@@ -62,7 +82,7 @@ final class Frames {
   // --- encoders -------------------------------------------------------------------
 
   /** Reserves a frame of {@code body} bytes, writes its header; the index of the body. */
-  private static int header(ByteQueue q, int kind, int body) {
+  static int header(ByteQueue q, int kind, int body) {
     int at = q.reserve(HEADER + body);
     ByteBuffer b = q.buffer();
     b.putInt(at, body);
@@ -73,8 +93,8 @@ final class Frames {
     return at + HEADER;
   }
 
-  /** Writes a str8 of a name (ASCII: one byte per character); the index after it. */
-  private static int putName(ByteBuffer b, int at, String s) {
+  /** Writes a str8 of a name or subject (ASCII: one byte per character); the index after it. */
+  static int putName(ByteBuffer b, int at, String s) {
     b.put(at++, (byte) s.length());
     for (int i = 0; i < s.length(); i++) b.put(at++, (byte) s.charAt(i));
     return at;
@@ -89,7 +109,8 @@ final class Frames {
   }
 
   static void serviceFrame(ByteQueue q, int kind, String service) {
-    putName(q.buffer(), header(q, kind, 1 + service.length()), service);
+    int at = header(q, kind, 1 + service.length()); // first: it may grow the buffer
+    putName(q.buffer(), at, service);
   }
 
   /** The SEND frame's bytes before the payload. */
@@ -127,7 +148,8 @@ final class Frames {
   }
 
   static void consumed(ByteQueue q, long taken) {
-    q.buffer().putLong(header(q, CONSUMED, 8), taken);
+    int at = header(q, CONSUMED, 8); // first: it may grow the buffer
+    q.buffer().putLong(at, taken);
   }
 
   static void statusRequest(ByteQueue q) {
@@ -165,6 +187,23 @@ final class Frames {
     void hold(String node, String service);
 
     void resume(String node, String service);
+
+    /** SUBSCRIBED: subscription {@code subId} holds. */
+    void subscribed(long subId) throws RdmamsgException;
+
+    /** PUB_ACK: the outcome of publish (or request) {@code msgId}; the counts are unsigned. */
+    void pubAck(long msgId, Errc errc, int matched, int taken, int dropped, String text);
+
+    /**
+     * MSG: a message published to {@code subject} for subscription {@code
+     * subId}; {@code replyTo} is empty unless it is a request. The payload is
+     * {@code length} bytes at {@code offset} of {@code buf}, valid during the call.
+     */
+    void msg(long subId, String srcNode, String subject, String replyTo, ByteBuffer buf,
+        int offset, int length);
+
+    /** REPLY: the reply to request {@code requestId}; the payload as for {@link #msg}. */
+    void reply(long requestId, String srcNode, ByteBuffer buf, int offset, int length);
   }
 
   /**
@@ -174,9 +213,10 @@ final class Frames {
    */
   static final class Decoder {
     private final Handler handler;
-    // The names of the last DELIVER: a stream's names repeat, so they are
-    // compared rather than decoded into new strings.
-    private final String[] lastNames = new String[3];
+    // The names of the last DELIVER (slots 0-2), and the node and subject of
+    // the last MSG (3, 4): a stream's names repeat, so they are compared
+    // rather than decoded into new strings.
+    private final String[] lastNames = new String[5];
     private ByteBuffer b;
     private int pos;
     private int end;
@@ -250,6 +290,9 @@ final class Frames {
           if (kind == HOLD) handler.hold(node, service);
           else handler.resume(node, service);
         }
+        case SUBSCRIBED, PUB_ACK, MSG, REPLY -> SubjectFrames.decode(this, kind, handler);
+        case SHM_ACCEPT ->
+          throw protocol("rdmamsgd accepted shared memory, which this client never offers");
         default -> throw protocol("rdmamsgd sent a client frame (" + kindName(kind) + ")");
       }
     }
@@ -290,15 +333,71 @@ final class Frames {
       handler.error(msgId, errc, inReplyTo, new String(text, StandardCharsets.UTF_8));
     }
 
-    private int u32(String field) throws RdmamsgException {
+    int u32(String field) throws RdmamsgException {
       if (end - pos < 4) throw protocol(field + " missing");
       int v = b.getInt(pos);
       pos += 4;
       return v;
     }
 
+    long u64(String field) throws RdmamsgException {
+      if (end - pos < 8) throw protocol(field + " missing");
+      long v = b.getLong(pos);
+      pos += 8;
+      return v;
+    }
+
+    int u16(String field) throws RdmamsgException {
+      if (end - pos < 2) throw protocol(field + " missing");
+      int v = b.getShort(pos) & 0xffff;
+      pos += 2;
+      return v;
+    }
+
+    /** A str8 of any bytes, one character per byte (ISO-8859-1); cached as {@link #name}. */
+    String str8(String field, int cacheSlot) throws RdmamsgException {
+      if (end - pos < 1) throw protocol(field + " missing");
+      int n = b.get(pos) & 0xff;
+      if (end - pos - 1 < n) throw protocol(field + " runs past the frame");
+      int at = pos + 1;
+      pos = at + n;
+      if (n == 0) return "";
+      if (cacheSlot >= 0) {
+        String last = lastNames[cacheSlot];
+        if (last != null && same(last, at, n)) return last;
+      }
+      byte[] bytes = new byte[n];
+      b.get(at, bytes);
+      String s = new String(bytes, StandardCharsets.ISO_8859_1);
+      if (cacheSlot >= 0) lastNames[cacheSlot] = s;
+      return s;
+    }
+
+    /** A str16 of UTF-8 text. */
+    String str16(String field) throws RdmamsgException {
+      int n = u16(field + " length");
+      if (end - pos < n) throw protocol(field + " runs past the frame");
+      byte[] text = new byte[n];
+      b.get(pos, text);
+      pos += n;
+      return new String(text, StandardCharsets.UTF_8);
+    }
+
+    /** The frame's buffer: its body's rest is {@link #remaining()} bytes at {@link #position()}. */
+    ByteBuffer buffer() {
+      return b;
+    }
+
+    int position() {
+      return pos;
+    }
+
+    int remaining() {
+      return end - pos;
+    }
+
     /** A str8 name; {@code cacheSlot} >= 0 reuses the last string decoded there. */
-    private String name(String field, boolean mayBeEmpty, int cacheSlot) throws RdmamsgException {
+    String name(String field, boolean mayBeEmpty, int cacheSlot) throws RdmamsgException {
       if (end - pos < 1) throw protocol(field + " missing");
       int n = b.get(pos) & 0xff;
       if (end - pos - 1 < n) throw protocol(field + " runs past the frame");
@@ -329,11 +428,11 @@ final class Frames {
       return true;
     }
 
-    private void expectEnd() throws RdmamsgException {
+    void expectEnd() throws RdmamsgException {
       if (pos != end) throw protocol("trailing bytes after the last field");
     }
 
-    private static RdmamsgException protocol(String why) {
+    static RdmamsgException protocol(String why) {
       return new RdmamsgException(Errc.PROTOCOL_ERROR, why);
     }
   }

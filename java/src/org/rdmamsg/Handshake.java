@@ -13,6 +13,29 @@ final class Handshake {
   private int maxMessage;
   private int maxBody = Frames.DEFAULT_MAX_BODY;
 
+  /**
+   * Says HELLO and waits until {@code deadline} (a nanoTime) for the
+   * WELCOME; a failure (no WELCOME in time, the daemon's error) closes the
+   * connection and is thrown.
+   */
+  void perform(IoEngine engine, ByteQueue out, String clientName, long deadline,
+      String socketPath) throws RdmamsgException {
+    engine.lock();
+    try {
+      hello(out, clientName);
+      if (!engine.await(this::isDone, deadline)) {
+        engine.lose(new RdmamsgException(Errc.TIMEOUT, "no WELCOME from rdmamsgd at " + socketPath
+            + " in time"));
+        throw engine.failure();
+      }
+    } catch (RdmamsgException e) {
+      engine.lose(e);
+      throw e;
+    } finally {
+      engine.unlock();
+    }
+  }
+
   /** Queues the HELLO that opens the connection. */
   void hello(ByteQueue out, String clientName) {
     Frames.hello(out, clientName);
@@ -22,9 +45,9 @@ final class Handshake {
   void welcome(int maxMessageSize, String node) {
     nodeName = node;
     maxMessage = maxMessageSize;
-    long body = Integer.toUnsignedLong(maxMessageSize) + Frames.MAX_FRAME_OVERHEAD;
+    long body = Integer.toUnsignedLong(maxMessageSize) + Frames.MAX_RECEIVE_OVERHEAD;
     maxBody = (int) Math.min(Integer.MAX_VALUE - 16, Math.max(body, Frames.DEFAULT_MAX_BODY));
-    if (maxMessage < 0) maxMessage = Integer.MAX_VALUE - Frames.MAX_FRAME_OVERHEAD - 16;
+    if (maxMessage < 0) maxMessage = Integer.MAX_VALUE - Frames.MAX_RECEIVE_OVERHEAD - 16;
     welcomed = true;
   }
 

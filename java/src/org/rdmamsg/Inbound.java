@@ -4,12 +4,13 @@ import java.nio.ByteBuffer;
 
 /**
  * Where each frame from the daemon goes: the WELCOME to the handshake,
- * messages to the receive queue, ACKs and per-message ERRORs to the
- * completions, HOLD and RESUME to the holds, replies to the requests that
- * wait for them. What ends the connection — BYE, an ERROR that answers no
- * request, a reply nobody asked for — is thrown, and the decoder passes it
- * on to the client, which closes. Not thread-safe; called by the decoder
- * under the client's lock.
+ * messages (DELIVER, a subject's MSG, a request's REPLY) to the receive
+ * queue, ACKs, PUB_ACKs and per-message ERRORs to the completions, HOLD and
+ * RESUME to the holds, replies to the requests that wait for them, and
+ * SUBSCRIBED (or a SUB's ERROR) to the subscriptions. What ends the
+ * connection — BYE, an ERROR that answers no request, a reply nobody asked
+ * for — is thrown, and the decoder passes it on to the client, which
+ * closes. Not thread-safe; called by the decoder under the client's lock.
  */
 final class Inbound implements Frames.Handler {
   private final Handshake handshake;
@@ -18,15 +19,17 @@ final class Inbound implements Frames.Handler {
   private final Holds holds;
   private final Requests registers;
   private final Requests statuses;
+  private final Subscriptions subscriptions;
 
   Inbound(Handshake handshake, ReceiveQueue inbox, Completions completions, Holds holds,
-      Requests registers, Requests statuses) {
+      Requests registers, Requests statuses, Subscriptions subscriptions) {
     this.handshake = handshake;
     this.inbox = inbox;
     this.completions = completions;
     this.holds = holds;
     this.registers = registers;
     this.statuses = statuses;
+    this.subscriptions = subscriptions;
   }
 
   @Override
@@ -52,6 +55,11 @@ final class Inbound implements Frames.Handler {
 
   @Override
   public void error(long msgId, Errc errc, int inReplyTo, String text) throws RdmamsgException {
+    if (inReplyTo == Frames.SUB) { // msgId is the subscription's id
+      RdmamsgException e = new RdmamsgException(errc, text);
+      if (!subscriptions.answer(msgId, e)) throw e; // answers no SUB: for the connection
+      return;
+    }
     if (msgId != 0) {
       completions.complete(msgId, 1, errc, text);
       return;
@@ -83,6 +91,30 @@ final class Inbound implements Frames.Handler {
   @Override
   public void resume(String node, String service) {
     holds.resume(node, service);
+  }
+
+  @Override
+  public void subscribed(long subId) throws RdmamsgException {
+    if (!subscriptions.answer(subId, Boolean.TRUE)) {
+      throw unsolicited("SUBSCRIBED " + Long.toUnsignedString(subId));
+    }
+  }
+
+  @Override
+  public void pubAck(long msgId, Errc errc, int matched, int taken, int dropped, String text) {
+    completions.completePublish(new Completion(msgId, errc, text, matched, taken, dropped));
+  }
+
+  @Override
+  public void msg(long subId, String srcNode, String subject, String replyTo, ByteBuffer buf,
+      int offset, int length) {
+    inbox.deliverMsg(subId, srcNode, subject, replyTo, buf, offset, length);
+  }
+
+  @Override
+  public void reply(long requestId, String srcNode, ByteBuffer buf, int offset, int length) {
+    completions.settle(requestId); // the reply is the request's outcome: no completion comes
+    inbox.deliverReply(requestId, srcNode, buf, offset, length);
   }
 
   private static RdmamsgException unsolicited(String what) {

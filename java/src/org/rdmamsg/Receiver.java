@@ -44,12 +44,23 @@ final class Receiver {
     engine.writeNow();
   }
 
+  /** Request {@code requestId}'s reply, kept for a requestAndWait, taken; null if none came. */
+  Message takeReply(long requestId) {
+    Message m = inbox.takeReply(requestId);
+    if (m != null) reportIfAllTaken();
+    return m;
+  }
+
   private Message take() {
     Message m = inbox.take();
+    reportIfAllTaken();
+    return m;
+  }
+
+  private void reportIfAllTaken() {
     if (inbox.isEmpty() && engine.failure() == null) {
       engine.reportConsumed();
       engine.writeNow();
     }
-    return m;
   }
 }

@@ -64,6 +64,33 @@ class CodecTest {
     public void resume(String node, String service) {
       events.add("resume " + node + "/" + service);
     }
+
+    @Override
+    public void subscribed(long subId) {
+      events.add("subscribed " + subId);
+    }
+
+    @Override
+    public void pubAck(long id, Errc errc, int matched, int taken, int dropped, String text) {
+      events.add("pub_ack " + id + " " + errc + " " + matched + "/" + taken + "/" + dropped + " "
+          + text);
+    }
+
+    @Override
+    public void msg(long subId, String node, String subject, String replyTo, ByteBuffer b,
+        int off, int len) {
+      byte[] p = new byte[len];
+      b.get(off, p);
+      events.add("msg " + subId + " " + node + " " + subject + " [" + replyTo + "] "
+          + new String(p, StandardCharsets.UTF_8));
+    }
+
+    @Override
+    public void reply(long requestId, String node, ByteBuffer b, int off, int len) {
+      byte[] p = new byte[len];
+      b.get(off, p);
+      events.add("reply " + requestId + " " + node + " " + new String(p, StandardCharsets.UTF_8));
+    }
   }
 
   private static ByteQueue frame(int version, int kind, byte[] body) {
@@ -97,6 +124,20 @@ class CodecTest {
     assertEquals(7, b.getLong(at + 8));
     assertEquals(4, b.get(at + 16));
     assertEquals('h', b.get(q.start() + q.size() - 5));
+  }
+
+  @Test
+  void framesAreWholeWhenTheQueueGrowsForThem() {
+    ByteQueue q = new ByteQueue(8); // too small for either frame: it grows for each
+    Frames.consumed(q, 42);
+    assertEquals(42, q.buffer().getLong(q.start() + 8));
+    q.consume(16);
+    Frames.consumed(q, 43);
+    Frames.serviceFrame(q, Frames.REGISTER, "orders");
+    ByteBuffer b = q.buffer();
+    assertEquals(43, b.getLong(q.start() + 8));
+    assertEquals(6, b.get(q.start() + 16 + 8));
+    assertEquals('s', b.get(q.start() + 16 + 8 + 6));
   }
 
   @Test
@@ -136,6 +177,71 @@ class CodecTest {
         decodeAll(frame(2, Frames.RESUME, FakeDaemon.body("beta", "slow"))));
   }
 
+  @Test
+  void subjectFramesAreEncodedAsTheDaemonReadsThem() {
+    ByteQueue q = new ByteQueue(8);
+    SubjectFrames.sub(q, 3, SlowConsumer.BLOCK, 100, "g", "a.*");
+    ByteBuffer b = q.buffer();
+    int at = q.start();
+    assertEquals(8 + 1 + 1 + 4 + 2 + 1 + 3, b.getInt(at));
+    assertEquals(Frames.SUB, b.get(at + 5));
+    assertEquals(3, b.getLong(at + 8));
+    assertEquals(1, b.get(at + 16));
+    assertEquals(100, b.getInt(at + 18));
+    assertEquals('g', b.get(at + 23));
+    assertEquals('*', b.get(at + 27));
+    q.consume(8 + b.getInt(at));
+    SubjectFrames.pub(q, 4, 250, "a.b", ByteBuffer.wrap(new byte[] {9, 8}));
+    b = q.buffer();
+    at = q.start();
+    assertEquals(8 + 4 + 1 + 3 + 2, b.getInt(at));
+    assertEquals(Frames.PUB, b.get(at + 5));
+    assertEquals(250, b.getInt(at + 16));
+    assertEquals(9, b.get(at + 8 + 16));
+    assertEquals(8, b.get(at + 8 + 17));
+    q.consume(8 + b.getInt(at));
+    SubjectFrames.respond(q, 5, "n/1/2", ByteBuffer.allocate(0));
+    SubjectFrames.unsub(q, 3);
+    b = q.buffer();
+    at = q.start();
+    assertEquals(8 + 1 + 5, b.getInt(at));
+    assertEquals(Frames.RESPOND, b.get(at + 5));
+    assertEquals('n', b.get(at + 17));
+    at += 8 + 14;
+    assertEquals(8, b.getInt(at));
+    assertEquals(Frames.UNSUB, b.get(at + 5));
+    assertEquals(3, b.getLong(at + 8));
+  }
+
+  @Test
+  void subjectFramesFromTheDaemonAreDecoded() throws RdmamsgException {
+    assertEquals(List.of("subscribed 7"),
+        decodeAll(frame(2, Frames.SUBSCRIBED, FakeDaemon.body(7L))));
+    assertEquals(List.of("pub_ack 9 no_subscribers 0/0/0 none"), decodeAll(frame(2,
+        Frames.PUB_ACK, FakeDaemon.body(9L, (short) 15, 0, 0, 0, (short) 4, "none".getBytes()))));
+    assertEquals(List.of("pub_ack 10 ok 3/2/1 "), decodeAll(frame(2, Frames.PUB_ACK,
+        FakeDaemon.body(10L, (short) 0, 3, 2, 1, (short) 0))));
+    assertEquals(List.of("msg 2 beta orders.x [beta/1/5] hi"), decodeAll(frame(2, Frames.MSG,
+        FakeDaemon.body(2L, "beta", "orders.x", "beta/1/5", "hi".getBytes()))));
+    assertEquals(List.of("reply 5 gamma noon"),
+        decodeAll(frame(2, Frames.REPLY, FakeDaemon.body(5L, "gamma", "noon".getBytes()))));
+  }
+
+  @Test
+  void subjectFramesBreakingARuleAreProtocolErrors() {
+    for (int kind : new int[] {Frames.SUB, Frames.UNSUB, Frames.PUB, Frames.RESPOND}) {
+      assertTrue(protocolError(frame(2, kind, new byte[8])).contains("client frame"));
+    }
+    assertTrue(protocolError(frame(2, Frames.SUBSCRIBED, new byte[9])).contains("trailing"));
+    assertTrue(protocolError(frame(2, Frames.PUB_ACK, FakeDaemon.body(1L, (short) 13, 0, 0, 0,
+        (short) 0))).contains("unknown error code 13"));
+    assertTrue(protocolError(frame(2, Frames.PUB_ACK, FakeDaemon.body(1L, (short) 0, 0, 0, 0,
+        (short) 5))).contains("runs past"));
+    assertTrue(protocolError(frame(2, Frames.MSG, FakeDaemon.body(1L, "bad node", "x", "")))
+        .contains("source node"));
+    assertTrue(protocolError(frame(2, Frames.REPLY, FakeDaemon.body(1L))).contains("missing"));
+  }
+
   private static String protocolError(ByteQueue q) {
     RdmamsgException e = assertThrows(RdmamsgException.class, () -> decodeAll(q));
     assertEquals(Errc.PROTOCOL_ERROR, e.errc());
@@ -146,7 +252,7 @@ class CodecTest {
   void framesBreakingARuleAreProtocolErrorsNamingIt() {
     assertTrue(protocolError(frame(1, Frames.BYE, new byte[0]))
         .contains("rdmamsgd speaks local protocol version 1, this client 2"));
-    assertTrue(protocolError(frame(2, 16, new byte[0])).contains("unknown frame kind"));
+    assertTrue(protocolError(frame(2, 26, new byte[0])).contains("unknown frame kind"));
     assertTrue(protocolError(frame(2, Frames.SEND, new byte[0])).contains("client frame"));
     assertTrue(protocolError(frame(2, Frames.CONSUMED, new byte[8])).contains("client frame"));
     assertTrue(protocolError(frame(2, Frames.BYE, new byte[1])).contains("trailing"));
@@ -156,7 +262,7 @@ class CodecTest {
     assertTrue(protocolError(frame(2, Frames.ERROR,
         FakeDaemon.body(1L, (short) 13, (byte) 6, (short) 0))).contains("unknown error code"));
     assertTrue(protocolError(frame(2, Frames.ERROR,
-        FakeDaemon.body(1L, (short) 15, (byte) 6, (short) 0))).contains("unknown error code"));
+        FakeDaemon.body(1L, (short) 17, (byte) 6, (short) 0))).contains("unknown error code"));
     assertTrue(protocolError(frame(2, Frames.HOLD, FakeDaemon.body("beta", "bad name")))
         .contains("service name"));
     assertTrue(protocolError(frame(2, Frames.DELIVER, FakeDaemon.body("alpha", "x", "")))
@@ -211,7 +317,9 @@ class CodecTest {
     assertEquals("unknown_service", Errc.UNKNOWN_SERVICE.toString());
     assertEquals(14, Errc.PERMISSION_DENIED.value());
     assertEquals(Errc.WOULD_BLOCK, Errc.fromValue(13));
-    assertNull(Errc.fromValue(15));
+    assertEquals(Errc.NO_SUBSCRIBERS, Errc.fromValue(15));
+    assertEquals("no_responders", Errc.fromValue(16).toString());
+    assertNull(Errc.fromValue(17));
     assertEquals("too_large: 9 bytes", new RdmamsgException(Errc.TOO_LARGE, "9 bytes")
         .getMessage());
   }

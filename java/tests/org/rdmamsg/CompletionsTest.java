@@ -137,4 +137,36 @@ class CompletionsTest {
     c.setListener(x -> {});
     assertEquals(List.of(1L), drain(c));
   }
+
+  @Test
+  void aPublishCompletesWithItsCountsAndARepliedRequestIsSettledWithout() throws Exception {
+    Completions c = new Completions();
+    CompletableFuture<Completion> f = new CompletableFuture<>();
+    c.issue(null); // a publish
+    c.issue(null); // a request, answered by its reply
+    c.issue(f); // a request whose failure a requestAndWait waits for
+    c.issue(null); // a send
+    c.complete(4, 1, Errc.OK, "");
+    c.completePublish(new Completion(1, Errc.OK, "", 2, 1, 1));
+    c.settle(2);
+    c.completePublish(new Completion(3, Errc.NO_RESPONDERS, "nobody", 0, 0, 0));
+    assertEquals(0, c.inFlight());
+    assertEquals(new Completion(4, Errc.OK, ""), c.poll());
+    assertEquals(new Completion(1, Errc.OK, "", 2, 1, 1), c.poll());
+    assertNull(c.poll());
+    c.takeHandouts().handOut(null);
+    assertEquals(Errc.NO_RESPONDERS, f.get().errc());
+  }
+
+  @Test
+  void aForgottenFuturesCompletionIsQueued() {
+    Completions c = new Completions();
+    CompletableFuture<Completion> f = new CompletableFuture<>();
+    long id = c.issue(f);
+    c.forgetFuture(id);
+    c.completePublish(new Completion(id, Errc.TIMEOUT, "late", 1, 0, 0));
+    assertFalse(c.hasHandouts());
+    assertEquals(new Completion(id, Errc.TIMEOUT, "late", 1, 0, 0), c.poll());
+    assertFalse(f.isDone());
+  }
 }

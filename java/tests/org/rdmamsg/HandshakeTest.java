@@ -42,7 +42,7 @@ class HandshakeTest {
     Handshake large = new Handshake();
     large.welcome(16 << 20, "beta");
     assertEquals(16 << 20, large.maxMessage());
-    assertEquals((16 << 20) + Frames.MAX_FRAME_OVERHEAD, large.maxBody());
+    assertEquals((16 << 20) + Frames.MAX_RECEIVE_OVERHEAD, large.maxBody());
   }
 
   @Test
@@ -50,6 +50,6 @@ class HandshakeTest {
     Handshake h = new Handshake();
     h.welcome(-1, "alpha"); // 2^32 - 1, unsigned on the wire
     assertEquals(Integer.MAX_VALUE - 16, h.maxBody());
-    assertEquals(Integer.MAX_VALUE - Frames.MAX_FRAME_OVERHEAD - 16, h.maxMessage());
+    assertEquals(Integer.MAX_VALUE - Frames.MAX_RECEIVE_OVERHEAD - 16, h.maxMessage());
   }
 }

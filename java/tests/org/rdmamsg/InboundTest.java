@@ -22,8 +22,9 @@ class InboundTest {
   private final Holds holds = new Holds();
   private final Requests registers = new Requests();
   private final Requests statuses = new Requests();
+  private final Subscriptions subscriptions = new Subscriptions();
   private final Inbound in =
-      new Inbound(handshake, inbox, completions, holds, registers, statuses);
+      new Inbound(handshake, inbox, completions, holds, registers, statuses, subscriptions);
 
   private static RdmamsgException ends(Errc errc, Executable frame) {
     RdmamsgException e = assertThrows(RdmamsgException.class, frame);
@@ -105,5 +106,32 @@ class InboundTest {
     in.registered("orders"); // the late reply is expected, and dropped
     assertFalse(registers.isAnswered(n));
     assertSame(null, registers.take(n));
+  }
+
+  @Test
+  void subjectFramesGoToTheSubscriptionsTheCompletionsAndTheReceiveQueue() throws Exception {
+    long sub = subscriptions.issue();
+    long refused = subscriptions.issue();
+    in.subscribed(sub);
+    in.error(refused, Errc.BAD_REQUEST, Frames.SUB, "bad pattern");
+    assertEquals(Boolean.TRUE, subscriptions.take(sub));
+    assertEquals("bad pattern", ((RdmamsgException) subscriptions.take(refused)).detail());
+    long pub = completions.issue(null);
+    long request = completions.issue(null);
+    in.pubAck(pub, Errc.OK, 1, 1, 0, "");
+    byte[] b = "xy".getBytes(StandardCharsets.UTF_8);
+    in.msg(sub, "beta", "orders.x", "", ByteBuffer.wrap(b), 0, 1);
+    in.reply(request, "gamma", ByteBuffer.wrap(b), 1, 1);
+    assertEquals(new Completion(pub, Errc.OK, "", 1, 1, 0), completions.poll());
+    assertEquals(0, completions.inFlight()); // the reply settled the request
+    assertEquals("orders.x", inbox.take().subject());
+    assertEquals("y", inbox.take().text());
+  }
+
+  @Test
+  void aSubscribedOrSubErrorForNoSubIsForTheConnection() {
+    assertTrue(ends(Errc.PROTOCOL_ERROR, () -> in.subscribed(3)).getMessage()
+        .contains("SUBSCRIBED 3 without a request"));
+    ends(Errc.BUSY, () -> in.error(4, Errc.BUSY, Frames.SUB, "full"));
   }
 }

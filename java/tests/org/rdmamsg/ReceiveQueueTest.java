@@ -1,6 +1,8 @@
 package org.rdmamsg;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
@@ -86,5 +88,86 @@ class ReceiveQueueTest {
     q.take();
     q.reportConsumed(out);
     assertEquals(List.of(3L), consumed(out));
+  }
+
+  private static void reply(ReceiveQueue q, long requestId, String text) {
+    byte[] b = text.getBytes(StandardCharsets.UTF_8);
+    q.deliverReply(requestId, "beta", ByteBuffer.wrap(b), 0, b.length);
+  }
+
+  @Test
+  void subjectMessagesAndRepliesCarryTheirFieldsAndCountAsDeliveries() {
+    ReceiveQueue q = new ReceiveQueue();
+    ByteQueue out = new ByteQueue(64);
+    byte[] b = "..m".getBytes(StandardCharsets.UTF_8);
+    q.deliverMsg(5, "beta", "orders.x", "beta/1/2", ByteBuffer.wrap(b), 2, 1);
+    reply(q, 9, "r");
+    Message m = q.take();
+    assertEquals(new Message("beta", "", "", "orders.x", "beta/1/2", 5, 0,
+        ByteBuffer.wrap(new byte[] {'m'})), m);
+    Message r = q.take();
+    assertEquals(9, r.requestId());
+    assertEquals("r", r.text());
+    q.reportConsumed(out);
+    assertEquals(List.of(2L), consumed(out));
+  }
+
+  @Test
+  void anAwaitedReplyIsKeptFromReceiveAndTakenOutOfTurn() {
+    ReceiveQueue q = new ReceiveQueue();
+    ByteQueue out = new ByteQueue(64);
+    q.await(7);
+    deliver(q, "a");
+    reply(q, 7, "kept");
+    reply(q, 8, "not awaited");
+    deliver(q, "b");
+    assertTrue(q.hasReply(7));
+    assertFalse(q.hasReply(8));
+    assertEquals(3, q.size()); // the kept reply is not for receive
+    assertEquals("kept", q.takeReply(7).text());
+    assertNull(q.takeReply(7));
+    q.reportConsumed(out);
+    assertEquals(List.of(), consumed(out)); // "a" before it is not taken yet
+    assertEquals("a", q.take().text());
+    q.reportConsumed(out);
+    assertEquals(List.of(2L), consumed(out)); // "a" and the reply
+    assertEquals("not awaited", q.take().text());
+    assertEquals("b", q.take().text());
+    assertTrue(q.isEmpty());
+    assertNull(q.take());
+    q.reportConsumed(out);
+    assertEquals(List.of(4L), consumed(out));
+  }
+
+  @Test
+  void receivePassesOverAKeptReplyAtTheHeadAndCountsOnlyWhatIsTakenFromTheFirst() {
+    ReceiveQueue q = new ReceiveQueue();
+    ByteQueue out = new ByteQueue(64);
+    q.await(3);
+    reply(q, 3, "kept");
+    deliver(q, "a");
+    assertEquals(1, q.size());
+    assertEquals("a", q.take().text()); // taken out of turn: the reply before it is not
+    assertTrue(q.isEmpty());
+    q.reportConsumed(out);
+    assertEquals(List.of(), consumed(out));
+    assertEquals("kept", q.takeReply(3).text());
+    q.reportConsumed(out);
+    assertEquals(List.of(2L), consumed(out));
+  }
+
+  @Test
+  void aReplyNobodyAwaitsAnyMoreGoesToReceive() {
+    ReceiveQueue q = new ReceiveQueue();
+    q.await(4);
+    reply(q, 4, "late");
+    assertTrue(q.isEmpty());
+    q.stopAwaiting(4);
+    assertEquals(1, q.size());
+    assertEquals(4, q.take().requestId());
+    q.await(5);
+    q.stopAwaiting(5); // before its reply came
+    reply(q, 5, "later");
+    assertEquals("later", q.take().text());
   }
 }

@@ -23,6 +23,7 @@ public final class Main {
   static final int TOO_LARGE = 7;
   static final int REJECTED = 8;
   static final int PERMISSION_DENIED = 9;
+  static final int NOBODY = 10; // no subscription matched (this tool does not publish)
 
   private static final String USAGE_TEXT = """
       usage: java -jar rdmamsg.jar [--socket PATH] COMMAND ...
@@ -136,6 +137,7 @@ public final class Main {
       case TOO_LARGE -> TOO_LARGE;
       case BAD_REQUEST, DUPLICATE_SERVICE, BUSY, SHUTTING_DOWN, PROTOCOL_ERROR -> REJECTED;
       case PERMISSION_DENIED -> PERMISSION_DENIED;
+      case NO_SUBSCRIBERS, NO_RESPONDERS -> NOBODY;
       case WOULD_BLOCK -> FAILURE;
     };
   }
