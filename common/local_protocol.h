@@ -29,8 +29,12 @@ namespace rdmamsg::proto {
 inline constexpr uint8_t kProtocolVersion = 2;
 inline constexpr size_t kHeaderSize = 8;
 inline constexpr size_t kMaxNameLength = 63;
-// Body bytes a SEND or DELIVER needs beside its payload (ids, three names).
-inline constexpr size_t kMaxFrameOverhead = 256;
+// Body bytes a frame may take beside its payload: a MSG (ids, a node name,
+// a subject and a reply token) takes up to 584, a SEND or DELIVER 200.
+inline constexpr size_t kMaxFrameOverhead = 1024;
+// A SEND frame's header and fields beside its payload, at most: what a
+// reader copies of a SEND whose payload stays where it lies.
+inline constexpr size_t kMaxSendHead = kHeaderSize + 8 + 3 * (1 + kMaxNameLength);
 // Largest ERROR text; longer texts are truncated by the encoder.
 inline constexpr size_t kMaxErrorText = 1024;
 // Limit a client applies before WELCOME told it the daemon's maximum.

@@ -186,8 +186,7 @@ ShmLink::FrameRecord ShmLink::takeFrameRecord(uint32_t maxBody) {
   const std::span<const std::byte> record = *found;
   const bool hold = record.size() >= kMinHeldFrame &&
                     (inPayloadArea || channel_->framesHeld() < ShmRingConsumer::kMaxHeld);
-  const size_t copied =
-      hold ? std::min(record.size(), proto::kHeaderSize + proto::kMaxFrameOverhead) : record.size();
+  const size_t copied = hold ? std::min(record.size(), proto::kMaxSendHead) : record.size();
   // Read once, into private memory: the client may change its ring at any time.
   frameCopy_.assign(record.begin(), record.begin() + static_cast<std::ptrdiff_t>(copied));
   loop::copies().clientIn += copied;

@@ -338,6 +338,22 @@ def parse_ids(text):
     return [] if text == "~" else [int(i) for i in text.split(",")]
 
 
+def parse_submsg(line):
+    """"submsg SUBID SRCNODE SUBJECT REPLYTO HEX" -> (subId, srcNode, subject, replyTo, payload)."""
+    parts = line.split(" ")
+    assert parts[0] == "submsg" and len(parts) == 6, line
+    unhex = b"" if parts[5] == "~" else bytes.fromhex(parts[5])
+    return (int(parts[1]), parts[2], parts[3], "" if parts[4] == "~" else parts[4], unhex)
+
+
+def parse_pubdone(line):
+    """"pubdone ID REASON MATCHED TAKEN DROPPED [TEXT]" -> (id, reason, (m, t, d), text)."""
+    parts = line.split(" ", 6)
+    assert parts[0] == "pubdone" and len(parts) >= 6, line
+    return (int(parts[1]), parts[2], (int(parts[3]), int(parts[4]), int(parts[5])),
+            parts[6] if len(parts) > 6 else "")
+
+
 # --- the cases --------------------------------------------------------------------------
 
 class Conformance(unittest.TestCase):
@@ -407,6 +423,30 @@ class Conformance(unittest.TestCase):
         self.assertEqual((n, reason), (count, None),
                          "took %d of %d: %s %s" % (n, count, reason, text))
         return [parse_msg(i) for i in items]
+
+    def sub(self, d, client, pattern, group="~", policy="drop", limit=0):
+        got = d.do("%s sub %s %s %s %d" % (client, pattern, group, policy, limit))
+        self.assertTrue(got.startswith("sub "), "%s sub %s -> %s" % (client, pattern, got))
+        return int(got.split()[1])
+
+    def take_subject(self, d, client, count, idle_ms=5000):
+        """`count` subject messages taken by `client`."""
+        d.write("%s take %d %d" % (client, count, idle_ms))
+        items, n, reason, text = d.items()
+        self.assertEqual((n, reason), (count, None),
+                         "took %d of %d: %s %s" % (n, count, reason, text))
+        return [parse_submsg(i) for i in items]
+
+    def pubdone(self, d, client, timeout_ms=10000):
+        got = d.do("%s completion %d" % (client, timeout_ms), timeout_ms / 1000 + ANSWER_SECONDS)
+        return parse_pubdone(got)
+
+    def wait_interest(self, mesh, node, patterns):
+        """Until `node` knows `patterns` of its peer's interest."""
+        def known():
+            st = mesh.status(node).get("subjects", {})
+            return sum(i.get("patterns", 0) for i in st.get("interest", [])) == patterns
+        self.assertTrue(wait_for(known), "%s never learned %d patterns" % (node, patterns))
 
     def completions(self, d, client, count, timeout_ms=20000):
         d.write("%s completions %d %d" % (client, count, timeout_ms))
@@ -814,6 +854,110 @@ class Conformance(unittest.TestCase):
         self.assertGreaterEqual(ok, 20)
         self.assertLess(ok, 600)
         self.expect(ds, "s inflight", "inflight 0")
+
+    # -- subjects ----------------------------------------------------------------------
+
+    def test_subjects_publish_subscribe(self):
+        m = self.mesh()
+        d = self.driver()
+        for c, node in (("p", "alpha"), ("r", "beta"), ("l", "alpha")):
+            self.expect_connect(d, c, m, node)
+        remote = self.sub(d, "r", "orders.*.eu")
+        local = self.sub(d, "l", "orders.>")
+        self.expect_error(d, "r sub orders..eu ~ drop 0", "bad_request")
+        self.wait_interest(m, "alpha", 1)
+        ids = [self.expect_id(d, "p pub orders.x.eu %s" % hexed(b"order %d" % i))
+               for i in range(5)]
+        self.expect_error(d, "p pub orders.* %s" % hexed(b"x"), "bad_request")
+        got_r = self.take_subject(d, "r", 5)
+        got_l = self.take_subject(d, "l", 5)
+        for i, msg in enumerate(got_r):
+            self.assertEqual(msg, (remote, "alpha", "orders.x.eu", "", b"order %d" % i))
+        for i, msg in enumerate(got_l):
+            self.assertEqual(msg, (local, "alpha", "orders.x.eu", "", b"order %d" % i))
+        done = {}
+        for _ in ids:
+            c = self.pubdone(d, "p")
+            done[c[0]] = c
+        self.assertEqual(sorted(done), ids)
+        for c in done.values():
+            self.assertEqual(c[1:3], ("ok", (2, 2, 0)), c)
+        nobody = self.expect_id(d, "p pub orders.x.us %s" % hexed(b"?"))
+        c = self.pubdone(d, "p")
+        self.assertEqual(c[:3], (nobody, "no_subscribers", (0, 0, 0)), c)
+        self.expect(d, "r unsub %d" % remote, "ok")
+        self.wait_interest(m, "alpha", 0)
+        after = self.expect_id(d, "p pub orders.x.eu %s" % hexed(b"late"))
+        self.take_subject(d, "l", 1)
+        c = self.pubdone(d, "p")
+        self.assertEqual(c[:3], (after, "ok", (1, 1, 0)), "the remote one unsubscribed")
+
+    def test_subjects_queue_group(self):
+        m = self.mesh()
+        d = self.driver()
+        for c, node in (("p", "alpha"), ("w1", "beta"), ("w2", "beta")):
+            self.expect_connect(d, c, m, node)
+        self.sub(d, "w1", "jobs.*", "workers")
+        self.sub(d, "w2", "jobs.*", "workers")
+        self.wait_interest(m, "alpha", 1)
+        ids = [self.expect_id(d, "p pub jobs.x %s" % hexed(b"job %d" % i)) for i in range(20)]
+        seen = []
+        for c in ("w1", "w2"):
+            d.write("%s take 20 1000" % c)
+            items, _, _, _ = d.items()
+            seen += [parse_submsg(i)[4] for i in items]
+        self.assertEqual(sorted(seen), sorted(b"job %d" % i for i in range(20)),
+                         "every job taken exactly once by the group")
+        for _ in ids:
+            c = self.pubdone(d, "p")
+            self.assertEqual(c[1:3], ("ok", (1, 1, 0)), c)
+
+    def test_subjects_request_reply(self):
+        m = self.mesh()
+        dq, ds = self.driver("requester"), self.driver("responder")
+        self.expect_connect(dq, "q", m, "alpha")
+        self.expect_connect(ds, "s", m, "beta")
+        self.expect_error(dq, "q request nobody.here %s 5000" % hexed(b"?"), "no_responders")
+        self.sub(ds, "s", "svc.echo")
+        self.wait_interest(m, "alpha", 1)
+        dq.write("q request svc.echo %s 5000" % hexed(b"ping"))  # waits for its reply
+        req = self.take_subject(ds, "s", 1)[0]
+        self.assertEqual(req[2], "svc.echo")
+        self.assertNotEqual(req[3], "", "a request carries its reply token")
+        self.assertEqual(req[4], b"ping")
+        rid = self.expect_id(ds, "s reply %s" % hexed(b"pong"))
+        self.assertEqual(dq.answer(), "reply beta %s" % hexed(b"pong"))
+        done = parse_done(ds.do("s completion 5000"))
+        self.assertEqual(done[:2], (rid, "ok"), "the responder is confirmed once taken")
+        got = dq.do("q request svc.echo %s 300" % hexed(b"slow"), 5)
+        self.assertEqual(got.split(" ")[:2], ["error", "timeout"], got)
+        self.take_subject(ds, "s", 1)
+        late = self.expect_id(ds, "s reply %s" % hexed(b"too late"))
+        done = parse_done(ds.do("s completion 5000"))
+        self.assertEqual(done[:2], (late, "unknown_service"), "a late reply is refused")
+
+    def test_subjects_slow_consumer(self):
+        m = self.mesh()
+        d = self.driver()
+        for c, node in (("p", "alpha"), ("slow", "beta"), ("fast", "beta")):
+            self.expect_connect(d, c, m, node)
+        self.sub(d, "slow", "feed", "~", "drop", 2)
+        self.sub(d, "fast", "feed")
+        self.wait_interest(m, "alpha", 1)
+        ids = [self.expect_id(d, "p pub feed %s" % hexed(b"tick %d" % i)) for i in range(10)]
+        fast = self.take_subject(d, "fast", 10)
+        self.assertEqual([f[4] for f in fast], [b"tick %d" % i for i in range(10)])
+        done = {}
+        for _ in range(8):
+            c = self.pubdone(d, "p")
+            done[c[0]] = c
+        for i in ids[2:]:
+            self.assertEqual(done[i][1:3], ("ok", (2, 1, 1)), "dropped for the slow one alone")
+        self.take_subject(d, "slow", 2)
+        for _ in range(2):
+            c = self.pubdone(d, "p")
+            self.assertEqual(c[1:3], ("ok", (2, 2, 0)), c)
+            self.assertIn(c[0], ids[:2])
 
 
 def print_evidence():

@@ -17,7 +17,7 @@ final class Frames {
    * Body bytes a frame the daemon takes may have beside its payload: its
    * limit is the maximum message size plus these.
    */
-  static final int MAX_FRAME_OVERHEAD = 256;
+  static final int MAX_FRAME_OVERHEAD = 1024;
   /**
    * Body bytes a frame from the daemon may have beside its payload: a MSG's
    * fields take up to 8 + 64 + 256 + 256, more than a SEND's.
