@@ -359,7 +359,7 @@ void Client::Impl::takeFront(Completion& c) {
     return;
   }
   std::swap(c.status, p.status);
-  completions.popFront();
+  completions.recycleFront();
 }
 
 bool Client::Impl::take(uint64_t msgId, Completion& c) {
@@ -864,7 +864,7 @@ void Client::Impl::takeMessage(Message& m) {
   assignIfChanged(m.srcService, first.srcService);
   assignIfChanged(m.service, first.service);
   m.payload.swap(first.payload);
-  inbox.popFront();
+  inbox.recycleFront();
   noteTaken();
 }
 

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "client/ring.h"
 #include "common/byte_buffer.h"
 #include "common/local_protocol.h"
+#include "common/ring.h"
 #include "common/shm_channel.h"
 #include "common/unique_fd.h"
 #include "rdmamsg/client.h"
@@ -65,14 +65,14 @@ struct Client::Impl {
   IdleStrategy idle = IdleStrategy::sleep;
   std::chrono::steady_clock::time_point
       nextSocketLook{};  // spinning: when to look at the socket next
-  detail::Ring<Message> inbox;
+  Ring<Message> inbox;
   // Completions not taken yet, in arrival order; an ACK range is one entry.
   struct Pending {
     uint64_t first = 0;
     uint64_t count = 0;  // ids first .. first + count - 1 (1 for an error)
     Status status;
   };
-  detail::Ring<Pending> completions;
+  Ring<Pending> completions;
   bool welcomed = false;
   bool outBlocked = false;                  // trySend said would_block for a full buffer
   std::string checkedNode, checkedService;  // the last valid destination names

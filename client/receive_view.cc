@@ -70,7 +70,7 @@ void Client::Impl::takeFromBlock(MessageView& v) {
 void Client::Impl::takeCopied(MessageView& v) {
   Message& first = inbox.front();
   std::swap(viewCopy, first);  // the slot keeps viewCopy's old buffers for reuse
-  inbox.popFront();
+  inbox.recycleFront();
   v.srcNode = viewCopy.srcNode;
   v.srcService = viewCopy.srcService;
   v.service = viewCopy.service;
