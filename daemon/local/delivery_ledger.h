@@ -11,8 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/ring.h"
 #include "daemon/local/local_handler.h"
-#include "daemon/ring.h"
 
 namespace rdmamsg::local {
 
@@ -60,7 +60,7 @@ inline void DeliveryLedger::track(const Receipt& r, size_t frameBytes) {
       return;
     }
   }
-  tracked_.push_back({end, r, frameBytes});
+  tracked_.pushBack({end, r, frameBytes});
 }
 
 inline bool DeliveryLedger::consume(uint64_t taken) {
@@ -76,7 +76,7 @@ void DeliveryLedger::consumed(F&& f) {
     if (t.end <= taken_) {
       unconsumedBytes_ -= t.bytes;
       f(t.receipt, t.bytes);
-      tracked_.pop_front();
+      tracked_.popFront();
       continue;
     }
     // A run taken in part: its first messages go back now, exactly those.
@@ -99,7 +99,7 @@ void DeliveryLedger::unconsumed(F&& f) {
   while (!tracked_.empty()) {
     unconsumedBytes_ -= tracked_.front().bytes;
     f(tracked_.front().receipt, tracked_.front().bytes);
-    tracked_.pop_front();
+    tracked_.popFront();
   }
 }
 

@@ -14,17 +14,17 @@
 #include <string_view>
 #include <utility>
 
+#include "common/ring.h"
 #include "daemon/peer/protocol.h"
-#include "daemon/ring.h"
 
 namespace rdmamsg::peer {
 
 class ControlOutbox {
  public:
   void interest(InterestOp op, std::string_view group, std::string_view pattern) {
-    interest_.push_back({op, std::string(group), std::string(pattern)});
+    interest_.pushBack({op, std::string(group), std::string(pattern)});
   }
-  void pubResult(uint64_t token, const PubResultBody& body) { results_.push_back({token, body}); }
+  void pubResult(uint64_t token, const PubResultBody& body) { results_.pushBack({token, body}); }
   bool empty() const { return interest_.empty() && results_.empty(); }
   size_t size() const { return interest_.size() + results_.size(); }
   // A new connection: nothing queued for the old one goes on it.
@@ -43,12 +43,12 @@ class ControlOutbox {
       const Interest& i = interest_.front();
       if (!room(link, BatchWriter::interestSize(i.group, i.pattern))) return false;
       link.batch().addInterest(i.op, i.group, i.pattern);
-      interest_.pop_front();
+      interest_.popFront();
     }
     while (!results_.empty()) {
       if (!room(link, kPubResultRecordSize)) return false;
       link.batch().addPubResult(results_.front().first, results_.front().second);
-      results_.pop_front();
+      results_.popFront();
     }
     return true;
   }

@@ -156,7 +156,7 @@ void Outbound::spill(ExternalArea& area) {
               q.at = nullptr;
               loop::copies().flowQueue += q.length;
             } else {
-              kept.push_back(std::move(h));
+              kept.pushBack(std::move(h));
             }
           }
           rebuilt.append(&q, sizeof q);
@@ -225,7 +225,7 @@ Result<Admitted> Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId
   if (room != nullptr && current_ == nullptr && f.queuedMessages == 0 && canStart(f, cost) &&
       room->messageRoom() > 0) {
     uint64_t seq = nextSeq_++;
-    inflight_.push_back({session, msgId, &f, cost, false, false, deadline, sampleTime(seq)});
+    inflight_.pushBack({session, msgId, &f, cost, false, false, deadline, sampleTime(seq)});
     unsettled_++;
     f.unconfirmed += cost;
     if (write(*room, seq, src, dst, payload, offset, started, inPlace)) return Admitted{};
@@ -280,7 +280,7 @@ void Outbound::enqueue(Flow& f, uint64_t session, uint64_t msgId, Clock::time_po
   const size_t bytes = sizeof q + src.size() + rest.size();
   if (inPlace) {
     holdIn(inPlace.area(), rest.size());
-    f.held.push_back(std::move(inPlace));
+    f.held.pushBack(std::move(inPlace));
   } else {
     f.queue.append(rest);
     loop::copies().flowQueue += rest.size();
@@ -300,7 +300,7 @@ void Outbound::popFront(Flow& f) {
   totalQueued_ -= bytes;
   if (q.inPlace) {
     PayloadHandle p = std::move(f.held.front());
-    f.held.pop_front();
+    f.held.popFront();
     letGo(std::move(p), q.length);
   }
   // A drained flow gives back what a burst made its queue grow to: an idle
@@ -399,7 +399,7 @@ bool Outbound::continueFront(SendRoom& room, Flow& f) {
 bool Outbound::startFront(SendRoom& room, Flow& f) {
   Queued q = f.front();
   const uint64_t seq = nextSeq_++;
-  inflight_.push_back({q.session, q.msgId, &f, q.cost, false, false, q.deadline, sampleTime(seq)});
+  inflight_.pushBack({q.session, q.msgId, &f, q.cost, false, false, q.deadline, sampleTime(seq)});
   unsettled_++;
   f.unconfirmed += q.cost;
   f.waitingCost -= q.cost;
@@ -513,7 +513,7 @@ bool Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
     runCount_ = 0;
   }
   while (!inflight_.empty() && inflight_.front().done) {
-    inflight_.pop_front();
+    inflight_.popFront();
     baseSeq_++;
   }
   return true;

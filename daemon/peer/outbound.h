@@ -46,11 +46,11 @@
 
 #include "common/byte_buffer.h"
 #include "common/latency_histogram.h"
+#include "common/ring.h"
 #include "common/status.h"
 #include "config/config.h"
 #include "daemon/peer/events.h"
 #include "daemon/peer/send_room.h"
-#include "daemon/ring.h"
 
 namespace rdmamsg::peer {
 

@@ -38,7 +38,7 @@ bool SendBatches::signal(size_t i, const Pool& pool, bool must) {
 
 void SendBatches::posted() {
   for (const Sealed& s : sealed_)
-    posted_.push_back(s.index);
+    posted_.pushBack(s.index);
   sealed_.clear();
 }
 

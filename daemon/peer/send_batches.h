@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/ring.h"
+#include "common/ring.h"
 
 namespace rdmamsg::peer {
 
@@ -88,7 +88,7 @@ uint32_t SendBatches::complete(uint32_t index, Give&& give) {
   if (i == posted_.size()) return 0;
   for (size_t k = 0; k <= i; k++) {
     give(posted_.front());
-    posted_.pop_front();
+    posted_.popFront();
   }
   return static_cast<uint32_t>(i + 1);
 }
@@ -97,7 +97,7 @@ template <typename Give>
 uint32_t SendBatches::completeAll(Give&& give) {
   while (!posted_.empty()) {
     give(posted_.front());
-    posted_.pop_front();
+    posted_.popFront();
   }
   return std::exchange(unsignaled_, 0);
 }

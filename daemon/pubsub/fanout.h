@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "daemon/ring.h"
+#include "common/ring.h"
 
 namespace rdmamsg::pubsub {
 
@@ -36,7 +36,7 @@ class Slots {
  public:
   // A new slot and its number.
   std::pair<uint64_t, Slot*> open() {
-    ring_.push_back(Slot{});
+    ring_.pushBack(Slot{});
     return {base_ + ring_.size() - 1, &ring_.back()};
   }
   Slot* find(uint64_t id) {
@@ -48,7 +48,7 @@ class Slots {
   void close(Slot& s) {
     s.done = true;
     while (!ring_.empty() && ring_.front().done) {
-      ring_.pop_front();
+      ring_.popFront();
       base_++;
     }
   }
