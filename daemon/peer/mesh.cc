@@ -46,8 +46,8 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
       postStep_(std::make_unique<loop::PhaseTask>(loop, loop::Phase::post,
                                                   [this] {
                                                     for (uint32_t i : toPost_) {
-                                                      posting_[i] = 0;
-                                                      if (peers_[i]) peers_[i]->post();
+                                                      slots_[i].posting = false;
+                                                      if (slots_[i].peer) slots_[i].peer->post();
                                                     }
                                                     toPost_.clear();
                                                   })),
@@ -62,52 +62,50 @@ Peer& Mesh::addPeer(const config::Peer& p) {
     i = freeSlots_.back();
     freeSlots_.pop_back();
   } else {
-    i = static_cast<uint32_t>(peers_.size());
-    peers_.emplace_back();
-    generation_.push_back(0);
-    conns_.emplace_back();
-    posting_.push_back(0);
+    i = static_cast<uint32_t>(slots_.size());
+    slots_.emplace_back();
   }
-  peers_[i] = std::make_unique<Peer>(loop_, config_, p, events_, queue_.waker(keyOf(i)));
-  index_[peers_[i].get()] = i;
-  return *peers_[i];
+  Slot& slot = slots_[i];
+  slot.peer = std::make_unique<Peer>(loop_, config_, p, events_, queue_.waker(keyOf(i)),
+                                     uint64_t{slot.generation} << 32 | i);
+  return *slot.peer;
 }
 
 void Mesh::freeIfRetired(uint32_t i) {
-  Peer* p = peers_[i].get();
-  if (p == nullptr || !p->removed() || p->state() != PeerState::kStopped || !conns_[i].empty())
+  Slot& slot = slots_[i];
+  Peer* p = slot.peer.get();
+  if (p == nullptr || !p->removed() || p->state() != PeerState::kStopped || !slot.conns.empty())
     return;
   spdlog::debug("peer {}: removed and closed: freed", p->name());
   if (lastPeer_ == p) lastPeer_ = nullptr;
-  index_.erase(p);
-  peers_[i].reset();
-  generation_[i]++;  // receipts that name it name nobody now
+  slot.peer.reset();
+  slot.generation++;  // receipts that name it name nobody now
   freeSlots_.push_back(i);
 }
 
 Peer* Mesh::peerByHandle(uint64_t handle) const {
   const auto i = static_cast<uint32_t>(handle);
-  if (i >= peers_.size() || generation_[i] != static_cast<uint32_t>(handle >> 32)) return nullptr;
-  return peers_[i].get();
+  if (i >= slots_.size() || slots_[i].generation != static_cast<uint32_t>(handle >> 32))
+    return nullptr;
+  return slots_[i].peer.get();
 }
 
 std::vector<const Peer*> Mesh::configuredPeers() const {
   std::vector<const Peer*> out;
-  for (const auto& p : peers_)
-    if (p && !p->removed()) out.push_back(p.get());
+  for (const Slot& s : slots_)
+    if (s.peer && !s.peer->removed()) out.push_back(s.peer.get());
   return out;
 }
 
 size_t Mesh::peerObjectCount() const {
-  return peers_.size() - freeSlots_.size();
+  return slots_.size() - freeSlots_.size();
 }
 
 std::vector<std::string> Mesh::prepareReload(const config::Config& next) {
   // Sized for the new peers and the old ones still closing (two QPs each).
   size_t closing = 0;
-  for (size_t i = 0; i < peers_.size(); i++)
-    if (peers_[i] &&
-        (peers_[i]->removed() ? !conns_[i].empty() : next.findPeer(peers_[i]->name()) == nullptr))
+  for (const Slot& s : slots_)
+    if (s.peer && (s.peer->removed() ? !s.conns.empty() : next.findPeer(s.peer->name()) == nullptr))
       closing++;
   const size_t peers = next.peers.size() + closing;
   std::vector<std::string> problems;
@@ -128,8 +126,8 @@ std::vector<std::string> Mesh::prepareReload(const config::Config& next) {
 void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
   if (state_ == MeshState::kReloading) setState(MeshState::kRunning);
   lastPeer_ = nullptr;
-  for (uint32_t i = 0; i < peers_.size(); i++) {
-    Peer* p = peers_[i].get();
+  for (uint32_t i = 0; i < slots_.size(); i++) {
+    Peer* p = slots_[i].peer.get();
     if (p == nullptr || p->removed() || config_.findPeer(p->name()) != nullptr) continue;
     p->retire(p->name() + " was removed from the configuration of " + config_.node);
     queue_.mark(keyOf(i));  // the service step frees it once it is closed
@@ -149,8 +147,9 @@ void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
 }
 
 Mesh::~Mesh() {
-  conns_.clear();  // QPs and ids before the listener, the devices and the event channel
-  peers_.clear();
+  for (Slot& s : slots_)
+    s.conns.clear();  // QPs and ids before the listener, the devices and the event channel
+  slots_.clear();
   listenId_.reset();
   devices_.clear();
 }
@@ -287,16 +286,16 @@ void Mesh::checkShutdownDone() {
 
 size_t Mesh::connectionCount() const {
   size_t n = 0;
-  for (const auto& v : conns_)
-    n += v.size();
+  for (const Slot& s : slots_)
+    n += s.conns.size();
   return n;
 }
 
 Peer* Mesh::peer(std::string_view name) {
   if (lastPeer_ != nullptr && lastPeer_->name() == name) return lastPeer_;
-  for (auto& p : peers_) {
-    if (p && p->name() == name && !p->removed()) {
-      lastPeer_ = p.get();
+  for (Slot& s : slots_) {
+    if (s.peer && s.peer->name() == name && !s.peer->removed()) {
+      lastPeer_ = s.peer.get();
       return lastPeer_;
     }
   }
@@ -326,7 +325,7 @@ MeshSnapshot Mesh::snapshot() const {
 }
 
 void Mesh::wakeAll() {
-  for (uint32_t i = 0; i < peers_.size(); i++)
+  for (uint32_t i = 0; i < slots_.size(); i++)
     queue_.mark(keyOf(i));
 }
 
@@ -349,7 +348,7 @@ rdma::Device* Mesh::deviceFor(ibv_context* ctx) {
 }
 
 void Mesh::serveDeviceRequests(uint32_t i) {
-  for (auto& c : conns_[i])
+  for (auto& c : slots_[i].conns)
     if (ibv_context* ctx = c->wantsDevice()) c->useDevice(deviceFor(ctx));
 }
 
@@ -379,15 +378,15 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
 }
 
 Connection& Mesh::newConnection(uint32_t index) {
-  Peer& peer = *peers_[index];
+  Peer& peer = *slots_[index].peer;
   auto c =
       std::make_unique<Connection>(loop_, paramsFor(peer), peer.name(), queue_.waker(keyOf(index)));
-  conns_[index].push_back(std::move(c));
-  return *conns_[index].back();
+  slots_[index].conns.push_back(std::move(c));
+  return *slots_[index].conns.back();
 }
 
 Connection* Mesh::dial(Peer& peer) {
-  Connection& c = newConnection(index_.at(&peer));
+  Connection& c = newConnection(slotOf(peer));
   sockaddr_storage src{}, dst{};
   // Peers check that a connection comes from this node's address: leave
   // from it, also when listening on every address.
@@ -410,17 +409,17 @@ void Mesh::service(uint32_t key) {
     return;
   }
   const uint32_t i = key - 1;
-  if (!peers_[i]) return;  // freed; a wake-up of the peer it was
-  Peer& p = *peers_[i];
+  if (!slots_[i].peer) return;  // freed; a wake-up of the peer it was
+  Peer& p = *slots_[i].peer;
   serveDeviceRequests(i);
   p.service();
   if (p.takeDialRequest()) p.dialed(dial(p));
-  if (!posting_[i]) {
-    posting_[i] = 1;
+  if (!slots_[i].posting) {
+    slots_[i].posting = true;
     toPost_.push_back(i);
     postStep_->schedule();
   }
-  auto& conns = conns_[i];
+  auto& conns = slots_[i].conns;
   // A connection on a failed device waits until serviceDevices() has released
   // its verbs objects: the device's resources go before its last id.
   std::erase_if(conns, [&](const auto& c) {
@@ -448,8 +447,8 @@ void Mesh::serviceDevices() {
       continue;
     }
     std::string why = "RDMA device " + d.name() + " failed or was removed";
-    for (uint32_t i = 0; i < conns_.size(); i++)
-      for (auto& c : conns_[i])
+    for (uint32_t i = 0; i < slots_.size(); i++)
+      for (auto& c : slots_[i].conns)
         if (c->device() == &d) {
           c->releaseVerbs(why);
           queue_.mark(keyOf(i));
@@ -465,8 +464,8 @@ void Mesh::serviceDevices() {
 }
 
 void Mesh::closeConnectionsOn(rdma::Device& device, const std::string& why) {
-  for (uint32_t i = 0; i < conns_.size(); i++)
-    for (auto& c : conns_[i])
+  for (uint32_t i = 0; i < slots_.size(); i++)
+    for (auto& c : slots_[i].conns)
       if (c->device() == &device && !c->down()) {
         c->close(why);
         queue_.mark(keyOf(i));
@@ -555,7 +554,7 @@ void Mesh::onConnectRequest(const rdma::CmEvent& e) {
   if (stopping()) return reject(e.id, RejectReason::kShuttingDown, peer->name());
   RejectReason r = peer->admit(a.hello, config_.node < peer->name());
   if (r != RejectReason::kNone) return reject(e.id, r, peer->name());
-  Connection& c = newConnection(index_.at(peer));
+  Connection& c = newConnection(slotOf(*peer));
   peer->adopt(&c);
   c.accept(e.id, a.hello, deviceFor(e.id->verbs));
 }

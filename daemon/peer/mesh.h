@@ -29,7 +29,6 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "config/config.h"
@@ -99,10 +98,7 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // deliveries carry it: a slot and that slot's generation), and the peer it
   // names: nullptr once that peer was removed and freed, even if its slot
   // holds a newer peer.
-  uint64_t handleOf(const Peer& peer) const {
-    const uint32_t i = index_.at(&peer);
-    return uint64_t{generation_[i]} << 32 | i;
-  }
+  uint64_t handleOf(const Peer& peer) const { return peer.handle(); }
   Peer* peerByHandle(uint64_t handle) const;
   uint64_t incarnation() const { return incarnation_; }
   size_t connectionCount() const;
@@ -136,8 +132,8 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   void freeIfRetired(uint32_t i);
   template <typename F>
   void forEachPeer(F&& f) {
-    for (auto& p : peers_)
-      if (p) f(*p);
+    for (auto& s : slots_)
+      if (s.peer) f(*s.peer);
   }
   void setState(MeshState s);
   ConnParams paramsFor(const Peer& peer) const;
@@ -177,20 +173,24 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   loop::ServiceQueue queue_;  // keys: kDevicesKey, keyOf(peer index)
   // Peer slots: a removed peer is retired (its messages failed, its
   // connection closed) and freed once its last connection is reaped; its
-  // slot is reused, under a new generation, by the next peer added.
-  std::vector<std::unique_ptr<Peer>> peers_;  // nullptr: a free slot
-  std::vector<uint32_t> generation_;          // by slot
+  // slot is reused, under a new generation, by the next peer added. A
+  // peer's handle is its slot and the slot's generation.
+  struct Slot {
+    std::unique_ptr<Peer> peer;  // nullptr: a free slot
+    uint32_t generation = 0;
+    // Its connections: the current one, and old ones still closing.
+    std::vector<std::unique_ptr<Connection>> conns;
+    bool posting = false;  // in toPost_
+  };
+  static uint32_t slotOf(const Peer& peer) { return static_cast<uint32_t>(peer.handle()); }
+  std::vector<Slot> slots_;
   std::vector<uint32_t> freeSlots_;
-  std::unordered_map<const Peer*, uint32_t> index_;
   Peer* lastPeer_ = nullptr;  // peer()'s last answer
-  // Connections of each peer (by index): the current one, and old ones still closing.
-  std::vector<std::vector<std::unique_ptr<Connection>>> conns_;
   bool checkedLimits_ = false;
   // Peers serviced this turn, posted by postStep_ after the turn's other
   // deferred output (what the local server writes to listeners goes first:
   // a post hands off to the device, and the listener is on the critical path).
   std::vector<uint32_t> toPost_;
-  std::vector<uint8_t> posting_;
   std::unique_ptr<loop::PhaseTask> postStep_;
   std::unique_ptr<loop::Timer> relistenTimer_;
   std::function<void()> shutdownDone_;

@@ -15,12 +15,13 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, PeerEvents& events,
-           loop::ServiceQueue::Waker wake)
+           loop::ServiceQueue::Waker wake, uint64_t handle)
     : config_(cfg),
       cfg_(std::move(peer)),
       events_(events),
       wake_(wake),
       id_(nodeId(cfg_.name)),
+      handle_(handle),
       dialTimer_(std::make_unique<loop::Timer>(loop, [this] { dial(); })),
       tickTimer_(std::make_unique<loop::Timer>(loop, [this] { onTick(); })),
       confirmTimer_(std::make_unique<loop::Timer>(loop,
@@ -36,14 +37,6 @@ Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, 
 }
 
 Peer::~Peer() = default;
-
-void Peer::setIdle(IdleAgreement to) {
-  if (!allowedEdge(idle_, to))
-    logging::fatal(fmt::format("peer {}: invalid idle-close change {} -> {}", name(),
-                               toString(idle_), toString(to)));
-  spdlog::debug("peer {}: idle close {} -> {}", name(), toString(idle_), toString(to));
-  idle_ = to;
-}
 
 // The one place a peer changes state: every edge is checked.
 void Peer::setState(PeerState s) {
@@ -266,11 +259,11 @@ void Peer::service() {
   if (state_ != PeerState::kEstablished) return;
   receive();
   if (state_ != PeerState::kEstablished) return;
-  if (!idleIn_.empty()) handleIdleClose();
+  if (idle_.hasReceived()) handleIdleClose();
   if (conn_->down()) return;  // idle-closed: observed at the next step
   writeIdleAnswers();
   // Interest first: a publish this step writes may depend on it.
-  if (writeConfirms() && subjects_.outbox.write(*conn_) && !committed())
+  if (writeConfirms() && subjects_.outbox.write(*conn_) && !idle_.committed())
     pumpAgain_ = out_.pump(*conn_);
 }
 
@@ -299,12 +292,9 @@ void Peer::onUp() {
   epoch_++;
   in_.reset();
   confirms_.clear();
-  idle_ = IdleAgreement::kNone;
-  idleIn_.clear();
-  idleOut_.clear();
+  idle_.reset(Clock::now());
   awaitingConsume_ = 0;
   subjects_ = {};
-  lastActivity_ = Clock::now();
   out_.reset(remote.flowWindow, remote.maxMessage);
   counters_.connects++;
   connUp_ = true;
@@ -326,14 +316,9 @@ void Peer::onDown() {
   connUp_ = false;
   // Closed by agreement for being idle: nothing was in flight either way, and
   // what was queued since stays queued.
-  const bool idleClosed =
-      wasUp &&
-      (idle_ == IdleAgreement::kAgreed || idle_ == IdleAgreement::kAskedAndAgreed ||
-       idle_ == IdleAgreement::kClosing) &&
-      state_ != PeerState::kStopping && !redialNow_ && out_.settled();
-  idle_ = IdleAgreement::kNone;
-  idleIn_.clear();
-  idleOut_.clear();
+  const bool idleClosed = wasUp && idle_.agreedToClose() && state_ != PeerState::kStopping &&
+                          !redialNow_ && out_.settled();
+  idle_.reset(Clock::now());
   awaitingConsume_ = 0;
   subjects_ = {};
   if (idleClosed) {
@@ -398,7 +383,7 @@ Result<Admitted> Peer::send(uint64_t session, uint64_t msgId, std::string_view s
                                               toString(state_) +
                                               (lastError_.empty() ? "" : ": " + lastError_) + ")");
   // Not connected (on demand) or closing for idleness: queued for the next connection.
-  Connection* conn = up && !committed() ? conn_ : nullptr;
+  Connection* conn = up && !idle_.committed() ? conn_ : nullptr;
   Result<Admitted> admitted =
       out_.send(conn, session, msgId, srcService, dstService, payload, inPlace);
   if (admitted) {
@@ -497,7 +482,7 @@ bool Peer::onRecord(const Record& r) {
       conn_->close("authentication record after the handshake");
       return false;
     case RecordType::kIdleClose:
-      idleIn_.push_back(r.idleClose);  // answered after the batches are read
+      idle_.received(r.idleClose);  // answered after the batches are read
       return true;
     case RecordType::kInterest: {
       const auto op = static_cast<InterestOp>(r.flags);

@@ -62,6 +62,7 @@
 #include "daemon/peer/connection.h"
 #include "daemon/peer/control_outbox.h"
 #include "daemon/peer/events.h"
+#include "daemon/peer/idle_closer.h"
 #include "daemon/peer/inbound.h"
 #include "daemon/peer/outbound.h"
 #include "daemon/peer/peer_state.h"
@@ -103,8 +104,9 @@ struct PeerSnapshot {
 
 class Peer {
  public:
+  // `handle` names this peer object and never another (Mesh::handleOf).
   Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, PeerEvents& events,
-       loop::ServiceQueue::Waker wake);
+       loop::ServiceQueue::Waker wake, uint64_t handle);
   ~Peer();
   Peer(const Peer&) = delete;
   Peer& operator=(const Peer&) = delete;
@@ -112,6 +114,7 @@ class Peer {
   const std::string& name() const { return cfg_.name; }
   const config::Address& address() const { return cfg_.address; }
   uint64_t id() const { return id_; }
+  uint64_t handle() const { return handle_; }
   PeerState state() const { return state_; }
   bool established() const { return state_ == PeerState::kEstablished; }
   const std::string& lastError() const { return lastError_; }
@@ -212,13 +215,7 @@ class Peer {
   // unconfirmed (queued messages aside), no outcome to write, nothing held
   // for a listener, no message half received, no batch unread.
   bool quiet() const;
-  // This node asked or agreed to close the idle connection: it starts no message.
-  bool committed() const { return idle_ != IdleAgreement::kNone; }
-  bool idleAsked() const {
-    return idle_ == IdleAgreement::kAsked || idle_ == IdleAgreement::kAskedAndAgreed;
-  }
-  // The one place the idle-close agreement changes: every edge is checked.
-  void setIdle(IdleAgreement to);
+  // The idle-close agreement's steps (peer_idle_close.cc, IdleCloser).
   void idleTick(std::chrono::steady_clock::time_point now);
   void handleIdleClose();
   void writeIdleAnswers();
@@ -245,6 +242,7 @@ class Peer {
   PeerEvents& events_;
   loop::ServiceQueue::Waker wake_;
   uint64_t id_;
+  uint64_t handle_;
   PeerState state_ = PeerState::kIdle;
   bool removed_ = false;
   bool redialNow_ = false;  // closed by readdress(): the next dial goes at once
@@ -271,14 +269,9 @@ class Peer {
     int64_t announced = 0, heard = 0;
   } subjects_;
 
-  // Connect on demand and idle close (IdleClose records, protocol.h). Each
-  // request gets one answer; the requester disconnects on an accept.
-  IdleAgreement idle_ = IdleAgreement::kNone;
-  std::vector<IdleClose> idleIn_, idleOut_;  // received, to answer / answers to write
-  std::chrono::steady_clock::time_point committedAt_;
-  std::chrono::steady_clock::time_point lastActivity_;  // last message either way (by tick)
-  uint64_t activitySeen_ = 0;                           // messages counted at that tick
-  uint64_t awaitingConsume_ = 0;                        // messages of this epoch held for listeners
+  // Connect on demand: the current connection's idle-close agreement.
+  IdleCloser idle_{"peer " + cfg_.name + ": idle close"};
+  uint64_t awaitingConsume_ = 0;  // messages of this epoch held for listeners
 
   PeerCounters counters_;
 };

@@ -1,6 +1,6 @@
 // The states of a peer (peer.h) and of its idle-close agreement, and the
-// edges between them. Each has one checked transition in Peer
-// (setState, setIdle); these say which edges are allowed.
+// edges between them. Each has one checked transition (Peer::setState,
+// IdleCloser's StateMachine); these say which edges are allowed.
 //
 // Peer: idle → connecting → established → connecting (reconnect) | backoff |
 // idle (on demand, nothing to send) | stopping → stopped (for good: a peer
