@@ -74,10 +74,11 @@ struct RequestArgs {
   std::string socket;
   std::string subject;
   std::string message;
-  double timeoutSeconds = 5;
+  std::chrono::milliseconds timeout{5000};
 };
 struct ReplyArgs {
   SubscribeArgs sub;
+  bool echo = false;                // --echo: the request itself (also without --text, --exec)
   std::optional<std::string> text;  // --text: this reply to every request
   std::string exec;                 // --exec: a shell command's output (the request on its stdin)
 };

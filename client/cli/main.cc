@@ -2,7 +2,12 @@
 // request, reply, bench).
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+
 #include "client/cli/commands.h"
+#include "config/units.h"
 #include "rdmamsg/client.h"
 
 namespace {
@@ -10,6 +15,23 @@ namespace {
 using rdmamsg::cli::BenchArgs;
 using rdmamsg::cli::BenchMode;
 using rdmamsg::cli::SubscribeArgs;
+
+// A request's timeout: a duration with its unit (300ms, 5s, 1m), or a number
+// of seconds (fractions allowed); 1 ms to 2^32 - 1 ms.
+std::optional<std::chrono::milliseconds> parseRequestTimeout(const std::string& text) {
+  std::chrono::milliseconds t{0};
+  if (auto d = rdmamsg::config::parseDuration(text)) {
+    t = *d.value;
+  } else {
+    char* end = nullptr;
+    const double seconds = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !(seconds > 0) || seconds > 4.3e6)
+      return std::nullopt;
+    t = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));
+  }
+  if (t.count() < 1 || t.count() > 0xffffffffLL) return std::nullopt;
+  return t;
+}
 
 // PATTERN and the options of a subscription (sub, reply).
 void addSubscribeOptions(CLI::App* command, SubscribeArgs& args) {
@@ -187,19 +209,32 @@ int main(int argc, char** argv) {
       "request", "Send MESSAGE as a request to SUBJECT and print the first reply");
   request->add_option("SUBJECT", requestArgs.subject, "Subject (dot-separated tokens)")->required();
   request->add_option("MESSAGE", requestArgs.message, "Request text (default: empty)");
-  request->add_option("--timeout", requestArgs.timeoutSeconds, "Seconds to wait for a reply")
-      ->check(CLI::Range(0.001, 4294967.0))
-      ->capture_default_str();
+  request
+      ->add_option_function<std::string>(
+          "--timeout",
+          [&requestArgs](const std::string& text) {
+            requestArgs.timeout = *parseRequestTimeout(text);  // checked below
+          },
+          "How long to wait for a reply: a duration (300ms, 5s, 1m) or seconds (default: 5s)")
+      ->check([](const std::string& text) {
+        auto t = parseRequestTimeout(text);
+        return t ? std::string() : "'" + text + "' is not a duration from 1ms to 49 days";
+      });
 
   ReplyArgs replyArgs;
   auto* reply = app.add_subcommand(
-      "reply", "Subscribe to PATTERN and answer each request: echo it (default), --text or --exec");
+      "reply",
+      "Subscribe to PATTERN and answer each request: --echo it (default), --text or --exec");
   addSubscribeOptions(reply, replyArgs.sub);
-  auto* text = reply->add_option("--text", replyArgs.text, "Answer every request with TEXT");
+  auto* echo =
+      reply->add_flag("--echo", replyArgs.echo, "Answer each request with itself (the default)");
+  auto* text =
+      reply->add_option("--text", replyArgs.text, "Answer every request with TEXT")->excludes(echo);
   reply
       ->add_option("--exec", replyArgs.exec,
                    "Answer with the output of a shell command, the request on its stdin")
-      ->excludes(text);
+      ->excludes(text)
+      ->excludes(echo);
 
   BenchArgs benchArgs;
   auto* bench = addBenchCommands(app, benchArgs);

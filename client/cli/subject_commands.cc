@@ -81,9 +81,15 @@ class Publisher {
     return true;
   }
 
+  // Waits for every outcome, then says what came of them: how many
+  // subscriptions matched, took and dropped the publishes, in all.
   Exit finish() {
     while (done_ < sent_ && connected_)
       awaitOne();
+    std::printf("published %llu: matched %llu, taken %llu, dropped %llu\n",
+                static_cast<unsigned long long>(done_), static_cast<unsigned long long>(matched_),
+                static_cast<unsigned long long>(taken_), static_cast<unsigned long long>(dropped_));
+    std::fflush(stdout);
     if (failure_.ok()) return Exit::ok;
     return report("pub " + args_.subject, failure_);
   }
@@ -97,6 +103,9 @@ class Publisher {
       return fail(st);
     }
     ++done_;
+    matched_ += c.matched;
+    taken_ += c.taken;
+    dropped_ += c.dropped;
     if (args_.counts) {
       const std::string_view reason = toString(c.status.code());
       std::printf("%llu %.*s matched=%u taken=%u dropped=%u\n",
@@ -119,6 +128,7 @@ class Publisher {
   Client& client_;
   const PubArgs& args_;
   uint64_t sent_ = 0, done_ = 0;
+  uint64_t matched_ = 0, taken_ = 0, dropped_ = 0;
   bool connected_ = true;
   Status failure_;
 };
@@ -234,9 +244,9 @@ Exit runSub(const SubscribeArgs& args) {
 Exit runRequest(const RequestArgs& args) {
   auto client = connectAs(args.socket, "rdmamsg-request");
   if (!client) return report("request", client.status());
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(args.timeoutSeconds * 1000));
   Message reply;
-  const Status st = client->requestAndWait(args.subject, bytesOf(args.message), reply, timeout);
+  const Status st =
+      client->requestAndWait(args.subject, bytesOf(args.message), reply, args.timeout);
   if (!st.ok()) return report("request " + args.subject, st);
   LineWriter out(STDOUT_FILENO);
   if (!out.write(reply.text()) || !out.flush()) return Exit::failure;

@@ -59,7 +59,7 @@ TEST(SubjectsCli, APublishReachesSubscribersOnBothHostsAndSaysWhenNothingMatches
   // Each publish: two subscriptions matched, both took it.
   EXPECT_EQ(r.out,
             "1 ok matched=2 taken=2 dropped=0\n2 ok matched=2 taken=2 dropped=0\n"
-            "3 ok matched=2 taken=2 dropped=0\n");
+            "3 ok matched=2 taken=2 dropped=0\npublished 3: matched 6, taken 6, dropped 0\n");
   EXPECT_EQ(remote.wait(10s), 0) << readFile(remoteOut + ".err");
   EXPECT_EQ(local.wait(10s), 0) << readFile(localOut + ".err");
   EXPECT_EQ(readFile(remoteOut), "prices.eu.x one\nprices.eu.x two\nprices.eu.x three\n");
@@ -92,7 +92,7 @@ TEST(SubjectsCli, ARequestGetsItsReplyFromAnotherHostOrSaysWhyNot) {
 
   Process echo, upper;
   const std::string echoOut = c.dir().file("echo.out"), upperOut = c.dir().file("upper.out");
-  ASSERT_TRUE(startCli(echo, c, "beta", {"reply", "svc.echo", "--count", "1"}, echoOut));
+  ASSERT_TRUE(startCli(echo, c, "beta", {"reply", "svc.echo", "--count", "1", "--echo"}, echoOut));
   ASSERT_TRUE(startCli(upper, c, "beta",
                        {"reply", "svc.upper", "--count", "1", "--exec", "tr a-z A-Z"}, upperOut));
   ASSERT_TRUE(waitForStatus(
@@ -123,7 +123,7 @@ TEST(SubjectsCli, ARequestGetsItsReplyFromAnotherHostOrSaysWhyNot) {
       c.socket("beta"), [](const Json& s) { return subscriptions(s) == 1; }, 10s));
   ASSERT_TRUE(knowsInterestOf(c, "alpha", "beta"));
   CliResult late = runCli(
-      c.dir(), {"--socket", c.socket("alpha"), "request", "svc.slow", "?", "--timeout", "0.3"});
+      c.dir(), {"--socket", c.socket("alpha"), "request", "svc.slow", "?", "--timeout", "300ms"});
   EXPECT_EQ(late.code, 6) << late.err;
   EXPECT_NE(late.err.find("timeout"), std::string::npos) << late.err;
   EXPECT_TRUE(test::waitFor([&] { return readFile(silentOut) == "?\n"; }))
