@@ -70,22 +70,15 @@ ConnCounters Connection::counters() const {
   return {sender_.counters(), receiver_.counters(), ledger_.lentTotal(), ledger_.releasedTotal()};
 }
 
-// The one place a connection changes state: every edge is logged and checked,
-// and the owner is marked for its service step.
+// The one place a connection changes state (StateMachine: every edge is
+// checked and reported), and the owner is marked for its service step.
 void Connection::setState(ConnState s) {
-  if (s == state_) return;
-  if (!allowedEdge(state_, s)) {
-    logging::fatal(fmt::format("peer {}: invalid connection state change {} -> {}", name_,
-                               toString(state_), toString(s)));
-  }
-  spdlog::debug("peer {}: {} -> {}", name_, toString(state_), toString(s));
-  state_ = s;
-  wake_();
+  if (state_.set(s, "peer " + name_ + ": connection")) wake_();
 }
 
 void Connection::onConnectTimeout() {
   std::string limit = std::to_string(params_.connectTimeout.count()) + " ms";
-  if (state_ == ConnState::kAuthenticating)
+  if (state_.get() == ConnState::kAuthenticating)
     authFail("the peer's proof did not come within " + limit);
   else
     fail("connection not established within " + limit);
@@ -181,8 +174,8 @@ bool Connection::postReceives(bool initial) {
 }
 
 void Connection::onCmEvent(const rdma::CmEvent& e) {
-  if (state_ == ConnState::kClosed) return;
-  if (state_ == ConnState::kDisconnecting) {
+  if (state_.get() == ConnState::kClosed) return;
+  if (state_.get() == ConnState::kDisconnecting) {
     switch (e.type) {
       case RDMA_CM_EVENT_ESTABLISHED:
         // Closed while the handshake was under way (a connect timeout, a
@@ -263,9 +256,9 @@ void Connection::onCmError(const rdma::CmEvent& e) {
 
 void Connection::onDisconnected() {
   disconnected_ = true;
-  if (state_ != ConnState::kDisconnecting) {
+  if (state_.get() != ConnState::kDisconnecting) {
     closeReason_ = "peer disconnected";
-    if (state_ == ConnState::kAuthenticating) {
+    if (state_.get() == ConnState::kAuthenticating) {
       auth_.onPeerClosed();
       closeReason_ = "authentication failed: " + auth_.failure();
     }
@@ -317,7 +310,7 @@ void Connection::becomeEstablished() {
 
 // Reads the peer's authentication record: the first batch, alone.
 void Connection::processAuth() {
-  while (state_ == ConnState::kAuthenticating && receiver_.hasBatch()) {
+  while (state_.get() == ConnState::kAuthenticating && receiver_.hasBatch()) {
     const Authenticator::Step step = auth_.onBatch(frontBatch());
     consumeBatch(0);
     onAuthStep(step);
@@ -375,14 +368,16 @@ void Connection::fail(const std::string& why) {
 void Connection::close(const std::string& why) {
   if (down()) return;
   closeReason_ = why;
-  bool wasUp = state_ == ConnState::kEstablished;
+  bool wasUp = state_.get() == ConnState::kEstablished;
   connectTimer_->cancel();
   if (qp_) {
     // Established: disconnect and wait for DISCONNECTED (the seeds' order).
     // Not established: tell the peer (best effort) and flush the QP by hand,
     // with no DISCONNECTED to wait for.
-    bool established = state_ == ConnState::kEstablished || state_ == ConnState::kAuthenticating;
-    bool requested = state_ == ConnState::kAccepting || state_ == ConnState::kConnecting;
+    bool established =
+        state_.get() == ConnState::kEstablished || state_.get() == ConnState::kAuthenticating;
+    bool requested =
+        state_.get() == ConnState::kAccepting || state_.get() == ConnState::kConnecting;
     if (requested && !disconnected_) rdma_disconnect(id_.get());
     if (!established || disconnected_ || rdma_disconnect(id_.get()) != 0) {
       ibv_qp_attr a{};
@@ -401,7 +396,7 @@ void Connection::close(const std::string& why) {
 }
 
 void Connection::abandon(const std::string& why) {
-  if (state_ == ConnState::kClosed) return;
+  if (state_.get() == ConnState::kClosed) return;
   if (!down()) closeReason_ = why;
   connectTimer_->cancel();
   closeTimer_->cancel();
@@ -426,7 +421,7 @@ void Connection::postBeacon() {
 }
 
 void Connection::maybeFinishClose() {
-  if (state_ != ConnState::kDisconnecting || !disconnected_) return;
+  if (state_.get() != ConnState::kDisconnecting || !disconnected_) return;
   if (sender_.outstanding() != 0) return;
   if (qp_ && !receiver_.drained()) return;
   closeTimer_->cancel();
@@ -468,7 +463,7 @@ void Connection::onFailedCompletion(const ibv_wc& wc, uint32_t idx, bool isSend,
   // with its own event (a CM event, or the first failed request).
   if (wc.status != IBV_WC_WR_FLUSH_ERR)
     fail(std::string(isSend ? "send" : "receive") + " failed: " + ibv_wc_status_str(wc.status));
-  else if (state_ == ConnState::kEstablished)
+  else if (state_.get() == ConnState::kEstablished)
     fail("queue pair in error (work requests flushed)");
   maybeFinishClose();
 }
@@ -482,12 +477,12 @@ void Connection::onReceived(const ibv_wc& wc) {
   if (!arrival.error.empty()) return fail(arrival.error);
   if (!arrival.batch) return;
   lastReceived_ = std::chrono::steady_clock::now();
-  if (state_ == ConnState::kAuthenticating) processAuth();
+  if (state_.get() == ConnState::kAuthenticating) processAuth();
   wake_();
 }
 
 bool Connection::openBatch(bool dataRecord) {
-  if (state_ != ConnState::kEstablished) return false;
+  if (state_.get() != ConnState::kEstablished) return false;
   return sender_.open(dataRecord);
 }
 
@@ -505,7 +500,7 @@ void Connection::sealInPlace(const PayloadHandle& payload, std::span<const std::
 }
 
 void Connection::post() {
-  if (state_ != ConnState::kEstablished) return;
+  if (state_.get() != ConnState::kEstablished) return;
   if (!postReceives()) return;
   // A credit-only batch.
   if (!sender_.hasOpen() && !sender_.hasSealed() && ledger_.wantsCreditReturn()) openBatch(false);

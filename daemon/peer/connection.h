@@ -49,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "common/state_machine.h"
 #include "config/secret.h"
 #include "daemon/loop/events.h"
 #include "daemon/loop/service_queue.h"
@@ -120,10 +121,12 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   void onQpEvent(ibv_event_type type) override;
 
   // --- state
-  ConnState state() const { return state_; }
-  bool established() const { return state_ == ConnState::kEstablished; }
-  bool down() const { return state_ == ConnState::kDisconnecting || state_ == ConnState::kClosed; }
-  bool reapable() const { return state_ == ConnState::kClosed; }
+  ConnState state() const { return state_.get(); }
+  bool established() const { return state_.get() == ConnState::kEstablished; }
+  bool down() const {
+    return state_.get() == ConnState::kDisconnecting || state_.get() == ConnState::kClosed;
+  }
+  bool reapable() const { return state_.get() == ConnState::kClosed; }
   bool active() const { return active_; }
   const std::string& name() const { return name_; }
   const std::optional<Hello>& remote() const { return remote_; }
@@ -207,7 +210,7 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   std::string name_;
   loop::ServiceQueue::Waker wake_;
   bool active_ = false;
-  ConnState state_ = ConnState::kIdle;
+  StateMachine<ConnState> state_{ConnState::kIdle};
   std::optional<Hello> remote_;
   std::optional<RejectReason> rejected_;
   std::string closeReason_;

@@ -28,11 +28,7 @@ std::string errnoText() {
 
 // The one place the mesh changes state: every edge is checked.
 void Mesh::setState(MeshState s) {
-  if (!allowedEdge(state_, s))
-    logging::fatal(
-        fmt::format("invalid mesh state change {} -> {}", toString(state_), toString(s)));
-  spdlog::debug("mesh: {} -> {}", toString(state_), toString(s));
-  state_ = s;
+  state_.set(s, "mesh");
 }
 
 Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
@@ -124,7 +120,7 @@ std::vector<std::string> Mesh::prepareReload(const config::Config& next) {
 }
 
 void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
-  if (state_ == MeshState::kReloading) setState(MeshState::kRunning);
+  if (state_.get() == MeshState::kReloading) setState(MeshState::kRunning);
   lastPeer_ = nullptr;
   for (uint32_t i = 0; i < slots_.size(); i++) {
     Peer* p = slots_[i].peer.get();
@@ -276,7 +272,7 @@ void Mesh::shutdown(std::function<void()> done) {
 }
 
 void Mesh::checkShutdownDone() {
-  if (state_ != MeshState::kStopping || !shutdownDone_ || connectionCount() != 0) return;
+  if (state_.get() != MeshState::kStopping || !shutdownDone_ || connectionCount() != 0) return;
   shutdownTimer_->cancel();
   setState(MeshState::kStopped);
   auto d = std::move(shutdownDone_);

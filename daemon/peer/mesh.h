@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "common/state_machine.h"
 #include "config/config.h"
 #include "daemon/loop/events.h"
 #include "daemon/loop/service_queue.h"
@@ -73,7 +74,7 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // starts dialing. At start-up only, so it throws (docs/development.md,
   // "Errors"): LimitError or std::runtime_error, with a clear message.
   void start();
-  MeshState state() const { return state_; }
+  MeshState state() const { return state_.get(); }
   // Closes every connection; `done` runs once they are all torn down (or
   // after a bounded wait).
   void shutdown(std::function<void()> done);
@@ -112,7 +113,9 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   const std::array<uint64_t, kRejectReasons>& rejected() const { return rejected_; }
   std::vector<DeviceStats> deviceStats() const;
   bool listening() const { return listenId_ != nullptr; }
-  bool stopping() const { return state_ == MeshState::kStopping || state_ == MeshState::kStopped; }
+  bool stopping() const {
+    return state_.get() == MeshState::kStopping || state_.get() == MeshState::kStopped;
+  }
   MeshSnapshot snapshot() const;
   // Marks every peer for the service step (e.g. the router has room again).
   void wakeAll();
@@ -165,7 +168,7 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   const config::Config& config_;
   PeerEvents& events_;
   uint64_t incarnation_;
-  MeshState state_ = MeshState::kCreated;
+  StateMachine<MeshState> state_{MeshState::kCreated};
   // Declared parents first: destroyed children first.
   std::unique_ptr<rdma::CmEventPump> pump_;
   rdma::DeviceSet devices_;

@@ -22,14 +22,13 @@ Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, 
       wake_(wake),
       id_(nodeId(cfg_.name)),
       handle_(handle),
-      dialTimer_(std::make_unique<loop::Timer>(loop, [this] { dial(); })),
+      redial_(loop, [this] { dial(); }),
       tickTimer_(std::make_unique<loop::Timer>(loop, [this] { onTick(); })),
       confirmTimer_(std::make_unique<loop::Timer>(loop,
                                                   [this] {
                                                     confirms_.markDue();
                                                     wake_();
                                                   })),
-      rng_(std::random_device{}()),
       out_(cfg, cfg_.name, id_, events, wake_) {
   in_.setRoomSource([this](std::string_view src, std::string_view dst, uint64_t total) {
     return events_.reserveIncoming(*this, src, dst, total);
@@ -40,13 +39,7 @@ Peer::~Peer() = default;
 
 // The one place a peer changes state: every edge is checked.
 void Peer::setState(PeerState s) {
-  if (s == state_ && s != PeerState::kConnecting) return;
-  if (!allowedEdge(state_, s)) {
-    logging::fatal(fmt::format("peer {}: invalid peer state change {} -> {}", name(),
-                               toString(state_), toString(s)));
-  }
-  if (s != state_) spdlog::debug("peer {}: {} -> {}", name(), toString(state_), toString(s));
-  state_ = s;
+  state_.set(s, "peer " + name());
 }
 
 uint64_t Peer::remoteIncarnation() const {
@@ -54,7 +47,7 @@ uint64_t Peer::remoteIncarnation() const {
 }
 
 PeerSnapshot Peer::snapshot() const {
-  PeerSnapshot s{cfg_.name,          cfg_.address.toString(), lastError_,       state_,
+  PeerSnapshot s{cfg_.name,          cfg_.address.toString(), lastError_,       state_.get(),
                  out_.queuedBytes(), out_.inFlight(),         counters_,        out_.confirmed(),
                  out_.failed(),      out_.deliveryLatency(),  out_.flowStats(), std::nullopt};
   if (conn_ != nullptr)
@@ -77,8 +70,8 @@ void Peer::start() {
 }
 
 void Peer::shutdown(const std::string& why) {
-  dialTimer_->cancel();
-  if (state_ == PeerState::kStopping || state_ == PeerState::kStopped) return;
+  redial_.cancel();
+  if (state_.get() == PeerState::kStopping || state_.get() == PeerState::kStopped) return;
   closeCandidates(why);
   if (conn_ == nullptr) {
     setState(PeerState::kStopped);
@@ -98,10 +91,10 @@ void Peer::readdress(const config::Address& address) {
   spdlog::info("peer {}: address changed from {} to {}", name(), cfg_.address.toString(),
                address.toString());
   cfg_.address = address;
-  attempts_ = 0;
+  redial_.startOver();
   closeCandidates("its address changed to " + address.toString() + " (configuration reloaded)");
   if (conn_ != nullptr) {
-    redialNow_ = true;
+    redial_.closingToRedial();
     conn_->close("its address changed to " + address.toString() + " (configuration reloaded)");
     wake_();  // the service step sees it down and dials again
   } else {
@@ -113,31 +106,30 @@ void Peer::requireAuthentication() {
   const std::string why = "the mesh secret is required now (configuration reloaded)";
   closeCandidates(why, /*onlyUnauthenticating=*/true);
   if (conn_ == nullptr || conn_->down() || conn_->authenticates()) return;
-  redialNow_ = true;
+  redial_.closingToRedial();
   conn_->close(why);
   wake_();
 }
 
 void Peer::redialSoon() {
-  if (state_ != PeerState::kBackoff) return;
-  attempts_ = 0;
-  dialTimer_->arm(std::chrono::milliseconds(0));
+  if (state_.get() != PeerState::kBackoff) return;
+  redial_.startOver();
+  redial_.now();
 }
 
 void Peer::applyConnectMode() {
-  if (removed_ || state_ != PeerState::kIdle || onDemand()) return;
-  dialTimer_->arm(std::chrono::milliseconds(0));  // connect: always now
+  if (removed_ || state_.get() != PeerState::kIdle || onDemand()) return;
+  redial_.now();  // connect: always now
 }
 
 void Peer::dialOnDemand() {
-  if (state_ == PeerState::kIdle && !dialTimer_->armed())
-    dialTimer_->arm(std::chrono::milliseconds(0));
+  if (state_.get() == PeerState::kIdle && !redial_.scheduled()) redial_.now();
 }
 
 bool Peer::readyToDial() {
-  if (state_ != PeerState::kIdle && state_ != PeerState::kBackoff) return false;
+  if (state_.get() != PeerState::kIdle && state_.get() != PeerState::kBackoff) return false;
   if (onDemand() && out_.queuedBytes() == 0) {  // nothing to send: wait for a message
-    if (state_ == PeerState::kBackoff) setState(PeerState::kIdle);
+    if (state_.get() == PeerState::kBackoff) setState(PeerState::kIdle);
     return false;
   }
   return true;
@@ -145,18 +137,16 @@ bool Peer::readyToDial() {
 
 void Peer::dial() {
   if (!readyToDial()) return;
-  dialWanted_ = true;
+  redial_.ask();
   wake_();
 }
 
 bool Peer::takeDialRequest() {
-  const bool wanted = dialWanted_;
-  dialWanted_ = false;
-  return wanted && readyToDial();  // things may have changed since it asked
+  return redial_.takeAsk() && readyToDial();  // things may have changed since it asked
 }
 
 void Peer::dialed(Connection* c) {
-  attempts_++;
+  redial_.attempted();
   counters_.dials++;
   setState(PeerState::kConnecting);
   // A dial that fails at once is already down here; the service step sees
@@ -165,20 +155,8 @@ void Peer::dialed(Connection* c) {
   wake_();
 }
 
-void Peer::scheduleDial() {
-  // Exponential backoff with full jitter between half and all of the step.
-  auto base = config_.reconnectBackoffMin.count();
-  auto cap = config_.reconnectBackoffMax.count();
-  long long step = base;
-  for (int i = 1; i < attempts_ && step < cap; i++)
-    step *= 2;
-  step = std::min<long long>(step, cap);
-  std::uniform_int_distribution<long long> jitter(step / 2, step);
-  dialTimer_->arm(std::chrono::milliseconds(jitter(rng_)));
-}
-
 RejectReason Peer::admit(const Hello& hello, bool selfIsLower) const {
-  if (state_ == PeerState::kStopping || state_ == PeerState::kStopped)
+  if (state_.get() == PeerState::kStopping || state_.get() == PeerState::kStopped)
     return RejectReason::kShuttingDown;
   if (config_.secret) {
     // Nothing unproven is refused for what it claims (its incarnation): it
@@ -245,7 +223,7 @@ void Peer::makeCurrent(Connection* c, const char* whyOldGoes) {
     conn_->close(whyOldGoes);
     onDown();
   }
-  dialTimer_->cancel();
+  redial_.cancel();
   conn_ = c;
   setState(PeerState::kConnecting);
   wake_();
@@ -256,9 +234,9 @@ void Peer::makeCurrent(Connection* c, const char* whyOldGoes) {
 void Peer::service() {
   out_.serveSpills();
   observe();
-  if (state_ != PeerState::kEstablished) return;
+  if (state_.get() != PeerState::kEstablished) return;
   receive();
-  if (state_ != PeerState::kEstablished) return;
+  if (state_.get() != PeerState::kEstablished) return;
   if (idle_.hasReceived()) handleIdleClose();
   if (conn_->down()) return;  // idle-closed: observed at the next step
   writeIdleAnswers();
@@ -268,7 +246,7 @@ void Peer::service() {
 }
 
 void Peer::post() {
-  if (state_ == PeerState::kEstablished && !conn_->down()) conn_->post();
+  if (state_.get() == PeerState::kEstablished && !conn_->down()) conn_->post();
   // What a turn of the pump left ready goes on once the turn's batches are
   // posted, in this loop iteration: nothing else may wake the peer soon (a
   // held sender sends nothing; confirmations come lazily), and the window
@@ -283,12 +261,12 @@ void Peer::observe() {
     onDown();
     return;
   }
-  if (conn_->established() && state_ == PeerState::kConnecting) onUp();
+  if (conn_->established() && state_.get() == PeerState::kConnecting) onUp();
 }
 
 void Peer::onUp() {
   const Hello& remote = *conn_->remote();
-  attempts_ = 0;
+  redial_.startOver();
   epoch_++;
   in_.reset();
   confirms_.clear();
@@ -316,8 +294,8 @@ void Peer::onDown() {
   connUp_ = false;
   // Closed by agreement for being idle: nothing was in flight either way, and
   // what was queued since stays queued.
-  const bool idleClosed = wasUp && idle_.agreedToClose() && state_ != PeerState::kStopping &&
-                          !redialNow_ && out_.settled();
+  const bool idleClosed = wasUp && idle_.agreedToClose() && state_.get() != PeerState::kStopping &&
+                          !redial_.closingToRedialPending() && out_.settled();
   idle_.reset(Clock::now());
   awaitingConsume_ = 0;
   subjects_ = {};
@@ -326,16 +304,17 @@ void Peer::onDown() {
     counters_.idleCloses++;
     spdlog::info("peer {}: idle connection closed{}", name(),
                  out_.queuedBytes() > 0 ? ": messages queued meanwhile, dialing again" : "");
-  } else if (wasUp && (state_ == PeerState::kStopping || redialNow_))
+  } else if (wasUp && (state_.get() == PeerState::kStopping || redial_.closingToRedialPending()))
     spdlog::info("peer {}: connection closed: {}", name(), why);
-  else if (wasUp && lossLog_.admit())
-    spdlog::warn("peer {}: connection lost: {}{}", name(), why, lossLog_.suffix());
+  else if (wasUp && logs_.lost.admit())
+    spdlog::warn("peer {}: connection lost: {}{}", name(), why, logs_.lost.suffix());
   else if (wasUp)
     spdlog::debug("peer {}: connection lost: {}", name(), why);
   else if (auto r = conn_->rejectReason();
            r && *r != RejectReason::kNone && *r != RejectReason::kDuplicate) {
-    if (rejectLog_.admit())
-      spdlog::warn("peer {}: connection rejected: {}{}", name(), toString(*r), rejectLog_.suffix());
+    if (logs_.rejected.admit())
+      spdlog::warn("peer {}: connection rejected: {}{}", name(), toString(*r),
+                   logs_.rejected.suffix());
   } else
     spdlog::debug("peer {}: connection attempt failed: {}", name(), why);
   lastError_ = why;
@@ -347,29 +326,28 @@ void Peer::onDown() {
   confirms_.clear();
   in_.reset();
   if (wasUp) events_.connectionLost(*this);
-  if (state_ == PeerState::kStopping) {
+  if (state_.get() == PeerState::kStopping) {
     setState(PeerState::kStopped);
     return;
   }
   if (onDemand() && out_.queuedBytes() == 0) {  // nothing to send: dialed at the next message
-    redialNow_ = false;
-    dialTimer_->cancel();
+    redial_.takeClosingToRedial();
+    redial_.cancel();
     setState(PeerState::kIdle);
     return;
   }
   if (idleClosed) {  // messages queued while it closed (or connect: always): dial at once
-    redialNow_ = false;
+    redial_.takeClosingToRedial();
     setState(PeerState::kIdle);
-    dialTimer_->arm(std::chrono::milliseconds(0));
+    redial_.now();
     return;
   }
   setState(PeerState::kBackoff);
-  if (redialNow_) {  // closed to dial another address: no backoff
-    redialNow_ = false;
-    dialTimer_->arm(std::chrono::milliseconds(0));
+  if (redial_.takeClosingToRedial()) {  // closed to dial another address: no backoff
+    redial_.now();
     return;
   }
-  scheduleDial();
+  redial_.afterBackoff(config_.reconnectBackoffMin, config_.reconnectBackoffMax);
 }
 
 // ------------------------------------------------------------ sending
@@ -377,10 +355,11 @@ void Peer::onDown() {
 Result<Admitted> Peer::send(uint64_t session, uint64_t msgId, std::string_view srcService,
                             std::string_view dstService, std::span<const std::byte> payload,
                             const PayloadHandle* inPlace) {
-  const bool up = state_ == PeerState::kEstablished && !conn_->down();
-  if (!up && (!onDemand() || state_ == PeerState::kStopping || state_ == PeerState::kStopped))
+  const bool up = state_.get() == PeerState::kEstablished && !conn_->down();
+  if (!up &&
+      (!onDemand() || state_.get() == PeerState::kStopping || state_.get() == PeerState::kStopped))
     return Status(Errc::peer_unreachable, "peer " + name() + " is not connected (" +
-                                              toString(state_) +
+                                              toString(state_.get()) +
                                               (lastError_.empty() ? "" : ": " + lastError_) + ")");
   // Not connected (on demand) or closing for idleness: queued for the next connection.
   Connection* conn = up && !idle_.committed() ? conn_ : nullptr;
@@ -397,14 +376,14 @@ Result<Admitted> Peer::send(uint64_t session, uint64_t msgId, std::string_view s
 
 void Peer::confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
                         size_t consumedBytes) {
-  if (epoch != epoch_ || state_ != PeerState::kEstablished || count == 0) return;
+  if (epoch != epoch_ || state_.get() != PeerState::kEstablished || count == 0) return;
   awaitingConsume_ -= std::min(awaitingConsume_, count);
   if (confirms_.addTaken(seq, count, errc, consumedBytes, config_.flowWindow)) return wake_();
   if (!confirmTimer_->armed()) confirmTimer_->arm(std::chrono::milliseconds(1));
 }
 
 bool Peer::routesSubjects() const {
-  return state_ == PeerState::kEstablished && conn_ != nullptr && !conn_->down() &&
+  return state_.get() == PeerState::kEstablished && conn_ != nullptr && !conn_->down() &&
          conn_->remote() && (conn_->remote()->flags & kHelloSubjects) != 0;
 }
 
@@ -539,7 +518,7 @@ bool Peer::handleMessage(const Record& r) {
 
 void Peer::onTick() {
   auto now = Clock::now();
-  if (state_ == PeerState::kEstablished && !conn_->down()) {
+  if (state_.get() == PeerState::kEstablished && !conn_->down()) {
     if (now - conn_->lastReceived() > config_.heartbeatTimeout) {
       conn_->close("no traffic from peer for " + std::to_string(config_.heartbeatTimeout.count()) +
                    " ms");
@@ -552,9 +531,9 @@ void Peer::onTick() {
     if (!conn_->down()) idleTick(now);
     wake_();
   }
-  const bool connected = state_ == PeerState::kEstablished;
+  const bool connected = state_.get() == PeerState::kEstablished;
   out_.expire(connected ? std::string_view() : std::string_view(lastError_));
-  if (state_ == PeerState::kStopped) return;  // nothing left to watch
+  if (state_.get() == PeerState::kStopped) return;  // nothing left to watch
   tickTimer_->arm(tickPeriod());
 }
 

@@ -48,12 +48,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/log_limit.h"
+#include "common/state_machine.h"
 #include "common/status.h"
 #include "config/config.h"
 #include "daemon/loop/events.h"
@@ -66,6 +66,7 @@
 #include "daemon/peer/inbound.h"
 #include "daemon/peer/outbound.h"
 #include "daemon/peer/peer_state.h"
+#include "daemon/peer/redial.h"
 
 namespace rdmamsg::peer {
 
@@ -115,8 +116,8 @@ class Peer {
   const config::Address& address() const { return cfg_.address; }
   uint64_t id() const { return id_; }
   uint64_t handle() const { return handle_; }
-  PeerState state() const { return state_; }
-  bool established() const { return state_ == PeerState::kEstablished; }
+  PeerState state() const { return state_.get(); }
+  bool established() const { return state_.get() == PeerState::kEstablished; }
   const std::string& lastError() const { return lastError_; }
   const PeerCounters& counters() const { return counters_; }
   const Connection* connection() const { return conn_; }
@@ -225,7 +226,6 @@ class Peer {
   void dial();          // asks the mesh for a connection
   bool readyToDial();   // idle or in backoff, and (on demand) something to send
   void dialOnDemand();  // a message is queued: dial unless a dial is under way
-  void scheduleDial();
   void observe();
   void onUp();
   void onDown();
@@ -243,20 +243,20 @@ class Peer {
   loop::ServiceQueue::Waker wake_;
   uint64_t id_;
   uint64_t handle_;
-  PeerState state_ = PeerState::kIdle;
+  StateMachine<PeerState> state_{PeerState::kIdle};
   bool removed_ = false;
-  bool redialNow_ = false;  // closed by readdress(): the next dial goes at once
 
   Connection* conn_ = nullptr;           // current connection (owned by the mesh)
   std::vector<Connection*> candidates_;  // accepted, not yet proven (owned by the mesh)
   uint64_t epoch_ = 0;                   // counts established connections
   bool connUp_ = false;                  // conn_ reached established
   std::string lastError_ = "not connected yet";
-  LogLimit lossLog_, rejectLog_;  // a flapping link, a refusing peer: bounded lines
-  int attempts_ = 0;
-  bool dialWanted_ = false;  // dial() asked the mesh; takeDialRequest() answers
-  std::unique_ptr<loop::Timer> dialTimer_, tickTimer_, confirmTimer_;
-  std::mt19937_64 rng_;
+  // Lines about its connections' failures, bounded: a flapping link, a refusing peer.
+  struct FailureLogs {
+    LogLimit lost, rejected;
+  } logs_;
+  Redial redial_;  // when the next dial goes
+  std::unique_ptr<loop::Timer> tickTimer_, confirmTimer_;
 
   Outbound out_;
   Inbound in_{config_};     // reassembly of this connection's messages
