@@ -13,7 +13,11 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "base.h"
+#include "device.h"
+#include "pd_mr.h"
 #include "ud.h"
+#include "wire.h"
 
 namespace softrdma {
 

@@ -17,7 +17,10 @@
 #include <atomic>
 #include <cstring>
 
-#include "internal.h"
+#include "conn.h"
+#include "mw.h"
+#include "qp.h"
+#include "wire.h"
 
 namespace softrdma {
 

@@ -1,9 +1,11 @@
-// rdma_cm: event channels, connection identifiers and the connection
-// handshake, with the event sequences of IB/RoCE (softrdma-notes.md C.2).
+// rdma_cm's connection handshake, with the event sequences of IB/RoCE
+// (softrdma-notes.md C.2).
 //
-// An event channel is an eventfd counting the queued events (semaphore mode), so
-// that its fd is pollable, blocks, or fails with EAGAIN exactly like the
-// kernel's ucma file. The events themselves wait in the channel's queue.
+// This file is the connection engine: the listening side, the CM frames of
+// the handshake and disconnection arriving on a connection, and a
+// connection's loss. cm_id.cc holds the ids' shared helpers, cm_events.cc
+// the event channels, cm_api.cc and cm_addr.cc the public calls.
+//
 // rdma_cm port P on address A is TCP port P on A: a listening id owns a
 // listening socket; each connection is one TCP connection that first
 // carries REQ / REP (or REJ) / RTU and then the QP's traffic.
@@ -18,18 +20,22 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base.h"
+#include "cm_id.h"
 #include "cm_internal.h"
+#include "conn.h"
+#include "device.h"
+#include "fabric.h"
+#include "fork_hooks.h"
+#include "manual_qp.h"
+#include "qp.h"
+#include "wire.h"
 
 namespace softrdma {
 
 namespace {
 constexpr uint32_t kEvIn = EPOLLIN | EPOLLRDHUP | EPOLLET;
 }  // namespace
-
-std::unordered_map<rdma_cm_id*, std::shared_ptr<CmId>>& idTable() {
-  static auto* t = new std::unordered_map<rdma_cm_id*, std::shared_ptr<CmId>>();
-  return *t;
-}
 
 // Connections accepted or requested without a QP on the id, waiting for the
 // program to move its own QP to RTR (keyed by the remote QP number).
@@ -48,227 +54,6 @@ struct Listener : Endpoint {
   std::weak_ptr<CmId> id;
   void onEvents(uint32_t) override;
 };
-
-void setNoDelay(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-void setTos(int fd, int family, uint8_t tos) {
-  int v = tos;
-  if (family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &v, sizeof v);
-  setsockopt(fd, IPPROTO_IP, IP_TOS, &v, sizeof v);  // also for IPv4 on a dual-stack socket
-}
-
-// An IPv4-mapped IPv6 address (an IPv4 peer of a dual-stack listener)
-// becomes the IPv4 address the kernel's CM reports for it.
-static void unmapV4(sockaddr_storage& a) {
-  auto* a6 = reinterpret_cast<sockaddr_in6*>(&a);
-  if (a.ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&a6->sin6_addr)) return;
-  sockaddr_in a4{};
-  a4.sin_family = AF_INET;
-  a4.sin_port = a6->sin6_port;
-  memcpy(&a4.sin_addr, &a6->sin6_addr.s6_addr[12], 4);
-  memset(&a, 0, sizeof a);
-  memcpy(&a, &a4, sizeof a4);
-}
-
-socklen_t addrLen(const sockaddr* a) {
-  return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-}
-
-void toGid(const sockaddr* a, ibv_gid& g) {
-  memset(&g, 0, sizeof g);
-  if (a->sa_family == AF_INET) {
-    g.raw[10] = g.raw[11] = 0xff;
-    memcpy(&g.raw[12], &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, 4);
-  } else if (a->sa_family == AF_INET6) {
-    memcpy(g.raw, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, 16);
-  }
-}
-
-void setAddrs(CmId* id, const sockaddr* src, const sockaddr* dst) {
-  rdma_addr& a = id->id.route.addr;
-  if (src != nullptr) memcpy(&a.src_storage, src, addrLen(src));
-  if (dst != nullptr) memcpy(&a.dst_storage, dst, addrLen(dst));
-  toGid(&a.src_addr, a.addr.ibaddr.sgid);
-  toGid(&a.dst_addr, a.addr.ibaddr.dgid);
-  a.addr.ibaddr.pkey = htons(0xffff);
-}
-
-bool bindToDevice(CmId* id) {
-  Fabric& f = Fabric::get();
-  Context* c = f.cmContext();
-  Pd* pd = f.cmPd();
-  if (c == nullptr || pd == nullptr || pd->pd.context != c->ctx()) return false;  // no device
-  id->id.verbs = c->ctx();
-  id->id.port_num = 1;
-  id->id.pd = &pd->pd;
-  return true;
-}
-
-CmMessage makeMessage(uint32_t qpn, const rdma_conn_param* p) {
-  CmMessage m{};
-  m.magic = kCmMagic;
-  m.qpn = qpn;
-  m.responder_resources = p ? p->responder_resources : 1;
-  m.initiator_depth = p ? p->initiator_depth : 1;
-  m.retry_count = p ? (p->retry_count & 7) : 7;
-  m.rnr_retry_count = p ? (p->rnr_retry_count & 7) : 7;
-  m.flow_control = p ? p->flow_control : 1;
-  m.srq = p ? p->srq : 0;
-  if (p != nullptr && p->private_data != nullptr && p->private_data_len > 0) {
-    m.private_data_len = p->private_data_len;
-    memcpy(m.private_data, p->private_data, p->private_data_len);
-  }
-  return m;
-}
-
-void sendCm(Conn& c, FrameType t, const CmMessage* m) {
-  c.sendFrame(t, 0, 0, m, m != nullptr ? sizeof *m : 0);
-}
-
-void scheduleTimewait(const std::shared_ptr<CmId>& id) {
-  std::weak_ptr<CmId> w = id;
-  auto when = Clock::now() + std::chrono::milliseconds(Fabric::get().timewait_ms);
-  Fabric::get().schedule(when, [w] {
-    auto i = w.lock();
-    if (!i) return;
-    std::lock_guard lk(Fabric::get().cm_mu);
-    if (!i->destroyed && i->state == CmState::Disconnected)
-      queueEvent(i, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
-  });
-}
-
-void closeConn(const std::shared_ptr<Conn>& c) {
-  if (!c) return;
-  c->shutdownAfterFlush();
-}
-
-// The QP of `id` moves to error (librdmacm's ucma_modify_qp_err).
-void qpToError(CmId* id) {
-  if (id->id.qp != nullptr) cmModifyQp(id, IBV_QPS_ERR);
-}
-
-CmId* toCmId(rdma_cm_id* id) {
-  return reinterpret_cast<CmId*>(id);
-}
-
-std::shared_ptr<CmId> idRef(rdma_cm_id* id) {
-  auto it = idTable().find(id);
-  return it != idTable().end() ? it->second : nullptr;
-}
-
-const char* toString(CmState s) {
-  switch (s) {
-    case CmState::Idle:
-      return "idle";
-    case CmState::AddrBound:
-      return "addr-bound";
-    case CmState::AddrQuery:
-      return "addr-query";
-    case CmState::AddrResolved:
-      return "addr-resolved";
-    case CmState::RouteQuery:
-      return "route-query";
-    case CmState::RouteResolved:
-      return "route-resolved";
-    case CmState::Listen:
-      return "listen";
-    case CmState::Connect:
-      return "connect";
-    case CmState::ReqRcvd:
-      return "req-rcvd";
-    case CmState::Accepted:
-      return "accepted";
-    case CmState::RepRcvd:
-      return "rep-rcvd";
-    case CmState::Established:
-      return "established";
-    case CmState::DisconnectSent:
-      return "disconnect-sent";
-    case CmState::DreqRcvd:
-      return "dreq-rcvd";
-    case CmState::Disconnected:
-      return "disconnected";
-    case CmState::DeviceRemoval:
-      return "device-removal";
-    case CmState::Destroying:
-      return "destroying";
-  }
-  return "?";
-}
-
-void setCmState(CmId* id, CmState s) {
-  debugLog("cm id %p: %s -> %s", static_cast<void*>(id), toString(id->state), toString(s));
-  id->state = s;
-}
-
-void signalChannel(CmChannel* ch) {
-  if (ch->held)
-    ch->held_tokens++;
-  else
-    signalToken(ch->ch.fd);
-}
-
-void queueEvent(const std::shared_ptr<CmId>& subject, rdma_cm_event_type type, int status,
-                const void* pdata, size_t pdata_len, size_t pdata_size,
-                const std::shared_ptr<CmId>& owner, bool rep) {
-  // After DEVICE_REMOVAL the kernel destroys its side of the id: nothing more.
-  if (subject->destroyed || subject->state == CmState::DeviceRemoval) return;
-  auto* e = new CmEvent();
-  e->subject = subject;
-  e->owner = owner ? owner : subject;
-  e->rep = rep;
-  e->ev.id = &subject->id;
-  e->ev.listen_id = subject->listen_parent != nullptr && type == RDMA_CM_EVENT_CONNECT_REQUEST
-                        ? &subject->listen_parent->id
-                        : nullptr;
-  e->ev.event = type;
-  e->ev.status = status;
-  if (pdata_size > 0) {
-    if (pdata != nullptr && pdata_len > 0) memcpy(e->pdata, pdata, pdata_len);
-    e->ev.param.conn.private_data = e->pdata;
-    e->ev.param.conn.private_data_len = static_cast<uint8_t>(pdata_size);
-  }
-  CmChannel* ch = e->owner->channel;
-  ch->queue.push_back(e);
-  subject->queued.push_back(e);
-  signalChannel(ch);
-  debugLog("cm id %p: queued %s status %d", static_cast<void*>(subject.get()), rdma_event_str(type),
-           status);
-}
-
-void fillConnParam(rdma_conn_param& p, const CmMessage& m) {
-  p.responder_resources = m.responder_resources;
-  p.initiator_depth = m.initiator_depth;
-  p.flow_control = m.flow_control;
-  p.retry_count = m.retry_count;
-  p.rnr_retry_count = m.rnr_retry_count;
-  p.srq = m.srq;
-  p.qp_num = m.qpn;
-}
-
-int initQpAttr(rdma_cm_id* id, ibv_qp_attr* a, int* mask);
-
-int cmModifyQp(CmId* id, ibv_qp_state to) {
-  auto qp = qpRef(id->id.qp);
-  if (!qp) return EINVAL;
-  if (contextDead(qp->qp.context)) return EIO;  // as ibv_modify_qp on a removed device
-  ibv_qp_attr a{};
-  a.qp_state = to;
-  int mask = 0;
-  int rc = initQpAttr(&id->id, &a, &mask);
-  if (rc != 0) return rc;
-  std::shared_ptr<Conn> conn;
-  {
-    std::lock_guard lk(qp->mu);
-    rc = qp->modify(&a, mask);
-    conn = qp->conn;
-  }
-  if (rc == 0 && conn && (to == IBV_QPS_RTR || to == IBV_QPS_ERR)) conn->kick();
-  return rc;
-}
 
 void bindPendingConn(const std::shared_ptr<Qp>& qp) {
   std::shared_ptr<Conn> conn;

@@ -1,13 +1,20 @@
-// Helpers shared by softrdma's rdma_cm files (cm.cc: the connection engine;
-// cm_api.cc: identifiers and channels; cm_sync.cc: synchronous ids,
-// rdma_getaddrinfo and the endpoint calls). Callers hold Fabric::cm_mu
-// unless a comment says otherwise.
+// Helpers shared by softrdma's rdma_cm files, lowest first: cm_id.cc (the
+// ids' table, addresses, messages, states, queued events), cm_qp_attr.cc
+// (the QP attributes of an id), cm_ud.cc (SIDR), cm.cc (the connection
+// engine), cm_events.cc (channels, getting events, synchronous waits), then
+// the public calls: cm_addr.cc, cm_api.cc, cm_multicast.cc and, on top,
+// cm_sync.cc. A file calls only those listed before it. Callers hold
+// Fabric::cm_mu unless a comment says otherwise.
 #pragma once
 
 #include <memory>
 #include <unordered_map>
 
-#include "internal.h"
+#include "base.h"
+#include "cm_id.h"
+#include "conn.h"
+#include "fabric.h"
+#include "wire.h"
 
 namespace softrdma {
 
@@ -16,11 +23,21 @@ constexpr int kRejConsumerDefined = 28;  // IB_CM_REJ_CONSUMER_DEFINED
 
 std::unordered_map<rdma_cm_id*, std::shared_ptr<CmId>>& idTable();
 std::shared_ptr<CmId> idRef(rdma_cm_id* id);
+// Validates an id argument (cm_mu held): a pointer softrdma handed out and
+// that has not been destroyed.
+std::shared_ptr<CmId> liveId(rdma_cm_id* id);
+// Calls on an id after its DEVICE_REMOVAL: the kernel has closed its side
+// of the id (ucma_close_id), so every command fails with ENXIO.
+bool removed(const std::shared_ptr<CmId>& id);
 CmChannel* newChannel(bool sync);  // no lock needed
+void freeChannel(CmChannel* ch);
+CmChannel* toChannel(rdma_event_channel* ch);
 void setNoDelay(int fd);
 // The IP TOS (IPv6 traffic class) of a connection's socket: RDMA_OPTION_ID_TOS.
 void setTos(int fd, int family, uint8_t tos);
 socklen_t addrLen(const sockaddr* a);
+// An IPv4-mapped IPv6 address as the IPv4 address it maps.
+void unmapV4(sockaddr_storage& a);
 void setAddrs(CmId* id, const sockaddr* src, const sockaddr* dst);
 bool bindToDevice(CmId* id);  // false while the device is absent
 CmMessage makeMessage(uint32_t qpn, const rdma_conn_param* p);
@@ -35,14 +52,19 @@ std::shared_ptr<Endpoint> makeListener(int fd, const std::shared_ptr<CmId>& id);
 void listenerStart(CmId* id);
 void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m);
 
-// UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB; cm_ud.cc): SIDR instead of a
+// UD ids (RDMA_PS_UDP, RDMA_PS_IPOIB; cm_ud.cc, cm_multicast.cc): SIDR instead of a
 // connection, and multicast.
 constexpr size_t kSidrReqPrivateData = 180;  // IB CM SIDR REQ, after the CMA header
 constexpr size_t kSidrRepPrivateData = 136;  // IB CM SIDR REP
 inline bool isUdId(const CmId* id) {
   return id->id.qp_type == IBV_QPT_UD;
 }
+// The attributes rdma_cm gives an id's QP for a state (cm_qp_attr.cc): an
+// errno value.
+int initQpAttr(rdma_cm_id* rid, ibv_qp_attr* a, int* mask);
 int udInitQpAttr(CmId* id, ibv_qp_attr* a, int* mask);
+// The address handle of the id's route (ib_init_ah_attr_from_path).
+ibv_ah_attr routeAh(CmId* id);
 int udAccept(const std::shared_ptr<CmId>& id, const rdma_conn_param* param);
 int udReject(const std::shared_ptr<CmId>& id, const void* pdata, uint8_t len);
 void onSidrRep(const std::shared_ptr<CmId>& id, const std::shared_ptr<Conn>& c, FrameType t,

@@ -1,7 +1,7 @@
-// rdma_cm: synchronous identifiers and the endpoint calls built on them
-// (rdma_getaddrinfo, rdma_create_ep, rdma_get_request), QP attributes for
-// programs that move their own QPs (rdma_init_qp_attr), and the small
-// informational calls.
+// rdma_cm: the endpoint calls built on synchronous identifiers
+// (rdma_getaddrinfo, rdma_create_ep, rdma_get_request), id options, and the
+// small informational calls. The top of the rdma_cm files: it calls the
+// public calls of cm_api.cc, cm_addr.cc and cm_events.cc, none calls it.
 #include <arpa/inet.h>
 #include <infiniband/sa.h>
 #include <netdb.h>
@@ -10,95 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base.h"
+#include "cm_id.h"
 #include "cm_internal.h"
-
-namespace softrdma {
-
-// librdmacm's ucma_complete: ack the previous event of a synchronous id, get
-// the next one from its private channel, and turn a failure into errno.
-int syncComplete(rdma_cm_id* id) {
-  if (id->event != nullptr) {
-    rdma_ack_cm_event(id->event);
-    id->event = nullptr;
-  }
-  if (rdma_get_cm_event(id->channel, &id->event) != 0) return -1;
-  rdma_cm_event* e = id->event;
-  if (e->status != 0) {
-    if (e->event == RDMA_CM_EVENT_REJECTED) return setErr(ECONNREFUSED);
-    return setErr(e->status < 0 ? -e->status : e->status);
-  }
-  switch (e->event) {
-    case RDMA_CM_EVENT_ADDR_ERROR:
-    case RDMA_CM_EVENT_ROUTE_ERROR:
-    case RDMA_CM_EVENT_CONNECT_ERROR:
-    case RDMA_CM_EVENT_UNREACHABLE:
-      return setErr(EHOSTUNREACH);
-    case RDMA_CM_EVENT_REJECTED:
-      return setErr(ECONNREFUSED);
-    default:
-      return 0;
-  }
-}
-
-// The attributes rdma_cm gives a connected QP for each state (what the
-// kernel's rdma_init_qp_attr returns). Returns an errno value.
-int initQpAttr(rdma_cm_id* rid, ibv_qp_attr* a, int* mask) {
-  CmId* id = toCmId(rid);
-  ibv_qp_state to = a->qp_state;
-  memset(a, 0, sizeof *a);
-  a->qp_state = to;
-  if (isUdId(id)) return udInitQpAttr(id, a, mask);
-  switch (to) {
-    case IBV_QPS_INIT:
-      a->pkey_index = 0;
-      a->port_num = 1;
-      // What the kernel's CM gives a connected RC QP (remote read and
-      // atomic with responder resources, which softrdma always grants).
-      a->qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-      *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-      return 0;
-    case IBV_QPS_RTR:
-      a->path_mtu = IBV_MTU_4096;
-      a->dest_qp_num = id->remote_qpn;
-      a->rq_psn = 0;
-      a->max_dest_rd_atomic = id->responder_resources ? id->responder_resources : 1;
-      a->min_rnr_timer = 0;  // 655.36 ms, as the kernel's CM sets it
-      a->ah_attr.is_global = 1;
-      a->ah_attr.port_num = 1;
-      a->ah_attr.grh.dgid = rid->route.addr.addr.ibaddr.dgid;
-      a->ah_attr.grh.hop_limit = 64;
-      a->ah_attr.grh.traffic_class = id->path.traffic_class;  // RDMA_OPTION_ID_TOS
-      *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-      return 0;
-    case IBV_QPS_RTS:
-      a->sq_psn = 0;
-      a->timeout = id->ack_timeout;
-      a->retry_cnt = id->remote_retry & 7;
-      a->rnr_retry = id->remote_rnr_retry & 7;
-      a->max_rd_atomic = id->initiator_depth ? id->initiator_depth : 1;
-      *mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-              IBV_QP_MAX_QP_RD_ATOMIC;
-      return 0;
-    case IBV_QPS_ERR:
-    case IBV_QPS_RESET:
-      *mask = IBV_QP_STATE;
-      return 0;
-    default:
-      return EINVAL;
-  }
-}
-
-}  // namespace softrdma
+#include "device.h"
+#include "fabric.h"
 
 using namespace softrdma;
-
-SOFTRDMA_API int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* a, int* mask) {
-  if (id == nullptr || a == nullptr || mask == nullptr) return setErr(EINVAL);
-  int rc = initQpAttr(id, a, mask);
-  return rc == 0 ? 0 : setErr(rc);
-}
 
 static sockaddr* copyAddr(const sockaddr* a, socklen_t* len) {
   *len = addrLen(a);
@@ -283,45 +201,6 @@ SOFTRDMA_API ibv_context** rdma_get_devices(int* num) {
 
 SOFTRDMA_API void rdma_free_devices(ibv_context** list) {
   free(list);
-}
-
-SOFTRDMA_API const char* rdma_event_str(rdma_cm_event_type event) {
-  switch (event) {
-    case RDMA_CM_EVENT_ADDR_RESOLVED:
-      return "RDMA_CM_EVENT_ADDR_RESOLVED";
-    case RDMA_CM_EVENT_ADDR_ERROR:
-      return "RDMA_CM_EVENT_ADDR_ERROR";
-    case RDMA_CM_EVENT_ROUTE_RESOLVED:
-      return "RDMA_CM_EVENT_ROUTE_RESOLVED";
-    case RDMA_CM_EVENT_ROUTE_ERROR:
-      return "RDMA_CM_EVENT_ROUTE_ERROR";
-    case RDMA_CM_EVENT_CONNECT_REQUEST:
-      return "RDMA_CM_EVENT_CONNECT_REQUEST";
-    case RDMA_CM_EVENT_CONNECT_RESPONSE:
-      return "RDMA_CM_EVENT_CONNECT_RESPONSE";
-    case RDMA_CM_EVENT_CONNECT_ERROR:
-      return "RDMA_CM_EVENT_CONNECT_ERROR";
-    case RDMA_CM_EVENT_UNREACHABLE:
-      return "RDMA_CM_EVENT_UNREACHABLE";
-    case RDMA_CM_EVENT_REJECTED:
-      return "RDMA_CM_EVENT_REJECTED";
-    case RDMA_CM_EVENT_ESTABLISHED:
-      return "RDMA_CM_EVENT_ESTABLISHED";
-    case RDMA_CM_EVENT_DISCONNECTED:
-      return "RDMA_CM_EVENT_DISCONNECTED";
-    case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      return "RDMA_CM_EVENT_DEVICE_REMOVAL";
-    case RDMA_CM_EVENT_MULTICAST_JOIN:
-      return "RDMA_CM_EVENT_MULTICAST_JOIN";
-    case RDMA_CM_EVENT_MULTICAST_ERROR:
-      return "RDMA_CM_EVENT_MULTICAST_ERROR";
-    case RDMA_CM_EVENT_ADDR_CHANGE:
-      return "RDMA_CM_EVENT_ADDR_CHANGE";
-    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-      return "RDMA_CM_EVENT_TIMEWAIT_EXIT";
-    default:
-      return "UNKNOWN EVENT";
-  }
 }
 
 // RDMA_OPTION_ID options, as the kernel's ucma_set_option_id takes them

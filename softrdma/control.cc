@@ -30,8 +30,13 @@
 #include <sstream>
 #include <string>
 
+#include "base.h"
+#include "cm_id.h"
+#include "conn.h"
 #include "counters.h"
-#include "internal.h"
+#include "device.h"
+#include "fabric.h"
+#include "qp.h"
 
 namespace softrdma {
 

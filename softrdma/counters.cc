@@ -5,7 +5,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "internal.h"
+#include "base.h"
+#include "fork_hooks.h"
 #include "softrdma/testing.h"
 
 namespace softrdma {

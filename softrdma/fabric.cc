@@ -19,7 +19,10 @@
 #include <cstdlib>
 #include <unordered_set>
 
-#include "internal.h"
+#include "base.h"
+#include "cq.h"
+#include "fabric.h"
+#include "fork_hooks.h"
 
 namespace softrdma {
 
@@ -37,7 +40,7 @@ static bool debugEnabled() {
 }
 
 namespace {
-// The format is checked where debugLog / warnLog are called (internal.h).
+// The format is checked where debugLog / warnLog are called (base.h).
 __attribute__((format(printf, 1, 0))) void logLine(const char* fmt, va_list ap) {
   char buf[512];
   vsnprintf(buf, sizeof buf, fmt, ap);

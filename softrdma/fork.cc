@@ -21,14 +21,11 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base.h"
+#include "fabric.h"
+#include "fork_hooks.h"
 
 namespace softrdma {
-
-std::vector<const void*>& abandonedInChild() {
-  static auto* v = new std::vector<const void*>();
-  return *v;
-}
 
 void Fabric::park() {
   std::unique_lock lk(park_mu_);
@@ -71,13 +68,15 @@ void Fabric::forkPrepare() {
     std::unique_lock lk(f->park_mu_);
     f->park_cv_.wait(lk, [&] { return f->parked_; });
   }
-  // The lock order (internal.h): cm_mu, then the manual-QP listeners (which
+  // The lock order (base.h): cm_mu, then the manual-QP listeners (which
   // call add()), then the Fabric's lock, the device's, and the leaves.
   f->cm_mu.lock();
   forkManual(ForkStep::Prepare);
   f->mu_.lock();
   forkDevice(ForkStep::Prepare);
+  forkMrs(ForkStep::Prepare);
   forkQps(ForkStep::Prepare);
+  forkSrqs(ForkStep::Prepare);
   forkCqs(ForkStep::Prepare);
   forkTransport(ForkStep::Prepare);
   forkEndpoints(ForkStep::Prepare);
@@ -91,7 +90,9 @@ void Fabric::forkParent() {
     forkEndpoints(ForkStep::Parent);
     forkTransport(ForkStep::Parent);
     forkCqs(ForkStep::Parent);
+    forkSrqs(ForkStep::Parent);
     forkQps(ForkStep::Parent);
+    forkMrs(ForkStep::Parent);
     forkDevice(ForkStep::Parent);
     f->mu_.unlock();
     forkManual(ForkStep::Parent);
@@ -114,7 +115,9 @@ void Fabric::forkChild() {
     forkEndpoints(ForkStep::Child);
     forkTransport(ForkStep::Child);
     forkCqs(ForkStep::Child);
+    forkSrqs(ForkStep::Child);
     forkQps(ForkStep::Child);
+    forkMrs(ForkStep::Child);
     forkDevice(ForkStep::Child);
     forkCm(ForkStep::Child);
     forkCounters(ForkStep::Child);

@@ -4,7 +4,7 @@
 // ibv_import_device takes a descriptor of a context's command file (its
 // cmd_fd, or a dup of it) and returns a new context on the same device that
 // shares the first one's objects: the descriptor names its context through
-// its inode (an unbound Unix socket's, verbs_device.cc), and the new context
+// its inode (an unbound Unix socket's, verbs_context.cc), and the new context
 // owns the descriptor (ibv_close_device closes it). Through such a context,
 // ibv_import_pd and ibv_import_mr give a PD or an MR of the original context
 // by its handle: a new ibv_pd or ibv_mr (of the importing context) that
@@ -23,24 +23,15 @@
 #include <sys/stat.h>
 
 #include <cerrno>
-#include <mutex>
-#include <unordered_map>
 
-#include "internal.h"
+#include "base.h"
+#include "context_ops.h"
+#include "device.h"
+#include "pd_mr.h"
 
 namespace softrdma {
 
 namespace {
-
-std::mutex& pdMutex() {
-  static auto* m = new std::mutex();
-  return *m;
-}
-
-std::unordered_map<uint32_t, Pd*>& pdsByHandle() {  // under pdMutex()
-  static auto* t = new std::unordered_map<uint32_t, Pd*>();
-  return *t;
-}
 
 // The context whose objects `c` shares: its origin, or itself.
 Context* originOf(ibv_context* c) {
@@ -49,24 +40,6 @@ Context* originOf(ibv_context* c) {
 }
 
 }  // namespace
-
-void forkImport(ForkStep s) {
-  if (s == ForkStep::Prepare)
-    pdMutex().lock();
-  else
-    pdMutex().unlock();
-}
-
-void notePd(Pd* p) {
-  std::lock_guard lk(pdMutex());
-  pdsByHandle()[p->pd.handle] = p;
-}
-
-void forgetPd(Pd* p) {
-  std::lock_guard lk(pdMutex());
-  auto it = pdsByHandle().find(p->pd.handle);
-  if (it != pdsByHandle().end() && it->second == p) pdsByHandle().erase(it);
-}
 
 }  // namespace softrdma
 
@@ -94,13 +67,12 @@ SOFTRDMA_API ibv_pd* ibv_import_pd(ibv_context* ctx, uint32_t handle) {
     errno = EINVAL;
     return nullptr;
   }
-  std::lock_guard lk(pdMutex());
-  auto it = pdsByHandle().find(handle);
-  if (it == pdsByHandle().end() || originOf(it->second->pd.context) != originOf(ctx)) {
+  auto lk = lockPdTable();
+  Pd* base = findPdLocked(handle);
+  if (base == nullptr || originOf(base->pd.context) != originOf(ctx)) {
     errno = EINVAL;  // no such PD in the context's file
     return nullptr;
   }
-  Pd* base = it->second;
   auto* p = new Pd();
   p->pd.context = ctx;
   p->pd.handle = handle;

@@ -29,7 +29,14 @@
 #include <map>
 #include <string>
 
-#include "internal.h"
+#include "base.h"
+#include "conn.h"
+#include "device.h"
+#include "fabric.h"
+#include "fork_hooks.h"
+#include "manual_qp.h"
+#include "qp.h"
+#include "wire.h"
 
 namespace softrdma {
 

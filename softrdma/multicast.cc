@@ -17,7 +17,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base.h"
+#include "device.h"
+#include "qp.h"
 #include "ud.h"
+#include "wire.h"
 
 namespace softrdma {
 

@@ -28,7 +28,13 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "internal.h"
+#include "base.h"
+#include "context_ops.h"
+#include "device.h"
+#include "fork_hooks.h"
+#include "mw.h"
+#include "pd_mr.h"
+#include "qp.h"
 
 namespace softrdma {
 
@@ -153,10 +159,10 @@ void forkWindows(ForkStep s) {
   // as it shares the MRs.
   if (s == ForkStep::Prepare) {
     mwMutex().lock();
-    forkImport(s);
+    forkPds(s);
     return;
   }
-  forkImport(s);
+  forkPds(s);
   mwMutex().unlock();
 }
 

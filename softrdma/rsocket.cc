@@ -12,6 +12,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "base.h"
+#include "fabric.h"
 #include "rsocket_sys.h"
 
 namespace softrdma::rs {

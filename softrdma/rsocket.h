@@ -31,7 +31,8 @@
 #include <mutex>
 #include <vector>
 
-#include "internal.h"
+#include "base.h"
+#include "fabric.h"
 
 namespace softrdma::rs {
 

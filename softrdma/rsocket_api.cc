@@ -11,6 +11,7 @@
 #include <cstdarg>
 #include <cstring>
 
+#include "base.h"
 #include "rsocket.h"
 #include "rsocket_sys.h"
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "base.h"
 #include "rsocket.h"
 
 using namespace softrdma;

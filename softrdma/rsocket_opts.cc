@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base.h"
 #include "rsocket.h"
 #include "rsocket_sys.h"
 

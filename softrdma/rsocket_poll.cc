@@ -8,6 +8,7 @@
 #include <chrono>
 #include <vector>
 
+#include "base.h"
 #include "rsocket.h"
 #include "rsocket_sys.h"
 

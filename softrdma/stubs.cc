@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "internal.h"
+#include "base.h"
 
 using namespace softrdma;
 

@@ -11,6 +11,9 @@
 #include <cstring>
 
 #include "counters.h"
+#include "cq.h"
+#include "pd_mr.h"
+#include "qp.h"
 #include "ud.h"
 
 namespace softrdma {

@@ -18,7 +18,9 @@
 #include <set>
 #include <string>
 
-#include "internal.h"
+#include "fabric.h"
+#include "qp.h"
+#include "wire.h"
 
 namespace softrdma {
 

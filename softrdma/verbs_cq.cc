@@ -8,7 +8,7 @@
 //
 // Inline progress: a thread that polls an empty CQ, or gets its channel's
 // events, first receives what waits in the sockets of the CQ's connections
-// itself (Cq::progress, transport.cc), as a NIC would have delivered it
+// itself (Cq::progress, conn.cc), as a NIC would have delivered it
 // without a hand-off to the progress thread. The channel's fd and events are
 // unchanged by it: records are still written only when an armed CQ gets an
 // eligible completion, by whichever thread adds it.
@@ -21,7 +21,11 @@
 #include <cerrno>
 #include <cstring>
 
-#include "internal.h"
+#include "base.h"
+#include "context_ops.h"
+#include "cq.h"
+#include "device.h"
+#include "fork_hooks.h"
 #include "registry.h"
 
 namespace softrdma {

@@ -18,7 +18,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "internal.h"
+#include "base.h"
+#include "context_ops.h"
+#include "mw.h"
+#include "qp.h"
 
 namespace softrdma {
 

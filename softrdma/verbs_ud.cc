@@ -27,8 +27,15 @@
 #include <cstring>
 #include <vector>
 
+#include "base.h"
 #include "counters.h"
+#include "cq.h"
+#include "device.h"
+#include "fabric.h"
+#include "pd_mr.h"
+#include "qp.h"
 #include "ud.h"
+#include "wire.h"
 
 namespace softrdma {
 

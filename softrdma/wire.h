@@ -52,7 +52,7 @@ constexpr uint8_t kFlagSolicited = 0x01;
 // On a request: the requester generates a completion for it (a signaled
 // WR), so the responder acknowledges it at once. Requests without it (the
 // unsignaled WRs, whose acknowledgement no program can observe) may have
-// their ACK coalesced with later traffic (transport.cc).
+// their ACK coalesced with later traffic (conn_tx.cc).
 constexpr uint8_t kFlagAckNow = 0x02;
 
 struct FrameHeader {
