@@ -90,7 +90,7 @@ Status PubSub::publish(local::SessionId session, const local::PublishRequest& r)
     replyTo = replyToken(config_.node, session, r.msgId);
     requests_[{session, r.msgId}] = token;
   }
-  armDeadline(token, request ? r.timeout : config_.messageTimeout);
+  armDeadline(token, p, request ? r.timeout : config_.messageTimeout);
   PubEnvelope e;
   e.token = token;
   e.request = request;
@@ -191,6 +191,7 @@ void PubSub::forget(uint64_t token) {
   auto it = publishes_.find(token);
   if (it == publishes_.end()) return;
   if (it->second.request) requests_.erase({it->second.session, it->second.msgId});
+  deadlines_.erase({it->second.deadline, token});
   publishes_.erase(it);
 }
 

@@ -41,6 +41,7 @@
 #include <functional>
 #include <memory>
 #include <queue>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -136,6 +137,7 @@ class PubSub {
   const Subscriptions& subscriptions() const { return subs_; }
   const RemoteInterest& remoteInterest() const { return remote_; }
   size_t pendingPublishes() const { return publishes_.size(); }
+  size_t pendingDeadlines() const { return deadlines_.size(); }
   PubSubSnapshot snapshot() const;
 
  private:
@@ -145,6 +147,7 @@ class PubSub {
     bool request = false;
     bool localWaiting = false;
     uint64_t localSlot = 0;  // its fan-out to this host's subscriptions, while localWaiting
+    std::chrono::steady_clock::time_point deadline;  // its entry in deadlines_
     uint32_t matched = 0, taken = 0, dropped = 0;
     std::vector<uint64_t> hosts;  // peers whose result is owed
     Status failure;               // a host that was lost or refused it
@@ -187,7 +190,7 @@ class PubSub {
                                std::span<const std::byte> payload);
   // The request `requestId` of `session` waits for its reply: its token.
   uint64_t* waitingRequest(local::SessionId session, uint64_t requestId);
-  void armDeadline(uint64_t token, std::chrono::milliseconds after);
+  void armDeadline(uint64_t token, Publish& p, std::chrono::milliseconds after);
   void onDeadline();
 
   // Interest (pubsub.cc).
@@ -216,8 +219,11 @@ class PubSub {
     }
   };
   std::unordered_map<RequestKey, uint64_t, RequestKeyHash> requests_;
+  // The deadlines of the publishes and requests not answered yet, earliest
+  // first: an answered one leaves at once (forget()), so this holds no more
+  // than publishes_ does, whatever the publish rate.
   using Deadline = std::pair<std::chrono::steady_clock::time_point, uint64_t>;
-  std::priority_queue<Deadline, std::vector<Deadline>, std::greater<>> deadlines_;
+  std::set<Deadline> deadlines_;
   loop::Timer deadlineTimer_;
   // Scratch of one publish (reused: no allocation per publish once warm).
   std::vector<Subscription*> local_;

@@ -79,10 +79,10 @@ peer::Delivery PubSub::incomingReply(peer::Peer& from, uint64_t epoch, uint64_t 
   return peer::Delivery::kAccepted;
 }
 
-void PubSub::armDeadline(uint64_t token, std::chrono::milliseconds after) {
-  const auto at = std::chrono::steady_clock::now() + after;
-  const bool earliest = deadlines_.empty() || at < deadlines_.top().first;
-  deadlines_.emplace(at, token);
+void PubSub::armDeadline(uint64_t token, Publish& p, std::chrono::milliseconds after) {
+  p.deadline = std::chrono::steady_clock::now() + after;
+  const bool earliest = deadlines_.empty() || p.deadline < deadlines_.begin()->first;
+  deadlines_.emplace(p.deadline, token);
   if (earliest) deadlineTimer_.arm(after);
 }
 
@@ -90,9 +90,9 @@ void PubSub::armDeadline(uint64_t token, std::chrono::milliseconds after) {
 // not all come within message_timeout answer timeout with what came.
 void PubSub::onDeadline() {
   const auto now = std::chrono::steady_clock::now();
-  while (!deadlines_.empty() && deadlines_.top().first <= now) {
-    const uint64_t token = deadlines_.top().second;
-    deadlines_.pop();
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const uint64_t token = deadlines_.begin()->second;
+    deadlines_.erase(deadlines_.begin());
     auto it = publishes_.find(token);
     if (it == publishes_.end()) continue;  // answered already
     Publish& p = it->second;
@@ -113,7 +113,7 @@ void PubSub::onDeadline() {
   }
   if (!deadlines_.empty())
     deadlineTimer_.arm(
-        std::chrono::duration_cast<std::chrono::microseconds>(deadlines_.top().first - now));
+        std::chrono::duration_cast<std::chrono::microseconds>(deadlines_.begin()->first - now));
 }
 
 }  // namespace rdmamsg::pubsub
