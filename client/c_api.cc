@@ -18,6 +18,7 @@ struct rdmamsg_client {
   rdmamsg::Message message;   // what rdmamsg_receive handed out
   rdmamsg::MessageView view;  // what rdmamsg_receive_view handed out, until released
   std::string viewNode, viewSrcService, viewService;  // its names, NUL-terminated
+  std::string viewSubject, viewReplyTo;
   rdmamsg::SendClaim claim;  // what rdmamsg_claim handed out, until committed or aborted
   rdmamsg::Completion done;  // what the last completion handed out
   std::string doneText;
@@ -68,6 +69,10 @@ void fill(rdmamsg_client* c, rdmamsg_message* out) {
   out->service = c->message.service.c_str();
   out->payload = c->message.payload.data();
   out->size = c->message.payload.size();
+  out->subject = c->message.subject.c_str();
+  out->reply_to = c->message.replyTo.c_str();
+  out->subscription = c->message.subscription;
+  out->request_id = c->message.requestId;
 }
 
 // The names are copied (C wants them NUL-terminated; capacity is reused),
@@ -81,6 +86,12 @@ void fillView(rdmamsg_client* c, rdmamsg_message* out) {
   out->service = c->viewService.c_str();
   out->payload = c->view.payload.data();
   out->size = c->view.payload.size();
+  c->viewSubject.assign(c->view.subject);
+  c->viewReplyTo.assign(c->view.replyTo);
+  out->subject = c->viewSubject.c_str();
+  out->reply_to = c->viewReplyTo.c_str();
+  out->subscription = c->view.subscription;
+  out->request_id = c->view.requestId;
 }
 
 void fill(rdmamsg_client* c, rdmamsg_completion* out) {
@@ -88,6 +99,16 @@ void fill(rdmamsg_client* c, rdmamsg_completion* out) {
   out->msg_id = c->done.msgId;
   out->code = code(c->done.status);
   out->message = c->doneText.c_str();
+  out->matched = c->done.matched;
+  out->taken = c->done.taken;
+  out->dropped = c->done.dropped;
+}
+
+// Hands a queued message's id out, or records the failure.
+rdmamsg_errc idOut(rdmamsg_client* c, const rdmamsg::Result<uint64_t>& r, uint64_t* id) {
+  if (!r.ok()) return result(c, r.status());
+  if (id != nullptr) *id = *r;
+  return RDMAMSG_OK;
 }
 
 std::span<const std::byte> bytes(const void* p, size_t n) {
@@ -201,6 +222,69 @@ rdmamsg_errc rdmamsg_try_send(rdmamsg_client* c, const char* node, const char* s
 
 rdmamsg_errc rdmamsg_flush(rdmamsg_client* c, int timeout_ms) {
   return guarded(c, [&] { return result(c, c->client.flush(ms(timeout_ms))); });
+}
+
+rdmamsg_errc rdmamsg_subscribe(rdmamsg_client* c, const char* pattern, const char* group,
+                               int policy, uint32_t pending_limit, int timeout_ms, uint64_t* id) {
+  if (!valid(pattern)) return badArgument(c, "pattern");
+  if (policy != RDMAMSG_SLOW_DROP && policy != RDMAMSG_SLOW_BLOCK) {
+    return result(c, Status(Errc::bad_request, "policy " + std::to_string(policy) +
+                                                   " is neither RDMAMSG_SLOW_DROP nor _BLOCK"));
+  }
+  return guarded(c, [&] {
+    rdmamsg::SubscribeOptions opts;
+    if (group != nullptr) opts.group = group;
+    opts.policy =
+        policy == RDMAMSG_SLOW_BLOCK ? rdmamsg::SlowConsumer::block : rdmamsg::SlowConsumer::drop;
+    opts.pendingLimit = pending_limit;
+    return idOut(c, c->client.subscribe(pattern, opts, ms(timeout_ms)), id);
+  });
+}
+
+rdmamsg_errc rdmamsg_unsubscribe(rdmamsg_client* c, uint64_t id) {
+  return guarded(c, [&] { return result(c, c->client.unsubscribe(id)); });
+}
+
+rdmamsg_errc rdmamsg_publish(rdmamsg_client* c, const char* subject, const void* payload,
+                             size_t size, uint64_t* id) {
+  if (!valid(subject)) return badArgument(c, "subject");
+  if (payload == nullptr && size != 0) return badArgument(c, "payload");
+  return guarded(c, [&] { return idOut(c, c->client.publish(subject, bytes(payload, size)), id); });
+}
+
+rdmamsg_errc rdmamsg_request(rdmamsg_client* c, const char* subject, const void* payload,
+                             size_t size, int timeout_ms, uint64_t* id) {
+  if (!valid(subject)) return badArgument(c, "subject");
+  if (payload == nullptr && size != 0) return badArgument(c, "payload");
+  return guarded(c, [&] {
+    return idOut(
+        c, c->client.request(subject, bytes(payload, size), std::chrono::milliseconds(timeout_ms)),
+        id);
+  });
+}
+
+rdmamsg_errc rdmamsg_request_wait(rdmamsg_client* c, const char* subject, const void* payload,
+                                  size_t size, rdmamsg_message* reply, int timeout_ms) {
+  if (!valid(subject)) return badArgument(c, "subject");
+  if (reply == nullptr) return badArgument(c, "reply");
+  if (payload == nullptr && size != 0) return badArgument(c, "payload");
+  return guarded(c, [&] {
+    Status st = c->client.requestAndWait(subject, bytes(payload, size), c->message,
+                                         std::chrono::milliseconds(timeout_ms));
+    if (st.ok()) fill(c, reply);
+    return result(c, st);
+  });
+}
+
+rdmamsg_errc rdmamsg_reply(rdmamsg_client* c, const char* reply_to, const void* payload,
+                           size_t size, uint64_t* id) {
+  if (!valid(reply_to)) return badArgument(c, "reply_to");
+  if (payload == nullptr && size != 0) return badArgument(c, "payload");
+  return guarded(c, [&] {
+    rdmamsg::Message request;
+    request.replyTo = reply_to;
+    return idOut(c, c->client.reply(request, bytes(payload, size)), id);
+  });
 }
 
 rdmamsg_errc rdmamsg_receive(rdmamsg_client* c, rdmamsg_message* out, int timeout_ms) {

@@ -72,11 +72,30 @@ void Client::Impl::handleFrame(const proto::Frame& f) {
     case FrameKind::respond:
       return lose(Status(Errc::protocol_error, "rdmamsgd sent a client frame"));
     case FrameKind::subscribed:
+      return handleSubscribed(f.msgId);
     case FrameKind::pub_ack:
+      return handlePubAck(f);
     case FrameKind::msg:
+      return inbox.pushMsg(f);
     case FrameKind::reply:
-      return lose(Status(Errc::protocol_error, "rdmamsgd sent a subject frame unasked"));
+      return handleReply(f);
   }
+}
+
+void Client::Impl::handleSubscribed(uint64_t subId) {
+  if (!subs.answer(subId, Status()))
+    lose(Status(Errc::protocol_error,
+                "rdmamsgd sent SUBSCRIBED " + std::to_string(subId) + " without a SUB"));
+}
+
+void Client::Impl::handlePubAck(const proto::Frame& f) {
+  Status outcome = f.errc == Errc::ok ? Status() : Status(f.errc, std::string(f.text));
+  completions.published(f.msgId, std::move(outcome), f.matched, f.taken, f.dropped);
+}
+
+void Client::Impl::handleReply(const proto::Frame& f) {
+  completions.settled();  // the reply is the request's outcome: no completion comes
+  inbox.pushReply(f);
 }
 
 void Client::Impl::handleWelcome(const proto::Frame& f) {
@@ -88,6 +107,10 @@ void Client::Impl::handleWelcome(const proto::Frame& f) {
 
 void Client::Impl::handleError(const proto::Frame& f) {
   Status st(f.errc, std::string(f.text));
+  if (static_cast<FrameKind>(f.inReplyTo) == FrameKind::sub) {  // msgId: the subscription's
+    if (!subs.answer(f.msgId, st)) lose(std::move(st));
+    return;
+  }
   if (f.msgId != 0) return completions.failed(f.msgId, std::move(st));
   switch (static_cast<FrameKind>(f.inReplyTo)) {
     case FrameKind::shm_offer:  // refused: the socket it is

@@ -10,6 +10,7 @@
 //   held         HeldDestinations   destinations the daemon holds
 //   requests     Requests           the blocking requests' answers
 //   sendCheck    SendCheck          names and size checked before a message is queued
+//   subs         Subscriptions      subscriptions: their ids, the SUBs awaiting an answer
 //
 // Impl owns the frame streams (`in`, `out`), decodes what it reads and
 // hands each frame to the part it concerns, and decides what a failure
@@ -17,7 +18,7 @@
 // outcomes and never call Impl. Its functions live in client_io.cc
 // (moving bytes and records, waking and sleeping), client_frames.cc (the
 // frames read), client_send.cc (queueing a message), send_claim.cc,
-// receive_view.cc and client_wait.h (how a blocking call waits).
+// receive_view.cc, client_subjects.cc (subjects) and client_wait.h (how a blocking call waits).
 #pragma once
 
 #include <chrono>
@@ -35,6 +36,7 @@
 #include "client/send_check.h"
 #include "client/shm_link.h"
 #include "client/socket_transport.h"
+#include "client/subscriptions.h"
 #include "client/view_slot.h"
 #include "common/byte_buffer.h"
 #include "common/local_protocol.h"
@@ -65,6 +67,7 @@ struct Client::Impl {
   client::HeldDestinations held;
   client::Requests requests;
   client::SendCheck sendCheck;
+  client::Subscriptions subs;
   // Frames read (from the socket, or copied out of the ring) and not parsed
   // yet, and frames queued to write. With shared memory the socket carries
   // no frames but a closing ERROR, read into sockIn.
@@ -121,6 +124,9 @@ struct Client::Impl {
   void handleWelcome(const proto::Frame& f);
   void handleError(const proto::Frame& f);
   void handleShmAccept();
+  void handleSubscribed(uint64_t subId);
+  void handlePubAck(const proto::Frame& f);
+  void handleReply(const proto::Frame& f);
   // Tells the daemon what the application has taken (CONSUMED), if more.
   void reportConsumed();
   // Hands the oldest queued message to `m` (receive(), tryReceive()).
@@ -143,6 +149,12 @@ struct Client::Impl {
   Result<uint64_t> sent(uint64_t id);
   Result<uint64_t> queued(uint64_t id, bool mayWait);
   Result<uint64_t> commitClaim(SendClaim& c, bool mayWait);
+
+  // --- Subjects (client_subjects.cc) ----------------------------------------
+  // Queues a PUB (timeoutMs 0: a publish; else a request) as send() queues
+  // a SEND; `awaitReply`: requestAndWait() keeps the reply aside.
+  Result<uint64_t> queuePub(std::string_view subject, uint32_t timeoutMs,
+                            std::span<const std::byte> payload, bool awaitReply);
 
   // --- Views (receive_view.cc) -----------------------------------------------
   bool viewAvailable() const { return view.ready() || !inbox.empty(); }

@@ -11,20 +11,46 @@ void Completions::acked(uint64_t first, uint64_t count) {
   p.first = first;
   p.count = count;
   p.status = Status();
+  p.matched = p.taken = p.dropped = 0;
   inFlight_ -= std::min<size_t>(inFlight_, count);
 }
 
-void Completions::failed(uint64_t msgId, Status why) {
+Completions::Pending& Completions::single(uint64_t msgId, Status st) {
   Pending& p = pending_.pushSlot();
   p.first = msgId;
   p.count = 1;
-  p.status = std::move(why);
+  p.status = std::move(st);
+  p.matched = p.taken = p.dropped = 0;
   if (inFlight_ > 0) --inFlight_;
+  return p;
 }
+
+void Completions::failed(uint64_t msgId, Status why) {
+  single(msgId, std::move(why));
+}
+
+void Completions::published(uint64_t msgId, Status outcome, uint32_t matched, uint32_t taken,
+                            uint32_t dropped) {
+  Pending& p = single(msgId, std::move(outcome));
+  p.matched = matched;
+  p.taken = taken;
+  p.dropped = dropped;
+}
+
+namespace {
+
+void countsInto(Completion& c, uint32_t matched, uint32_t taken, uint32_t dropped) {
+  c.matched = matched;
+  c.taken = taken;
+  c.dropped = dropped;
+}
+
+}  // namespace
 
 void Completions::takeFront(Completion& c) {
   Pending& p = pending_.front();
   c.msgId = p.first;
+  countsInto(c, p.matched, p.taken, p.dropped);
   if (p.count > 1) {
     c.status = p.status;
     ++p.first;
@@ -41,6 +67,7 @@ bool Completions::take(uint64_t msgId, Completion& c) {
     if (msgId < p.first || msgId - p.first >= p.count) continue;
     c.msgId = msgId;
     c.status = p.status;
+    countsInto(c, p.matched, p.taken, p.dropped);
     takeFromRange(i, msgId);
     return true;
   }
@@ -66,6 +93,7 @@ void Completions::takeFromRange(size_t i, uint64_t msgId) {
     after.first = msgId + 1;
     after.count = last - msgId;
     after.status = std::move(st);
+    after.matched = after.taken = after.dropped = 0;  // a range is acks
   }
 }
 

@@ -13,6 +13,7 @@ void ViewSlot::readyInBlock(const FrameHold& hold, const proto::Frame& deliver) 
 
 void ViewSlot::take(MessageView& v, uint64_t handle, ByteBuffer& in, uint32_t maxBody,
                     ReceiveQueue& queue) {
+  v = MessageView{};
   if (block_) {
     takeFromBlock(v);
   } else if (queue.empty()) {
@@ -54,6 +55,10 @@ void ViewSlot::takeCopied(MessageView& v, ReceiveQueue& queue) {
   v.srcService = copy_.srcService;
   v.service = copy_.service;
   v.payload = copy_.payload;
+  v.subject = copy_.subject;
+  v.replyTo = copy_.replyTo;
+  v.subscription = copy_.subscription;
+  v.requestId = copy_.requestId;
   v.inPlace = false;
 }
 

@@ -53,6 +53,35 @@ struct SendArgs {
   bool progress = false;  // live count on stderr
 };
 
+// Subjects: `rdmamsg pub`, `sub`, `request`, `reply` (docs/cli.md).
+struct SubscribeArgs {
+  std::string socket;
+  std::string pattern;
+  std::string queue;  // --queue: a queue group
+  std::string policy = "drop";
+  uint32_t pending = 0;  // --pending: 0, the daemon's pending_limit
+  std::optional<uint64_t> count;
+  bool withSubject = false;  // sub: print "SUBJECT PAYLOAD"
+};
+struct PubArgs {
+  std::string socket;
+  std::string subject;
+  std::optional<std::string> message;
+  unsigned timeoutSeconds = 60;
+  bool counts = false;  // print each publish's matched/taken/dropped
+};
+struct RequestArgs {
+  std::string socket;
+  std::string subject;
+  std::string message;
+  double timeoutSeconds = 5;
+};
+struct ReplyArgs {
+  SubscribeArgs sub;
+  std::optional<std::string> text;  // --text: this reply to every request
+  std::string exec;                 // --exec: a shell command's output (the request on its stdin)
+};
+
 // `rdmamsg bench` (docs/cli.md): throughput and latency, and the remote
 // halves (sink, echo) for runs across hosts.
 enum class BenchMode { throughput, latency, sink, echo };
@@ -79,5 +108,9 @@ Exit runStatus(const StatusArgs& args);
 Exit runListen(const ListenArgs& args);
 Exit runSend(const SendArgs& args);
 Exit runBench(const BenchArgs& args);
+Exit runPub(const PubArgs& args);
+Exit runSub(const SubscribeArgs& args);
+Exit runRequest(const RequestArgs& args);
+Exit runReply(const ReplyArgs& args);
 
 }  // namespace rdmamsg::cli

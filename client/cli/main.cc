@@ -1,4 +1,5 @@
-// rdmamsg: command-line client of rdmamsgd (status, listen, send, bench).
+// rdmamsg: command-line client of rdmamsgd (status, listen, send, pub, sub,
+// request, reply, bench).
 #include <CLI/CLI.hpp>
 
 #include "client/cli/commands.h"
@@ -8,6 +9,28 @@ namespace {
 
 using rdmamsg::cli::BenchArgs;
 using rdmamsg::cli::BenchMode;
+using rdmamsg::cli::SubscribeArgs;
+
+// PATTERN and the options of a subscription (sub, reply).
+void addSubscribeOptions(CLI::App* command, SubscribeArgs& args) {
+  command
+      ->add_option("PATTERN", args.pattern,
+                   "Subject pattern: '*' matches one token, '>' (last) the rest")
+      ->required();
+  command->add_option("--queue,-q", args.queue,
+                      "Join queue group GROUP: each message goes to one of its members");
+  command->add_option("--count,-n", args.count, "Exit 0 after N messages")
+      ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--policy", args.policy,
+                   "When --pending messages wait: drop what comes for this subscription (it "
+                   "slows nobody) or block its publishers (lossless)")
+      ->check(CLI::IsMember({"drop", "block"}))
+      ->capture_default_str();
+  command->add_option("--pending", args.pending,
+                      "Messages delivered and not taken before the policy applies (default: the "
+                      "daemon's pending_limit)");
+}
 
 // --idle-strategy, for the commands that wait on the daemon.
 void addIdleOption(CLI::App* command, std::string& into) {
@@ -139,6 +162,45 @@ int main(int argc, char** argv) {
                  "Show how many messages were sent and confirmed, as the stream goes");
   addIdleOption(send, sendArgs.idleStrategy);
 
+  PubArgs pubArgs;
+  auto* pub = app.add_subcommand(
+      "pub",
+      "Publish MESSAGE (or each line of stdin) to SUBJECT; exit 0 once every subscription it "
+      "matched took it or dropped it (10: nothing matched)");
+  pub->add_option("SUBJECT", pubArgs.subject, "Subject (dot-separated tokens)")->required();
+  pub->add_option("MESSAGE", pubArgs.message, "Message text (default: stdin, one per line)");
+  pub->add_option("--timeout", pubArgs.timeoutSeconds,
+                  "Seconds to wait for each publish's outcome before giving up")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  pub->add_flag("--counts", pubArgs.counts,
+                "Print each publish's outcome: subscriptions matched, taken, dropped");
+
+  SubscribeArgs subArgs;
+  auto* sub = app.add_subcommand(
+      "sub", "Subscribe to PATTERN and print each message received, one per line");
+  addSubscribeOptions(sub, subArgs);
+  sub->add_flag("--with-subject", subArgs.withSubject, "Print each message as SUBJECT MESSAGE");
+
+  RequestArgs requestArgs;
+  auto* request = app.add_subcommand(
+      "request", "Send MESSAGE as a request to SUBJECT and print the first reply");
+  request->add_option("SUBJECT", requestArgs.subject, "Subject (dot-separated tokens)")->required();
+  request->add_option("MESSAGE", requestArgs.message, "Request text (default: empty)");
+  request->add_option("--timeout", requestArgs.timeoutSeconds, "Seconds to wait for a reply")
+      ->check(CLI::Range(0.001, 4294967.0))
+      ->capture_default_str();
+
+  ReplyArgs replyArgs;
+  auto* reply = app.add_subcommand(
+      "reply", "Subscribe to PATTERN and answer each request: echo it (default), --text or --exec");
+  addSubscribeOptions(reply, replyArgs.sub);
+  auto* text = reply->add_option("--text", replyArgs.text, "Answer every request with TEXT");
+  reply
+      ->add_option("--exec", replyArgs.exec,
+                   "Answer with the output of a shell command, the request on its stdin")
+      ->excludes(text);
+
   BenchArgs benchArgs;
   auto* bench = addBenchCommands(app, benchArgs);
 
@@ -150,6 +212,11 @@ int main(int argc, char** argv) {
   }
   statusArgs.socket = metricsArgs.socket = listenArgs.socket = sendArgs.socket = benchArgs.socket =
       socket;
+  pubArgs.socket = subArgs.socket = requestArgs.socket = replyArgs.sub.socket = socket;
+  if (pub->parsed()) return static_cast<int>(runPub(pubArgs));
+  if (sub->parsed()) return static_cast<int>(runSub(subArgs));
+  if (request->parsed()) return static_cast<int>(runRequest(requestArgs));
+  if (reply->parsed()) return static_cast<int>(runReply(replyArgs));
   if (status->parsed()) return static_cast<int>(runStatus(statusArgs));
   if (metrics->parsed()) return static_cast<int>(runStatus(metricsArgs));
   if (listen->parsed()) return static_cast<int>(runListen(listenArgs));

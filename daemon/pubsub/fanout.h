@@ -39,6 +39,8 @@ class Slots {
     ring_.pushBack(Slot{});
     return {base_ + ring_.size() - 1, &ring_.back()};
   }
+  // The number the next open() gives.
+  uint64_t nextId() const { return base_ + ring_.size(); }
   Slot* find(uint64_t id) {
     if (id < base_ || id >= base_ + ring_.size()) return nullptr;
     Slot& s = ring_[id - base_];

@@ -102,6 +102,7 @@ Status PubSub::publish(local::SessionId session, const local::PublishRequest& r)
     return Status();
   }
   p.localWaiting = true;
+  p.localSlot = slots_.nextId();
   Slot origin;
   origin.token = token;
   // The last use of `p`: the fan-out may answer and forget the publish.

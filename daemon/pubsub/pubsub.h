@@ -144,6 +144,7 @@ class PubSub {
     uint64_t msgId = 0;
     bool request = false;
     bool localWaiting = false;
+    uint64_t localSlot = 0;  // its fan-out to this host's subscriptions, while localWaiting
     uint32_t matched = 0, taken = 0, dropped = 0;
     std::vector<uint64_t> hosts;  // peers whose result is owed
     Status failure;               // a host that was lost or refused it

@@ -100,6 +100,13 @@ void PubSub::onDeadline() {
       counters_.timeouts++;
       answer(token, p, Errc::timeout, "no reply to " + std::to_string(p.msgId) + " in time");
     } else {
+      // What is known: the local subscriptions it matched, and those of
+      // them that took or dropped it so far.
+      if (const Slot* local = p.localWaiting ? slots_.find(p.localSlot) : nullptr) {
+        p.matched += local->matched;
+        p.taken += local->taken;
+        p.dropped += local->dropped;
+      }
       answer(token, p, Errc::timeout,
              "not every subscriber took or dropped it within message_timeout");
     }

@@ -15,6 +15,14 @@ A thin binding of librdmamsg's C API (rdmamsg/rdmamsg.h) with ctypes:
             with v:                               # taken (sender confirmed) at its end
                 handle(v.payload)
 
+Subjects: publish/subscribe, request/reply and queue groups:
+
+        sub = c.subscribe("prices.>")             # "*" one token, ">" the rest
+        c.publish("prices.eu.x", b"42")           # Completion: matched, taken, dropped
+        m = c.receive(timeout=1.0)                # m.subject, m.subscription
+        reply = c.request_wait("quote.x", b"?", timeout=2.0)   # a Message
+        c.reply(request_message, b"answer")       # a request has m.reply_to
+
 Timeouts are in seconds; None waits without limit.
 
 Client(idle_strategy="busy") makes the blocking calls spin on the
@@ -41,12 +49,17 @@ from collections import namedtuple
 from ._paths import LIBRARY_FROM_PACKAGE
 
 __all__ = ["Client", "Message", "MessageView", "Completion", "RdmamsgError", "WouldBlock",
-           "Timeout", "ERRORS", "IDLE_STRATEGIES"]
+           "Timeout", "ERRORS", "IDLE_STRATEGIES", "SLOW_CONSUMER_POLICIES"]
 
 # rdmamsg_errc, by value.
 ERRORS = ["ok", "unknown_node", "unknown_service", "peer_unreachable", "too_large", "timeout",
           "bad_request", "duplicate_service", "busy", "shutting_down", "protocol_error",
-          "io_error", "not_connected", "would_block", "permission_denied"]
+          "io_error", "not_connected", "would_block", "permission_denied", "no_subscribers",
+          "no_responders"]
+
+# rdmamsg_slow_consumer, by value: what a subscription's daemon does once
+# its pending limit of messages are delivered and not taken.
+SLOW_CONSUMER_POLICIES = ["drop", "block"]
 
 
 class RdmamsgError(Exception):
@@ -67,7 +80,11 @@ class Timeout(RdmamsgError):
     """Nothing happened within the time given."""
 
 
-Message = namedtuple("Message", "src_node src_service service payload")
+# A message sent to a service names it (`service`); a message published to a
+# subject names the subject and the subscription (and carries `reply_to`
+# when it is a request: answer with Client.reply); a reply names its request.
+Message = namedtuple("Message", "src_node src_service service payload subject reply_to "
+                     "subscription request_id", defaults=("", "", 0, 0))
 
 
 def _end_borrowed(obj, name, finished):
@@ -160,13 +177,18 @@ class MessageView:
     bytes(v.payload) makes a copy that outlives the view.
     """
 
-    __slots__ = ("src_node", "src_service", "service", "payload", "_client", "_array")
+    __slots__ = ("src_node", "src_service", "service", "payload", "subject", "reply_to",
+                 "subscription", "request_id", "_client", "_array")
 
     def __init__(self, client, msg):
         self._client = client
         self.src_node = _text(msg.src_node)
         self.src_service = _text(msg.src_service)
         self.service = _text(msg.service)
+        self.subject = _text(msg.subject)
+        self.reply_to = _text(msg.reply_to)
+        self.subscription = msg.subscription
+        self.request_id = msg.request_id
         if msg.size:
             self._array = (ctypes.c_ubyte * msg.size).from_address(msg.payload)
             base = memoryview(self._array)
@@ -202,8 +224,10 @@ class MessageView:
         return f"MessageView({self.src_node}/{self.src_service} -> {self.service}, {state})"
 
 
-class Completion(namedtuple("Completion", "msg_id code message")):
-    """The outcome of one sent message."""
+class Completion(namedtuple("Completion", "msg_id code message matched taken dropped",
+                            defaults=(0, 0, 0))):
+    """The outcome of one sent message. A publish's names how many
+    subscriptions it matched, how many took it and how many dropped it."""
 
     @property
     def ok(self):
@@ -217,12 +241,15 @@ class Completion(namedtuple("Completion", "msg_id code message")):
 class _Message(ctypes.Structure):
     _fields_ = [("src_node", ctypes.c_char_p), ("src_service", ctypes.c_char_p),
                 ("service", ctypes.c_char_p), ("payload", ctypes.c_void_p),
-                ("size", ctypes.c_size_t)]
+                ("size", ctypes.c_size_t), ("subject", ctypes.c_char_p),
+                ("reply_to", ctypes.c_char_p), ("subscription", ctypes.c_uint64),
+                ("request_id", ctypes.c_uint64)]
 
 
 class _Completion(ctypes.Structure):
     _fields_ = [("msg_id", ctypes.c_uint64), ("code", ctypes.c_int),
-                ("message", ctypes.c_char_p)]
+                ("message", ctypes.c_char_p), ("matched", ctypes.c_uint32),
+                ("taken", ctypes.c_uint32), ("dropped", ctypes.c_uint32)]
 
 
 class _Counters(ctypes.Structure):
@@ -287,6 +314,19 @@ for _name, _res, _args in [
         ("rdmamsg_wants_write", ctypes.c_int, [_client_p]),
         ("rdmamsg_process_io", ctypes.c_int, [_client_p]),
         ("rdmamsg_prepare_to_poll", ctypes.c_int, [_client_p]),
+        ("rdmamsg_subscribe", ctypes.c_int,
+         [_client_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint32,
+          ctypes.c_int, _u64p]),
+        ("rdmamsg_unsubscribe", ctypes.c_int, [_client_p, ctypes.c_uint64]),
+        ("rdmamsg_publish", ctypes.c_int,
+         [_client_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, _u64p]),
+        ("rdmamsg_request", ctypes.c_int,
+         [_client_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, _u64p]),
+        ("rdmamsg_request_wait", ctypes.c_int,
+         [_client_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
+          ctypes.POINTER(_Message), ctypes.c_int]),
+        ("rdmamsg_reply", ctypes.c_int,
+         [_client_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, _u64p]),
         ("rdmamsg_set_idle_strategy", ctypes.c_int, [_client_p, ctypes.c_int]),
         ("rdmamsg_get_idle_strategy", ctypes.c_int, [_client_p])]:
     _f = getattr(_lib, _name)
@@ -303,6 +343,11 @@ def _ms(seconds):
     if seconds is None:
         return -1
     return min(max(0, int(seconds * 1000)), 2**31 - 1)
+
+
+def _request_ms(seconds):
+    """A request's timeout in milliseconds, rounded up (0 and less are refused)."""
+    return min(max(0, -int(-seconds * 1000 // 1)), 2**31 - 1)
 
 
 def _text(b):
@@ -453,7 +498,7 @@ class Client:
 
     def _completion(self):
         d = self._done
-        return Completion(d.msg_id, d.code, _text(d.message))
+        return Completion(d.msg_id, d.code, _text(d.message), d.matched, d.taken, d.dropped)
 
     @property
     def in_flight(self):
@@ -509,7 +554,65 @@ class Client:
     def _message(self):
         m = self._msg
         return Message(_text(m.src_node), _text(m.src_service), _text(m.service),
-                       ctypes.string_at(m.payload, m.size) if m.size else b"")
+                       ctypes.string_at(m.payload, m.size) if m.size else b"",
+                       _text(m.subject), _text(m.reply_to), m.subscription, m.request_id)
+
+    # -- subjects
+    def subscribe(self, pattern, group=None, policy="drop", pending_limit=0, timeout=5.0):
+        """Subscribes to `pattern` ("*" matches one token, ">" the rest);
+        returns the subscription's id, which its messages carry. `group`
+        makes it a member of a queue group (each message to one member);
+        `policy` is "drop" (a slow subscriber loses messages, counted, and
+        stalls nobody) or "block" (lossless: its publishers are held)."""
+        if policy not in SLOW_CONSUMER_POLICIES:
+            raise RdmamsgError(6, "policy %r is neither 'drop' nor 'block'" % (policy,))
+        sub_id = ctypes.c_uint64()
+        self._check(_lib.rdmamsg_subscribe(self._handle(), pattern.encode(),
+                                           group.encode() if group else None,
+                                           SLOW_CONSUMER_POLICIES.index(policy), pending_limit,
+                                           _ms(timeout), ctypes.byref(sub_id)))
+        return sub_id.value
+
+    def unsubscribe(self, sub_id):
+        self._check(_lib.rdmamsg_unsubscribe(self._handle(), sub_id))
+
+    def publish(self, subject, payload):
+        """Queues a publish; returns its id. Its Completion comes once every
+        matching subscription took or dropped it (no_subscribers: none)."""
+        data = _bytes(payload)
+        msg_id = ctypes.c_uint64()
+        self._check(_lib.rdmamsg_publish(self._handle(), subject.encode(), data, len(data),
+                                         ctypes.byref(msg_id)))
+        return msg_id.value
+
+    def request(self, subject, payload, timeout=5.0):
+        """Queues a request; returns its id. Its reply comes from receive()
+        (a Message whose request_id is the id); a Completion says why none
+        came (no_responders, timeout, ...)."""
+        data = _bytes(payload)
+        msg_id = ctypes.c_uint64()
+        self._check(_lib.rdmamsg_request(self._handle(), subject.encode(), data, len(data),
+                                         _request_ms(timeout), ctypes.byref(msg_id)))
+        return msg_id.value
+
+    def request_wait(self, subject, payload, timeout=5.0):
+        """Sends a request and returns its reply (a Message); raises
+        RdmamsgError (no_responders at once when nothing subscribes) or
+        Timeout. Messages received before the reply stay queued."""
+        data = _bytes(payload)
+        self._check(_lib.rdmamsg_request_wait(self._handle(), subject.encode(), data, len(data),
+                                              ctypes.byref(self._msg), _request_ms(timeout)))
+        return self._message()
+
+    def reply(self, request, payload):
+        """Queues the reply to `request` (a Message or MessageView with a
+        reply_to, or the token itself); returns its id."""
+        token = request if isinstance(request, str) else request.reply_to
+        data = _bytes(payload)
+        msg_id = ctypes.c_uint64()
+        self._check(_lib.rdmamsg_reply(self._handle(), token.encode(), data, len(data),
+                                       ctypes.byref(msg_id)))
+        return msg_id.value
 
     # -- status
     def status(self, timeout=5.0):

@@ -96,5 +96,28 @@ TEST(CompletionsTest, ManyRangesSplitAndTakenKeepTheirOrder) {
   EXPECT_EQ(drain(c), expected);
 }
 
+TEST(CompletionsTest, APublishIsTakenWithItsCountsAndAReplySettlesItsRequest) {
+  Completions c;
+  c.sent();
+  c.sent();
+  c.sent();
+  c.acked(1, 1);
+  c.published(2, Status(), 3, 2, 1);
+  c.settled();  // request 3's reply came
+  EXPECT_EQ(c.inFlight(), 0u);
+  Completion done;
+  done.matched = 9;  // a reused Completion: an ack's counts are zero
+  c.takeFront(done);
+  EXPECT_EQ(done.msgId, 1u);
+  EXPECT_EQ(done.matched, 0u);
+  c.takeFront(done);
+  EXPECT_EQ(done.msgId, 2u);
+  EXPECT_TRUE(done.status.ok());
+  EXPECT_EQ(done.matched, 3u);
+  EXPECT_EQ(done.taken, 2u);
+  EXPECT_EQ(done.dropped, 1u);
+  EXPECT_TRUE(c.empty()) << "a request answered by its reply has no completion";
+}
+
 }  // namespace
 }  // namespace rdmamsg::client

@@ -355,6 +355,29 @@ TEST_F(PubSubMesh, NoRespondersIsAnsweredAtOnceAndASilentResponderTimesOut) {
   EXPECT_EQ(alpha->pubsub().counters().lateReplies, 1u);
 }
 
+// A publish not settled within message_timeout says what is known: the
+// local subscriptions it matched and those that took it so far.
+TEST_F(PubSubMesh, APublishNotTakenInTimeSaysTimeoutWithWhatIsKnown) {
+  start([](config::Config& c) { c.messageTimeout = 300ms; });
+  auto taker = client(*alpha);
+  auto stopped = client(*alpha);
+  auto publisher = client(*alpha);
+  taker->subscribe(1, "feed");
+  stopped->subscribe(1, "feed");
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->pubsub().subscriptions().size() == 2; }));
+  publisher->publish(1, "feed", "tick");
+  ASSERT_TRUE(stepUntil(loop, [&] {
+    return taker->of(FrameKind::msg).size() == 1 && stopped->of(FrameKind::msg).size() == 1;
+  }));
+  taker->consumeAll();  // the other never takes it
+  const Got* ack = await(*publisher, FrameKind::pub_ack, 1);
+  ASSERT_NE(ack, nullptr);
+  EXPECT_EQ(ack->errc, Errc::timeout) << ack->text;
+  EXPECT_EQ(ack->matched, 2u) << "both local subscriptions matched";
+  EXPECT_EQ(ack->taken, 1u);
+  EXPECT_EQ(ack->dropped, 0u);
+}
+
 TEST_F(PubSubMesh, InterestIsWholeAgainOnANewConnectionAndGoesWithALostOne) {
   start();
   auto sub = client(*beta);

@@ -9,6 +9,12 @@
 //   rdmamsg::MessageView v; client->receiveView(v, 1s);       // no copy: read in place,
 //   use(v.payload); client->release(v);                       // confirmed at release
 //
+//   uint64_t sub = *client->subscribe("prices.>");            // subjects: publish/subscribe
+//   client->publish("prices.eu.x", bytes);                     // Completion: matched, taken
+//   rdmamsg::Message reply;                                    // request/reply
+//   client->requestAndWait("quote.x", bytes, reply, 2s);       // no_responders, timeout, …
+//   client->reply(request, answer);                            // a request's first reply wins
+//
 // Sends are buffered and written in batches (when the buffer passes a
 // threshold, or on flush(), or while waiting for anything); the daemon
 // answers every message with an ACK — the receiving application has taken
@@ -48,11 +54,22 @@ namespace rdmamsg {
 
 // A received message. Reuse one Message across receive() calls: its buffers
 // keep their capacity, so steady-state receiving does not allocate.
+// Three kinds arrive: a message sent to one of this client's services
+// (`service` names it), a message published to a subject one of its
+// subscriptions matched (`subscription` and `subject` name them; `replyTo`
+// is set when it is a request: answer it with reply()), and the reply to
+// one of its requests (`requestId` names the request).
 struct Message {
   std::string srcNode;     // the sender's node
-  std::string srcService;  // the sender's service ("" if it registered none)
-  std::string service;     // the local service it was addressed to
+  std::string srcService;  // the sender's service ("" if it registered none, or a subject's)
+  std::string service;     // the local service it was addressed to ("" for subjects)
   std::vector<std::byte> payload;
+  std::string subject;        // a publish: the subject it was published to
+  std::string replyTo;        // a request: its reply token ("" for anything else)
+  uint64_t subscription = 0;  // a publish: the id subscribe() returned
+  uint64_t requestId = 0;     // a reply: the id request() returned
+
+  bool isRequest() const { return !replyTo.empty(); }
 
   std::string_view text() const {
     return {reinterpret_cast<const char*>(payload.data()), payload.size()};
@@ -71,6 +88,10 @@ struct MessageView {
   std::string_view srcService;
   std::string_view service;
   std::span<const std::byte> payload;
+  std::string_view subject;   // as Message's
+  std::string_view replyTo;   // as Message's: reply() takes a Message, so copy it to answer
+  uint64_t subscription = 0;  // as Message's
+  uint64_t requestId = 0;     // as Message's
   bool inPlace = false;
   uint64_t handle = 0;  // which view release() ends; 0 when it holds nothing
 
@@ -110,9 +131,37 @@ struct ClientCounters {
 // taken it (its receive() returned it, or it released its view), otherwise
 // why it failed.
 // Completions may come in any order, also for one destination.
+//
+// A publish's completion comes once every subscription it matched took it
+// or dropped it: `matched` subscriptions (a queue group counts once),
+// `taken` by their applications, `dropped` by slow consumers (policy
+// drop); no_subscribers when none matched anywhere; peer_unreachable or
+// timeout with the counts known so far. A request (request()) has a
+// completion only when it gets no reply: no_responders at once, timeout,
+// peer_unreachable — its reply, when one comes, is its outcome instead.
 struct Completion {
   uint64_t msgId = 0;
   Status status;
+  uint32_t matched = 0;  // a publish: subscriptions it matched
+  uint32_t taken = 0;    // of those, the ones whose application took it
+  uint32_t dropped = 0;  // of those, the ones that dropped it (slow consumers)
+};
+
+// What a subscription's daemon does once `pendingLimit` of its messages
+// are delivered and not taken (docs/client-api.md, "Subjects").
+enum class SlowConsumer : uint8_t {
+  drop,   // drop what comes for this subscription alone, counted in the
+          // publishers' completions: a slow subscriber stalls nobody (the default)
+  block,  // lossless: its publishers are held until it takes — a slow
+          // subscriber slows every publisher to its subjects
+};
+
+struct SubscribeOptions {
+  // A queue group (a name, 1-63 of [A-Za-z0-9._-]; "" for none): each
+  // message goes to one member of the group across the mesh.
+  std::string group;
+  SlowConsumer policy = SlowConsumer::drop;
+  uint32_t pendingLimit = 0;  // messages delivered and not taken; 0: the daemon's pending_limit
 };
 
 // How the blocking calls (receive, waitCompletion, flush, registerService,
@@ -277,6 +326,42 @@ class Client {
   bool pollCompletion(Completion& out);
   // Messages sent whose completion has not been taken by the daemon yet.
   size_t inFlight() const;
+
+  // --- Subjects (docs/client-api.md, "Subjects") ------------------------------
+  // A subject is dot-separated tokens ("prices.eu.x"); a subscription's
+  // pattern may use `*` for one token and `>` (last) for the rest. At most
+  // 255 bytes and 32 tokens. A bad subject, pattern, group or reply token
+  // is refused here with bad_request, before anything is sent.
+  //
+  // Blocking: subscribes to `pattern`; the subscription's id, which each
+  // message it receives names (Message::subscription). permission_denied
+  // when the daemon's local_policy does not allow it; busy past
+  // max_subscriptions.
+  Result<uint64_t> subscribe(std::string_view pattern, const SubscribeOptions& options = {},
+                             std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  // Gives a subscription up (no reply; messages already sent may still arrive).
+  Status unsubscribe(uint64_t subscription);
+  // Queues a publish to `subject`; its id, whose Completion comes once every
+  // matching subscription took or dropped it. Waits as send() does (a
+  // subject's subscribers with policy block hold it).
+  Result<uint64_t> publish(std::string_view subject, std::span<const std::byte> payload);
+  Result<uint64_t> publish(std::string_view subject, std::string_view text);
+  // Queues a request to `subject` (1 ms to 2^32 - 1 ms); its id. Its first
+  // reply comes as a Message with requestId set (receive()); no reply by
+  // the deadline, or nobody to answer, comes as its Completion.
+  Result<uint64_t> request(std::string_view subject, std::span<const std::byte> payload,
+                           std::chrono::milliseconds timeout);
+  // Sends a request and waits for its reply, taken out of turn: messages
+  // received before it stay queued for receive(). no_responders at once
+  // when nothing subscribes to `subject`; timeout when no reply came in
+  // time. Refused (bad_request) while a MessageView is held.
+  Status requestAndWait(std::string_view subject, std::span<const std::byte> payload,
+                        Message& reply, std::chrono::milliseconds timeout);
+  // Queues the reply to `request` (a Message with a replyTo); its id, whose
+  // Completion is ok once the requester took it, unknown_service when the
+  // request was answered already or expired.
+  Result<uint64_t> reply(const Message& request, std::span<const std::byte> payload);
+  Result<uint64_t> reply(const Message& request, std::string_view text);
 
   // Blocking: the daemon's status as JSON text.
   Result<std::string> status(std::chrono::milliseconds timeout = std::chrono::seconds(5));

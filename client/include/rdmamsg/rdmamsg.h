@@ -44,39 +44,55 @@ extern "C" {
 /* The same codes as rdmamsg::Errc. */
 typedef enum rdmamsg_errc {
   RDMAMSG_OK = 0,
-  RDMAMSG_UNKNOWN_NODE = 1,      /* destination node is not configured */
-  RDMAMSG_UNKNOWN_SERVICE = 2,   /* no listener for the service on that node */
-  RDMAMSG_PEER_UNREACHABLE = 3,  /* peer daemon down, or connection lost before delivery */
-  RDMAMSG_TOO_LARGE = 4,         /* over the maximum message size */
-  RDMAMSG_TIMEOUT = 5,           /* nothing within the time given */
-  RDMAMSG_BAD_REQUEST = 6,       /* bad name, bad argument */
-  RDMAMSG_DUPLICATE_SERVICE = 7, /* the service is registered by another client */
-  RDMAMSG_BUSY = 8,              /* resource exhausted; retry later */
-  RDMAMSG_SHUTTING_DOWN = 9,     /* the daemon is stopping */
-  RDMAMSG_PROTOCOL_ERROR = 10,   /* malformed frame; the connection is closed */
-  RDMAMSG_IO_ERROR = 11,         /* socket error (connect, read, write) */
-  RDMAMSG_NOT_CONNECTED = 12,    /* the client is closed */
-  RDMAMSG_WOULD_BLOCK = 13,      /* rdmamsg_try_send: the socket is full */
-  RDMAMSG_PERMISSION_DENIED = 14 /* the daemon's local_policy refuses this client the request */
+  RDMAMSG_UNKNOWN_NODE = 1,       /* destination node is not configured */
+  RDMAMSG_UNKNOWN_SERVICE = 2,    /* no listener for the service on that node */
+  RDMAMSG_PEER_UNREACHABLE = 3,   /* peer daemon down, or connection lost before delivery */
+  RDMAMSG_TOO_LARGE = 4,          /* over the maximum message size */
+  RDMAMSG_TIMEOUT = 5,            /* nothing within the time given */
+  RDMAMSG_BAD_REQUEST = 6,        /* bad name, bad argument */
+  RDMAMSG_DUPLICATE_SERVICE = 7,  /* the service is registered by another client */
+  RDMAMSG_BUSY = 8,               /* resource exhausted; retry later */
+  RDMAMSG_SHUTTING_DOWN = 9,      /* the daemon is stopping */
+  RDMAMSG_PROTOCOL_ERROR = 10,    /* malformed frame; the connection is closed */
+  RDMAMSG_IO_ERROR = 11,          /* socket error (connect, read, write) */
+  RDMAMSG_NOT_CONNECTED = 12,     /* the client is closed */
+  RDMAMSG_WOULD_BLOCK = 13,       /* rdmamsg_try_send: the socket is full */
+  RDMAMSG_PERMISSION_DENIED = 14, /* the daemon's local_policy refuses this client the request */
+  RDMAMSG_NO_SUBSCRIBERS = 15,    /* a publish matched no subscription anywhere in the mesh */
+  RDMAMSG_NO_RESPONDERS = 16      /* a request matched no subscription: nobody can answer it */
 } rdmamsg_errc;
 
 typedef struct rdmamsg_client rdmamsg_client;
 
-/* A received message; valid until the next rdmamsg_receive/try_receive. */
+/* A received message; valid until the next rdmamsg_receive/try_receive.
+ * A message sent to a service names it in `service`; a message published
+ * to a subject names the subscription and the subject (and carries a
+ * reply token in `reply_to` when it is a request: answer with
+ * rdmamsg_reply()); a reply to a request names the request. */
 typedef struct rdmamsg_message {
   const char* src_node;    /* the sender's node */
-  const char* src_service; /* the sender's service ("" if it registered none) */
-  const char* service;     /* the local service it was addressed to */
+  const char* src_service; /* the sender's service ("" if it registered none, or a subject's) */
+  const char* service;     /* the local service it was addressed to ("" for subjects) */
   const void* payload;
   size_t size;
+  const char* subject;   /* a publish: its subject; else "" */
+  const char* reply_to;  /* a request: its reply token; else "" */
+  uint64_t subscription; /* a publish: the id rdmamsg_subscribe() gave; else 0 */
+  uint64_t request_id;   /* a reply: the id rdmamsg_request() gave; else 0 */
 } rdmamsg_message;
 
 /* The outcome of one sent message; `message` is valid until the next
- * completion is taken. */
+ * completion is taken. A publish's comes once every subscription it
+ * matched took it or dropped it, with the counts (RDMAMSG_NO_SUBSCRIBERS
+ * when none matched); a request has one only when no reply came
+ * (RDMAMSG_NO_RESPONDERS, RDMAMSG_TIMEOUT, RDMAMSG_PEER_UNREACHABLE). */
 typedef struct rdmamsg_completion {
   uint64_t msg_id;
   rdmamsg_errc code; /* RDMAMSG_OK once a listener of the service has it */
   const char* message;
+  uint32_t matched; /* a publish: subscriptions matched (a queue group counts once) */
+  uint32_t taken;   /* of those, the ones whose application took it */
+  uint32_t dropped; /* of those, the ones that dropped it (slow consumers) */
 } rdmamsg_completion;
 
 /* The system calls the library has made for a client since it connected,
@@ -138,6 +154,40 @@ rdmamsg_errc rdmamsg_commit(rdmamsg_client* c, uint64_t* id);
 rdmamsg_errc rdmamsg_abort(rdmamsg_client* c);
 /* Writes everything queued, up to timeout_ms. */
 rdmamsg_errc rdmamsg_flush(rdmamsg_client* c, int timeout_ms);
+
+/* Subjects: dot-separated tokens ("prices.eu.x"); a subscription's pattern
+ * may use '*' for one token and '>' (last) for the rest; at most 255 bytes
+ * and 32 tokens. A bad one is RDMAMSG_BAD_REQUEST before anything is sent.
+ *
+ * What a subscription's daemon does once `pending_limit` (0: the daemon's
+ * pending_limit) of its messages are delivered and not taken. */
+typedef enum rdmamsg_slow_consumer {
+  RDMAMSG_SLOW_DROP = 0, /* drop for this subscription alone, counted (the default) */
+  RDMAMSG_SLOW_BLOCK = 1 /* lossless: hold its publishers until it takes */
+} rdmamsg_slow_consumer;
+/* Subscribes to `pattern`, waiting up to timeout_ms for the daemon;
+ * `group` (NULL or "": none) makes it a member of a queue group, each
+ * message going to one member. *id (if not NULL) names it in messages. */
+rdmamsg_errc rdmamsg_subscribe(rdmamsg_client* c, const char* pattern, const char* group,
+                               int policy, uint32_t pending_limit, int timeout_ms, uint64_t* id);
+rdmamsg_errc rdmamsg_unsubscribe(rdmamsg_client* c, uint64_t id);
+/* Queues a publish; its completion names *id. Waits as rdmamsg_send() does. */
+rdmamsg_errc rdmamsg_publish(rdmamsg_client* c, const char* subject, const void* payload,
+                             size_t size, uint64_t* id);
+/* Queues a request (timeout_ms > 0); its first reply arrives as a message
+ * whose request_id is *id, or its completion says why none came. */
+rdmamsg_errc rdmamsg_request(rdmamsg_client* c, const char* subject, const void* payload,
+                             size_t size, int timeout_ms, uint64_t* id);
+/* Sends a request and waits for its reply, put in *reply (valid as a
+ * received message) and taken out of turn: messages received before it
+ * stay queued. RDMAMSG_NO_RESPONDERS at once when nothing subscribes. */
+rdmamsg_errc rdmamsg_request_wait(rdmamsg_client* c, const char* subject, const void* payload,
+                                  size_t size, rdmamsg_message* reply, int timeout_ms);
+/* Queues the reply to a request, named by its message's reply_to; its
+ * completion: RDMAMSG_OK once the requester took it, RDMAMSG_UNKNOWN_SERVICE
+ * when the request was answered already or expired. */
+rdmamsg_errc rdmamsg_reply(rdmamsg_client* c, const char* reply_to, const void* payload,
+                           size_t size, uint64_t* id);
 
 /* Waits up to timeout_ms (0: does not wait) for a message; RDMAMSG_TIMEOUT
  * if none came. A message returned counts as taken: its sender is confirmed. */

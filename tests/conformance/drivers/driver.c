@@ -12,12 +12,19 @@
 
 #define MAX_CLIENTS 16
 #define MAX_ARGS 8
+#define MAX_PUBLISHED 1024
 #define FILL_MS 20000
 #define FLUSH_MS 10000
 
 struct named {
   char name[64];
   rdmamsg_client* c;
+  /* The ids it published whose completion has not come (they print as
+   * pubdone), and the reply token of the last request it received (what
+   * `reply` answers). */
+  uint64_t published[MAX_PUBLISHED];
+  int npublished;
+  char last_request[256];
 };
 static struct named clients[MAX_CLIENTS];
 
@@ -109,7 +116,23 @@ static void say_ok_or(rdmamsg_client* c, rdmamsg_errc rc) {
   else
     say_error(c, rc);
 }
-static void say_msg(const rdmamsg_message* m) {
+static void say_msg(struct named* slot, const rdmamsg_message* m) {
+  if (m->reply_to[0] != '\0')
+    snprintf(slot->last_request, sizeof slot->last_request, "%s", m->reply_to);
+  if (m->subscription != 0) {
+    puts_("submsg ");
+    putu(m->subscription);
+    puts_(" ");
+    put_field(m->src_node);
+    puts_(" ");
+    put_field(m->subject);
+    puts_(" ");
+    put_field(m->reply_to);
+    puts_(" ");
+    put_hex(m->payload, m->size);
+    flush_line();
+    return;
+  }
   puts_("msg ");
   put_field(m->src_node);
   puts_(" ");
@@ -120,11 +143,31 @@ static void say_msg(const rdmamsg_message* m) {
   put_hex(m->payload, m->size);
   flush_line();
 }
-static void say_done(const rdmamsg_completion* d) {
-  puts_("done ");
+/* Whether `id` is one of slot's publishes, forgotten now. */
+static int was_published(struct named* slot, uint64_t id) {
+  int i;
+  for (i = 0; i < slot->npublished; ++i) {
+    if (slot->published[i] == id) {
+      slot->published[i] = slot->published[--slot->npublished];
+      return 1;
+    }
+  }
+  return 0;
+}
+static void say_done(struct named* slot, const rdmamsg_completion* d) {
+  int pub = was_published(slot, d->msg_id);
+  puts_(pub ? "pubdone " : "done ");
   putu(d->msg_id);
   puts_(" ");
   puts_(rdmamsg_errc_name(d->code));
+  if (pub) {
+    puts_(" ");
+    putu(d->matched);
+    puts_(" ");
+    putu(d->taken);
+    puts_(" ");
+    putu(d->dropped);
+  }
   if (d->message != NULL && d->message[0] != '\0') {
     puts_(" ");
     put_text(d->message);
@@ -190,6 +233,8 @@ static void do_connect(const char* name, const char* path) {
   if (slot->c != NULL) rdmamsg_close(slot->c);
   snprintf(slot->name, sizeof slot->name, "%s", name);
   slot->c = c;
+  slot->npublished = 0;
+  slot->last_request[0] = '\0';
   puts_("ok ");
   puts_(rdmamsg_node_name(c));
   puts_(" ");
@@ -274,21 +319,23 @@ static void do_fill(rdmamsg_client* c, char** a) {
 static int use_views;
 
 /* Receives one message and prints it. */
-static rdmamsg_errc receive_and_say(rdmamsg_client* c, int timeout_ms) {
+static rdmamsg_errc receive_and_say(struct named* slot, int timeout_ms) {
+  rdmamsg_client* c = slot->c;
   rdmamsg_message m;
   rdmamsg_errc rc =
       use_views ? rdmamsg_receive_view(c, &m, timeout_ms) : rdmamsg_receive(c, &m, timeout_ms);
   if (rc != RDMAMSG_OK) return rc;
-  say_msg(&m);
+  say_msg(slot, &m);
   return use_views ? rdmamsg_release_view(c) : RDMAMSG_OK;
 }
 
-static void do_take(rdmamsg_client* c, char** a) {
+static void do_take(struct named* slot, char** a) {
+  rdmamsg_client* c = slot->c;
   long max = strtol(a[0], NULL, 10), n = 0;
   int idle = (int)strtol(a[1], NULL, 10);
   rdmamsg_errc rc = RDMAMSG_OK;
   while (n < max) {
-    rc = receive_and_say(c, idle);
+    rc = receive_and_say(slot, idle);
     if (rc != RDMAMSG_OK) break;
     ++n;
   }
@@ -301,7 +348,8 @@ static void do_take(rdmamsg_client* c, char** a) {
   flush_line();
 }
 
-static void do_completions(rdmamsg_client* c, char** a) {
+static void do_completions(struct named* slot, char** a) {
+  rdmamsg_client* c = slot->c;
   long max = strtol(a[0], NULL, 10), n = 0;
   long long deadline = now_ms() + strtol(a[1], NULL, 10);
   rdmamsg_completion d;
@@ -311,7 +359,7 @@ static void do_completions(rdmamsg_client* c, char** a) {
     if (left <= 0) break;
     rc = rdmamsg_wait_completion(c, &d, (int)left);
     if (rc != RDMAMSG_OK) break;
-    say_done(&d);
+    say_done(slot, &d);
     ++n;
   }
   puts_("end ");
@@ -321,6 +369,83 @@ static void do_completions(rdmamsg_client* c, char** a) {
     put_reason(c, rc);
   }
   flush_line();
+}
+
+static void say_id_or(rdmamsg_client* c, rdmamsg_errc rc, uint64_t id) {
+  if (rc != RDMAMSG_OK) {
+    say_error(c, rc);
+    return;
+  }
+  puts_("id ");
+  putu(id);
+  flush_line();
+}
+
+static void do_sub(rdmamsg_client* c, char** a) {
+  uint64_t id = 0;
+  int policy = strcmp(a[2], "block") == 0 ? RDMAMSG_SLOW_BLOCK : RDMAMSG_SLOW_DROP;
+  rdmamsg_errc rc;
+  if (strcmp(a[2], "block") != 0 && strcmp(a[2], "drop") != 0) {
+    say("error driver policy");
+    return;
+  }
+  rc = rdmamsg_subscribe(c, arg(a[0]), arg(a[1]), policy, (uint32_t)strtoul(a[3], NULL, 10), 5000,
+                         &id);
+  if (rc != RDMAMSG_OK) {
+    say_error(c, rc);
+    return;
+  }
+  puts_("sub ");
+  putu(id);
+  flush_line();
+}
+
+static void do_pub(struct named* slot, char** a) {
+  size_t n;
+  unsigned char* p = from_hex(a[1], &n);
+  uint64_t id = 0;
+  rdmamsg_errc rc = rdmamsg_publish(slot->c, arg(a[0]), p, n, &id);
+  free(p);
+  if (rc == RDMAMSG_OK) {
+    if (slot->npublished == MAX_PUBLISHED) {
+      say("error driver too many publishes in flight");
+      return;
+    }
+    slot->published[slot->npublished++] = id;
+  }
+  say_id_or(slot->c, rc, id);
+}
+
+static void do_request(rdmamsg_client* c, char** a) {
+  size_t n;
+  unsigned char* p = from_hex(a[1], &n);
+  rdmamsg_message r;
+  rdmamsg_errc rc = rdmamsg_request_wait(c, arg(a[0]), p, n, &r, (int)strtol(a[2], NULL, 10));
+  free(p);
+  if (rc != RDMAMSG_OK) {
+    say_error(c, rc);
+    return;
+  }
+  puts_("reply ");
+  put_field(r.src_node);
+  puts_(" ");
+  put_hex(r.payload, r.size);
+  flush_line();
+}
+
+static void do_reply(struct named* slot, char** a) {
+  size_t n;
+  unsigned char* p;
+  uint64_t id = 0;
+  rdmamsg_errc rc;
+  if (slot->last_request[0] == '\0') {
+    say("error driver no message received to reply to");
+    return;
+  }
+  p = from_hex(a[0], &n);
+  rc = rdmamsg_reply(slot->c, slot->last_request, p, n, &id);
+  free(p);
+  say_id_or(slot->c, rc, id);
 }
 
 static void run(char* name, char* verb, char** a, int argc) {
@@ -351,7 +476,7 @@ static void run(char* name, char* verb, char** a, int argc) {
   } else if (strcmp(verb, "flush") == 0) {
     say_ok_or(c, rdmamsg_flush(c, FLUSH_MS));
   } else if (strcmp(verb, "recv") == 0) {
-    rc = receive_and_say(c, (int)strtol(a[0], NULL, 10));
+    rc = receive_and_say(slot, (int)strtol(a[0], NULL, 10));
     if (rc == RDMAMSG_OK)
       ; /* said */
     else if (rc == RDMAMSG_TIMEOUT)
@@ -359,18 +484,28 @@ static void run(char* name, char* verb, char** a, int argc) {
     else
       say_error(c, rc);
   } else if (strcmp(verb, "take") == 0) {
-    do_take(c, a);
+    do_take(slot, a);
   } else if (strcmp(verb, "completion") == 0) {
     rdmamsg_completion d;
     rc = rdmamsg_wait_completion(c, &d, (int)strtol(a[0], NULL, 10));
     if (rc == RDMAMSG_OK)
-      say_done(&d);
+      say_done(slot, &d);
     else if (rc == RDMAMSG_TIMEOUT)
       say("timeout");
     else
       say_error(c, rc);
   } else if (strcmp(verb, "completions") == 0) {
-    do_completions(c, a);
+    do_completions(slot, a);
+  } else if (strcmp(verb, "sub") == 0) {
+    do_sub(c, a);
+  } else if (strcmp(verb, "unsub") == 0) {
+    say_ok_or(c, rdmamsg_unsubscribe(c, strtoull(a[0], NULL, 10)));
+  } else if (strcmp(verb, "pub") == 0) {
+    do_pub(slot, a);
+  } else if (strcmp(verb, "request") == 0) {
+    do_request(c, a);
+  } else if (strcmp(verb, "reply") == 0) {
+    do_reply(slot, a);
   } else if (strcmp(verb, "inflight") == 0) {
     puts_("inflight ");
     putu(rdmamsg_in_flight(c));

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <sstream>
 #include <string>
@@ -31,6 +32,10 @@ constexpr auto kFillTime = std::chrono::seconds(20);
 constexpr auto kFlushTime = std::chrono::seconds(10);
 
 std::map<std::string, std::unique_ptr<Client>> clients;
+// Per client: the ids it published (their completions print as pubdone),
+// and the last message received with a reply token (what `reply` answers).
+std::map<std::string, std::set<uint64_t>> published;
+std::map<std::string, std::string> lastRequest;
 
 void line(const std::string& s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
@@ -74,33 +79,46 @@ std::string toHex(std::span<const std::byte> bytes) {
 std::string error(const Status& st) {
   return "error " + std::string(rdmamsg::toString(st.code())) + " " + oneLine(st.message());
 }
-std::string done(const Completion& c) {
-  std::string s =
-      "done " + std::to_string(c.msgId) + " " + std::string(rdmamsg::toString(c.status.code()));
+std::string done(const std::string& name, const Completion& c) {
+  std::string s = std::to_string(c.msgId) + " " + std::string(rdmamsg::toString(c.status.code()));
+  if (published[name].erase(c.msgId) != 0) {
+    s = "pubdone " + s + " " + std::to_string(c.matched) + " " + std::to_string(c.taken) + " " +
+        std::to_string(c.dropped);
+  } else {
+    s = "done " + s;
+  }
   if (!c.status.message().empty()) s += " " + oneLine(c.status.message());
   return s;
 }
-std::string msg(const Message& m) {
-  return "msg " + field(m.srcNode) + " " + field(m.srcService) + " " + field(m.service) + " " +
-         toHex(m.payload);
+// A received message (a Message or a MessageView) as its line; one with a
+// reply token is what `reply` answers next.
+template <typename M>
+std::string msg(const std::string& name, const M& m) {
+  if (!m.replyTo.empty()) lastRequest[name] = std::string(m.replyTo);
+  if (m.subscription != 0) {
+    return "submsg " + std::to_string(m.subscription) + " " + field(std::string(m.srcNode)) + " " +
+           field(std::string(m.subject)) + " " + field(std::string(m.replyTo)) + " " +
+           toHex(m.payload);
+  }
+  return "msg " + field(std::string(m.srcNode)) + " " + field(std::string(m.srcService)) + " " +
+         field(std::string(m.service)) + " " + toHex(m.payload);
 }
 // RDMAMSG_DRIVER_VIEWS=1: messages are received as views
 // (Client::receiveView), each released once its line is made.
 bool useViews = false;
 
 // Receives one message into the line that says it.
-Status receiveLine(Client& c, milliseconds timeout, std::string& said) {
+Status receiveLine(const std::string& name, Client& c, milliseconds timeout, std::string& said) {
   if (!useViews) {
     Message m;
     Status st = c.receive(m, timeout);
-    if (st.ok()) said = msg(m);
+    if (st.ok()) said = msg(name, m);
     return st;
   }
   rdmamsg::MessageView v;
   Status st = c.receiveView(v, timeout);
   if (!st.ok()) return st;
-  said = "msg " + field(std::string(v.srcNode)) + " " + field(std::string(v.srcService)) + " " +
-         field(std::string(v.service)) + " " + toHex(v.payload);
+  said = msg(name, v);
   return c.release(v);
 }
 
@@ -118,6 +136,8 @@ void connect(const std::string& name, const std::vector<std::string>& a) {
   rdmamsg::Result<Client> c = Client::connect(a.at(0), opts);
   if (!c) return line(error(c.status()));
   clients[name] = std::make_unique<Client>(std::move(c).value());
+  published[name].clear();
+  lastRequest.erase(name);
   const Client& cl = *clients[name];
   line("ok " + cl.nodeName() + " " + std::to_string(cl.maxMessageSize()));
 }
@@ -155,13 +175,13 @@ void fill(Client& c, const std::vector<std::string>& a) {
   line("unblocked " + std::to_string(accepted.size()) + " " + ids(accepted));
 }
 
-void take(Client& c, const std::vector<std::string>& a) {
+void take(const std::string& name, Client& c, const std::vector<std::string>& a) {
   const long max = std::stol(a.at(0));
   const milliseconds idle(std::stol(a.at(1)));
   long n = 0;
   std::string said;
   while (n < max) {
-    Status st = receiveLine(c, idle, said);
+    Status st = receiveLine(name, c, idle, said);
     if (st.code() == Errc::timeout) break;
     if (!st.ok()) return line("end " + std::to_string(n) + " " + error(st).substr(6));
     line(said);
@@ -170,7 +190,7 @@ void take(Client& c, const std::vector<std::string>& a) {
   line("end " + std::to_string(n));
 }
 
-void completions(Client& c, const std::vector<std::string>& a) {
+void completions(const std::string& name, Client& c, const std::vector<std::string>& a) {
   const long max = std::stol(a.at(0));
   const auto deadline = Clock::now() + milliseconds(std::stol(a.at(1)));
   long n = 0;
@@ -181,10 +201,20 @@ void completions(Client& c, const std::vector<std::string>& a) {
     Status st = c.waitCompletion(done_, left);
     if (st.code() == Errc::timeout) break;
     if (!st.ok()) return line("end " + std::to_string(n) + " " + error(st).substr(6));
-    line(done(done_));
+    line(done(name, done_));
     ++n;
   }
   line("end " + std::to_string(n));
+}
+
+void subscribe(Client& c, const std::vector<std::string>& a) {
+  rdmamsg::SubscribeOptions opts;
+  opts.group = arg(a.at(1));
+  if (a.at(2) != "drop" && a.at(2) != "block") return line("error driver policy " + a.at(2));
+  opts.policy = a.at(2) == "block" ? rdmamsg::SlowConsumer::block : rdmamsg::SlowConsumer::drop;
+  opts.pendingLimit = static_cast<uint32_t>(std::stoul(a.at(3)));
+  rdmamsg::Result<uint64_t> id = c.subscribe(arg(a.at(0)), opts);
+  line(id ? "sub " + std::to_string(*id) : error(id.status()));
 }
 
 void run(const std::string& name, const std::string& verb, const std::vector<std::string>& a) {
@@ -216,18 +246,42 @@ void run(const std::string& name, const std::string& verb, const std::vector<std
   }
   if (verb == "recv") {
     std::string said;
-    Status st = receiveLine(c, milliseconds(std::stol(a.at(0))), said);
+    Status st = receiveLine(name, c, milliseconds(std::stol(a.at(0))), said);
     if (st.code() == Errc::timeout) return line("timeout");
     return line(st.ok() ? said : error(st));
   }
-  if (verb == "take") return take(c, a);
+  if (verb == "take") return take(name, c, a);
   if (verb == "completion") {
     Completion d;
     Status st = c.waitCompletion(d, milliseconds(std::stol(a.at(0))));
     if (st.code() == Errc::timeout) return line("timeout");
-    return line(st.ok() ? done(d) : error(st));
+    return line(st.ok() ? done(name, d) : error(st));
   }
-  if (verb == "completions") return completions(c, a);
+  if (verb == "completions") return completions(name, c, a);
+  if (verb == "sub") return subscribe(c, a);
+  if (verb == "unsub") {
+    Status st = c.unsubscribe(std::stoull(a.at(0)));
+    return line(st.ok() ? "ok" : error(st));
+  }
+  if (verb == "pub") {
+    rdmamsg::Result<uint64_t> id = c.publish(arg(a.at(0)), fromHex(a.at(1)));
+    if (id) published[name].insert(*id);
+    return line(id ? "id " + std::to_string(*id) : error(id.status()));
+  }
+  if (verb == "request") {
+    Message r;
+    Status st =
+        c.requestAndWait(arg(a.at(0)), fromHex(a.at(1)), r, milliseconds(std::stol(a.at(2))));
+    return line(st.ok() ? "reply " + field(r.srcNode) + " " + toHex(r.payload) : error(st));
+  }
+  if (verb == "reply") {
+    auto req = lastRequest.find(name);
+    if (req == lastRequest.end()) return line("error driver no message received to reply to");
+    Message request;
+    request.replyTo = req->second;
+    rdmamsg::Result<uint64_t> id = c.reply(request, fromHex(a.at(0)));
+    return line(id ? "id " + std::to_string(*id) : error(id.status()));
+  }
   if (verb == "inflight") return line("inflight " + std::to_string(c.inFlight()));
   if (verb == "io") {
     Status st = c.processIo();

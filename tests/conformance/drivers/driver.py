@@ -11,6 +11,10 @@ FILL_SECONDS = 20
 FLUSH_SECONDS = 10
 
 clients = {}
+# Per client: the ids it published (their completions print as pubdone),
+# and the reply token of the last request it received (what `reply` answers).
+published = {}
+last_request = {}
 
 
 def say(text):
@@ -38,12 +42,25 @@ def reason(e):
     return (e.name + " " + one_line(e.message)).rstrip()
 
 
-def msg(m):
+def hexed(data):
+    return data.hex() if data else "~"
+
+
+def msg(name, m):
+    if m.reply_to:
+        last_request[name] = m.reply_to
+    if m.subscription:
+        return "submsg %d %s %s %s %s" % (m.subscription, field(m.src_node), field(m.subject),
+                                          field(m.reply_to), hexed(m.payload))
     return "msg %s %s %s %s" % (field(m.src_node), field(m.src_service), field(m.service),
-                                m.payload.hex() if m.payload else "~")
+                                hexed(m.payload))
 
 
-def done(d):
+def done(name, d):
+    if d.msg_id in published.get(name, set()):
+        published[name].discard(d.msg_id)
+        return ("pubdone %d %s %d %d %d %s" % (d.msg_id, d.name, d.matched, d.taken, d.dropped,
+                                               one_line(d.message))).rstrip()
     return ("done %d %s %s" % (d.msg_id, d.name, one_line(d.message))).rstrip()
 
 
@@ -58,6 +75,8 @@ def run(name, verb, a):
         except rdmamsg.RdmamsgError as e:
             return say("error " + reason(e))
         clients[name] = c
+        published[name] = set()
+        last_request.pop(name, None)
         return say("ok %s %d" % (c.node, c.max_message_size))
     c = clients[name]
     if verb == "register":
@@ -96,7 +115,7 @@ def run(name, verb, a):
         return say("ok")
     if verb == "recv":
         m = receive(c, int(a[0]) / 1000)
-        return say("timeout" if m is None else msg(m))
+        return say("timeout" if m is None else msg(name, m))
     if verb == "take":
         n = 0
         try:
@@ -104,14 +123,14 @@ def run(name, verb, a):
                 m = receive(c, int(a[1]) / 1000)
                 if m is None:
                     break
-                say(msg(m))
+                say(msg(name, m))
                 n += 1
         except rdmamsg.RdmamsgError as e:
             return say("end %d %s" % (n, reason(e)))
         return say("end %d" % n)
     if verb == "completion":
         d = c.wait_completion(int(a[0]) / 1000)
-        return say("timeout" if d is None else done(d))
+        return say("timeout" if d is None else done(name, d))
     if verb == "completions":
         n = 0
         deadline = time.monotonic() + int(a[1]) / 1000
@@ -123,11 +142,28 @@ def run(name, verb, a):
                 d = c.wait_completion(left)
                 if d is None:
                     break
-                say(done(d))
+                say(done(name, d))
                 n += 1
         except rdmamsg.RdmamsgError as e:
             return say("end %d %s" % (n, reason(e)))
         return say("end %d" % n)
+    if verb == "sub":
+        return say("sub %d" % c.subscribe(arg(a[0]), group=arg(a[1]) or None, policy=a[2],
+                                          pending_limit=int(a[3])))
+    if verb == "unsub":
+        c.unsubscribe(int(a[0]))
+        return say("ok")
+    if verb == "pub":
+        msg_id = c.publish(arg(a[0]), payload(a[1]))
+        published[name].add(msg_id)
+        return say("id %d" % msg_id)
+    if verb == "request":
+        r = c.request_wait(arg(a[0]), payload(a[1]), timeout=int(a[2]) / 1000)
+        return say("reply %s %s" % (field(r.src_node), hexed(r.payload)))
+    if verb == "reply":
+        if name not in last_request:
+            return say("error driver no message received to reply to")
+        return say("id %d" % c.reply(last_request[name], payload(a[0])))
     if verb == "inflight":
         return say("inflight %d" % c.in_flight)
     if verb == "io":
@@ -151,7 +187,8 @@ def receive(c, timeout):
     if v is None:
         return None
     with v:
-        return rdmamsg.Message(v.src_node, v.src_service, v.service, bytes(v.payload))
+        return rdmamsg.Message(v.src_node, v.src_service, v.service, bytes(v.payload), v.subject,
+                               v.reply_to, v.subscription, v.request_id)
 
 
 def main():
