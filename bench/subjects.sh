@@ -155,16 +155,20 @@ limit=$((noise * 2 > 100000 ? noise * 2 : 100000))
 for node in alpha beta; do
   printf 'max_subscriptions: %s\nmax_peer_interest: %s\n' "$limit" "$limit" >>"$dir/$node.yaml"
 done
-for node in alpha beta; do
+declare -A ip=([a]=127.0.0.1 [b]=127.0.0.2) spid
+for h in a b; do
+  node=alpha
+  [ "$h" = a ] || node=beta
   spawn "$run" "$rdmamsgd" -c "$dir/$node.yaml" --node "$node" >"$dir/$node.log" 2>&1
+  spid[rdmamsg.$h]=$last
 done
-declare -A ip=([a]=127.0.0.1 [b]=127.0.0.2)
 for h in a b; do
   other=b
   [ "$h" = a ] || other=a
   spawn nats-server -a "${ip[$h]}" -p "$nport" -m "$mport" --cluster_name bench \
     --cluster "nats://${ip[$h]}:$cport" --routes "nats://${ip[$other]}:$cport" \
     >"$dir/nats-$h.log" 2>&1
+  spid[nats.$h]=$last
 done
 
 log "waiting for the mesh (alpha 127.0.0.1, beta 127.0.0.2, port $port)"
@@ -230,6 +234,20 @@ settle() {
   log "$1: the last case's subscriptions are still known after 60 s"
 }
 
+# What the servers cost around a measurement: the CPU time of both (all their threads:
+# for rdmamsgd also softrdma's progress thread, the emulated NIC).
+cpu_ticks() { # cpu_ticks SYSTEM: user + system clock ticks of both servers of SYSTEM
+  local h t=0 v
+  for h in a b; do
+    v=$(awk '{print $14 + $15}' "/proc/${spid[$1.$h]}/stat" 2>/dev/null) || v=0
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
+server_cpu() { # server_cpu FILE TICKS0 TICKS1
+  echo "{\"server_cpu_seconds\": $(((${3} - ${2}) * 1000 / $(getconf CLK_TCK)))e-3}" >"$1"
+}
+
 # client SYSTEM HOST(a|b): the benchmark program of SYSTEM and how it reaches HOST's server,
 # in the array $cmd.
 client() {
@@ -253,7 +271,7 @@ mode() {
 # subscriber took a probe from alpha, the publisher on alpha publishes N messages of SIZE.
 stream() {
   local sys=$1 tag=$2 n=$3 size=$4 ka=$5 kb=$6 nz=$7
-  local subj="bench.$2" ready=() sinks=() hold="" ok=1 window=65536 h k
+  local subj="bench.$2" ready=() sinks=() hold="" ok=1 window=65536 h k t0
   rm -f "$dir"/ready.*
   mark "$sys"
   # A window of 64 MiB of 1 MiB messages: the pending limit bounds it only in messages.
@@ -281,10 +299,12 @@ stream() {
   fi
   if [ "$ok" -eq 1 ]; then
     mode "$sys" a pub-stream --subject "$subj.hit" --count "$n" --size "$size" --window "$window"
+    t0=$(cpu_ticks "$sys")
     bounded "${cmd[@]}" >"$dir/r/$tag.$sys.pub.json" 2>"$dir/r/$tag.$sys.pub.err" || ok=0
   fi
   if [ "$ok" -eq 1 ]; then
     for k in "${sinks[@]}"; do reap "$k" || ok=0; done
+    server_cpu "$dir/r/$tag.$sys.cpu.json" "$t0" "$(cpu_ticks "$sys")"
   else
     halt "${sinks[@]}"
   fi
@@ -298,7 +318,7 @@ stream() {
 
 # rr SYSTEM TAG: an echo on beta; once it took a probe from alpha, round trips from alpha.
 rr() {
-  local sys=$1 tag=$2 subj="bench.$2" echo ok=1
+  local sys=$1 tag=$2 subj="bench.$2" echo ok=1 t0
   rm -f "$dir"/ready.*
   mark "$sys"
   mode "$sys" b reply-echo --subject "$subj" --ready-file "$dir/ready.echo"
@@ -308,7 +328,9 @@ rr() {
   bounded "${cmd[@]}" || ok=0
   if [ "$ok" -eq 1 ]; then
     mode "$sys" a request-latency --subject "$subj" --count "$rtt" --warmup "$warmup" --size 64
+    t0=$(cpu_ticks "$sys")
     bounded "${cmd[@]}" >"$dir/r/$tag.$sys.rr.json" 2>"$dir/r/$tag.$sys.rr.err" || ok=0
+    server_cpu "$dir/r/$tag.$sys.cpu.json" "$t0" "$(cpu_ticks "$sys")"
   fi
   halt "$echo"
   settle "$sys"

@@ -8,7 +8,7 @@ usage: subjects_summary.py RESULT_DIR JSON_OUT RUNS COUNT LARGE FAN RTT WARMUP N
 
 Result files are RESULT_DIR/<case>.r<run>.<system>.<role>.json, one JSON line each (the
 last line that parses): role sink_a / sink_b (sub-sink), pub (pub-stream), rr
-(request-latency), hold (hold-subs).
+(request-latency), hold (hold-subs), cpu (the CPU time both servers spent meanwhile).
 """
 import json
 import os
@@ -41,11 +41,15 @@ def figure(docs, case, run, system):
     """The case's figures for one run of one system, or None when it failed."""
     get = lambda role: docs.get((case, run, system, role))
     pub = get("pub")
+    cpu = get("cpu")
     if case == "rr":
         rr = get("rr")
         if rr is None:
             return None
-        return {k: rr[k] for k in ("p50_us", "p99_us", "p999_us", "mean_us", "max_us")}
+        out = {k: rr[k] for k in ("p50_us", "p99_us", "p999_us", "mean_us", "max_us")}
+        if cpu is not None:
+            out["server_cpu_us"] = cpu["server_cpu_seconds"] * 1e6 / (rr["count"] + rr["warmup"])
+        return out
     sinks = [s for s in (get("sink_a"), get("sink_b")) if s is not None]
     if pub is None or not sinks or not all(s.get("complete") for s in sinks):
         return None
@@ -65,6 +69,8 @@ def figure(docs, case, run, system):
         # publisher's completions counted as dropped by slow consumers.
         "dropped": pub["dropped"] if system == "rdmamsg" else sum(s["dropped"] for s in sinks),
     }
+    if cpu is not None:  # per message published
+        out["server_cpu_us"] = cpu["server_cpu_seconds"] * 1e6 / count
     hold = get("hold")
     if hold is not None:
         out["noise_setup_seconds"] = hold["setup_seconds"]
@@ -166,8 +172,14 @@ def main():
                 extra = ", setting up the other subscriptions " + ", ".join(
                     f"{f['noise_setup_seconds']:.1f}" for f in fs) + " s"
             pubrate = ", ".join(fmt(f["publisher_msgs_per_sec"], "msg/s") for f in fs)
+            cpu = ", ".join(f"{f['server_cpu_us']:.2f}" for f in fs if "server_cpu_us" in f)
             print(f"  {case:<7} {system:<8} dropped {drops}, out of order or missing {order}, "
-                  f"publisher's own rate {pubrate}{extra}")
+                  f"publisher's own rate {pubrate}, servers' CPU per message {cpu} us{extra}")
+    for system in SYSTEMS:
+        fs = [f for f in per[("rr", system)] if f and "server_cpu_us" in f]
+        if fs:
+            print(f"  rr      {system:<8} servers' CPU per round trip "
+                  + ", ".join(f"{f['server_cpu_us']:.1f}" for f in fs) + " us")
     doc = {
         "machine": {"nproc": os.cpu_count(), "kernel": platform.release()},
         "parameters": {"runs": runs, "count": count, "large": large, "fan": fan, "rtt": rtt,
