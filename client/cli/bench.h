@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "client/cli/commands.h"
+#include "client/cli/stop_signal.h"
 #include "rdmamsg/client.h"
 
 namespace rdmamsg::cli::bench {
@@ -60,9 +61,6 @@ LatencySummary summarize(std::vector<int64_t>& nanos);
 ClientCounters& operator+=(ClientCounters& a, const ClientCounters& b);
 Json clientCalls(const ClientCounters& before, const ClientCounters& after, double messages);
 
-// SIGINT/SIGTERM set a flag and interrupt blocking waits (no SA_RESTART).
-void installStopHandlers();
-
 // Parses the NODE/SERVICE target of `args` and runs a `Run` (a throughput or
 // latency run) against it.
 template <typename Run>
@@ -77,8 +75,6 @@ Exit runAgainstTarget(const BenchArgs& args) {
   Run run(args, std::move(*dest));
   return run.run();
 }
-bool stopRequested();
-
 // Prints "rdmamsg: bench: WHAT: STATUS" on stderr; the matching exit code.
 Exit fail(std::string_view what, const Status& status);
 

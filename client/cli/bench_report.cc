@@ -11,12 +11,6 @@
 namespace rdmamsg::cli::bench {
 namespace {
 
-volatile std::sig_atomic_t gStop = 0;
-
-void onStopSignal(int) {
-  gStop = 1;
-}
-
 // Keys of a status that are levels, not counters: their delta means nothing.
 bool isGauge(const std::string& key) {
   return key == "credits" || key == "queued_bytes" || key == "in_flight" ||
@@ -133,18 +127,6 @@ LatencySummary summarize(std::vector<int64_t>& nanos) {
   const double sum = std::accumulate(nanos.begin(), nanos.end(), 0.0);
   s.mean = sum / static_cast<double>(n) / 1000.0;
   return s;
-}
-
-void installStopHandlers() {
-  struct sigaction sa {};
-  sa.sa_handler = onStopSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
-bool stopRequested() {
-  return gStop != 0;
 }
 
 Exit fail(std::string_view what, const Status& status) {

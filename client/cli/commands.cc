@@ -13,38 +13,12 @@
 
 #include "client/cli/idle_wait.h"
 #include "client/cli/line_io.h"
+#include "client/cli/stop_signal.h"
 #include "common/openmetrics.h"
 #include "rdmamsg/client.h"
 
 namespace rdmamsg::cli {
 namespace {
-
-volatile std::sig_atomic_t gStop = 0;
-
-void onStopSignal(int) {
-  gStop = 1;
-}
-
-// SIGINT/SIGTERM set a flag and interrupt blocking waits (no SA_RESTART).
-void installStopHandlers() {
-  struct sigaction sa {};
-  sa.sa_handler = onStopSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
-Exit report(std::string_view what, const Status& st) {
-  std::fprintf(stderr, "rdmamsg: %.*s: %s\n", static_cast<int>(what.size()), what.data(),
-               st.toString().c_str());
-  return exitFor(st);
-}
-
-Result<Client> connectTo(const std::string& socket, const char* name) {
-  ConnectOptions opts;
-  opts.clientName = name;
-  return Client::connect(socket, opts);
-}
 
 std::string scalarText(const nlohmann::json& v) {
   return v.is_string() ? v.get<std::string>() : v.dump();
@@ -72,6 +46,18 @@ void printTable(const nlohmann::json& j) {
 }
 
 }  // namespace
+
+Exit report(std::string_view what, const Status& st) {
+  std::fprintf(stderr, "rdmamsg: %.*s: %s\n", static_cast<int>(what.size()), what.data(),
+               st.toString().c_str());
+  return exitFor(st);
+}
+
+Result<Client> connectTo(const std::string& socket, const char* name) {
+  ConnectOptions opts;
+  opts.clientName = name;
+  return Client::connect(socket, opts);
+}
 
 Exit exitFor(const Status& status) {
   switch (status.code()) {
@@ -167,7 +153,7 @@ Exit runListen(const ListenArgs& args) {
   };
   bool printed = true;
   while (printed && (!args.count || received < *args.count)) {
-    if (gStop) break;
+    if (stopRequested()) break;
     if (!client->tryReceive(m)) {
       printed = flushAndConfirm();  // batch output while messages stream in
       Status st = client->receive(m, std::chrono::milliseconds(200));

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "rdmamsg/client.h"
 #include "rdmamsg/status.h"
 
 namespace rdmamsg::cli {
@@ -28,6 +29,10 @@ enum class Exit : int {
 
 // The exit code for a failed Status.
 Exit exitFor(const Status& status);
+// Prints "rdmamsg: WHAT: STATUS" on stderr; the exit code for it.
+Exit report(std::string_view what, const Status& st);
+// Connects to rdmamsgd at `socket` as client `name`.
+Result<Client> connectTo(const std::string& socket, const char* name);
 
 // The exit-code table for --help.
 std::string exitCodeHelp();

@@ -135,6 +135,81 @@ CLI::App* addBenchCommands(CLI::App& app, BenchArgs& args) {
   return bench;
 }
 
+// `pub`, `sub`, `request` and `reply`: their arguments and commands.
+struct SubjectCommands {
+  rdmamsg::cli::PubArgs pubArgs;
+  rdmamsg::cli::SubscribeArgs subArgs;
+  rdmamsg::cli::RequestArgs requestArgs;
+  rdmamsg::cli::ReplyArgs replyArgs;
+  CLI::App* pub = nullptr;
+  CLI::App* sub = nullptr;
+  CLI::App* request = nullptr;
+  CLI::App* reply = nullptr;
+};
+
+void addSubjectCommands(CLI::App& app, SubjectCommands& c) {
+  c.pub = app.add_subcommand(
+      "pub",
+      "Publish MESSAGE (or each line of stdin) to SUBJECT; exit 0 once every subscription it "
+      "matched took it or dropped it (10: nothing matched)");
+  c.pub->add_option("SUBJECT", c.pubArgs.subject, "Subject (dot-separated tokens)")->required();
+  c.pub->add_option("MESSAGE", c.pubArgs.message, "Message text (default: stdin, one per line)");
+  c.pub
+      ->add_option("--timeout", c.pubArgs.timeoutSeconds,
+                   "Seconds to wait for each publish's outcome before giving up")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c.pub->add_flag("--counts", c.pubArgs.counts,
+                  "Print each publish's outcome: subscriptions matched, taken, dropped");
+
+  c.sub = app.add_subcommand("sub",
+                             "Subscribe to PATTERN and print each message received, one per line");
+  addSubscribeOptions(c.sub, c.subArgs);
+  c.sub->add_flag("--with-subject", c.subArgs.withSubject, "Print each message as SUBJECT MESSAGE");
+
+  c.request = app.add_subcommand("request",
+                                 "Send MESSAGE as a request to SUBJECT and print the first reply");
+  c.request->add_option("SUBJECT", c.requestArgs.subject, "Subject (dot-separated tokens)")
+      ->required();
+  c.request->add_option("MESSAGE", c.requestArgs.message, "Request text (default: empty)");
+  c.request
+      ->add_option_function<std::string>(
+          "--timeout",
+          [&c](const std::string& text) {
+            c.requestArgs.timeout = *parseRequestTimeout(text);  // checked below
+          },
+          "How long to wait for a reply: a duration (300ms, 5s, 1m) or seconds (default: 5s)")
+      ->check([](const std::string& text) {
+        auto t = parseRequestTimeout(text);
+        return t ? std::string() : "'" + text + "' is not a duration from 1ms to 49 days";
+      });
+
+  c.reply = app.add_subcommand(
+      "reply",
+      "Subscribe to PATTERN and answer each request: --echo it (default), --text or --exec");
+  addSubscribeOptions(c.reply, c.replyArgs.sub);
+  auto* echo = c.reply->add_flag("--echo", c.replyArgs.echo,
+                                 "Answer each request with itself (the default)");
+  auto* text = c.reply->add_option("--text", c.replyArgs.text, "Answer every request with TEXT")
+                   ->excludes(echo);
+  c.reply
+      ->add_option("--exec", c.replyArgs.exec,
+                   "Answer with the output of a shell command, the request on its stdin")
+      ->excludes(text)
+      ->excludes(echo);
+}
+
+// Runs the subject command parsed, if one was.
+std::optional<rdmamsg::cli::Exit> runSubjectCommand(SubjectCommands& c, const std::string& socket) {
+  using namespace rdmamsg::cli;
+  c.pubArgs.socket = c.subArgs.socket = c.requestArgs.socket = c.replyArgs.sub.socket = socket;
+  if (c.pub->parsed()) return runPub(c.pubArgs);
+  if (c.sub->parsed()) return runSub(c.subArgs);
+  if (c.request->parsed()) return runRequest(c.requestArgs);
+  if (c.reply->parsed()) return runReply(c.replyArgs);
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -184,57 +259,8 @@ int main(int argc, char** argv) {
                  "Show how many messages were sent and confirmed, as the stream goes");
   addIdleOption(send, sendArgs.idleStrategy);
 
-  PubArgs pubArgs;
-  auto* pub = app.add_subcommand(
-      "pub",
-      "Publish MESSAGE (or each line of stdin) to SUBJECT; exit 0 once every subscription it "
-      "matched took it or dropped it (10: nothing matched)");
-  pub->add_option("SUBJECT", pubArgs.subject, "Subject (dot-separated tokens)")->required();
-  pub->add_option("MESSAGE", pubArgs.message, "Message text (default: stdin, one per line)");
-  pub->add_option("--timeout", pubArgs.timeoutSeconds,
-                  "Seconds to wait for each publish's outcome before giving up")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  pub->add_flag("--counts", pubArgs.counts,
-                "Print each publish's outcome: subscriptions matched, taken, dropped");
-
-  SubscribeArgs subArgs;
-  auto* sub = app.add_subcommand(
-      "sub", "Subscribe to PATTERN and print each message received, one per line");
-  addSubscribeOptions(sub, subArgs);
-  sub->add_flag("--with-subject", subArgs.withSubject, "Print each message as SUBJECT MESSAGE");
-
-  RequestArgs requestArgs;
-  auto* request = app.add_subcommand(
-      "request", "Send MESSAGE as a request to SUBJECT and print the first reply");
-  request->add_option("SUBJECT", requestArgs.subject, "Subject (dot-separated tokens)")->required();
-  request->add_option("MESSAGE", requestArgs.message, "Request text (default: empty)");
-  request
-      ->add_option_function<std::string>(
-          "--timeout",
-          [&requestArgs](const std::string& text) {
-            requestArgs.timeout = *parseRequestTimeout(text);  // checked below
-          },
-          "How long to wait for a reply: a duration (300ms, 5s, 1m) or seconds (default: 5s)")
-      ->check([](const std::string& text) {
-        auto t = parseRequestTimeout(text);
-        return t ? std::string() : "'" + text + "' is not a duration from 1ms to 49 days";
-      });
-
-  ReplyArgs replyArgs;
-  auto* reply = app.add_subcommand(
-      "reply",
-      "Subscribe to PATTERN and answer each request: --echo it (default), --text or --exec");
-  addSubscribeOptions(reply, replyArgs.sub);
-  auto* echo =
-      reply->add_flag("--echo", replyArgs.echo, "Answer each request with itself (the default)");
-  auto* text =
-      reply->add_option("--text", replyArgs.text, "Answer every request with TEXT")->excludes(echo);
-  reply
-      ->add_option("--exec", replyArgs.exec,
-                   "Answer with the output of a shell command, the request on its stdin")
-      ->excludes(text)
-      ->excludes(echo);
+  SubjectCommands subjects;
+  addSubjectCommands(app, subjects);
 
   BenchArgs benchArgs;
   auto* bench = addBenchCommands(app, benchArgs);
@@ -247,11 +273,8 @@ int main(int argc, char** argv) {
   }
   statusArgs.socket = metricsArgs.socket = listenArgs.socket = sendArgs.socket = benchArgs.socket =
       socket;
-  pubArgs.socket = subArgs.socket = requestArgs.socket = replyArgs.sub.socket = socket;
-  if (pub->parsed()) return static_cast<int>(runPub(pubArgs));
-  if (sub->parsed()) return static_cast<int>(runSub(subArgs));
-  if (request->parsed()) return static_cast<int>(runRequest(requestArgs));
-  if (reply->parsed()) return static_cast<int>(runReply(replyArgs));
+  if (std::optional<Exit> done = runSubjectCommand(subjects, socket))
+    return static_cast<int>(*done);
   if (status->parsed()) return static_cast<int>(runStatus(statusArgs));
   if (metrics->parsed()) return static_cast<int>(runStatus(metricsArgs));
   if (listen->parsed()) return static_cast<int>(runListen(listenArgs));

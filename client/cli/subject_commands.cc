@@ -19,37 +19,13 @@
 
 #include "client/cli/commands.h"
 #include "client/cli/line_io.h"
+#include "client/cli/stop_signal.h"
 #include "rdmamsg/client.h"
 
 extern char** environ;
 
 namespace rdmamsg::cli {
 namespace {
-
-volatile std::sig_atomic_t gStop = 0;
-
-void onStopSignal(int) {
-  gStop = 1;
-}
-
-void installStopHandlers() {
-  struct sigaction sa {};
-  sa.sa_handler = onStopSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
-Exit report(const std::string& what, const Status& st) {
-  std::fprintf(stderr, "rdmamsg: %s: %s\n", what.c_str(), st.toString().c_str());
-  return exitFor(st);
-}
-
-Result<Client> connectAs(const std::string& socket, const char* name) {
-  ConnectOptions opts;
-  opts.clientName = name;
-  return Client::connect(socket, opts);
-}
 
 std::span<const std::byte> bytesOf(std::string_view s) {
   return std::as_bytes(std::span(s.data(), s.size()));
@@ -183,7 +159,7 @@ Result<std::string> runCommand(const std::string& command, std::span<const std::
 }  // namespace
 
 Exit runPub(const PubArgs& args) {
-  auto client = connectAs(args.socket, "rdmamsg-pub");
+  auto client = connectTo(args.socket, "rdmamsg-pub");
   if (!client) return report("pub", client.status());
   Publisher pub(*client, args);
   if (args.message) {
@@ -204,7 +180,7 @@ Exit runPub(const PubArgs& args) {
 
 Exit runSub(const SubscribeArgs& args) {
   installStopHandlers();
-  auto client = connectAs(args.socket, "rdmamsg-sub");
+  auto client = connectTo(args.socket, "rdmamsg-sub");
   if (!client) return report("sub", client.status());
   Result<uint64_t> sub = subscribeWith(*client, args);
   if (!sub) return report("sub " + args.pattern, sub.status());
@@ -219,7 +195,7 @@ Exit runSub(const SubscribeArgs& args) {
     static_cast<void>(client->confirmReceived());
     return true;
   };
-  while (written && !gStop && (!args.count || received < *args.count)) {
+  while (written && !stopRequested() && (!args.count || received < *args.count)) {
     if (!client->tryReceive(m)) {
       written = flushAndConfirm();
       const Status st = client->receive(m, std::chrono::milliseconds(200));
@@ -242,7 +218,7 @@ Exit runSub(const SubscribeArgs& args) {
 }
 
 Exit runRequest(const RequestArgs& args) {
-  auto client = connectAs(args.socket, "rdmamsg-request");
+  auto client = connectTo(args.socket, "rdmamsg-request");
   if (!client) return report("request", client.status());
   Message reply;
   const Status st =
@@ -255,13 +231,13 @@ Exit runRequest(const RequestArgs& args) {
 
 Exit runReply(const ReplyArgs& args) {
   installStopHandlers();
-  auto client = connectAs(args.sub.socket, "rdmamsg-reply");
+  auto client = connectTo(args.sub.socket, "rdmamsg-reply");
   if (!client) return report("reply", client.status());
   Result<uint64_t> sub = subscribeWith(*client, args.sub);
   if (!sub) return report("reply " + args.sub.pattern, sub.status());
   Message m;
   uint64_t answered = 0;
-  while (!gStop && (!args.sub.count || answered < *args.sub.count)) {
+  while (!stopRequested() && (!args.sub.count || answered < *args.sub.count)) {
     const Status st = client->receive(m, std::chrono::milliseconds(200));
     if (st.code() == Errc::timeout) continue;
     if (!st.ok()) return report("reply " + args.sub.pattern, st);
