@@ -37,8 +37,6 @@ rtt=$((count / 50 < 1000 ? 1000 : count / 50))
 warmup=$((rtt / 10))
 step_timeout=600 # seconds: bound on every command of the benchmark
 
-log() { printf '=== %s\n' "$*" >&2; }
-
 # --- dependencies and build --------------------------------------------------------------
 if ! pkg-config --exists libzmq; then
   log "installing libzmq3-dev (used only by this benchmark)"
@@ -67,60 +65,9 @@ uds="$bin/bench/uds_bench"
 # --- processes: everything started here is stopped on exit --------------------------------
 dir=$(mktemp -d /tmp/rdmamsg-bench.XXXXXX)
 mkdir "$dir/r"
-pids=()
-stop() { # stop PID...: SIGTERM, SIGKILL after 5 s, then reap
-  local p alive
-  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
-  for _ in $(seq 50); do
-    alive=0
-    for p in "$@"; do
-      case "$(ps -o stat= -p "$p" 2>/dev/null)" in "" | Z*) ;; *) alive=1 ;; esac
-    done
-    [ "$alive" -eq 1 ] || break
-    sleep 0.1
-  done
-  for p in "$@"; do kill -KILL "$p" 2>/dev/null || true; done
-  for p in "$@"; do wait "$p" 2>/dev/null || true; done
-}
-cleanup() {
-  trap - EXIT
-  trap '' INT TERM
-  [ ${#pids[@]} -eq 0 ] || stop "${pids[@]}"
-  if [ "$keep" -eq 1 ]; then log "kept $dir"; else rm -rf "$dir"; fi
-}
-trap cleanup EXIT
+trap cleanup EXIT # bench/mesh.sh
 trap 'exit 130' INT TERM
-
-# spawn [-i FILE] [bounded] CMD...: in the background with stdin from FILE (default
-# /dev/null), remembered in pids; its pid in $last ("bounded": timeout's own pid, which
-# passes SIGTERM on).
-spawn() {
-  local in=/dev/null
-  if [ "$1" = -i ]; then
-    in=$2
-    shift 2
-  fi
-  if [ "$1" = bounded ]; then
-    shift
-    set -- timeout -k 5 "$step_timeout" "$@"
-  fi
-  "$@" <"$in" &
-  last=$!
-  pids+=("$last")
-}
-forget() { # forget PID...: no longer ours to stop
-  local left=() p
-  for p in "${pids[@]}"; do [[ " $* " == *" $p "* ]] || left+=("$p"); done
-  pids=("${left[@]}")
-}
-reap() { # reap PID: wait for it, forget it, return its status
-  local rc=0
-  wait "$1" || rc=$?
-  forget "$1"
-  return "$rc"
-}
 now_ns() { date +%s%N; }
-bounded() { timeout -k 5 "$step_timeout" "$@"; }
 
 # --- the two daemons ----------------------------------------------------------------------
 port=$((20000 + RANDOM % 20000))
@@ -257,35 +204,7 @@ cli_rdmamsg() { # cli_rdmamsg RUN SYSTEM: rdmamsg listen on beta, rdmamsg send o
   fi
 }
 
-wait_file() { # wait_file PATH: until a socket file exists (bounded: 5 s)
-  for _ in $(seq 100); do
-    [ -S "$1" ] && return 0
-    sleep 0.05
-  done
-  echo "compare.sh: $1 never appeared" >&2
-  return 1
-}
-
-# zmq_proxies KIND HWM A B PORT: proxy B (tcp -> ipc B) and then proxy A (ipc A -> tcp), each
-# started once its downstream is bound, so that no connect waits for ZeroMQ's reconnect
-# interval (100 ms) inside a timed run. KIND: proxy-stream or router-dealer.
-zmq_proxies() {
-  local zport=$5 hwm_opt=()
-  [ "$2" -eq 0 ] || hwm_opt=(--hwm "$2")
-  zpids=()
-  spawn "$zmq" "$1" "@tcp://127.0.0.2:$zport" "@ipc://$dir/$4.ipc" "${hwm_opt[@]}"
-  zpids+=("$last")
-  wait_file "$dir/$4.ipc"
-  spawn "$zmq" "$1" "@ipc://$dir/$3.ipc" ">tcp://127.0.0.2:$zport" "${hwm_opt[@]}"
-  zpids+=("$last")
-  wait_file "$dir/$3.ipc"
-}
 zmq_stream_proxies() { zmq_proxies proxy-stream "$1" a b $((port + 1)); }
-zmq_stop() {
-  stop "${zpids[@]}"
-  forget "${zpids[@]}"
-  rm -f "$dir"/*.ipc
-}
 
 cli_zmq() { # cli_zmq RUN: push-stdin -> proxy -> proxy -> pull-stdout, the same lines
   local t0 t1 listener sender ok=1

@@ -31,7 +31,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 step_timeout=600 # seconds: bound on every command
-log() { printf '=== %s\n' "$*" >&2; }
 
 # --- build: Release, only what is measured -------------------------------------------------
 bin=build/bench-java
@@ -52,22 +51,8 @@ java_bench=(java -cp "$classpath" org.rdmamsg.bench.Bench)
 
 # --- processes: everything started here is stopped on exit ---------------------------------
 dir=$(mktemp -d /tmp/rdmamsg-java-bench.XXXXXX)
-pids=()
-cleanup() {
-  trap - EXIT
-  trap '' INT TERM
-  local p
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
-  if [ "$keep" -eq 1 ]; then log "kept $dir"; else rm -rf "$dir"; fi
-}
-trap cleanup EXIT
+trap cleanup EXIT # bench/mesh.sh
 trap 'exit 130' INT TERM
-bounded() { timeout -k 5 "$step_timeout" "$@"; }
 
 port=$((20000 + RANDOM % 20000))
 mesh_configs "$dir" "$port"

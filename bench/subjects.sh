@@ -53,8 +53,6 @@ rtt=$((count / 50 < 1000 ? 1000 : count / 50))
 warmup=$((rtt / 10))
 step_timeout=600 # seconds: bound on every command of the benchmark
 
-log() { printf '=== %s\n' "$*" >&2; }
-
 # --- dependencies and build --------------------------------------------------------------
 missing=()
 command -v nats-server >/dev/null || missing+=(nats-server)
@@ -91,57 +89,8 @@ nbench="$bin/bench/nats_bench"
 # --- processes: everything started here is stopped on exit --------------------------------
 dir=$(mktemp -d /tmp/rdmamsg-subjects.XXXXXX)
 mkdir "$dir/r"
-pids=()
-stop() { # stop PID...: SIGTERM, SIGKILL after 5 s, then reap
-  local p alive
-  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
-  for _ in $(seq 50); do
-    alive=0
-    for p in "$@"; do
-      case "$(ps -o stat= -p "$p" 2>/dev/null)" in "" | Z*) ;; *) alive=1 ;; esac
-    done
-    [ "$alive" -eq 1 ] || break
-    sleep 0.1
-  done
-  for p in "$@"; do kill -KILL "$p" 2>/dev/null || true; done
-  for p in "$@"; do wait "$p" 2>/dev/null || true; done
-}
-cleanup() {
-  trap - EXIT
-  trap '' INT TERM
-  [ ${#pids[@]} -eq 0 ] || stop "${pids[@]}"
-  if [ "$keep" -eq 1 ]; then log "kept $dir"; else rm -rf "$dir"; fi
-}
-trap cleanup EXIT
+trap cleanup EXIT # bench/mesh.sh
 trap 'exit 130' INT TERM
-
-# spawn [bounded] CMD...: in the background, stdin from /dev/null, remembered in pids; its pid
-# in $last ("bounded": timeout's own pid, which passes SIGTERM on).
-spawn() {
-  if [ "$1" = bounded ]; then
-    shift
-    set -- timeout -k 5 "$step_timeout" "$@"
-  fi
-  "$@" </dev/null &
-  last=$!
-  pids+=("$last")
-}
-forget() { # forget PID...: no longer ours to stop
-  local left=() p
-  for p in "${pids[@]}"; do [[ " $* " == *" $p "* ]] || left+=("$p"); done
-  pids=("${left[@]}")
-}
-reap() { # reap PID: wait for it, forget it, return its status
-  local rc=0
-  wait "$1" || rc=$?
-  forget "$1"
-  return "$rc"
-}
-halt() { # halt PID...: stop them and forget them
-  stop "$@"
-  forget "$@"
-}
-bounded() { timeout -k 5 "$step_timeout" "$@"; }
 
 # --- the two daemons and the two NATS servers ---------------------------------------------
 port=$((20000 + RANDOM % 20000))
