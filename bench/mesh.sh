@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154 # $dir, $keep, $step_timeout, $zmq: the sourcing script's
 # Sourced by bench/compare.sh, bench/subjects.sh and bench/java.sh: the two daemons they
 # measure against (alpha on 127.0.0.1 and beta on 127.0.0.2, one port, sockets in DIR), the
 # processes they start, and the ZeroMQ proxies of compare.sh and subjects.sh.
@@ -7,6 +8,20 @@
 # `trap cleanup EXIT; trap 'exit 130' INT TERM`.
 
 log() { printf '=== %s\n' "$*" >&2; }
+
+# bench_deps: installs what the benchmarks' build (-DRDMAMSG_BENCH=ON) and runs need, when it
+# is missing: Debian's libzmq3-dev, libnats-dev and nats-server.
+bench_deps() {
+  local missing=() sudo=""
+  command -v nats-server >/dev/null || missing+=(nats-server)
+  pkg-config --exists libnats || missing+=(libnats-dev)
+  pkg-config --exists libzmq || missing+=(libzmq3-dev)
+  [ ${#missing[@]} -gt 0 ] || return 0
+  log "installing ${missing[*]} (used only by the benchmarks)"
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  if ! apt-cache show "${missing[@]}" >/dev/null 2>&1; then $sudo apt-get update -qq; fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
 
 # mesh_configs DIR PORT: DIR/alpha.yaml and DIR/beta.yaml.
 mesh_configs() {

@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
-# Measures rdmamsg's subjects side by side with NATS, the same cases for both, alternating,
-# in one run on one machine, and prints the ratios (docs/performance.md, "Subjects"):
+# Measures rdmamsg's subjects side by side with NATS and ZeroMQ, the same cases for all, in
+# turn, in one run on one machine, and prints the ratios (docs/performance.md, "Subjects"):
 #   rdmamsg  app -shm-> rdmamsgd alpha -softrdma/tcp-> rdmamsgd beta -shm-> app
 #   nats     app -tcp-> nats-server 127.0.0.1 -route-> nats-server 127.0.0.2 -tcp-> app
+#   zmq      app -ipc-> XSUB/XPUB proxy 127.0.0.1 -tcp-> XSUB/XPUB proxy 127.0.0.2 -ipc-> app
+#            (PUB/SUB; request/reply: REQ -> ROUTER/DEALER -> ROUTER/DEALER -> REP)
 # The publisher is always on alpha (127.0.0.1):
 #   p2p 64 B, p2p 1 MiB   one subscriber on beta
 #   fan-out 64 B          8 subscribers on alpha and 8 on beta
 #   request/reply 64 B    an echo on beta; p50, p99, p99.9
 #   publish cost 64 B     one subscriber on beta, with 0 and with --noise subscriptions that do
 #                         not match on alpha
-# rdmamsg confirms every publish once each matching subscriber took it; NATS core confirms
-# nothing (at most once): its publisher is done when it flushed.
+# rdmamsg confirms every publish once each matching subscriber took it; NATS core and ZeroMQ
+# PUB/SUB confirm nothing (at most once): their publisher is done when it flushed (NATS) or
+# its socket's queue was written out (ZeroMQ).
 #
 # usage: bench/subjects.sh [--count N] [--runs R] [--noise M] [--only SYSTEM] [--quick] [--keep]
 #                          [--json-out F]
 #   --count N     64 B messages of the p2p and publish-cost streams (default 1000000); 1 MiB:
 #                 N/500 (at least 50); fan-out N/5 (at least 10000), each to 16 subscribers;
 #                 round trips N/50 (at least 1000) after N/500 unmeasured
-#   --runs R      repetitions; the systems alternate within each; medians (default 3)
+#   --runs R      repetitions; the systems take turns within each, each run starting with the
+#                 next; medians (default 3)
 #   --noise M     non-matching subscriptions of the publish-cost case (default 100000)
-#   --only S      measure one system alone: rdmamsg or nats (no ratios)
+#   --only S      measure one system alone: rdmamsg, nats or zmq (no ratios)
 #   --quick       smoke run: --count 100000 --runs 1
 #   --keep        keep the temporary directory (logs, raw results)
 #   --json-out F  every result as JSON (default build/bench/subjects.json)
@@ -42,11 +46,14 @@ while [ $# -gt 0 ]; do
     --quick) count=100000; runs=1; shift ;;
     --keep) keep=1; shift ;;
     --json-out) json_out=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "subjects.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-case "$only" in "" | rdmamsg | nats) ;; *) echo "subjects.sh: --only rdmamsg|nats" >&2; exit 2 ;; esac
+case "$only" in
+  "" | rdmamsg | nats | zmq) ;;
+  *) echo "subjects.sh: --only rdmamsg|nats|zmq" >&2; exit 2 ;;
+esac
 large=$((count / 500 < 50 ? 50 : count / 500))
 fan=$((count / 5 < 10000 ? 10000 : count / 5))
 rtt=$((count / 50 < 1000 ? 1000 : count / 50))
@@ -54,20 +61,11 @@ warmup=$((rtt / 10))
 step_timeout=600 # seconds: bound on every command of the benchmark
 
 # --- dependencies and build --------------------------------------------------------------
-missing=()
-command -v nats-server >/dev/null || missing+=(nats-server)
-pkg-config --exists libnats || missing+=(libnats-dev)
-pkg-config --exists libzmq || missing+=(libzmq3-dev) # the RDMAMSG_BENCH build needs it too
-if [ ${#missing[@]} -gt 0 ]; then
-  log "installing ${missing[*]} (used only by the benchmarks)"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  if ! apt-cache show "${missing[@]}" >/dev/null 2>&1; then $sudo apt-get update -qq; fi
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-targets=(nats_bench subjects_bench)
+bench_deps # bench/mesh.sh: nats-server, libnats-dev, libzmq3-dev
+targets=(nats_bench subjects_bench zmq_bench)
 [ "$only" != rdmamsg ] || targets=(subjects_bench)
 [ "$only" != nats ] || targets=(nats_bench)
+[ "$only" != zmq ] || targets=(zmq_bench)
 log "building (Release, RDMAMSG_BENCH=ON) into build/bench"
 mkdir -p build/bench
 if ! { cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DRDMAMSG_BENCH=ON \
@@ -85,6 +83,7 @@ rdmamsgd="$bin/daemon/rdmamsgd"
 rdmamsg="$bin/client/rdmamsg"
 sbench="$bin/bench/subjects_bench"
 nbench="$bin/bench/nats_bench"
+zmq="$bin/bench/zmq_bench"
 
 # --- processes: everything started here is stopped on exit --------------------------------
 dir=$(mktemp -d /tmp/rdmamsg-subjects.XXXXXX)
@@ -97,6 +96,8 @@ port=$((20000 + RANDOM % 20000))
 nport=$((port + 1)) # NATS clients
 cport=$((port + 2)) # NATS routes
 mport=$((port + 3)) # NATS monitoring (/subsz: the subscriptions a server knows)
+zport=$((port + 4)) # ZeroMQ: the XSUB/XPUB proxies' link
+rport=$((port + 5)) # ZeroMQ: the ROUTER/DEALER proxies' link
 mesh_configs "$dir" "$port"
 # The default configuration, but for room for the publish-cost case's subscriptions: one
 # client holds them (max_subscriptions) and alpha announces them to beta (max_peer_interest).
@@ -163,9 +164,11 @@ print(s["subscriptions"] + s["pending_publishes"] + sum(i["patterns"] for i in s
   echo "${n:-999999999}" # no answer: never settled
 }
 # settle SYSTEM: until both servers have forgotten the case's subscriptions and publishes
-# (bounded: 60 s), so that no case pays for the one before it.
+# (bounded: 60 s), so that no case pays for the one before it. ZeroMQ's proxies are started
+# anew for every case.
 settle() {
   local h n
+  [ "$1" != zmq ] || return 0
   for _ in $(seq 600); do
     n=0
     for h in a b; do
@@ -184,7 +187,8 @@ settle() {
 }
 
 # What the servers cost around a measurement: the CPU time of both (all their threads:
-# for rdmamsgd also softrdma's progress thread, the emulated NIC).
+# for rdmamsgd also softrdma's progress thread, the emulated NIC; for ZeroMQ the case's two
+# proxies, with their I/O threads).
 cpu_ticks() { # cpu_ticks SYSTEM: user + system clock ticks of both servers of SYSTEM
   local h t=0 v
   for h in a b; do
@@ -197,21 +201,62 @@ server_cpu() { # server_cpu FILE TICKS0 TICKS1
   echo "{\"server_cpu_seconds\": $(((${3} - ${2}) * 1000 / $(getconf CLK_TCK)))e-3}" >"$1"
 }
 
-# client SYSTEM HOST(a|b): the benchmark program of SYSTEM and how it reaches HOST's server,
-# in the array $cmd.
+# client SYSTEM HOST(a|b) MODE: the benchmark program of SYSTEM and how it reaches HOST's
+# server, in the array $cmd (ZeroMQ: publishers reach the proxy's XSUB, the others its XPUB).
 client() {
-  if [ "$1" = rdmamsg ]; then
-    local node=alpha
-    [ "$2" = a ] || node=beta
-    cmd=("$sbench" --socket "$dir/$node.sock")
-  else
-    cmd=("$nbench" --url "nats://${ip[$2]}:$nport")
-  fi
+  case "$1" in
+    rdmamsg)
+      local node=alpha
+      [ "$2" = a ] || node=beta
+      cmd=("$sbench" --socket "$dir/$node.sock")
+      ;;
+    nats) cmd=("$nbench" --url "nats://${ip[$2]}:$nport") ;;
+    zmq)
+      local side=sub
+      case "$3" in pub-stream | probe) side=pub ;; esac
+      cmd=("$zmq" "ipc://$dir/z$2-$side.ipc")
+      ;;
+  esac
 }
 # mode SYSTEM HOST MODE ARGS...: $cmd with the mode and its arguments.
 mode() {
-  client "$1" "$2"
+  client "$1" "$2" "$3"
   cmd=("${cmd[0]}" "$3" "${cmd[@]:1}" "${@:4}")
+}
+
+# zmq_pubsub HWM: the two XSUB/XPUB proxies, started anew for each case (none keeps the
+# subscriptions of the case before; HWM is the case's). Alpha's: its publishers connect to
+# DIR/za-pub.ipc (XSUB), its subscribers to DIR/za-sub.ipc and beta's proxy to
+# tcp://127.0.0.1 (XPUB); beta's: its XSUB connects to alpha's XPUB (and takes beta's own
+# publishers on DIR/zb-pub.ipc), its subscribers connect to DIR/zb-sub.ipc. The link carries
+# beta's subscriptions to alpha and alpha's publications to beta. A second link the other way
+# would loop every message between the two proxies (ZeroMQ has no loop detection): publishers
+# on beta would need a second pair of proxies; here every publisher is on alpha.
+# Filtering: ZeroMQ subscriptions are prefixes of a message's first frame (the subject). Each
+# XPUB (and PUB) keeps the prefixes its peers subscribed to and sends a message only to peers
+# with a matching one; an XPUB passes each subscription up once, through its proxy's XSUB to
+# the publishers. So a subscription on alpha is known to alpha's proxy and to the publishers
+# on alpha, and is matched there; beta's proxy never hears of it.
+zmq_pubsub() {
+  zpids=()
+  spawn "$zmq" xpub-xsub "@ipc://$dir/za-pub.ipc" \
+    "@tcp://127.0.0.1:$zport,@ipc://$dir/za-sub.ipc" --hwm "$1"
+  zpids+=("$last")
+  spid[zmq.a]=$last
+  wait_file "$dir/za-sub.ipc" # bound after the tcp endpoint
+  spawn "$zmq" xpub-xsub ">tcp://127.0.0.1:$zport,@ipc://$dir/zb-pub.ipc" \
+    "@ipc://$dir/zb-sub.ipc" --hwm "$1"
+  zpids+=("$last")
+  spid[zmq.b]=$last
+  wait_file "$dir/zb-sub.ipc"
+}
+
+# await FILE PID: until FILE exists or PID ended (bounded by PID's own bound).
+await() {
+  while [ ! -e "$1" ]; do
+    kill -0 "$2" 2>/dev/null || return 1
+    sleep 0.01
+  done
 }
 
 # --- the cases ----------------------------------------------------------------------------
@@ -220,16 +265,26 @@ mode() {
 # subscriber took a probe from alpha, the publisher on alpha publishes N messages of SIZE.
 stream() {
   local sys=$1 tag=$2 n=$3 size=$4 ka=$5 kb=$6 nz=$7
-  local subj="bench.$2" ready=() sinks=() hold="" ok=1 window=65536 h k t0
-  rm -f "$dir"/ready.*
+  local subj="bench.$2" ready=() sinks=() hold="" ok=1 window=65536 h k t0 pub zo=() prober=b
+  rm -f "$dir"/ready.* "$dir/go"
   mark "$sys"
   # A window of 64 MiB of 1 MiB messages: the pending limit bounds it only in messages.
   [ "$size" -le 65536 ] || window=64
+  if [ "$sys" = zmq ]; then
+    # A PUB or XPUB drops silently what a peer's queue has no room for (ZeroMQ's default
+    # high-water mark: 1,000 messages). Every queue of the case can hold the whole stream,
+    # so none drops (at worst N messages of SIZE in one queue); a subscriber that misses some
+    # still says so, and the case then reports the loss instead of a rate.
+    zo=(--hwm $((n + 1000)))
+    zmq_pubsub $((n + 1000))
+    prober=a # the noise is matched on alpha only (zmq_pubsub): its probe comes from alpha
+  fi
   if [ "$nz" -gt 0 ]; then
     mode "$sys" a hold-subs --subject "$subj" --count "$nz" --ready-file "$dir/ready.hold"
     spawn bounded "${cmd[@]}" >"$dir/r/$tag.$sys.hold.json"
     hold=$last
-    mode "$sys" b probe --subject "$subj.n$((nz - 1))" --until "$dir/ready.hold" --timeout 300
+    mode "$sys" "$prober" probe --subject "$subj.n$((nz - 1))" --until "$dir/ready.hold" \
+      --timeout 300
     bounded "${cmd[@]}" || ok=0
   fi
   for h in a b; do
@@ -237,7 +292,7 @@ stream() {
     [ "$h" = a ] || k=$kb
     [ "$k" -gt 0 ] || continue
     mode "$sys" "$h" sub-sink --subject "$subj.hit" --count "$n" --subs "$k" \
-      --ready-file "$dir/ready.$h"
+      --ready-file "$dir/ready.$h" "${zo[@]}"
     spawn bounded "${cmd[@]}" >"$dir/r/$tag.$sys.sink_$h.json"
     sinks+=("$last")
     ready+=(--until "$dir/ready.$h")
@@ -246,7 +301,19 @@ stream() {
     mode "$sys" a probe --subject "$subj.hit" "${ready[@]}"
     bounded "${cmd[@]}" || ok=0
   fi
-  if [ "$ok" -eq 1 ]; then
+  if [ "$ok" -eq 1 ] && [ "$sys" = zmq ]; then
+    # A new PUB hears the subscriptions only after it connected, and drops what none of them
+    # matches (the slow joiner): the publisher waits until it heard all of the case's, then
+    # for the go, so that the proxies' CPU time is taken from the first publish on.
+    mode zmq a pub-stream --subject "$subj.hit" --count "$n" --size "$size" "${zo[@]}" \
+      --subscriptions $((nz + 1)) --ready-file "$dir/ready.pub" --go "$dir/go" --timeout 300
+    spawn bounded "${cmd[@]}" >"$dir/r/$tag.$sys.pub.json" 2>"$dir/r/$tag.$sys.pub.err"
+    pub=$last
+    await "$dir/ready.pub" "$pub" || true
+    t0=$(cpu_ticks "$sys")
+    touch "$dir/go"
+    reap "$pub" || ok=0
+  elif [ "$ok" -eq 1 ]; then
     mode "$sys" a pub-stream --subject "$subj.hit" --count "$n" --size "$size" --window "$window"
     t0=$(cpu_ticks "$sys")
     bounded "${cmd[@]}" >"$dir/r/$tag.$sys.pub.json" 2>"$dir/r/$tag.$sys.pub.err" || ok=0
@@ -258,6 +325,7 @@ stream() {
     halt "${sinks[@]}"
   fi
   [ -z "$hold" ] || halt "$hold"
+  [ "$sys" != zmq ] || zmq_stop
   settle "$sys"
   if [ "$ok" -eq 0 ]; then
     log "$sys $tag failed: $(head -c 300 "$dir/r/$tag.$sys.pub.err" 2>/dev/null || true)"
@@ -268,6 +336,10 @@ stream() {
 # rr SYSTEM TAG: an echo on beta; once it took a probe from alpha, round trips from alpha.
 rr() {
   local sys=$1 tag=$2 subj="bench.$2" echo ok=1 t0
+  if [ "$sys" = zmq ]; then
+    rr_zmq "$tag"
+    return
+  fi
   rm -f "$dir"/ready.*
   mark "$sys"
   mode "$sys" b reply-echo --subject "$subj" --ready-file "$dir/ready.echo"
@@ -289,15 +361,37 @@ rr() {
   fi
 }
 
+# rr_zmq TAG: as bench/compare.sh, REQ on alpha -> ROUTER/DEALER proxy on alpha -tcp->
+# ROUTER/DEALER proxy on beta -> REP on beta, and back; the warm-up round trips come first
+# (nothing is lost on the way: a DEALER holds a request until its peer is connected).
+rr_zmq() {
+  local tag=$1 ok=1 t0
+  zmq_proxies router-dealer 0 zra zrb "$rport" # beta's (127.0.0.2), then alpha's
+  spid[zmq.b]=${zpids[0]}
+  spid[zmq.a]=${zpids[1]}
+  spawn "$zmq" rep "ipc://$dir/zrb.ipc"
+  zpids+=("$last")
+  t0=$(cpu_ticks zmq)
+  bounded "$zmq" req "ipc://$dir/zra.ipc" --size 64 --count "$rtt" --warmup "$warmup" \
+    >"$dir/r/$tag.zmq.rr.json" 2>"$dir/r/$tag.zmq.rr.err" || ok=0
+  server_cpu "$dir/r/$tag.zmq.cpu.json" "$t0" "$(cpu_ticks zmq)"
+  zmq_stop
+  if [ "$ok" -eq 0 ]; then
+    log "zmq $tag failed: $(head -c 300 "$dir/r/$tag.zmq.rr.err" 2>/dev/null || true)"
+    rm -f "$dir/r/$tag.zmq.rr.json"
+  fi
+}
+
 # --- the runs -----------------------------------------------------------------------------
 log "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)," \
   "kernel $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg)"
 log "nats-server $(nats-server --version | awk '{print $2}'), libnats" \
-  "$(pkg-config --modversion libnats)"
+  "$(pkg-config --modversion libnats), libzmq $(pkg-config --modversion libzmq)"
+systems=(rdmamsg nats zmq)
+[ -z "$only" ] || systems=("$only")
 for r in $(seq "$runs"); do
-  order=(rdmamsg nats)
-  [ $((r % 2)) -eq 1 ] || order=(nats rdmamsg)
-  [ -z "$only" ] || order=("$only")
+  i=$(((r - 1) % ${#systems[@]})) # run r starts with the r-th system
+  order=("${systems[@]:i}" "${systems[@]:0:i}")
   log "run $r/$runs (${order[*]}): p2p $count x 64 B, $large x 1 MiB; fan-out $fan x 64 B" \
     "to 8+8; $rtt round trips; publish cost with 0 and $noise other subscriptions"
   for sys in "${order[@]}"; do stream "$sys" "p2p64.r$r" "$count" 64 0 1 0; done
@@ -311,5 +405,5 @@ log "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 mkdir -p "$(dirname "$json_out")"
 python3 bench/subjects_summary.py "$dir/r" "$json_out" "$runs" "$count" "$large" "$fan" \
-  "$rtt" "$warmup" "$noise" "${only:-rdmamsg nats}"
+  "$rtt" "$warmup" "$noise" "${only:-rdmamsg nats zmq}"
 log "full results: $json_out"

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Summarises the raw results of bench/subjects.sh: per case and system the median and the
-range over the runs, the rdmamsg/NATS ratio of every run (both measured in the same run),
-drops and order; prints the table and writes everything as JSON.
+range over the runs, the ratios rdmamsg/NATS and rdmamsg/ZeroMQ of every run (measured in
+the same run), drops and order; prints the tables and writes everything as JSON.
 
 usage: subjects_summary.py RESULT_DIR JSON_OUT RUNS COUNT LARGE FAN RTT WARMUP NOISE SYSTEMS
-(SYSTEMS: the systems measured, "rdmamsg nats", "rdmamsg" or "nats")
+(SYSTEMS: the systems measured, "rdmamsg nats zmq" or one of them)
 
 Result files are RESULT_DIR/<case>.r<run>.<system>.<role>.json, one JSON line each (the
 last line that parses): role sink_a / sink_b (sub-sink), pub (pub-stream), rr
@@ -17,13 +17,14 @@ import re
 import statistics
 import sys
 
-SYSTEMS = ("rdmamsg", "nats")
+SYSTEMS = ("rdmamsg", "nats", "zmq")
+NAMES = {"rdmamsg": "rdmamsg", "nats": "NATS", "zmq": "ZeroMQ"}
 
 
 def load_all(rdir):
     docs = {}
     for name in sorted(os.listdir(rdir)):
-        m = re.fullmatch(r"(\w+)\.r(\d+)\.(rdmamsg|nats)\.(\w+)\.json", name)
+        m = re.fullmatch(r"(\w+)\.r(\d+)\.(rdmamsg|nats|zmq)\.(\w+)\.json", name)
         if not m:
             continue
         with open(os.path.join(rdir, name)) as f:
@@ -38,7 +39,8 @@ def load_all(rdir):
 
 
 def figure(docs, case, run, system):
-    """The case's figures for one run of one system, or None when it failed."""
+    """The case's figures for one run of one system, or None when it failed; a ZeroMQ stream
+    that lost messages gives what was lost instead of rates."""
     get = lambda role: docs.get((case, run, system, role))
     pub = get("pub")
     cpu = get("cpu")
@@ -51,8 +53,15 @@ def figure(docs, case, run, system):
             out["server_cpu_us"] = cpu["server_cpu_seconds"] * 1e6 / (rr["count"] + rr["warmup"])
         return out
     sinks = [s for s in (get("sink_a"), get("sink_b")) if s is not None]
-    if pub is None or not sinks or not all(s.get("complete") for s in sinks):
+    if pub is None or not sinks:
         return None
+    if not all(s.get("complete") for s in sinks):
+        # ZeroMQ's subscribers end after a while without messages and count what never
+        # arrived (PUB/SUB drops silently); the others' fail.
+        if system != "zmq":
+            return None
+        return {"lost": sum(s["dropped"] for s in sinks),
+                "deliveries_expected": sum(s["count"] * s["subs"] for s in sinks)}
     secs = max(s["seconds"] for s in sinks)
     count = sinks[0]["count"]
     size = sinks[0]["size"]
@@ -66,7 +75,8 @@ def figure(docs, case, run, system):
         "out_of_order": sum(s["out_of_order"] for s in sinks),
         "gaps": sum(s["gaps"] for s in sinks),
         # NATS: what the subscriptions dropped (natsSubscription_GetDropped); rdmamsg: what the
-        # publisher's completions counted as dropped by slow consumers.
+        # publisher's completions counted as dropped by slow consumers; ZeroMQ: what never
+        # arrived.
         "dropped": pub["dropped"] if system == "rdmamsg" else sum(s["dropped"] for s in sinks),
     }
     if cpu is not None:  # per message published
@@ -110,6 +120,12 @@ def cell(s, unit, measured=True):
     return f"{fmt(s['median'], unit)} ({fmt(s['min'], unit)}-{fmt(s['max'], unit)}) {unit}"
 
 
+def lost(figures):
+    """What a system's runs lost, when any did (ZeroMQ): "; lost L of D (run R)"."""
+    return "".join(f"; lost {f['lost']:,} of {f['deliveries_expected']:,} (run {r})"
+                   for r, f in enumerate(figures, 1) if f and "lost" in f)
+
+
 def main():
     rdir, json_out = sys.argv[1], sys.argv[2]
     runs, count, large, fan, rtt, warmup, noise = (int(a) for a in sys.argv[3:10])
@@ -133,36 +149,57 @@ def main():
         (f"publish cost, {noise:,} other subscriptions", "costn", "msgs_per_sec", "msg/s", True),
     ]
     summary = []
+    others = [s for s in ("nats", "zmq") if s in measured and "rdmamsg" in measured]
+    width = 26
     print()
-    print(f"{'case':<44} {'rdmamsg':<28} {'NATS':<28} rdmamsg/NATS per run")
+    print(f"{'case':<44} " + " ".join(f"{NAMES[s]:<{width}}" for s in SYSTEMS).rstrip())
+    ratio_lines = []
     for label, case, key, unit, higher in rows:
         st = {}
         for system in SYSTEMS:
-            st[system] = stats([f[key] if f else None for f in per[(case, system)]])
-        ratios = []
-        for a, b in zip(per[(case, "rdmamsg")], per[(case, "nats")]):
-            ratios.append(a[key] / b[key] if a and b and b[key] else None)
-        rtext = ", ".join("-" if x is None else f"{x:.2f}x" for x in ratios)
-        cells = [cell(st[s], unit, s in measured) for s in SYSTEMS]
-        print(f"{label:<44} {cells[0]:<28} {cells[1]:<28} {rtext}")
+            st[system] = stats([f.get(key) if f else None for f in per[(case, system)]])
+        ratios = {}
+        for other in ("nats", "zmq"):
+            ratios[other] = [a[key] / b[key] if a and b and a.get(key) and b.get(key) else None
+                             for a, b in zip(per[(case, "rdmamsg")], per[(case, other)])]
+        cells = []
+        for system in SYSTEMS:
+            loss = lost(per[(case, system)])
+            if st[system] is None and loss:  # every run lost messages
+                cells.append(loss[2:])
+            else:
+                cells.append(cell(st[system], unit, system in measured) + loss)
+        print(f"{label:<44} " + " ".join(f"{c:<{width}}" for c in cells).rstrip())
+        ratio_lines.append(f"{label:<44} " + " ".join(
+            f"{', '.join('-' if x is None else f'{x:.2f}x' for x in ratios[o]):<{width}}"
+            for o in others).rstrip())
         summary.append({"case": label, "key": key, "unit": unit, "higher_is_better": higher,
-                        "rdmamsg": st["rdmamsg"], "nats": st["nats"], "ratios": ratios})
+                        **{s: st[s] for s in SYSTEMS}, "ratios": ratios})
     # The cost of the other subscriptions, per system: costn / cost0 in the same run.
     cost = {}
     for system in SYSTEMS:
-        cost[system] = [b["msgs_per_sec"] / a["msgs_per_sec"] if a and b else None
+        cost[system] = [b["msgs_per_sec"] / a["msgs_per_sec"]
+                        if a and b and "msgs_per_sec" in a and "msgs_per_sec" in b else None
                         for a, b in zip(per[("cost0", system)], per[("costn", system)])]
     print(f"{'  with / without other subscriptions':<44} "
-          + " ".join(f"{s}: " + ", ".join("-" if x is None else f"{x:.2f}x" for x in cost[s])
-                     for s in SYSTEMS if s in measured))
+          + " ".join(f"{', '.join('-' if x is None else f'{x:.2f}x' for x in cost[s]):<{width}}"
+                     if s in measured else " " * width for s in SYSTEMS).rstrip())
+    if others:
+        print()
+        print(f"{'per run':<44} "
+              + " ".join(f"{'rdmamsg / ' + NAMES[o]:<{width}}" for o in others).rstrip())
+        for line in ratio_lines:
+            print(line)
     print()
     print("Rates and MB/s: higher is better, ratio > 1 favours rdmamsg; round trips: lower is")
     print("better, ratio < 1 favours rdmamsg. Rates are from the publisher's first publish to the")
     print("last subscriber's last message. rdmamsg confirms every publish end to end (each")
-    print("matching subscriber took it); NATS core is at most once and confirms nothing.")
+    print("matching subscriber took it); NATS core and ZeroMQ PUB/SUB are at most once and")
+    print("confirm nothing. ZeroMQ's queues (high-water marks) hold a case's whole stream, so")
+    print("that none drops; a loss would show as \"lost\" instead of a rate.")
     for case in ("p2p64", "p2p1m", "fanout", "cost0", "costn"):
         for system in SYSTEMS:
-            fs = [f for f in per[(case, system)] if f]
+            fs = [f for f in per[(case, system)] if f and "lost" not in f]
             if not fs:
                 continue
             drops = [f["dropped"] for f in fs]
