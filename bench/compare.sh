@@ -5,14 +5,19 @@
 #            (and again with RDMAMSG_SHM=0: app -unix-> rdmamsgd ... rdmamsgd -unix-> app)
 #   zmq      app -ipc-> proxy -tcp-> proxy -ipc-> app   (PUSH/PULL; REQ/REP via ROUTER/DEALER)
 #   uds      app -unix-> app                           (one raw hop: the physical floor)
+# and last, bench/subjects.sh: rdmamsg's subjects against NATS (two clustered nats-server)
+# and ZeroMQ (XSUB/XPUB proxies), with the same --count, --runs and --keep.
 #
 # usage: bench/compare.sh [--count N] [--runs R] [--quick] [--keep] [--json-out FILE]
-#   --count N     64 B messages per streaming/throughput case (default 1000000); 1 MiB cases
-#                 send N/500 messages (at least 50), round trips N/50 (at least 1000)
-#   --runs R      repetitions of every measurement; the table shows medians (default 3)
-#   --quick       smoke run: --count 100000 --runs 1
-#   --keep        keep the temporary directory (daemon logs, raw results)
-#   --json-out F  full results as JSON (default build/bench/results.json)
+#                         [--no-subjects]
+#   --count N      64 B messages per streaming/throughput case (default 1000000); 1 MiB cases
+#                  send N/500 messages (at least 50), round trips N/50 (at least 1000)
+#   --runs R       repetitions of every measurement; the table shows medians (default 3)
+#   --quick        smoke run: --count 100000 --runs 1
+#   --keep         keep the temporary directories (daemon logs, raw results)
+#   --json-out F   full results as JSON (default build/bench/results.json); the subjects'
+#                  in subjects.json beside it, and F names both ("result_files")
+#   --no-subjects  skip bench/subjects.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/mesh.sh
@@ -20,6 +25,7 @@ cd "$(dirname "$0")/.."
 count=1000000
 runs=3
 keep=0
+subjects=1
 json_out=build/bench/results.json
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -28,23 +34,19 @@ while [ $# -gt 0 ]; do
     --quick) count=100000; runs=1; shift ;;
     --keep) keep=1; shift ;;
     --json-out) json_out=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --no-subjects) subjects=0; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+subjects_json="$(dirname "$json_out")/subjects.json"
 large=$((count / 500 < 50 ? 50 : count / 500))
 rtt=$((count / 50 < 1000 ? 1000 : count / 50))
 warmup=$((rtt / 10))
 step_timeout=600 # seconds: bound on every command of the benchmark
 
 # --- dependencies and build --------------------------------------------------------------
-if ! pkg-config --exists libzmq; then
-  log "installing libzmq3-dev (used only by this benchmark)"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  if ! apt-cache show libzmq3-dev >/dev/null 2>&1; then $sudo apt-get update -qq; fi
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libzmq3-dev >/dev/null
-fi
+bench_deps # bench/mesh.sh: libzmq3-dev, libnats-dev (the build needs both), nats-server
 log "building (Release, RDMAMSG_BENCH=ON) into build/bench"
 mkdir -p build/bench
 if ! { cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DRDMAMSG_BENCH=ON \
@@ -333,3 +335,18 @@ done
 mkdir -p "$(dirname "$json_out")"
 python3 bench/summarize.py "$dir/r" "$json_out" "$runs" "$count" "$large" "$rtt" "$warmup"
 log "full results: $json_out"
+
+# --- d. subjects: rdmamsg, NATS and ZeroMQ (bench/subjects.sh) ------------------------------
+if [ "$subjects" -eq 1 ]; then
+  halt "${pids[@]}" # this comparison's daemons: the subjects bring their own
+  sargs=(--count "$count" --runs "$runs" --json-out "$subjects_json")
+  [ "$keep" -eq 0 ] || sargs+=(--keep)
+  rm -f "$subjects_json"
+  log "subjects: bench/subjects.sh ${sargs[*]}"
+  if ! bench/subjects.sh "${sargs[@]}"; then
+    echo "compare.sh: bench/subjects.sh failed" >&2
+    exit 1
+  fi
+  python3 bench/summarize.py --subjects "$json_out" "$subjects_json"
+  log "full results: $json_out and $subjects_json"
+fi

@@ -4,6 +4,9 @@ docs/performance.md, daemon efficiency (counters per message) and memory; prints
 and writes everything as JSON.
 
 usage: summarize.py RESULT_DIR JSON_OUT RUNS COUNT LARGE_COUNT RTT_COUNT WARMUP
+       summarize.py --subjects JSON_OUT SUBJECTS_JSON
+The JSON names the result files of the whole comparison ("result_files"): its own, and
+bench/subjects.sh's once the second form, run after it, adds it.
 """
 import json
 import os
@@ -352,6 +355,7 @@ def main():
         "machine": {"nproc": os.cpu_count(), "cpu": cpu_model(), "kernel": platform.release()},
         "parameters": {"runs": runs, "count_64B": count, "count_1MiB": large,
                        "round_trips": rtt, "warmup": warmup},
+        "result_files": {"compare": json_out, "subjects": None},
         "table": rows, "round_trip_system_cost": cost, "client_calls": calls, "efficiency": eff, "efficiency_runs": eff_runs, "runs": raw,
     }
     with open(json_out, "w") as f:
@@ -369,5 +373,16 @@ def cpu_model():
     return platform.processor()
 
 
+def add_subjects(json_out, subjects_json):
+    with open(json_out) as f:
+        result = json.load(f)
+    result["result_files"]["subjects"] = subjects_json
+    with open(json_out, "w") as f:
+        json.dump(result, f, indent=2)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 4 and sys.argv[1] == "--subjects":
+        add_subjects(sys.argv[2], sys.argv[3])
+    else:
+        main()
