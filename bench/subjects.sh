@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
     --quick) count=100000; runs=1; shift ;;
     --keep) keep=1; shift ;;
     --json-out) json_out=$2; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "subjects.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
