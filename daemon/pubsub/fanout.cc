@@ -129,9 +129,9 @@ void PubSub::slotDone(Slot& s) {
       p->sendPubResult(done.epoch, done.token, {done.matched, done.taken, done.dropped, 0});
     return;
   }
-  auto it = publishes_.find(done.token);
-  if (it == publishes_.end()) return;
-  Publish& p = it->second;
+  Publish* found = publishes_.find(done.token);
+  if (found == nullptr) return;
+  Publish& p = *found;
   p.matched += done.matched;
   p.taken += done.taken;
   p.dropped += done.dropped;

@@ -79,8 +79,7 @@ Status PubSub::publish(local::SessionId session, const local::PublishRequest& r)
     return Status(Errc::no_subscribers,
                   "no subscription in the mesh matches " + std::string(r.subject));
   }
-  const uint64_t token = nextToken_++;
-  Publish& p = publishes_[token];
+  auto [token, p] = publishes_.add();
   p.session = session;
   p.msgId = r.msgId;
   p.request = request;
@@ -90,7 +89,7 @@ Status PubSub::publish(local::SessionId session, const local::PublishRequest& r)
     replyTo = replyToken(config_.node, session, r.msgId);
     requests_[{session, r.msgId}] = token;
   }
-  armDeadline(token, p, request ? r.timeout : config_.messageTimeout);
+  armDeadline(token, request ? r.timeout : config_.messageTimeout);
   PubEnvelope e;
   e.token = token;
   e.request = request;
@@ -132,9 +131,9 @@ void PubSub::sendToHosts(uint64_t token, Publish& p, const PubEnvelope& base,
 
 void PubSub::hostOutcome(uint64_t handle, uint64_t token, const Status& status) {
   if (status.ok()) return;  // the host has it: its result follows
-  auto it = publishes_.find(token);
-  if (it == publishes_.end()) return;
-  Publish& p = it->second;
+  Publish* found = publishes_.find(token);
+  if (found == nullptr) return;
+  Publish& p = *found;
   auto host = std::find(p.hosts.begin(), p.hosts.end(), handle);
   if (host == p.hosts.end()) return;
   p.hosts.erase(host);
@@ -143,9 +142,9 @@ void PubSub::hostOutcome(uint64_t handle, uint64_t token, const Status& status) 
 }
 
 void PubSub::pubResult(peer::Peer& from, uint64_t token, const peer::PubResultBody& result) {
-  auto it = publishes_.find(token);
-  if (it == publishes_.end()) return;  // answered already (its deadline passed)
-  Publish& p = it->second;
+  Publish* found = publishes_.find(token);
+  if (found == nullptr) return;  // answered already (its deadline passed)
+  Publish& p = *found;
   auto host = std::find(p.hosts.begin(), p.hosts.end(), mesh_->handleOf(from));
   if (host == p.hosts.end()) return;  // not owed by that host
   p.hosts.erase(host);
@@ -159,9 +158,9 @@ void PubSub::pubResult(peer::Peer& from, uint64_t token, const peer::PubResultBo
 // matching: no_subscribers; a host lost: its failure); a request nobody
 // matched is answered now, one somebody took waits for its reply.
 void PubSub::finishIfDone(uint64_t token) {
-  auto it = publishes_.find(token);
-  if (it == publishes_.end()) return;
-  Publish& p = it->second;
+  Publish* found = publishes_.find(token);
+  if (found == nullptr) return;
+  Publish& p = *found;
   if (!p.hosts.empty() || p.localWaiting) return;
   if (p.request) {
     if (p.matched != 0) return;  // its reply, or its deadline
@@ -188,11 +187,10 @@ void PubSub::answer(uint64_t token, Publish& p, Errc errc, std::string text) {
 }
 
 void PubSub::forget(uint64_t token) {
-  auto it = publishes_.find(token);
-  if (it == publishes_.end()) return;
-  if (it->second.request) requests_.erase({it->second.session, it->second.msgId});
-  deadlines_.erase({it->second.deadline, token});
-  publishes_.erase(it);
+  const Publish* p = publishes_.find(token);
+  if (p == nullptr) return;
+  if (p->request) requests_.erase({p->session, p->msgId});
+  publishes_.remove(token);
 }
 
 }  // namespace rdmamsg::pubsub

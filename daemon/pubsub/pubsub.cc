@@ -42,8 +42,9 @@ void PubSub::sessionClosed(local::SessionId session) {
   announceChanges();
   // Its requests wait for nobody now; its publishes' results are answered to nobody.
   std::vector<uint64_t> gone;
-  for (const auto& [token, p] : publishes_)
+  publishes_.forEach([&](uint64_t token, const Publish& p) {
     if (p.session == session) gone.push_back(token);
+  });
   for (uint64_t token : gone)
     forget(token);
   for (auto& [flow, held] : heldOnFlow_)
@@ -81,15 +82,15 @@ void PubSub::connectionLost(peer::Peer& from) {
   std::erase(subjectPeers_, handle);
   // Results it owed will not come: those publishes answer for it.
   std::vector<uint64_t> waiting;
-  for (auto& [token, p] : publishes_) {
+  publishes_.forEach([&](uint64_t token, Publish& p) {
     auto it = std::find(p.hosts.begin(), p.hosts.end(), handle);
-    if (it == p.hosts.end()) continue;
+    if (it == p.hosts.end()) return;
     p.hosts.erase(it);
     if (p.failure.ok())
       p.failure = Status(Errc::peer_unreachable,
                          "the connection to " + from.name() + " was lost before its result");
     waiting.push_back(token);
-  }
+  });
   for (uint64_t token : waiting)
     finishIfDone(token);
 }

@@ -55,6 +55,7 @@
 #include "daemon/peer/events.h"
 #include "daemon/pubsub/envelope.h"
 #include "daemon/pubsub/fanout.h"
+#include "daemon/pubsub/publish_table.h"
 #include "daemon/pubsub/remote_interest.h"
 #include "daemon/pubsub/subscriptions.h"
 
@@ -137,7 +138,7 @@ class PubSub {
   const Subscriptions& subscriptions() const { return subs_; }
   const RemoteInterest& remoteInterest() const { return remote_; }
   size_t pendingPublishes() const { return publishes_.size(); }
-  size_t pendingDeadlines() const { return deadlines_.size(); }
+  size_t pendingDeadlines() const { return publishes_.deadlines(); }
   PubSubSnapshot snapshot() const;
 
  private:
@@ -147,10 +148,16 @@ class PubSub {
     bool request = false;
     bool localWaiting = false;
     uint64_t localSlot = 0;  // its fan-out to this host's subscriptions, while localWaiting
-    std::chrono::steady_clock::time_point deadline;  // its entry in deadlines_
     uint32_t matched = 0, taken = 0, dropped = 0;
     std::vector<uint64_t> hosts;  // peers whose result is owed
     Status failure;               // a host that was lost or refused it
+    // Ready for the next publish; `hosts` keeps its capacity.
+    void reset() {
+      std::vector<uint64_t> keep = std::move(hosts);
+      keep.clear();
+      *this = Publish{};
+      hosts = std::move(keep);
+    }
   };
   // A host a publish goes to, and the queue groups it is to pick a member of.
   struct Host {
@@ -190,7 +197,7 @@ class PubSub {
                                std::span<const std::byte> payload);
   // The request `requestId` of `session` waits for its reply: its token.
   uint64_t* waitingRequest(local::SessionId session, uint64_t requestId);
-  void armDeadline(uint64_t token, Publish& p, std::chrono::milliseconds after);
+  void armDeadline(uint64_t token, std::chrono::milliseconds after);
   void onDeadline();
 
   // Interest (pubsub.cc).
@@ -205,8 +212,7 @@ class PubSub {
   RemoteInterest remote_;
   Slots slots_;
   std::vector<uint64_t> subjectPeers_;  // handles of peers whose connection routes subjects
-  uint64_t nextToken_ = 1;
-  std::unordered_map<uint64_t, Publish> publishes_;  // by token
+  PublishTable<Publish> publishes_;     // by token, with their deadlines
   // Requests waiting for a reply: (session, requestId) → token.
   struct RequestKey {
     local::SessionId session;
@@ -219,12 +225,7 @@ class PubSub {
     }
   };
   std::unordered_map<RequestKey, uint64_t, RequestKeyHash> requests_;
-  // The deadlines of the publishes and requests not answered yet, earliest
-  // first: an answered one leaves at once (forget()), so this holds no more
-  // than publishes_ does, whatever the publish rate.
-  using Deadline = std::pair<std::chrono::steady_clock::time_point, uint64_t>;
-  std::set<Deadline> deadlines_;
-  loop::Timer deadlineTimer_;
+  loop::Timer deadlineTimer_;  // armed for publishes_'s earliest deadline
   // Scratch of one publish (reused: no allocation per publish once warm).
   std::vector<Subscription*> local_;
   std::vector<Host> hosts_;

@@ -79,23 +79,17 @@ peer::Delivery PubSub::incomingReply(peer::Peer& from, uint64_t epoch, uint64_t 
   return peer::Delivery::kAccepted;
 }
 
-void PubSub::armDeadline(uint64_t token, Publish& p, std::chrono::milliseconds after) {
-  p.deadline = std::chrono::steady_clock::now() + after;
-  const bool earliest = deadlines_.empty() || p.deadline < deadlines_.begin()->first;
-  deadlines_.emplace(p.deadline, token);
-  if (earliest) deadlineTimer_.arm(after);
+void PubSub::armDeadline(uint64_t token, std::chrono::milliseconds after) {
+  if (publishes_.setDeadline(token, std::chrono::steady_clock::now() + after))
+    deadlineTimer_.arm(after);
 }
 
 // Requests past their deadline answer timeout; publishes whose results did
 // not all come within message_timeout answer timeout with what came.
 void PubSub::onDeadline() {
   const auto now = std::chrono::steady_clock::now();
-  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-    const uint64_t token = deadlines_.begin()->second;
-    deadlines_.erase(deadlines_.begin());
-    auto it = publishes_.find(token);
-    if (it == publishes_.end()) continue;  // answered already
-    Publish& p = it->second;
+  while (const uint64_t token = publishes_.popExpired(now)) {
+    Publish& p = *publishes_.find(token);
     if (p.request) {
       counters_.timeouts++;
       answer(token, p, Errc::timeout, "no reply to " + std::to_string(p.msgId) + " in time");
@@ -111,9 +105,8 @@ void PubSub::onDeadline() {
              "not every subscriber took or dropped it within message_timeout");
     }
   }
-  if (!deadlines_.empty())
-    deadlineTimer_.arm(
-        std::chrono::duration_cast<std::chrono::microseconds>(deadlines_.begin()->first - now));
+  if (const auto next = publishes_.earliest())
+    deadlineTimer_.arm(std::chrono::duration_cast<std::chrono::microseconds>(*next - now));
 }
 
 }  // namespace rdmamsg::pubsub
