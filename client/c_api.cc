@@ -195,6 +195,17 @@ rdmamsg_errc rdmamsg_claim(rdmamsg_client* c, const char* node, const char* serv
   });
 }
 
+rdmamsg_errc rdmamsg_claim_publish(rdmamsg_client* c, const char* subject, size_t size,
+                                   void** payload) {
+  if (!valid(subject)) return badArgument(c, "subject");
+  if (payload == nullptr) return badArgument(c, "payload");
+  return guarded(c, [&] {
+    Status st = c->client.claimPublish(c->claim, subject, size);
+    if (st.ok()) *payload = c->claim.payload.data();
+    return result(c, st);
+  });
+}
+
 rdmamsg_errc rdmamsg_commit(rdmamsg_client* c, uint64_t* id) {
   return guarded(c, [&] {
     auto r = c->client.commit(c->claim);

@@ -20,9 +20,16 @@ void ClaimSlot::open(SendClaim& out, uint64_t handle, std::string_view node,
   node_.assign(node);
   service_.assign(service);
   from_.assign(fromService);
+  subject_.clear();
   size_ = size;
   handle_ = handle;
   given_ = false;
+}
+
+void ClaimSlot::openPublish(SendClaim& out, uint64_t handle, std::string_view subject, size_t size,
+                            std::optional<Block> block) {
+  open(out, handle, {}, {}, {}, size, std::move(block));
+  subject_.assign(subject);
 }
 
 std::span<const std::byte> ClaimSlot::payload() const {

@@ -1,8 +1,8 @@
 // ClaimSlot: the one message claim() holds (send_claim.cc) until commit()
 // sends it or abort() gives it back — its destination, its size and where
 // its payload lies: the end of a block of the payload area (in place; the
-// SEND frame's head is written in front of it at commit()) or a private
-// buffer.
+// SEND or PUB frame's head is written in front of it at commit()) or a
+// private buffer.
 //
 // Who frees a block: the claim, as long as it holds it. At commit() the
 // block goes with the message (giveBlock()): from then on it is the
@@ -36,10 +36,15 @@ class ClaimSlot {
   // in a private buffer. Not held().
   void open(SendClaim& out, uint64_t handle, std::string_view node, std::string_view service,
             std::string_view fromService, size_t size, std::optional<Block> block);
+  // The same for a publish to `subject` (Client::claimPublish()).
+  void openPublish(SendClaim& out, uint64_t handle, std::string_view subject, size_t size,
+                   std::optional<Block> block);
 
   const std::string& node() const { return node_; }
   const std::string& service() const { return service_; }
   const std::string& fromService() const { return from_; }
+  // A publish's subject; empty for a SEND.
+  const std::string& subject() const { return subject_; }
   std::span<const std::byte> payload() const;
   // The block the payload lies at the end of; nullptr: a private buffer.
   const Block* block() const { return block_ ? &*block_ : nullptr; }
@@ -54,7 +59,7 @@ class ClaimSlot {
 
  private:
   uint64_t handle_ = 0;  // 0: none held
-  std::string node_, service_, from_;
+  std::string node_, service_, from_, subject_;
   size_t size_ = 0;
   std::optional<Block> block_;
   std::vector<std::byte> copy_;  // the payload when there is no block (reused)

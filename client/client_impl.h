@@ -152,9 +152,13 @@ struct Client::Impl {
 
   // --- Subjects (client_subjects.cc) ----------------------------------------
   // Queues a PUB (timeoutMs 0: a publish; else a request) as send() queues
-  // a SEND; `awaitReply`: requestAndWait() keeps the reply aside.
+  // a SEND, in place when large or `claimed` (claimPublish()); `awaitReply`:
+  // requestAndWait() keeps the reply aside.
+  // A subject and payload size the daemon would take (bad_request, too_large).
+  Status checkPublish(std::string_view subject, size_t size) const;
   Result<uint64_t> queuePub(std::string_view subject, uint32_t timeoutMs,
-                            std::span<const std::byte> payload, bool awaitReply);
+                            std::span<const std::byte> payload, bool awaitReply,
+                            bool mayWait = true, const Block* claimed = nullptr);
 
   // --- Views (receive_view.cc) -----------------------------------------------
   bool viewAvailable() const { return view.ready() || !inbox.empty(); }

@@ -22,12 +22,6 @@ Status badSubject(std::string_view what, std::string_view text, const char* why)
                 "invalid " + std::string(what) + " '" + std::string(text) + "': " + why);
 }
 
-Status checkPayload(size_t size, uint32_t maxMessage) {
-  if (size <= maxMessage) return {};
-  return Status(Errc::too_large, "message of " + std::to_string(size) +
-                                     " bytes exceeds the maximum of " + std::to_string(maxMessage));
-}
-
 // A request's timeout in whole milliseconds, 1 to 2^32 - 1.
 Result<uint32_t> requestTimeout(std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0 || static_cast<uint64_t>(timeout.count()) > kMaxTimeoutMs) {
@@ -129,7 +123,7 @@ Status Client::requestAndWait(std::string_view subject, std::span<const std::byt
   im.inbox.stopAwaiting();  // a reply that comes later is received as any message
   if (done) return failed.status;
   if (!im.conn.ok()) return im.conn;
-  (void)st;
+  if (!st.ok() && st.code() != Errc::timeout) return st;
   return Status(Errc::timeout, "no outcome of request " + std::to_string(*id) + " to " +
                                    std::string(subject) + " from rdmamsgd in time");
 }
@@ -141,7 +135,7 @@ Result<uint64_t> Client::reply(const Message& request, std::span<const std::byte
     return Status(Errc::bad_request, "the message is not a request: it has no reply token");
   if (!isReplyToken(request.replyTo))
     return Status(Errc::bad_request, "'" + request.replyTo + "' is not a reply token");
-  if (Status st = checkPayload(payload.size(), im.maxMessage); !st.ok()) return st;
+  if (Status st = client::checkSize(payload.size(), im.maxMessage); !st.ok()) return st;
   const uint64_t id = im.nextId++;
   proto::encodeRespond(im.out, id, request.replyTo, payload);
   return im.queued(id, true);
@@ -151,15 +145,33 @@ Result<uint64_t> Client::reply(const Message& request, std::string_view text) {
   return reply(request, bytesOf(text));
 }
 
-Result<uint64_t> Client::Impl::queuePub(std::string_view subject, uint32_t timeoutMs,
-                                        std::span<const std::byte> payload, bool awaitReply) {
-  if (!conn.ok()) return conn;
+Status Client::Impl::checkPublish(std::string_view subject, size_t size) const {
   if (const char* why = subject::checkSubject(subject)) return badSubject("subject", subject, why);
-  if (Status st = checkPayload(payload.size(), maxMessage); !st.ok()) return st;
+  return client::checkSize(size, maxMessage);
+}
+
+Result<uint64_t> Client::Impl::queuePub(std::string_view subject, uint32_t timeoutMs,
+                                        std::span<const std::byte> payload, bool awaitReply,
+                                        bool mayWait, const Block* claimed) {
+  if (!conn.ok()) return conn;
+  if (Status st = checkPublish(subject, payload.size()); !st.ok()) return st;
+  if (Status st = checkRoom(mayWait); !st.ok()) return st;
   const uint64_t id = nextId++;
+  if (claimed) claim.giveBlock();        // the publish's block now, whatever happens
   if (awaitReply) inbox.awaitReply(id);  // before the PUB goes out: its reply may come at once
-  proto::encodePub(out, id, timeoutMs, subject, payload);
-  Result<uint64_t> queuedId = queued(id, true);
+  client::OutgoingSend pub;
+  pub.id = id;
+  pub.payload = payload;
+  pub.subject = subject;
+  pub.timeoutMs = timeoutMs;
+  Result<client::ShmLink::LargeSend> large = link.sendLarge(out, pub, claimed);
+  if (!large) lose(large.status());  // the connection's error answers
+  Result<uint64_t> queuedId = [&]() -> Result<uint64_t> {
+    if (!large || *large == client::ShmLink::LargeSend::written) return sent(id);
+    if (*large == client::ShmLink::LargeSend::inStream)
+      proto::encodePub(out, id, timeoutMs, subject, payload);
+    return queued(id, mayWait);
+  }();
   if (!queuedId && awaitReply) inbox.stopAwaiting();
   return queuedId;
 }

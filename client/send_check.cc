@@ -26,12 +26,13 @@ Status SendCheck::check(std::string_view node, std::string_view service,
   if (!fromService.empty()) {
     if (Status st = checkName("service", fromService); !st.ok()) return st;
   }
-  if (size > maxMessage) {
-    return Status(Errc::too_large, "message of " + std::to_string(size) +
-                                       " bytes exceeds the maximum of " +
-                                       std::to_string(maxMessage));
-  }
-  return Status();
+  return checkSize(size, maxMessage);
+}
+
+Status checkSize(size_t size, uint32_t maxMessage) {
+  if (size <= maxMessage) return Status();
+  return Status(Errc::too_large, "message of " + std::to_string(size) +
+                                     " bytes exceeds the maximum of " + std::to_string(maxMessage));
 }
 
 }  // namespace rdmamsg::client

@@ -16,6 +16,9 @@ namespace rdmamsg::client {
 // ok, or bad_request naming the kind ("node", "service") and the rule.
 Status checkName(std::string_view kind, std::string_view name);
 
+// ok, or too_large when `size` is above the daemon's maxMessage.
+Status checkSize(size_t size, uint32_t maxMessage);
+
 class SendCheck {
  public:
   // ok, bad_request (a name) or too_large (above maxMessage).

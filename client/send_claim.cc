@@ -1,7 +1,7 @@
 // Client::claim(), commit() and abort(): a message written where it is sent
-// from. Over shared memory a large claim is a block of the payload area, so
-// that neither the library nor the daemon copies its payload (the daemon
-// posts it from the block); the SEND frame's head is written in front of the
+// from (claimPublish(), client_subjects.cc, opens a publish's claim). Over shared memory a large
+// claim is a block of the payload area, so that neither the library nor the daemon copies its
+// payload (the daemon posts it from the block); the SEND frame's head is written in front of the
 // payload at commit(), when the message gets its id. The claim itself is a
 // ClaimSlot (claim_slot.h), which says who frees its block.
 #include <string>
@@ -37,6 +37,17 @@ Status Client::claim(SendClaim& out, std::string_view node, std::string_view ser
   return Status();
 }
 
+Status Client::claimPublish(SendClaim& out, std::string_view subject, size_t size) {
+  Impl& im = *impl_;
+  if (im.claim.held()) return claimHeldError();
+  if (!im.conn.ok()) return im.conn;
+  if (Status st = im.checkPublish(subject, size); !st.ok()) return st;
+  std::optional<Client::Impl::Block> block =
+      im.link.claimBlock(proto::pubFrameSize(subject, size), size);
+  im.claim.openPublish(out, ++im.lastHandle, subject, size, block);
+  return Status();
+}
+
 Result<uint64_t> Client::commit(SendClaim& claim) {
   return impl_->commitClaim(claim, true);
 }
@@ -56,6 +67,8 @@ Result<uint64_t> Client::Impl::commitClaim(SendClaim& c, bool mayWait) {
   if (!claim.holds(c)) return notThisClaim();
   Result<uint64_t> sent = [&]() -> Result<uint64_t> {
     try {
+      if (!claim.subject().empty())
+        return queuePub(claim.subject(), 0, claim.payload(), false, mayWait, claim.block());
       return queueSend(claim.node(), claim.service(), claim.payload(), claim.fromService(), mayWait,
                        claim.block());
     } catch (...) {

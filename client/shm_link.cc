@@ -156,7 +156,7 @@ Result<ShmLink::LargeSend> ShmLink::sendLarge(ByteBuffer& out, const OutgoingSen
   if (!claimed && (!inUse() || !frameRecords_ || !channel_->frameRecords() ||
                    s.payload.size() < shm_channel::kMinFrameRecordPayload))
     return LargeSend::inStream;
-  const size_t size = proto::sendFrameSize(s.node, s.service, s.fromService, s.payload.size());
+  const size_t size = s.frameSize();
   if (Status st = write(out); !st) {
     if (claimed) channel_->freeBlock(*claimed);
     return st;
@@ -164,9 +164,9 @@ Result<ShmLink::LargeSend> ShmLink::sendLarge(ByteBuffer& out, const OutgoingSen
   std::optional<Block> block;
   if (claimed) {
     block = *claimed;
-    proto::encodeSendHeadAt(block->bytes, s.id, s.node, s.service, s.fromService);
+    s.encodeHeadAt(block->bytes);
   } else if ((block = channel_->allocateBlock(size))) {
-    proto::encodeSendAt(block->bytes, s.id, s.node, s.service, s.fromService, s.payload);
+    s.encodeAt(block->bytes);
   }
   if (block) return sendInBlock(out, *block);
   if (size > channel_->maxRecord()) return LargeSend::inStream;
@@ -201,9 +201,8 @@ Result<ShmLink::LargeSend> ShmLink::sendInBlock(ByteBuffer& out, const Block& bl
 Result<ShmLink::LargeSend> ShmLink::sendInRecord(ByteBuffer& out, const OutgoingSend& s,
                                                  size_t size) {
   if (out.empty()) {
-    Result<bool> put = putRecord(size, shm_ring::kFrameRecord, [&](std::span<std::byte> room) {
-      proto::encodeSendAt(room, s.id, s.node, s.service, s.fromService, s.payload);
-    });
+    Result<bool> put = putRecord(size, shm_ring::kFrameRecord,
+                                 [&](std::span<std::byte> room) { s.encodeAt(room); });
     if (!put) return put.status();
     if (*put) return LargeSend::written;
   }
@@ -216,6 +215,25 @@ std::optional<ShmLink::Block> ShmLink::claimBlock(size_t frameSize, size_t paylo
       payloadSize < shm_channel::kMinFrameRecordPayload)
     return std::nullopt;
   return channel_->allocateBlock(frameSize);
+}
+
+size_t OutgoingSend::frameSize() const {
+  return publish() ? proto::pubFrameSize(subject, payload.size())
+                   : proto::sendFrameSize(node, service, fromService, payload.size());
+}
+
+void OutgoingSend::encodeAt(std::span<std::byte> at) const {
+  if (publish())
+    proto::encodePubAt(at, id, timeoutMs, subject, payload);
+  else
+    proto::encodeSendAt(at, id, node, service, fromService, payload);
+}
+
+void OutgoingSend::encodeHeadAt(std::span<std::byte> at) const {
+  if (publish())
+    proto::encodePubHeadAt(at, id, timeoutMs, subject);
+  else
+    proto::encodeSendHeadAt(at, id, node, service, fromService);
 }
 
 // --- Reading -----------------------------------------------------------------

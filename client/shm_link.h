@@ -48,11 +48,21 @@
 
 namespace rdmamsg::client {
 
-// The fields of one SEND frame (sendLarge()).
+// The fields of one SEND frame, or of a PUB when `subject` is set
+// (sendLarge()).
 struct OutgoingSend {
   uint64_t id = 0;
   std::string_view node, service, fromService;
   std::span<const std::byte> payload;
+  std::string_view subject = {};  // a PUB: its subject
+  uint32_t timeoutMs = 0;    // a PUB: its request timeout (0: a publish)
+
+  bool publish() const { return !subject.empty(); }
+  size_t frameSize() const;
+  // The whole frame into `at` (exactly frameSize() bytes), or all of it
+  // but the payload already at the end of `at` (a claim's block).
+  void encodeAt(std::span<std::byte> at) const;
+  void encodeHeadAt(std::span<std::byte> at) const;
 };
 
 class ShmLink {
@@ -84,16 +94,16 @@ class ShmLink {
   // --- Writing -----------------------------------------------------------
   // Writes `out` into the ring as far as it has room (the rest waits).
   Status write(ByteBuffer& out);
-  // How a SEND went (sendLarge()): written (its record is in the ring);
+  // How a SEND or PUB went (sendLarge()): written (its record is in the ring);
   // queued (its payload record waits in `out`, marked); inStream: the
   // caller appends the frame to `out` (marked when it is to go as a frame
   // record).
   enum class LargeSend : uint8_t { written, queued, inStream };
-  // A SEND, in place when it is large (or `claimed`: its payload already
+  // A SEND or PUB, in place when it is large (or `claimed`: its payload already
   // lies at the end of that block, which is then the message's block
   // whatever happens). An error: the connection is lost, the block freed.
   Result<LargeSend> sendLarge(ByteBuffer& out, const OutgoingSend& send, const Block* claimed);
-  // A block of the payload area for a claim of a SEND of `frameSize` bytes
+  // A block of the payload area for a claim of a frame of `frameSize` bytes
   // whose payload has `payloadSize`: nullopt when it goes in a private
   // buffer (not in use, too small, no room now).
   std::optional<Block> claimBlock(size_t frameSize, size_t payloadSize);

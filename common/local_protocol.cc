@@ -259,8 +259,8 @@ DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
   return res;
 }
 
-DecodeResult decodeSendHead(std::span<const std::byte> head, size_t frameSize, uint32_t maxBody,
-                            size_t& payloadOffset) {
+DecodeResult decodeRecordHead(std::span<const std::byte> head, size_t frameSize, uint32_t maxBody,
+                              size_t& payloadOffset) {
   DecodeResult res;
   if (head.size() < kHeaderSize) {
     failed(res, "frame record shorter than a frame header");
@@ -269,15 +269,16 @@ DecodeResult decodeSendHead(std::span<const std::byte> head, size_t frameSize, u
   uint32_t bodyLength = 0;
   uint8_t kind = 0;
   const char* problem = checkHeader(head, maxBody, res, bodyLength, kind);
-  if (problem == nullptr && static_cast<FrameKind>(kind) != FrameKind::send)
-    problem = "a frame record holds a frame other than SEND";
+  const auto k = static_cast<FrameKind>(kind);
+  if (problem == nullptr && k != FrameKind::send && k != FrameKind::pub)
+    problem = "a frame record holds a frame other than SEND or PUB";
   if (problem == nullptr && kHeaderSize + uint64_t{bodyLength} != frameSize)
     problem = "frame record length differs from its frame's";
   if (problem == nullptr) {
-    res.frame.kind = FrameKind::send;
+    res.frame.kind = k;
     Reader reader(
         head.subspan(kHeaderSize, std::min<size_t>(bodyLength, head.size() - kHeaderSize)));
-    parseBody(FrameKind::send, reader, res.frame);
+    parseBody(k, reader, res.frame);
     problem = reader.reason();
   }
   if (problem != nullptr) {

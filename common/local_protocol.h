@@ -35,6 +35,10 @@ inline constexpr size_t kMaxFrameOverhead = 1024;
 // A SEND frame's header and fields beside its payload, at most: what a
 // reader copies of a SEND whose payload stays where it lies.
 inline constexpr size_t kMaxSendHead = kHeaderSize + 8 + 3 * (1 + kMaxNameLength);
+// The same for a PUB (ids, a request timeout, a subject of up to 255 bytes),
+// and the most a reader copies of any frame record (SEND or PUB).
+inline constexpr size_t kMaxPubHead = kHeaderSize + 8 + 4 + 1 + 255;
+inline constexpr size_t kMaxRecordHead = kMaxPubHead > kMaxSendHead ? kMaxPubHead : kMaxSendHead;
 // Largest ERROR text; longer texts are truncated by the encoder.
 inline constexpr size_t kMaxErrorText = 1024;
 // Limit a client applies before WELCOME told it the daemon's maximum.
@@ -147,13 +151,14 @@ struct DecodeResult {
 // Parses the frame at the front of `in`. A body longer than `maxBody` is an
 // error as soon as its header is complete, before the body arrives.
 DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody);
-// The head of a SEND frame of `frameSize` bytes whose payload stays where
-// it lies (a shared-memory frame record): `head` is a private copy of the
-// frame's first bytes (at least its fixed fields and names, or all of it).
-// An error unless it is a SEND of exactly frameSize bytes; else the frame
-// with an empty payload, and the payload's offset in the frame.
-DecodeResult decodeSendHead(std::span<const std::byte> head, size_t frameSize, uint32_t maxBody,
-                            size_t& payloadOffset);
+// The head of a SEND or PUB frame of `frameSize` bytes whose payload stays
+// where it lies (a shared-memory frame record): `head` is a private copy of
+// the frame's first bytes (at least its fixed fields and names, or all of
+// it: kMaxRecordHead). An error unless it is a SEND or PUB of exactly
+// frameSize bytes; else the frame with an empty payload, and the payload's
+// offset in the frame.
+DecodeResult decodeRecordHead(std::span<const std::byte> head, size_t frameSize, uint32_t maxBody,
+                              size_t& payloadOffset);
 
 // Encoders: append one complete frame to `out`. They do not validate names
 // (callers do, with isValidName) but never write a field that overflows its
@@ -207,6 +212,13 @@ void encodeSubscribed(ByteBuffer& out, uint64_t subId);
 void encodeUnsub(ByteBuffer& out, uint64_t subId);
 void encodePub(ByteBuffer& out, uint64_t msgId, uint32_t timeoutMs, std::string_view subject,
                std::span<const std::byte> payload);
+// The PUB frame's size, the frame written into `at` of exactly that size,
+// and all of it but its payload (already at the end of `at`), as for SEND.
+size_t pubFrameSize(std::string_view subject, size_t payloadSize);
+void encodePubAt(std::span<std::byte> at, uint64_t msgId, uint32_t timeoutMs,
+                 std::string_view subject, std::span<const std::byte> payload);
+void encodePubHeadAt(std::span<std::byte> at, uint64_t msgId, uint32_t timeoutMs,
+                     std::string_view subject);
 struct PubOutcome {
   Errc errc = Errc::ok;
   uint32_t matched = 0, taken = 0, dropped = 0;

@@ -4,6 +4,7 @@
 // (common/subject.h): a bad one is a request the daemon refuses with its
 // reason, not a broken frame.
 #include <cstdint>
+#include <cstring>
 
 #include "common/local_protocol.h"
 #include "common/local_protocol_codec.h"
@@ -114,6 +115,25 @@ void encodePub(ByteBuffer& out, uint64_t msgId, uint32_t timeoutMs, std::string_
   w.le<uint32_t>(timeoutMs);
   w.str8(subject);
   w.bytes(payload.data(), payload.size());
+}
+
+size_t pubFrameSize(std::string_view subject, size_t payloadSize) {
+  return kHeaderSize + 8 + 4 + 1 + clip(subject, kMaxSubjectBytes).size() + payloadSize;
+}
+
+void encodePubHeadAt(std::span<std::byte> at, uint64_t msgId, uint32_t timeoutMs,
+                     std::string_view subject) {
+  Writer w = frameAt(at.data(), FrameKind::pub, at.size() - kHeaderSize);
+  w.le<uint64_t>(msgId);
+  w.le<uint32_t>(timeoutMs);
+  w.str8(clip(subject, kMaxSubjectBytes));
+}
+
+void encodePubAt(std::span<std::byte> at, uint64_t msgId, uint32_t timeoutMs,
+                 std::string_view subject, std::span<const std::byte> payload) {
+  encodePubHeadAt(at, msgId, timeoutMs, subject);
+  if (!payload.empty())
+    std::memcpy(at.data() + at.size() - payload.size(), payload.data(), payload.size());
 }
 
 void encodePubAck(ByteBuffer& out, uint64_t msgId, const PubOutcome& o, std::string_view text) {

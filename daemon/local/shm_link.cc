@@ -186,12 +186,12 @@ ShmLink::FrameRecord ShmLink::takeFrameRecord(uint32_t maxBody) {
   const std::span<const std::byte> record = *found;
   const bool hold = record.size() >= kMinHeldFrame &&
                     (inPayloadArea || channel_->framesHeld() < ShmRingConsumer::kMaxHeld);
-  const size_t copied = hold ? std::min(record.size(), proto::kMaxSendHead) : record.size();
+  const size_t copied = hold ? std::min(record.size(), proto::kMaxRecordHead) : record.size();
   // Read once, into private memory: the client may change its ring at any time.
   frameCopy_.assign(record.begin(), record.begin() + static_cast<std::ptrdiff_t>(copied));
   loop::copies().clientIn += copied;
   size_t payloadAt = 0;
-  proto::DecodeResult d = proto::decodeSendHead(frameCopy_, record.size(), maxBody, payloadAt);
+  proto::DecodeResult d = proto::decodeRecordHead(frameCopy_, record.size(), maxBody, payloadAt);
   if (d.outcome != proto::DecodeOutcome::frame) {
     out.error = Status(Errc::protocol_error, d.reason);
     return out;

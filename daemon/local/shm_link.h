@@ -93,8 +93,8 @@ class ShmLink {
   // are in the ring).
   void drain(ByteBuffer& in);
   bool frameWaiting() const { return open() && channel_->frameWaiting(); }
-  // The SEND a frame record holds, its head (ids, names) decoded from a
-  // private copy. A large payload stays where it lies, held by `payload`
+  // The SEND or PUB a frame record holds, its head (ids, names or the
+  // subject) decoded from a private copy. A large payload stays where it lies, held by `payload`
   // (the caller lets go when done: a send posted from it holds it
   // longer); a small one, or one past the records a ring may hold, is
   // copied and its record released (`payload` empty). `error`: a protocol

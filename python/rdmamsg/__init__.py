@@ -102,7 +102,8 @@ def _end_borrowed(obj, name, finished):
 
 
 class SendClaim:
-    """A message written where it is sent from (Client.claim): `payload` is a
+    """A message written where it is sent from (Client.claim, or
+    Client.claim_publish for a publish): `payload` is a
     writable memoryview of the message's bytes, over shared memory (16 KiB
     and more) a block of the payload area that the daemon sends from.
 
@@ -293,6 +294,8 @@ for _name, _res, _args in [
                                             ctypes.c_char_p, ctypes.c_size_t, _u64p]),
         ("rdmamsg_claim", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_char_p,
                                          ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]),
+        ("rdmamsg_claim_publish", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_size_t,
+                                                 ctypes.POINTER(ctypes.c_void_p)]),
         ("rdmamsg_commit", ctypes.c_int, [_client_p, _u64p]),
         ("rdmamsg_abort", ctypes.c_int, [_client_p]),
         ("rdmamsg_flush", ctypes.c_int, [_client_p, ctypes.c_int]),
@@ -467,7 +470,18 @@ class Client:
         at = ctypes.c_void_p()
         self._check(_lib.rdmamsg_claim(self._handle(), node.encode(), service.encode(), size,
                                        ctypes.byref(at)))
-        claim = SendClaim(self, at.value, size)
+        return self._held_claim(at.value, size)
+
+    def claim_publish(self, subject, size):
+        """A SendClaim of `size` bytes for a publish to `subject`: its
+        commit() publishes it, as publish() would."""
+        at = ctypes.c_void_p()
+        self._check(_lib.rdmamsg_claim_publish(self._handle(), subject.encode(), size,
+                                               ctypes.byref(at)))
+        return self._held_claim(at.value, size)
+
+    def _held_claim(self, address, size):
+        claim = SendClaim(self, address, size)
         self._claim = weakref.ref(claim)  # close() ends it before the memory goes
         return claim
 

@@ -242,6 +242,37 @@ class Mesh(unittest.TestCase):
                 bytes(held.payload)
             self.assertFalse(sender.wait_completion(timeout=10).ok)
 
+    def test_publish_claims_reach_a_subscriber_on_another_host(self):
+        """claim_publish() hands out a memoryview that commit() publishes:
+        the subscriber gets every publish intact, in order, each taken."""
+        payloads = [bytes([i % 251]) * (10 + i * 104729 % 400000) for i in range(8)]
+        with rdmamsg.Client(self.socket("beta")) as subscriber, \
+                rdmamsg.Client(self.socket("alpha")) as publisher:
+            subscriber.subscribe("claims.>")
+
+            def interest_arrived():  # beta's subscription reached alpha
+                publisher.publish("claims.probe", b"probe")
+                publisher.flush()  # publishes are batched as sends are
+                got = subscriber.receive(timeout=0.2)
+                done = publisher.wait_completion(timeout=10)
+                self.assertEqual(done.ok, got is not None)
+                return done.ok
+            self.assertTrue(wait_for(interest_arrived))
+            for p in payloads:
+                with publisher.claim_publish("claims.x", len(p)) as c:
+                    c.payload[:] = p
+            with self.assertRaises(rdmamsg.RdmamsgError) as e:
+                publisher.claim_publish("claims.*", 10)  # a pattern is no subject
+            self.assertEqual(e.exception.name, "bad_request")
+            publisher.flush()
+            for i, p in enumerate(payloads):
+                m = subscriber.receive(timeout=10)
+                self.assertIsNotNone(m, i)
+                self.assertEqual(m.subject, "claims.x")
+                self.assertEqual(m.payload, p, i)
+            done = [publisher.wait_completion(timeout=10) for _ in payloads]
+            self.assertTrue(all(d.ok and d.taken == 1 for d in done))
+
     def test_claims_are_written_in_place_committed_and_aborted(self):
         """claim() hands out a writable memoryview that commit() sends and
         abort() gives back; a finished claim cannot be written or committed

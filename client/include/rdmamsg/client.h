@@ -346,6 +346,12 @@ class Client {
   // subject's subscribers with policy block hold it).
   Result<uint64_t> publish(std::string_view subject, std::span<const std::byte> payload);
   Result<uint64_t> publish(std::string_view subject, std::string_view text);
+  // Zero-copy publish, as claim() is for a send: `size` bytes for the
+  // payload of one publish to `subject`, written into out.payload; commit()
+  // publishes it (its id, as publish()), tryCommit() never waits, abort()
+  // gives it back. It lies in the payload area under claim()'s conditions;
+  // the claim held is either kind, one at a time.
+  Status claimPublish(SendClaim& out, std::string_view subject, size_t size);
   // Queues a request to `subject` (1 ms to 2^32 - 1 ms); its id. Its first
   // reply comes as a Message with requestId set (receive()); no reply by
   // the deadline, or nobody to answer, comes as its Completion.

@@ -149,6 +149,10 @@ rdmamsg_errc rdmamsg_try_send(rdmamsg_client* c, const char* node, const char* s
  * rdmamsg_close(c). A commit that fails gives the claim back. */
 rdmamsg_errc rdmamsg_claim(rdmamsg_client* c, const char* node, const char* service, size_t size,
                            void** payload);
+/* The same for a publish to subject: rdmamsg_commit() then publishes it as
+ * rdmamsg_publish() would. */
+rdmamsg_errc rdmamsg_claim_publish(rdmamsg_client* c, const char* subject, size_t size,
+                                   void** payload);
 rdmamsg_errc rdmamsg_commit(rdmamsg_client* c, uint64_t* id);
 /* RDMAMSG_BAD_REQUEST when no claim is held. */
 rdmamsg_errc rdmamsg_abort(rdmamsg_client* c);
