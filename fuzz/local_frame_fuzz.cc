@@ -9,7 +9,9 @@
 // views inside the frame's body, names and values as docs/protocol.md
 // requires, a prefix of a frame is incomplete, the limit is applied from the
 // header alone, and a frame encoded again decodes to the same fields (the same
-// bytes, unless the encoder shortens a text).
+// bytes, unless the encoder shortens a text). The whole input is also read as
+// one shared-memory frame record (decodeRecordHead), which must agree.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -276,9 +278,43 @@ void checkPrefixes(Bytes frameBytes) {
 }  // namespace
 }  // namespace rdmamsg::proto
 
+namespace rdmamsg::proto {
+namespace {
+
+// The input as one shared-memory frame record (decodeRecordHead, as the
+// daemon reads one from a private copy of its first kMaxRecordHead bytes):
+// it decodes exactly when decodeFrame finds one SEND or PUB that fills the
+// record, to the same fields, its payload at the offset it names.
+void checkRecordHead(Bytes record) {
+  const Bytes head = record.first(std::min(record.size(), kMaxRecordHead));
+  size_t payloadAt = 0;
+  const DecodeResult rec = decodeRecordHead(head, record.size(), kDefaultMaxBody, payloadAt);
+  const DecodeResult whole = decodeFrame(record, kDefaultMaxBody);
+  const bool one = whole.outcome == DecodeOutcome::frame && whole.consumed == record.size() &&
+                   (whole.frame.kind == FrameKind::send || whole.frame.kind == FrameKind::pub);
+  FUZZ_CHECK((rec.outcome == DecodeOutcome::frame) == one);
+  if (!one) {
+    FUZZ_CHECK(rec.reason != nullptr && std::strlen(rec.reason) > 0);
+    return;
+  }
+  FUZZ_CHECK(payloadAt <= head.size() && payloadAt <= record.size());
+  Frame f = rec.frame;
+  FUZZ_CHECK(f.payload.empty());
+  f.payload = record.subspan(payloadAt);
+  // Views into the private head: compared by value.
+  FUZZ_CHECK(f.kind == whole.frame.kind && f.msgId == whole.frame.msgId &&
+             f.node == whole.frame.node && f.service == whole.frame.service &&
+             f.otherService == whole.frame.otherService && f.subject == whole.frame.subject &&
+             f.limit == whole.frame.limit && sameBytes(f.payload, whole.frame.payload));
+}
+
+}  // namespace
+}  // namespace rdmamsg::proto
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace rdmamsg::proto;
   Bytes in(reinterpret_cast<const std::byte*>(data), size);
+  checkRecordHead(in);
   // kDefaultMaxBody: the client's limit before WELCOME, above every limit
   // the inputs can reach; checkLimits covers smaller ones.
   for (;;) {
