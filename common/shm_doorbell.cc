@@ -11,12 +11,10 @@
 #include <string>
 #include <string_view>
 
+#include "common/sys_error.h"
+
 namespace rdmamsg {
 namespace {
-
-Status sysError(const std::string& call) {
-  return Status(Errc::io_error, call + ": " + std::strerror(errno));
-}
 
 // An eventfd's /proc/self/fd link reads "anon_inode:[eventfd]".
 bool isEventFd(int fd) {

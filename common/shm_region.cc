@@ -9,12 +9,10 @@
 #include <cstring>
 #include <utility>
 
+#include "common/sys_error.h"
+
 namespace rdmamsg {
 namespace {
-
-Status sysError(const std::string& call) {
-  return Status(Errc::io_error, call + ": " + std::strerror(errno));
-}
 
 Result<std::byte*> mapShared(int fd, size_t size) {
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

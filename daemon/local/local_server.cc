@@ -19,9 +19,6 @@ namespace {
 
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 
-// Indexes of LocalServer::policyLog_ and names in log lines.
-enum Action : int { kConnect = 0, kRegister = 1, kSend = 2, kPublish = 3, kSubscribe = 4 };
-
 }  // namespace
 
 LocalServer::LocalServer(loop::EventLoop& loop, LocalServerConfig config, LocalHandler& handler)
@@ -80,7 +77,7 @@ void LocalServer::addSession(UniqueFd fd) {
   if (config_.policy) {
     const config::Verdict v = config::checkConnect(*config_.policy, identityOf(s.cred()));
     if (!v) {
-      refused(s, kConnect, v);
+      refused(s, PolicyAction::connect, v);
       c.refusal = Status(Errc::permission_denied, "connect: " + v.rule + ": " + v.reason);
     }
   }
@@ -306,7 +303,7 @@ bool LocalServer::mayRegister(Client& c, std::string_view service) {
   Session& s = *c.session;
   const config::Verdict v = config::checkRegister(*config_.policy, identityOf(s.cred()), service);
   if (v) return true;
-  refused(s, kRegister, v);
+  refused(s, PolicyAction::reg, v);
   proto::encodeError(s.outputBuffer(), 0, Errc::permission_denied,
                      static_cast<uint8_t>(proto::FrameKind::reg), v.reason);
   markDirty(c);
@@ -329,19 +326,22 @@ bool LocalServer::maySend(Client& c, const proto::Frame& f) {
     c.policyService.assign(f.service);
     return true;
   }
-  refused(s, kSend, v);
+  refused(s, PolicyAction::send, v);
   fail(s.id(), f.msgId, Status(Errc::permission_denied, v.reason));
   return false;
 }
 
-void LocalServer::refused(Session& s, int action, const config::Verdict& v) {
-  static constexpr const char* kNames[] = {"connect", "register", "send", "publish", "subscribe"};
-  uint64_t* counters[] = {&policyCounters_.connect, &policyCounters_.reg, &policyCounters_.send,
-                          &policyCounters_.publish, &policyCounters_.subscribe};
-  ++*counters[action];
-  if (policyLog_[action].admit())
-    localLog().warn("{}: permission denied ({}, {}): {}{}", s.name(), kNames[action], v.rule,
-                    v.reason, policyLog_[action].suffix());
+void LocalServer::refused(Session& s, PolicyAction action, const config::Verdict& v) {
+  static constexpr const char* kNames[kPolicyActions] = {"connect", "register", "send", "publish",
+                                                         "subscribe"};
+  uint64_t* counters[kPolicyActions] = {&policyCounters_.connect, &policyCounters_.reg,
+                                        &policyCounters_.send, &policyCounters_.publish,
+                                        &policyCounters_.subscribe};
+  const auto i = static_cast<size_t>(action);
+  ++*counters[i];
+  if (policyLog_[i].admit())
+    localLog().warn("{}: permission denied ({}, {}): {}{}", s.name(), kNames[i], v.rule, v.reason,
+                    policyLog_[i].suffix());
 }
 
 size_t LocalServer::setPolicy(std::optional<config::LocalPolicy> policy) {
@@ -362,7 +362,7 @@ size_t LocalServer::setPolicy(std::optional<config::LocalPolicy> policy) {
     }
     if (v) continue;
     if (s->state() == Session::State::awaiting_hello) {  // answered at its HELLO
-      refused(*s, kConnect, v);
+      refused(*s, PolicyAction::connect, v);
       c->refusal = Status(Errc::permission_denied, what + v.reason);
       continue;
     }

@@ -223,7 +223,10 @@ class LocalServer {
   // Publish and subscribe (local_server_pubsub.cc): the refusal, or ok.
   Status mayPublish(Client& c, std::string_view subject);
   Status maySubscribe(Client& c, std::string_view pattern);
-  void refused(Session& s, int action, const config::Verdict& v);
+  // What the local policy refused: indexes policyLog_, names log lines.
+  enum class PolicyAction : uint8_t { connect, reg, send, publish, subscribe };
+  static constexpr size_t kPolicyActions = 5;
+  void refused(Session& s, PolicyAction action, const config::Verdict& v);
   // The turn's phases.
   void mark(SessionId id);
   void serviceSessions();
@@ -265,7 +268,7 @@ class LocalServer {
   size_t trackedBytes_ = 0;
   uint64_t policyGeneration_ = 1;  // +1 at every setPolicy (sessions cache allowed sends)
   PolicyCounters policyCounters_;
-  LogLimit policyLog_[5];  // refusals of connect, register, send, publish, subscribe
+  LogLimit policyLog_[kPolicyActions];  // refusals, by PolicyAction
   // Polls the shared-memory sessions' rings while the loop spins (loop/spin.h);
   // made with the first such session.
   std::unique_ptr<loop::Spinner> spinner_;

@@ -13,10 +13,6 @@
 namespace rdmamsg::local {
 namespace {
 
-// Indexes of LocalServer::policyLog_ (local_server.cc's Action).
-constexpr int kPublish = 3;
-constexpr int kSubscribe = 4;
-
 uint8_t kindOf(proto::FrameKind k) {
   return static_cast<uint8_t>(k);
 }
@@ -110,7 +106,7 @@ Status LocalServer::mayPublish(Client& c, std::string_view subject) {
   const config::Verdict v =
       config::checkPublish(*config_.policy, identityOf(c.session->cred()), subject);
   if (v) return Status();
-  refused(*c.session, kPublish, v);
+  refused(*c.session, PolicyAction::publish, v);
   return Status(Errc::permission_denied, v.reason);
 }
 
@@ -119,7 +115,7 @@ Status LocalServer::maySubscribe(Client& c, std::string_view pattern) {
   const config::Verdict v =
       config::checkSubscribe(*config_.policy, identityOf(c.session->cred()), pattern);
   if (v) return Status();
-  refused(*c.session, kSubscribe, v);
+  refused(*c.session, PolicyAction::subscribe, v);
   return Status(Errc::permission_denied, v.reason);
 }
 
