@@ -356,7 +356,7 @@ void batchAuths(const fs::path& dir) {
   const peer::SessionKeys k = fuzzKeys();
   peer::BatchAuth sender;
   if (!sender.start(k.dialerToAcceptor, k.acceptorToDialer).ok())
-    throw std::runtime_error("no HMAC from OpenSSL");
+    throw std::runtime_error("no AES-256-GCM from OpenSSL");
   const auto batch = [](auto fill) {
     std::vector<std::byte> b(512);
     peer::BatchWriter w;

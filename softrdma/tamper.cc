@@ -138,7 +138,7 @@ bool tamperSend(Qp* qp, const ibv_send_wr& w, const FrameHeader& h) {
 
 std::string tamperCommand(const std::string& kind, const std::string& addr) {
   std::lock_guard lk(g_mu);
-  if (kind == "status" && addr.empty()) return "ok " + std::to_string(g_plan.done);
+  if (kind == "status" && addr.empty()) return "ok\n" + std::to_string(g_plan.done) + "\n";
   // A held frame goes out with the next SEND of its QP, never without it.
   if (g_plan.holding) return "error: tamper: a reordered SEND is held until its QP's next SEND";
   if (kind == "off" && addr.empty()) {

@@ -38,7 +38,7 @@ inline bool tamperArmed() {
 bool tamperSend(Qp* qp, const ibv_send_wr& w, const FrameHeader& h);
 
 // The control command: `tamper KIND [ADDR]` arms, `tamper status` answers
-// "ok N" (alterations carried out). "ok" or "error: ...".
+// the alterations carried out ("ok\nN\n"). "ok" or "error: ...".
 std::string tamperCommand(const std::string& kind, const std::string& addr);
 
 }  // namespace softrdma

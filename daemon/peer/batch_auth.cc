@@ -23,12 +23,6 @@ constexpr uint64_t kSeqBits = 48;
 constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
 constexpr uint16_t kLastEpoch = 0xffff;
 
-// libcrypto's HMAC, fetched once (never freed: it lives as long as the process).
-EVP_MAC* hmac() {
-  static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  return mac;
-}
-
 void put64(std::byte* p, uint64_t v) {
   for (int i = 0; i < 8; i++)
     p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
@@ -87,7 +81,7 @@ const char* keyOf(BatchReject r) {
 const char* toString(BatchReject r) {
   switch (r) {
     case BatchReject::kBadMac:
-      return "its MAC does not match (forged or altered)";
+      return "its tag does not verify (forged or altered)";
     case BatchReject::kReplayed:
       return "replayed (a sequence number already seen)";
     case BatchReject::kReordered:
@@ -99,7 +93,7 @@ const char* toString(BatchReject r) {
 }
 
 const char* toString(BatchProtection p) {
-  return p == BatchProtection::kEncrypt ? "aes-256-gcm" : "hmac-sha256";
+  return p == BatchProtection::kEncrypt ? "aes-256-gcm" : "aes-256-gmac";
 }
 
 Result<SessionKeys> deriveSessionKeys(std::string_view secret, const auth::Transcript& t,
@@ -121,8 +115,9 @@ Result<SessionKeys> deriveSessionKeys(std::string_view secret, const auth::Trans
   return keys;
 }
 
-// One direction's key of one epoch, in a context keyed once: HMAC-SHA256,
-// or AES-256-GCM (a context that encrypts, or one that decrypts).
+// One direction's key of one epoch, in an AES-256-GCM context keyed once
+// (one that seals, or one that opens). Without encryption it is GMAC: the
+// whole batch is associated data, nothing is encrypted.
 struct BatchAuth::Direction {
   BatchProtection protection = BatchProtection::kMac;
   bool sealing = true;
@@ -130,11 +125,9 @@ struct BatchAuth::Direction {
   uint16_t epoch = 0;
   uint64_t bytes = 0;  // sealed under this key
   std::chrono::steady_clock::time_point since;
-  EVP_MAC_CTX* mac = nullptr;
   EVP_CIPHER_CTX* cipher = nullptr;
 
   ~Direction() {
-    EVP_MAC_CTX_free(mac);
     EVP_CIPHER_CTX_free(cipher);
     OPENSSL_cleanse(secret.data(), secret.size());
   }
@@ -144,17 +137,9 @@ struct BatchAuth::Direction {
     epoch = e;
     bytes = 0;
     since = std::chrono::steady_clock::now();
-    if (protection == BatchProtection::kEncrypt) {
-      if (cipher == nullptr && (cipher = EVP_CIPHER_CTX_new()) == nullptr) return false;
-      return sealing ? EVP_EncryptInit_ex(cipher, EVP_aes_256_gcm(), nullptr, s.data(), nullptr)
-                     : EVP_DecryptInit_ex(cipher, EVP_aes_256_gcm(), nullptr, s.data(), nullptr);
-    }
-    if (mac == nullptr && (hmac() == nullptr || (mac = EVP_MAC_CTX_new(hmac())) == nullptr))
-      return false;
-    char digest[] = "SHA256";
-    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                           OSSL_PARAM_construct_end()};
-    return EVP_MAC_init(mac, s.data(), s.size(), params) == 1;
+    if (cipher == nullptr && (cipher = EVP_CIPHER_CTX_new()) == nullptr) return false;
+    return sealing ? EVP_EncryptInit_ex(cipher, EVP_aes_256_gcm(), nullptr, s.data(), nullptr)
+                   : EVP_DecryptInit_ex(cipher, EVP_aes_256_gcm(), nullptr, s.data(), nullptr);
   }
 
   // The next epoch's key, HKDF-Expand of this one's, into `to`.
@@ -168,39 +153,33 @@ struct BatchAuth::Direction {
     return ok;
   }
 
-  // HMAC-SHA256 over the word and the batch: the first kBatchTagSize bytes.
-  bool macOf(const std::byte* word, const std::byte* batch, size_t length, uint8_t (&out)[32]) {
-    size_t n = 0;
-    return EVP_MAC_init(mac, nullptr, 0, nullptr) == 1 &&
-           EVP_MAC_update(mac, reinterpret_cast<const uint8_t*>(word), 8) == 1 &&
-           EVP_MAC_update(mac, reinterpret_cast<const uint8_t*>(batch), length) == 1 &&
-           EVP_MAC_final(mac, out, &n, sizeof out) == 1 && n == sizeof out;
-  }
-
-  // AES-256-GCM in place: the word and the header are associated data, the
-  // records are encrypted (or decrypted); the IV is 4 zero bytes and the word.
+  // AES-256-GCM in place, the IV 4 zero bytes and the word: the word and
+  // the header are associated data, and the records too without
+  // encryption (GMAC), else they are encrypted (or decrypted). `tag`: out
+  // when sealing, in when opening (checked in constant time by OpenSSL).
   bool gcm(const std::byte* word, std::byte* batch, size_t length, uint8_t* tag) {
     uint8_t iv[12] = {};
     std::memcpy(iv + 4, word, 8);
     const auto* w = reinterpret_cast<const uint8_t*>(word);
     auto* b = reinterpret_cast<uint8_t*>(batch);
-    const int body = static_cast<int>(length - sizeof(BatchHeader));
+    const bool encrypt = protection == BatchProtection::kEncrypt;
+    const int clear = static_cast<int>(encrypt ? sizeof(BatchHeader) : length);
+    const int body = static_cast<int>(length) - clear;
+    uint8_t* records = b + clear;
     int n = 0;
     uint8_t end[16];
     if (sealing) {
       return EVP_EncryptInit_ex(cipher, nullptr, nullptr, nullptr, iv) == 1 &&
              EVP_EncryptUpdate(cipher, nullptr, &n, w, 8) == 1 &&
-             EVP_EncryptUpdate(cipher, nullptr, &n, b, sizeof(BatchHeader)) == 1 &&
-             (body == 0 || EVP_EncryptUpdate(cipher, b + sizeof(BatchHeader), &n,
-                                             b + sizeof(BatchHeader), body) == 1) &&
+             EVP_EncryptUpdate(cipher, nullptr, &n, b, clear) == 1 &&
+             (body == 0 || EVP_EncryptUpdate(cipher, records, &n, records, body) == 1) &&
              EVP_EncryptFinal_ex(cipher, end, &n) == 1 &&
              EVP_CIPHER_CTX_ctrl(cipher, EVP_CTRL_GCM_GET_TAG, kBatchTagSize, tag) == 1;
     }
     return EVP_DecryptInit_ex(cipher, nullptr, nullptr, nullptr, iv) == 1 &&
            EVP_DecryptUpdate(cipher, nullptr, &n, w, 8) == 1 &&
-           EVP_DecryptUpdate(cipher, nullptr, &n, b, sizeof(BatchHeader)) == 1 &&
-           (body == 0 || EVP_DecryptUpdate(cipher, b + sizeof(BatchHeader), &n,
-                                           b + sizeof(BatchHeader), body) == 1) &&
+           EVP_DecryptUpdate(cipher, nullptr, &n, b, clear) == 1 &&
+           (body == 0 || EVP_DecryptUpdate(cipher, records, &n, records, body) == 1) &&
            EVP_CIPHER_CTX_ctrl(cipher, EVP_CTRL_GCM_SET_TAG, kBatchTagSize, tag) == 1 &&
            EVP_DecryptFinal_ex(cipher, end, &n) > 0;
   }
@@ -208,21 +187,14 @@ struct BatchAuth::Direction {
   // Seals a batch: the tag lands after the word.
   bool seal(std::byte* word, std::byte* batch, size_t length) {
     bytes += length;
-    if (protection == BatchProtection::kEncrypt)
-      return gcm(word, batch, length, reinterpret_cast<uint8_t*>(word + 8));
-    uint8_t tag[32];
-    if (!macOf(word, batch, length, tag)) return false;
-    std::memcpy(word + 8, tag, kBatchTagSize);
-    return true;
+    return gcm(word, batch, length, reinterpret_cast<uint8_t*>(word + 8));
   }
 
   // Whether a received batch's tag verifies (decrypting it in place).
   bool open(const std::byte* word, std::byte* batch, size_t length) {
-    uint8_t tag[32];
+    uint8_t tag[kBatchTagSize];
     std::memcpy(tag, word + 8, kBatchTagSize);
-    if (protection == BatchProtection::kEncrypt) return gcm(word, batch, length, tag);
-    uint8_t expected[32];
-    return macOf(word, batch, length, expected) && CRYPTO_memcmp(expected, tag, kBatchTagSize) == 0;
+    return gcm(word, batch, length, tag);
   }
 };
 

@@ -151,7 +151,7 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   // Why a batch from the peer was rejected, if one was (it then closed).
   std::optional<BatchReject> batchRejected() const { return receiver_.rejected(); }
   // What protects its batches: nullptr before session keys (or without a
-  // secret), "hmac-sha256" or "aes-256-gcm".
+  // secret), "aes-256-gmac" or "aes-256-gcm".
   const char* batchProtection() const {
     return batchAuth_.active() ? toString(batchAuth_.protection()) : nullptr;
   }

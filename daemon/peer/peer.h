@@ -93,7 +93,7 @@ struct LinkSnapshot {
   std::string secretFingerprint;  // of the secret it was proven with
   uint32_t credits = 0, allowance = 0, lent = 0;
   ConnCounters counters;
-  // With session keys: "hmac-sha256" or "aes-256-gcm", and their rotations.
+  // With session keys: "aes-256-gmac" or "aes-256-gcm", and their rotations.
   const char* batchProtection = nullptr;
   uint64_t keyRotations = 0;
 };
