@@ -295,12 +295,14 @@ void Peer::onUp() {
   if (routesSubjects()) events_.connectionUp(*this);
 }
 
-// The current connection is down (or replaced): everything on it is failed
-// back, what the router holds from it is dropped, and the next dial is due.
+// A connection that closed because a batch of the peer's failed
+// verification (batch_auth.h) counts once, under its reason.
 void Peer::countRejectedBatch(const Connection& c) {
   if (auto r = c.batchRejected()) counters_.batchesRejected[static_cast<size_t>(*r)]++;
 }
 
+// The current connection is down (or replaced): everything on it is failed
+// back, what the router holds from it is dropped, and the next dial is due.
 void Peer::onDown() {
   countRejectedBatch(*conn_);
   std::string why = conn_->closeReason();
