@@ -41,14 +41,16 @@ uint64_t connectsOf(const Json& status, const std::string& peer) {
 }
 
 // A batch made up by someone without the keys: well formed, carrying a
-// message for the listener, its trailer a guess. As hex, for `tamper inject:`.
+// message for the listener and returning 1000 credits (taken before the
+// check, they would close the connection as a protocol error instead of a
+// rejection), its trailer a guess. As hex, for `tamper inject:`.
 std::string forgedBatchHex() {
   std::vector<std::byte> b(256);
   peer::BatchWriter w;
   w.reset(b.data(), b.size());
   w.addMessage(1, peer::kFirstFragment | peer::kLastFragment, "intruder", "svc", 0,
                bytes("forged"));
-  const size_t n = w.finish(0);
+  const size_t n = w.finish(1000);
   std::string hex;
   char two[3];
   for (size_t i = 0; i < n + 24; i++) {
