@@ -351,6 +351,14 @@ void peerFamilies(Exposition& e, const json& s) {
     fields(e, p, kPeer, label("peer", p.value("name", "")));
   for (const auto& p : peers)
     fields(e, at(p, "rdma"), kRdma, label("peer", p.value("name", "")));
+  e.family("rdmamsg_peer_batches_rejected", "counter",
+           "Batches from the peer that failed verification under the connection's session keys, "
+           "by reason (bad_mac, replayed, reordered, truncated); each closed its connection.");
+  for (const auto& p : peers)
+    for (const auto& [reason, count] : at(p, "batches_rejected").items())
+      if (count.is_number())
+        e.sample("rdmamsg_peer_batches_rejected", "_total",
+                 label("peer", p.value("name", "")) + "," + label("reason", reason), number(count));
   for (const auto& p : peers) {
     if (!p.contains("flows") || !p["flows"].is_array()) continue;
     for (const auto& f : p["flows"])

@@ -43,6 +43,7 @@ std::vector<Setting> settings(const Config& config) {
       {"peers", std::to_string(config.peers.size()) + "[" + peers + "]"},
       {"secret_file", secretText(config.secret)},
       {"previous_secret_file", secretText(config.previousSecret)},
+      {"encryption", config.encryption ? "on" : "off"},
       {"buffer_size", formatSize(config.bufferSize)},
       {"buffer_count", std::to_string(config.bufferCount)},
       {"credits", std::to_string(config.grantedCredits())},

@@ -101,6 +101,9 @@ struct Config {
   // authenticated.
   std::optional<Secret> secret;
   std::optional<Secret> previousSecret;
+  // `encryption: on`: batches between peers are encrypted (AES-256-GCM
+  // under the connection's session keys); needs a secret. Off: only MACed.
+  bool encryption = false;
 
   // Buffers and flow control.
   std::uint64_t bufferSize = 256 * kKiB;  // bytes per receive (and send) buffer

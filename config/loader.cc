@@ -148,8 +148,18 @@ void readLocalSocket(const FieldMap& top, Config& config) {
   if (auto s = top.parsed("idle_strategy", parseIdleStrategy)) config.idleStrategy = *s;
 }
 
+Parsed<bool> parseOnOff(std::string_view text) {
+  if (text == "on") return Parsed<bool>::ok(true);
+  if (text == "off") return Parsed<bool>::ok(false);
+  return Parsed<bool>::fail("'" + std::string(text) + "' is not on or off");
+}
+
 void readSecrets(const FieldMap& top, Config& config) {
   if (!top.isNull("secret_file")) config.secret = top.parsed("secret_file", readSecret);
+  if (auto on = top.parsed("encryption", parseOnOff)) config.encryption = *on;
+  if (config.encryption && (!top.has("secret_file") || top.isNull("secret_file")))
+    top.report("encryption",
+               "encryption: on needs a mesh secret (secret_file): the keys come from it");
   if (top.isNull("previous_secret_file")) return;
   config.previousSecret = top.parsed("previous_secret_file", readSecret);
   if (config.previousSecret && (!top.has("secret_file") || top.isNull("secret_file")))

@@ -13,7 +13,7 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 34> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 35> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
@@ -25,6 +25,7 @@ inline constexpr std::array<std::string_view, 34> kTopLevelKeys = {
     "peers",
     "secret_file",
     "previous_secret_file",
+    "encryption",
     "buffer_size",
     "buffer_count",
     "receive_queue",

@@ -35,6 +35,7 @@ inline constexpr std::string_view kRestartKeys[] = {"listen",
                                                     "send_buffers",
                                                     "registered_memory_limit",
                                                     "idle_strategy",
+                                                    "encryption",
                                                     "max_subscriptions",
                                                     "max_peer_interest"};
 

@@ -80,10 +80,18 @@ json peerJson(const Snapshot& s, const peer::PeerSnapshot& p) {
             {"delivery_seconds", histogramJson(p.deliveryLatency)},
             {"failed", p.failed},
             {"flows", flowsJson(p.flows)}};
+  json rejected = json::object();
+  for (size_t i = 0; i < peer::kBatchRejects; i++)
+    rejected[peer::keyOf(static_cast<peer::BatchReject>(i))] = c.batchesRejected[i];
+  e["batches_rejected"] = std::move(rejected);
   if (!p.lastError.empty()) e["last_error"] = p.lastError;
   if (p.link) {
     e["incarnation"] = hex16(p.link->remoteIncarnation);
     if (p.link->established) e["authenticated"] = authenticatedText(s, *p.link);
+    if (p.link->batchProtection != nullptr) {
+      e["batch_protection"] = p.link->batchProtection;
+      e["key_rotations"] = p.link->keyRotations;
+    }
     e["rdma"] = rdmaJson(*p.link);
   }
   return e;

@@ -23,6 +23,7 @@
 #include "common/local_protocol.h"
 #include "common/shm_payload_area.h"
 #include "common/shm_ring.h"
+#include "daemon/peer/batch_auth.h"
 #include "daemon/peer/protocol.h"
 #include "daemon/pubsub/envelope.h"
 
@@ -182,7 +183,7 @@ void peerHellos(const fs::path& dir) {
   one("connect", h, 56);
   one("accept", h, 196);
   Hello authenticating = h;
-  authenticating.flags = kHelloAuthenticates;
+  authenticating.flags = kHelloAuthenticates | kHelloBatchMac;
   one("connect_authenticating", authenticating, 56);
   AcceptData accept{};
   accept.hello = authenticating;
@@ -334,6 +335,71 @@ void pubsubEnvelopes(const fs::path& dir) {
   writeFile(dir / "token", std::as_bytes(std::span(token)));
 }
 
+// --- batch authentication -----------------------------------------------------
+
+// The batch_auth_fuzz target's keys (the same fixed transcript).
+peer::SessionKeys fuzzKeys() {
+  peer::auth::Transcript t;
+  t.dialer = "alpha";
+  t.acceptor = "beta";
+  t.dialerIncarnation = 1;
+  t.acceptorIncarnation = 2;
+  t.binding.dialerQpn = 0x11;
+  t.binding.acceptorQpn = 0x22;
+  return peer::deriveSessionKeys(std::string(32, 'k'), t).value();
+}
+
+// Received batches (op byte: the genuine batches taken before, 0..3), each
+// genuine at its place; and batch bodies for each alteration (op 0x80 + n;
+// + 0x08 encrypted).
+void batchAuths(const fs::path& dir) {
+  const peer::SessionKeys k = fuzzKeys();
+  peer::BatchAuth sender;
+  if (!sender.start(k.dialerToAcceptor, k.acceptorToDialer).ok())
+    throw std::runtime_error("no AES-256-GCM from OpenSSL");
+  const auto batch = [](auto fill) {
+    std::vector<std::byte> b(512);
+    peer::BatchWriter w;
+    w.reset(b.data(), b.size() - peer::kBatchTrailerSize);
+    fill(w);
+    b.resize(w.finish(2));
+    return b;
+  };
+  std::vector<std::byte> empty(sizeof(peer::BatchHeader) + peer::kBatchTrailerSize);
+  const uint32_t headerOnly = sizeof(peer::BatchHeader);
+  std::memcpy(empty.data() + offsetof(peer::BatchHeader, length), &headerOnly, 4);
+  const auto seal = [&](std::vector<std::byte> b, uint8_t op) {
+    const size_t length = b.size();
+    b.resize(length + peer::kBatchTrailerSize);
+    b.resize(sender.seal(b.data(), length));
+    b.insert(b.begin(), std::byte{op});
+    return b;
+  };
+  // The filler batches the target takes first, as the sender saw them.
+  for (int i = 0; i < 3; i++) {
+    std::vector<std::byte> filler(empty.begin(), empty.end() - peer::kBatchTrailerSize);
+    seal(filler, 0);
+  }
+  writeFile(dir / "message_4", seal(batch([](peer::BatchWriter& w) {
+                                      w.addMessage(1, peer::kFirstFragment | peer::kLastFragment,
+                                                   "src", "inbox", 0, bytesOf("hello"));
+                                    }),
+                                    3));
+  const std::vector<std::byte> body = batch([](peer::BatchWriter& w) {
+    w.addConfirm(1, 4, 0);
+    w.addMessage(2, peer::kFirstFragment | peer::kLastFragment, "src", "inbox", 0,
+                 bytesOf("a message"));
+  });
+  for (uint8_t alteration = 0; alteration < 6; alteration++) {
+    for (uint8_t encrypted : {0, 0x08}) {
+      std::vector<std::byte> in{std::byte{static_cast<uint8_t>(0x80 + encrypted + alteration)}};
+      in.insert(in.end(), body.begin(), body.end());
+      writeFile(dir / ((encrypted != 0 ? "encrypted_" : "altered_") + std::to_string(alteration)),
+                in);
+    }
+  }
+}
+
 void shmRings(const fs::path& dir) {
   shmRing(dir / "empty", 64, 0, {});
   shmRing(dir / "records", 256, 0, {0, 1, 7, 8, 20, 100});
@@ -354,13 +420,15 @@ int main(int argc, char** argv) {
   namespace fs = std::filesystem;
   const fs::path root = argv[1];
   try {
-    for (const char* target : {"local_frame_fuzz", "peer_batch_fuzz", "peer_hello_fuzz",
-                               "config_fuzz", "shm_ring_fuzz", "pubsub_envelope_fuzz"})
+    for (const char* target :
+         {"local_frame_fuzz", "peer_batch_fuzz", "peer_hello_fuzz", "batch_auth_fuzz",
+          "config_fuzz", "shm_ring_fuzz", "pubsub_envelope_fuzz"})
       fs::create_directories(root / target);
     rdmamsg::pubsubEnvelopes(root / "pubsub_envelope_fuzz");
     rdmamsg::localFrames(root / "local_frame_fuzz");
     rdmamsg::peerBatches(root / "peer_batch_fuzz");
     rdmamsg::peerHellos(root / "peer_hello_fuzz");
+    rdmamsg::batchAuths(root / "batch_auth_fuzz");
     rdmamsg::configs(root / "config_fuzz", argv[2]);
     rdmamsg::shmRings(root / "shm_ring_fuzz");
   } catch (const std::exception& e) {

@@ -16,6 +16,7 @@
 //   port-up             the link is back
 //   counters            the device's statistics (counters.h): the answer is
 //                       "ok" followed by one "name value" line per counter
+//   tamper KIND [ADDR]  alters the next SEND on the wire (tamper.h; tests)
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,6 +38,7 @@
 #include "device.h"
 #include "fabric.h"
 #include "qp.h"
+#include "tamper.h"
 
 namespace softrdma {
 
@@ -101,8 +103,10 @@ std::string setPort(bool up, bool keep) {
 
 std::string execute(const std::string& line) {
   std::istringstream in(line);
-  std::string cmd, arg, extra;
-  in >> cmd >> arg >> extra;
+  std::string cmd, arg, extra, more;
+  in >> cmd >> arg >> extra >> more;
+  if (!more.empty()) return "error: too many arguments";
+  if (cmd == "tamper") return tamperCommand(arg, extra);
   if (!extra.empty()) return "error: too many arguments";
   if (cmd == "remove-device") {
     long ms = kDefaultAbsenceMs;
@@ -121,7 +125,8 @@ std::string execute(const std::string& line) {
   if (cmd == "counters" && arg.empty()) return "ok\n" + formatCounters();
   if (cmd.empty()) return "error: empty command";
   return "error: unknown command '" + line +
-         "' (remove-device [MS], add-device, port-down [keep], port-up, counters)";
+         "' (remove-device [MS], add-device, port-down [keep], port-up, counters, tamper KIND "
+         "[ADDR])";
 }
 
 struct ControlEndpoint : Endpoint {

@@ -13,6 +13,7 @@
 #include "mw.h"
 #include "pd_mr.h"
 #include "qp.h"
+#include "tamper.h"
 #include "ud.h"
 #include "wire.h"
 
@@ -275,6 +276,13 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
     if (qp->sq_halted) {
       holdBack(qp, e);
       continue;  // not transmitted; later requests will be flushed
+    }
+    if (tamperArmed() && w->opcode == IBV_WR_SEND && (w->send_flags & IBV_SEND_INLINE) == 0)
+        [[unlikely]] {
+      flush();  // the frames before it go first
+      FrameHeader h;
+      fillHeader(h, qp, *w, e, len);
+      if (tamperSend(qp, *w, h)) continue;
     }
     if (nhdr == kBatch || niov + 2 + w->num_sge > static_cast<int>(std::size(iov))) flush();
     if (isAtomic(w->opcode)) {

@@ -37,7 +37,7 @@ static void countCompletion(ibv_wc_opcode op, ibv_wc_status st) {
 
 void Qp::sendCompletion(const SendWqe& w, ibv_wc_status st) {
   countCompletion(w.opcode, st);
-  if (w.signaled || st != IBV_WC_SUCCESS) {
+  if (!w.injected && (w.signaled || st != IBV_WC_SUCCESS)) {
     ibv_wc wc{};
     wc.wr_id = w.wr_id;
     wc.status = st;

@@ -49,6 +49,7 @@ struct SendWqe {
   uint32_t byte_len;
   ibv_wc_opcode opcode;
   bool signaled;
+  bool injected;         // by the tamper hook (tamper.h): never a completion entry
   ibv_wc_status preset;  // a local error found at post time (reported at completion)
   uint32_t num_sge;      // RDMA READ destination
   uint32_t sge_off;

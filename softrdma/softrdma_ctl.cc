@@ -30,7 +30,10 @@ constexpr int kSliceMs = 50;
 int usage() {
   std::fprintf(stderr,
                "usage: softrdma-ctl PATH COMMAND [ARGS...]\n"
-               "commands: remove-device [MS], add-device, port-down [keep], port-up, counters\n");
+               "commands: remove-device [MS], add-device, port-down [keep], port-up, counters, "
+               "tamper KIND [ADDR]\n"
+               "tamper's KIND (for tests): flip, truncate, replay, reorder, inject:HEX, status, "
+               "off\n");
   return 2;
 }
 

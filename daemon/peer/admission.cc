@@ -58,6 +58,16 @@ Admission admitRequest(const config::Config& cfg, std::span<const uint8_t> priva
                   from + " (node " + peer->name +
                       (theirs ? " authenticates with a mesh secret, and this node has none)"
                               : " does not authenticate, and this node requires the mesh secret)"));
+  if (theirs && (hello->flags & kHelloBatchMac) == 0)
+    return refuse(RejectReason::kAuthentication,
+                  from + " (node " + peer->name +
+                      " authenticates without per-batch MACs, an older rdmamsgd: this node "
+                      "takes no batch unauthenticated)");
+  if (theirs && ((hello->flags & kHelloEncrypts) != 0) != cfg.encryption)
+    return refuse(RejectReason::kAuthentication,
+                  from + " (node " + peer->name +
+                      (cfg.encryption ? " does not encrypt, and this node has encryption: on)"
+                                      : " encrypts (encryption: on), and this node does not)"));
   Admission a;
   a.who = peer->name;
   a.peer = peer;

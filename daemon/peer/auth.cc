@@ -12,7 +12,7 @@ namespace rdmamsg::peer::auth {
 
 namespace {
 
-constexpr std::string_view kLabel = "rdmamsg peer authentication v1";
+constexpr std::string_view kLabel = "rdmamsg peer authentication v2";
 
 void putName(std::string& out, std::string_view name) {
   out.push_back(static_cast<char>(name.size() > 255 ? 255 : name.size()));
@@ -24,20 +24,36 @@ void put64(std::string& out, uint64_t v) {
     out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
 }
 
+void put32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
 std::string message(Role role, const Transcript& t) {
   std::string m(kLabel);
   m.push_back('\0');
   m.push_back(static_cast<char>(role));
-  putName(m, t.dialer);
-  putName(m, t.acceptor);
-  put64(m, t.dialerIncarnation);
-  put64(m, t.acceptorIncarnation);
+  m += encode(t);
   m.append(reinterpret_cast<const char*>(t.dialerNonce.data()), t.dialerNonce.size());
   m.append(reinterpret_cast<const char*>(t.acceptorNonce.data()), t.acceptorNonce.size());
   return m;
 }
 
 }  // namespace
+
+std::string encode(const Transcript& t) {
+  std::string m;
+  putName(m, t.dialer);
+  putName(m, t.acceptor);
+  put64(m, t.dialerIncarnation);
+  put64(m, t.acceptorIncarnation);
+  put32(m, t.binding.dialerQpn);
+  put32(m, t.binding.acceptorQpn);
+  m.append(reinterpret_cast<const char*>(t.binding.dialerGid.data()), t.binding.dialerGid.size());
+  m.append(reinterpret_cast<const char*>(t.binding.acceptorGid.data()),
+           t.binding.acceptorGid.size());
+  return m;
+}
 
 Result<Nonce> freshNonce() {
   Nonce n{};

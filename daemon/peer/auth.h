@@ -4,15 +4,20 @@
 // Each end contributes a fresh 32-byte nonce: the acceptor's travels in the
 // REP, the dialer's in its first batch. A proof is HMAC-SHA256 under the
 // secret over a transcript that binds both node names, both incarnations,
-// both nonces and the prover's role; the roles differ, so a proof cannot be
-// reflected back to its sender, and fresh nonces mean that no proof can be
-// replayed on another connection. Proofs are compared in constant time.
+// both nonces, the connection itself (both queue pair numbers and GIDs,
+// Binding) and the prover's role; the roles differ, so a proof cannot be
+// reflected back to its sender, fresh nonces mean that no proof can be
+// replayed on another connection, and the binding means that a handshake
+// relayed between two other connections does not verify on either. The
+// session keys of the connection (batch_auth.h) come from the same
+// transcript. Proofs are compared in constant time.
 //
 // The crypto is OpenSSL's libcrypto: HMAC, RAND_bytes, CRYPTO_memcmp.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -28,11 +33,27 @@ Result<Nonce> freshNonce();
 
 enum class Role : uint8_t { kDialer = 'D', kAcceptor = 'A' };
 
+using Gid = std::array<uint8_t, 16>;
+
+// The RC connection a handshake runs on, as each end sees it: its own
+// queue pair number and GID and the peer's (ibv_query_qp's dest_qp_num,
+// the route's dgid), put in the dialer's and acceptor's order.
+struct Binding {
+  uint32_t dialerQpn = 0, acceptorQpn = 0;
+  Gid dialerGid{}, acceptorGid{};
+};
+
 struct Transcript {
   std::string_view dialer, acceptor;  // node names
   uint64_t dialerIncarnation = 0, acceptorIncarnation = 0;
   Nonce dialerNonce{}, acceptorNonce{};
+  Binding binding;
 };
+
+// The transcript's bytes: the names (length-prefixed), the incarnations,
+// the binding (little-endian numbers); the nonces are not in it (the
+// proofs and the key derivation each add them).
+std::string encode(const Transcript& t);
 
 // HMAC-SHA256 of the transcript under `key`; io_error when libcrypto fails.
 Result<Proof> prove(std::string_view key, Role role, const Transcript& t);

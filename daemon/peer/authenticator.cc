@@ -15,6 +15,10 @@ Authenticator::Authenticator(std::vector<config::Secret> secrets, std::string se
 
 Status Authenticator::agree(const Hello& remote) const {
   const bool theirs = (remote.flags & kHelloAuthenticates) != 0;
+  if (theirs && required() && (remote.flags & kHelloBatchMac) == 0)
+    return Status(Errc::permission_denied,
+                  "it authenticates without per-batch MACs (an older rdmamsgd), and this node "
+                  "takes no batch unauthenticated");
   if (required() == theirs) return Status();
   return Status(Errc::permission_denied,
                 required() ? "it does not authenticate (no mesh secret), and this node requires it"
@@ -80,6 +84,8 @@ Authenticator::Step Authenticator::onBatch(std::span<const std::byte> batch) {
   if (!reader.open() || reader.records() != 1 || reader.next(rec) != 1 ||
       rec.type != RecordType::kAuth || reader.next(rec) != 0)
     return refused("its first batch is not an authentication record");
+  if (reader.credits() != 0 || reader.released() != 0)
+    return refused("its authentication batch carries credits");
   return onRecord(rec.auth);
 }
 
@@ -129,6 +135,12 @@ void Authenticator::onPeerClosed() {
                      : "the peer closed the connection before proving the mesh secret";
 }
 
+Result<SessionKeys> Authenticator::sessionKeys(BatchProtection protection) const {
+  if (!authenticated_ || secretIndex_ >= secrets_.size())
+    return Status(Errc::bad_request, "no session keys before authentication");
+  return deriveSessionKeys(secrets_[secretIndex_].bytes, transcript(), protection);
+}
+
 std::string Authenticator::fingerprint() const {
   return authenticated_ && secretIndex_ < secrets_.size() ? secrets_[secretIndex_].fingerprint
                                                           : std::string();
@@ -137,8 +149,10 @@ std::string Authenticator::fingerprint() const {
 // The proofs' transcript: the dialer's name, incarnation and nonce first.
 auth::Transcript Authenticator::transcript() const {
   if (dialer_)
-    return {selfName_, peerName_, incarnation_, remoteIncarnation_, ownNonce_, remoteNonce_};
-  return {peerName_, selfName_, remoteIncarnation_, incarnation_, remoteNonce_, ownNonce_};
+    return {selfName_, peerName_,    incarnation_, remoteIncarnation_,
+            ownNonce_, remoteNonce_, binding_};
+  return {peerName_, selfName_, remoteIncarnation_, incarnation_, remoteNonce_,
+          ownNonce_, binding_};
 }
 
 std::string Authenticator::mismatch() const {

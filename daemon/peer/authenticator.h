@@ -9,7 +9,12 @@
 // it holds (current, then previous). The acceptor checks them against its
 // own secrets, current first, and answers with one proof under the secret
 // that matched; the dialer checks that proof. Then (and only then) the
-// connection is established.
+// connection is established, and both ends derive its session keys
+// (batch_auth.h) from the secret that matched and the same transcript.
+// The proofs and the keys are bound to the connection (bind(): its queue
+// pair numbers and GIDs), so a handshake relayed onto another connection
+// fails. An authentication batch carries no credits (the ledger would take
+// them before its proof is checked) and no trailer: its record is proven.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +24,7 @@
 
 #include "config/secret.h"
 #include "daemon/peer/auth.h"
+#include "daemon/peer/batch_auth.h"
 #include "daemon/peer/protocol.h"
 
 namespace rdmamsg::peer {
@@ -31,6 +37,8 @@ class Authenticator {
 
   // This node authenticates (or fails).
   bool required() const { return !secrets_.empty(); }
+  // The connection the handshake runs on (before any proof is made or checked).
+  void bind(const auth::Binding& binding) { binding_ = binding; }
   // Whether the peer's Hello agrees: "" when both authenticate or neither
   // does, else why the connection fails.
   Status agree(const Hello& remote) const;
@@ -69,6 +77,10 @@ class Authenticator {
   void onPeerClosed();
 
   bool authenticated() const { return authenticated_; }
+  bool dialer() const { return dialer_; }
+  // The connection's session keys (authenticated only; io_error when
+  // libcrypto fails).
+  Result<SessionKeys> sessionKeys(BatchProtection protection = BatchProtection::kMac) const;
   size_t secretIndex() const { return secretIndex_; }
   // The fingerprint of the secret it was proven with (authenticated only).
   std::string fingerprint() const;
@@ -87,6 +99,7 @@ class Authenticator {
   uint64_t incarnation_ = 0, remoteIncarnation_ = 0;
   bool dialer_ = false;
   auth::Nonce ownNonce_{}, remoteNonce_{};
+  auth::Binding binding_;
   bool authenticated_ = false;
   size_t secretIndex_ = 0;
   std::string failure_;

@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <openssl/crypto.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
@@ -35,6 +37,10 @@ Connection::Connection(loop::EventLoop& loop, const ConnParams& params, std::str
       connectTimer_(std::make_unique<loop::Timer>(loop, [this] { onConnectTimeout(); })),
       closeTimer_(std::make_unique<loop::Timer>(loop, [this] { onFlushTimeout(); })) {
   lastSent_ = lastReceived_ = std::chrono::steady_clock::now();
+  if (auth_.required()) {
+    sender_.authenticate(&batchAuth_);
+    receiver_.authenticate(&batchAuth_);
+  }
 }
 
 Connection::~Connection() {
@@ -282,11 +288,16 @@ void Connection::onHandshakeDone(const rdma::CmEvent& e) {
   }
   if (!ledger_.takeInitialCredits())
     return fail("peer returned more credits than it has receive buffers");
-  const size_t capacity = std::min<size_t>(params_.bufferSize, remote_->bufferSize);
+  // With a mesh secret every batch after the handshake's ends in a trailer.
+  const size_t capacity = std::min<size_t>(params_.bufferSize, remote_->bufferSize) -
+                          (auth_.required() ? kBatchTrailerSize : 0);
   if (capacity < std::max(sizeof(BatchHeader) + 256, sizeof(BatchHeader) + kAuthRecordSize))
     return fail("peer's receive buffers are too small");
   sender_.setBatchCapacity(capacity);
   if (Status st = auth_.agree(*remote_); !st.ok()) return authFail(st.message());
+  if (auth_.required() && ((remote_->flags & kHelloEncrypts) != 0) != params_.encrypt)
+    return authFail(params_.encrypt ? "it does not encrypt, and this node has encryption: on"
+                                    : "it encrypts (encryption: on), and this node does not");
   if (!auth_.required()) return becomeEstablished();
   startAuthentication(e);
 }
@@ -295,11 +306,46 @@ void Connection::startAuthentication(const rdma::CmEvent& e) {
   if (active_ && !auth_.takeAcceptorNonce(e.privateData))
     return authFail("its answer carries no nonce");
   setState(ConnState::kAuthenticating);
+  if (!bindAuthentication()) return;
   if (active_) {
     onAuthStep(auth_.startDialer(*remote_));
     if (down()) return;
   }
   processAuth();  // the dialer's proof may be here before ESTABLISHED was read
+}
+
+// The proofs and keys are bound to this RC connection: both queue pair
+// numbers and both GIDs, in the dialer's and the acceptor's order.
+bool Connection::bindAuthentication() {
+  ibv_qp_attr a{};
+  ibv_qp_init_attr init{};
+  if (const int rc = ibv_query_qp(id_->qp, &a, IBV_QP_DEST_QPN | IBV_QP_AV, &init); rc != 0) {
+    fail("ibv_query_qp: " + errnoText(rc));
+    return false;
+  }
+  auth::Gid own{}, theirs{};
+  std::copy_n(id_->route.addr.addr.ibaddr.sgid.raw, own.size(), own.begin());
+  std::copy_n(id_->route.addr.addr.ibaddr.dgid.raw, theirs.size(), theirs.begin());
+  const uint32_t ownQpn = id_->qp->qp_num;
+  auth_.bind(active_ ? auth::Binding{ownQpn, a.dest_qp_num, own, theirs}
+                     : auth::Binding{a.dest_qp_num, ownQpn, theirs, own});
+  return true;
+}
+
+// Both ends are proven: every later batch is sealed and verified under the
+// connection's session keys, each end sending under its role's key.
+void Connection::startSession() {
+  const BatchProtection protection =
+      params_.encrypt ? BatchProtection::kEncrypt : BatchProtection::kMac;
+  Result<SessionKeys> keys = auth_.sessionKeys(protection);
+  if (!keys) return fail(keys.status().message());
+  const bool dialer = auth_.dialer();
+  Status st =
+      batchAuth_.start(dialer ? keys->dialerToAcceptor : keys->acceptorToDialer,
+                       dialer ? keys->acceptorToDialer : keys->dialerToAcceptor, protection);
+  OPENSSL_cleanse(&*keys, sizeof(SessionKeys));
+  if (!st.ok()) return fail(st.message());
+  becomeEstablished();
 }
 
 void Connection::becomeEstablished() {
@@ -328,7 +374,7 @@ void Connection::onAuthStep(const Authenticator::Step& step) {
       [[fallthrough]];
     case Kind::kProven:
       auth_.settle(step.secret);
-      return becomeEstablished();
+      return startSession();
     case Kind::kRefused:
       return authFail(step.why);
     case Kind::kError:
@@ -340,7 +386,7 @@ void Connection::sendAuth(const AuthBody& body) {
   if (!sender_.open(false) || sender_.batch().room() < kAuthRecordSize)
     return fail("no send buffer or credit for the authentication record");
   sender_.batch().addAuth(body);
-  sender_.seal();
+  sender_.sealBare();
   postSends();
 }
 
@@ -474,6 +520,8 @@ void Connection::onSendDone(uint32_t index) {
 
 void Connection::onReceived(const ibv_wc& wc) {
   const Receiver::Arrival arrival = receiver_.onReceived(wc, params_.bufferSize, down());
+  if (arrival.rejected && state_.get() == ConnState::kAuthenticating)
+    return authFail(arrival.error);
   if (!arrival.error.empty()) return fail(arrival.error);
   if (!arrival.batch) return;
   lastReceived_ = std::chrono::steady_clock::now();
@@ -491,8 +539,11 @@ size_t Connection::messageRoom() {
   return sender_.batch().room();
 }
 
+// Not with a mesh secret: a batch's MAC covers its payload, which a client
+// could change in its shared memory between the MAC and the NIC's read —
+// the peer would reject the batch and close the link for every flow.
 bool Connection::canPostInPlace(ExternalArea& area) {
-  return device_ != nullptr && device_->lkeyFor(area).has_value();
+  return !auth_.required() && device_ != nullptr && device_->lkeyFor(area).has_value();
 }
 
 void Connection::sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes) {
@@ -501,6 +552,9 @@ void Connection::sealInPlace(const PayloadHandle& payload, std::span<const std::
 
 void Connection::post() {
   if (state_.get() != ConnState::kEstablished) return;
+  // Session keys last for 2^48 batches and 65535 rotations: then a new
+  // connection, with new keys.
+  if (batchAuth_.spent()) return close("session keys used up: connecting again");
   if (!postReceives()) return;
   // A credit-only batch.
   if (!sender_.hasOpen() && !sender_.hasSealed() && ledger_.wantsCreditReturn()) openBatch(false);

@@ -10,7 +10,11 @@
 //   or a receive set on its own QP;
 // - CreditLedger (credit_ledger.h), which both use: the credits both ways,
 //   the reserved credit, lending and release, the credit-only batch;
-// - Authenticator (authenticator.h): the mesh-secret handshake.
+// - Authenticator (authenticator.h): the mesh-secret handshake;
+// - BatchAuth (batch_auth.h): the session keys the handshake yields, which
+//   the sender seals every batch with and the receiver verifies every
+//   batch with before it is taken. A batch that fails closes the
+//   connection (batchRejected() says why), and the peer dials again.
 //
 // Active side:  idle → resolving-address → resolving-route → connecting → established
 // Passive side: idle → accepting → established
@@ -78,6 +82,7 @@ struct ConnParams {
   // it does not authenticate), and its own name for the proofs.
   std::vector<config::Secret> secrets;
   std::string selfName;
+  bool encrypt = false;  // encryption: on (kHelloEncrypts; both ends agree)
 };
 
 // The sender's and receiver's counters, and the ledger's.
@@ -143,6 +148,15 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   std::string secretFingerprint() const { return auth_.fingerprint(); }
   // Why authentication failed, if it did (the connection is then down).
   const std::string& authFailure() const { return auth_.failure(); }
+  // Why a batch from the peer was rejected, if one was (it then closed).
+  std::optional<BatchReject> batchRejected() const { return receiver_.rejected(); }
+  // What protects its batches: nullptr before session keys (or without a
+  // secret), "aes-256-gmac" or "aes-256-gcm".
+  const char* batchProtection() const {
+    return batchAuth_.active() ? toString(batchAuth_.protection()) : nullptr;
+  }
+  // Key epochs its session keys moved to, both ways.
+  uint64_t keyRotations() const { return batchAuth_.rotations(); }
   // Why the peer refused the connection, if it did (kNone: nobody listened).
   std::optional<RejectReason> rejectReason() const { return rejected_; }
   rdma::Device* device() const { return device_; }
@@ -192,6 +206,8 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   void onDisconnected();
   void onHandshakeDone(const rdma::CmEvent& e);
   void startAuthentication(const rdma::CmEvent& e);
+  bool bindAuthentication();
+  void startSession();
   void processAuth();
   void onAuthStep(const Authenticator::Step& step);
   void sendAuth(const AuthBody& body);
@@ -216,6 +232,7 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   std::string closeReason_;
   std::string remoteAddress_;
   Authenticator auth_;
+  BatchAuth batchAuth_;
   CreditLedger ledger_;
 
   // Declared parents first: the QP goes before the buffers (the sender's

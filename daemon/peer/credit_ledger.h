@@ -88,6 +88,9 @@ class CreditLedger {
   };
   // The open batch goes: what its header says.
   Seal seal(Clock::time_point now);
+  // The open batch goes with nothing in its header (the handshake's
+  // authentication batch): what is owed waits for the next one.
+  void sealBare() { open_ = false; }
 
   uint64_t lentTotal() const { return lentTotal_; }
   uint64_t releasedTotal() const { return releasedTotal_; }

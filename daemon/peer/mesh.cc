@@ -364,7 +364,9 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   p.selfName = config_.node;
   p.hello.flags |= kHelloIdleClose | kHelloSubjects;
   if (config_.secret) {
-    p.hello.flags |= kHelloAuthenticates;
+    p.hello.flags |= kHelloAuthenticates | kHelloBatchMac;
+    if (config_.encryption) p.hello.flags |= kHelloEncrypts;
+    p.encrypt = config_.encryption;
     p.secrets.push_back(*config_.secret);
     if (config_.previousSecret) {
       p.secrets.push_back(*config_.previousSecret);

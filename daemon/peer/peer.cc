@@ -51,10 +51,16 @@ PeerSnapshot Peer::snapshot() const {
                  out_.queuedBytes(), out_.inFlight(),         counters_,        out_.confirmed(),
                  out_.failed(),      out_.deliveryLatency(),  out_.flowStats(), std::nullopt};
   if (conn_ != nullptr)
-    s.link = LinkSnapshot{remoteIncarnation(),    conn_->established(),
-                          conn_->authenticated(), conn_->secretFingerprint(),
-                          conn_->credits(),       conn_->allowance(),
-                          conn_->lent(),          conn_->counters()};
+    s.link = LinkSnapshot{remoteIncarnation(),
+                          conn_->established(),
+                          conn_->authenticated(),
+                          conn_->secretFingerprint(),
+                          conn_->credits(),
+                          conn_->allowance(),
+                          conn_->lent(),
+                          conn_->counters(),
+                          conn_->batchProtection(),
+                          conn_->keyRotations()};
   return s;
 }
 
@@ -207,7 +213,10 @@ void Peer::settleCandidates() {
       continue;
     }
     candidates_.erase(candidates_.begin() + static_cast<std::ptrdiff_t>(i));
-    if (c->down()) continue;
+    if (c->down()) {
+      countRejectedBatch(*c);
+      continue;
+    }
     if (conn_ != nullptr && conn_->established() && conn_->remote() && c->remote() &&
         conn_->remote()->incarnation == c->remote()->incarnation) {
       c->close("duplicate connection: the peer's other connection is established");
@@ -286,9 +295,16 @@ void Peer::onUp() {
   if (routesSubjects()) events_.connectionUp(*this);
 }
 
+// A connection that closed because a batch of the peer's failed
+// verification (batch_auth.h) counts once, under its reason.
+void Peer::countRejectedBatch(const Connection& c) {
+  if (auto r = c.batchRejected()) counters_.batchesRejected[static_cast<size_t>(*r)]++;
+}
+
 // The current connection is down (or replaced): everything on it is failed
 // back, what the router holds from it is dropped, and the next dial is due.
 void Peer::onDown() {
+  countRejectedBatch(*conn_);
   std::string why = conn_->closeReason();
   bool wasUp = connUp_;
   connUp_ = false;

@@ -44,6 +44,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -79,6 +80,9 @@ struct PeerCounters {
   uint64_t dials = 0;
   uint64_t heartbeatsSent = 0;
   uint64_t idleCloses = 0;  // connections closed by agreement for being idle
+  // Batches from the peer that failed verification (batch_auth.h), by
+  // reason; each closed its connection.
+  std::array<uint64_t, kBatchRejects> batchesRejected{};
 };
 
 // A peer's current connection, for the status (daemon/status.h).
@@ -89,6 +93,9 @@ struct LinkSnapshot {
   std::string secretFingerprint;  // of the secret it was proven with
   uint32_t credits = 0, allowance = 0, lent = 0;
   ConnCounters counters;
+  // With session keys: "aes-256-gmac" or "aes-256-gcm", and their rotations.
+  const char* batchProtection = nullptr;
+  uint64_t keyRotations = 0;
 };
 
 // A peer, for the status (daemon/status.h).
@@ -229,6 +236,7 @@ class Peer {
   void observe();
   void onUp();
   void onDown();
+  void countRejectedBatch(const Connection& c);
   void receive();
   bool readBatch(size_t i);
   bool onRecord(const Record& r);

@@ -8,7 +8,8 @@
 // both Hellos carry kHelloAuthenticates, the REP carries the acceptor's
 // nonce after its Hello, and the first batch each way carries one kAuth
 // record: the dialer's nonce and proofs, then the acceptor's proof. Until
-// both proofs are checked the connection carries nothing else.
+// both proofs are checked the connection carries nothing else; after them,
+// every batch ends in a trailer (kHelloBatchMac; batch_auth.h).
 //
 // Data: every RDMA send fills exactly one of the receiver's buffers with a
 // Batch: a BatchHeader, then records, each 8-byte aligned. Records carry
@@ -85,6 +86,13 @@ enum HelloFlags : uint16_t {
   // The sender routes subjects (docs/protocol.md, "Subjects"): it reads
   // kInterest and kPubResult records and messages for "$pub" and "$reply".
   kHelloSubjects = 8,
+  // With kHelloAuthenticates: the sender binds its proofs to the connection
+  // and MACs every batch (batch_auth.h). An authenticating peer without it
+  // (an older rdmamsgd) is refused: batches are never taken unauthenticated.
+  kHelloBatchMac = 16,
+  // With kHelloBatchMac: the sender encrypts every batch (encryption: on).
+  // Both ends must agree; a mismatch is refused (reason 8).
+  kHelloEncrypts = 32,
 };
 
 inline constexpr size_t kNonceSize = 32;

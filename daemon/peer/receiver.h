@@ -3,16 +3,21 @@
 // yet read — in arrival order, their headers checked and their credits
 // taken by the ledger (credit_ledger.h) at once — and those read and not
 // yet reposted. Read buffers are reposted in one list per service step,
-// and each one is a credit owed to the peer again.
+// and each one is a credit owed to the peer again. With a mesh secret,
+// every batch after the handshake's is verified (batch_auth.h) before
+// anything of it is taken, its credits included: one that fails is never
+// read, and the connection fails with the reason.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "daemon/peer/batch_auth.h"
 #include "daemon/peer/credit_ledger.h"
 #include "daemon/peer/protocol.h"
 #include "daemon/peer/receive_supply.h"
@@ -30,6 +35,9 @@ class Receiver {
 
   explicit Receiver(CreditLedger& ledger) : ledger_(ledger) {}
 
+  // Batches are verified with `auth` once it is active; before that only
+  // one (the handshake's) is taken.
+  void authenticate(BatchAuth* auth) { auth_ = auth; }
   // Takes receive buffers from the device (ReceiveSupply::open's errors).
   Status open(rdma::Device& device, uint32_t maxCredits);
   // The QP's receive side, for rdma_create_qp.
@@ -45,8 +53,9 @@ class Receiver {
   bool isReceive(uint64_t tag) const { return supply_ && tag == supply_->tag(); }
   void onFlushed() { supply_->completed(); }
   struct Arrival {
-    bool batch = false;  // a batch to read arrived
-    std::string error;   // or the connection fails
+    bool batch = false;                   // a batch to read arrived
+    std::string error;                    // or the connection fails
+    std::optional<BatchReject> rejected;  // failed: the batch did not verify
   };
   // A successful receive completion. `closing`: nobody reads it.
   Arrival onReceived(const ibv_wc& wc, size_t bufferSize, bool closing);
@@ -71,9 +80,18 @@ class Receiver {
   void detach() { supply_.reset(); }
 
   const Counters& counters() const { return counters_; }
+  // Why a batch was rejected, if one was (the connection then failed).
+  std::optional<BatchReject> rejected() const { return rejected_; }
 
  private:
+  Arrival reject(uint32_t index, BatchReject why, const std::string& detail);
+  // The batch's bytes, its trailer checked and cut off; nullopt: rejected.
+  std::optional<uint32_t> verified(uint32_t index, uint32_t bytes, Arrival& arrival);
+
   CreditLedger& ledger_;
+  BatchAuth* auth_ = nullptr;
+  uint64_t unverified_ = 0;  // batches taken before the keys (the handshake's)
+  std::optional<BatchReject> rejected_;
   std::unique_ptr<ReceiveSupply> supply_;
   struct Received {
     uint32_t index, bytes;

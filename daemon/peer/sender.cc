@@ -32,7 +32,18 @@ bool Sender::open(bool forMessages) {
 void Sender::seal() {
   if (!batches_.hasOpen()) return;
   const CreditLedger::Seal s = ledger_.seal(std::chrono::steady_clock::now());
-  batches_.seal(static_cast<uint32_t>(writer_.finish(s.returned, s.released)));
+  size_t bytes = writer_.finish(s.returned, s.released);
+  // A batch posted in place has no trailer: the connection posts none in
+  // place once it authenticates batches.
+  if (auth_ != nullptr && auth_->active() && writer_.external() == 0)
+    bytes = auth_->seal(pool_->buffers().at(batches_.openIndex()), bytes);
+  batches_.seal(static_cast<uint32_t>(bytes));
+}
+
+void Sender::sealBare() {
+  if (!batches_.hasOpen()) return;
+  ledger_.sealBare();
+  batches_.seal(static_cast<uint32_t>(writer_.finish(0, 0)));
 }
 
 void Sender::sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes,

@@ -9,7 +9,8 @@
 // with the other sealed ones in one ibv_post_send list, only the last of
 // which is solicited. A signaled completion gives back its buffer and
 // every one posted before it; after the QP went to error, the teardown
-// beacon's completion gives back every posted one.
+// beacon's completion gives back every posted one. With session keys
+// (batch_auth.h), sealing writes each batch's trailer after its bytes.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 
 #include "daemon/external_payload.h"
 #include "daemon/loop/service_queue.h"
+#include "daemon/peer/batch_auth.h"
 #include "daemon/peer/credit_ledger.h"
 #include "daemon/peer/protocol.h"
 #include "daemon/peer/send_batches.h"
@@ -43,6 +45,8 @@ class Sender {
   Sender(CreditLedger& ledger, loop::ServiceQueue::Waker wake)
       : ledger_(ledger), wake_(std::move(wake)) {}
 
+  // The keys that seal its batches once active (nullptr: none).
+  void authenticate(BatchAuth* auth) { auth_ = auth; }
   // The QP exists: the device's pool, and the sends it may have posted.
   void attach(rdma::SendPool& pool, uint32_t cap);
   // The handshake is done: how much a batch may hold (the smaller of the
@@ -57,6 +61,9 @@ class Sender {
   bool hasOpen() const { return batches_.hasOpen(); }
   bool hasSealed() const { return !batches_.sealed().empty(); }
   void seal();
+  // Seals the open batch with no credits and no trailer (the handshake's
+  // authentication batch).
+  void sealBare();
   // Seals the open batch, whose last record is a message head
   // (BatchWriter::addMessageHead), with its payload: `bytes` of `payload`
   // posted from where they lie (lkey: their memory's on this device). The
@@ -81,6 +88,7 @@ class Sender {
 
  private:
   CreditLedger& ledger_;
+  BatchAuth* auth_ = nullptr;
   loop::ServiceQueue::Waker wake_;
   rdma::SendPool* pool_ = nullptr;
   SendBatches batches_;

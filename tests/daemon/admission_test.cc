@@ -91,11 +91,21 @@ TEST(Admission, APeerMustComeFromItsAddressUnlessItsAddressIsNotVerified) {
 
 TEST(Admission, BothEndsMustAgreeOnTheMeshSecret) {
   Hello authenticating = helloFrom("beta");
-  authenticating.flags |= kHelloAuthenticates;
+  authenticating.flags |= kHelloAuthenticates | kHelloBatchMac;
   EXPECT_EQ(admit(mesh(false), authenticating, "127.0.0.2").reason, RejectReason::kAuthentication);
   EXPECT_EQ(admit(mesh(true), helloFrom("beta"), "127.0.0.2").reason,
             RejectReason::kAuthentication);
   EXPECT_EQ(admit(mesh(true), authenticating, "127.0.0.2").reason, RejectReason::kNone);
+}
+
+// An older rdmamsgd proves the secret but MACs no batch: refused, never
+// taken without batch authentication.
+TEST(Admission, AnAuthenticatingPeerWithoutBatchMacsIsRefused) {
+  Hello older = helloFrom("beta");
+  older.flags |= kHelloAuthenticates;
+  const Admission a = admit(mesh(true), older, "127.0.0.2");
+  EXPECT_EQ(a.reason, RejectReason::kAuthentication);
+  EXPECT_NE(a.who.find("without per-batch MACs"), std::string::npos) << a.who;
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ config::Secret secret(char fill) {
 Hello hello(uint64_t incarnation, bool authenticates) {
   Hello h;
   h.incarnation = incarnation;
-  h.flags = authenticates ? kHelloAuthenticates : 0;
+  h.flags = authenticates ? kHelloAuthenticates | kHelloBatchMac : 0;
   return h;
 }
 
@@ -138,6 +138,52 @@ TEST(Authenticator, TheFirstBatchMustBeAnAuthenticationRecordAlone) {
   EXPECT_EQ(step.why, "its first batch is not an authentication record");
   // A REP without a nonce.
   EXPECT_FALSE(p.dialer.takeAcceptorNonce({reinterpret_cast<const uint8_t*>(&rep), sizeof(Hello)}));
+}
+
+// Proofs and session keys are bound to the connection: a handshake relayed
+// between two connections (each end sees other queue pairs) fails, and the
+// two ends of one connection derive the same keys.
+TEST(Authenticator, AHandshakeRelayedOntoAnotherConnectionIsRefused) {
+  auth::Binding dialerView{0x100, 0x200, {}, {}}, acceptorView = dialerView;
+  acceptorView.dialerQpn = 0x300;  // the relay's queue pair, not the dialer's
+  Pair relayed({secret('a')}, {secret('a')});
+  relayed.dialer.bind(dialerView);
+  relayed.acceptor.bind(acceptorView);
+  const Authenticator::Step step = relayed.toAcceptor();
+  EXPECT_EQ(step.kind, Kind::kRefused);
+  EXPECT_EQ(step.why, "its proof does not match this node's mesh secret");
+
+  Pair direct({secret('a')}, {secret('a')});
+  direct.dialer.bind(dialerView);
+  direct.acceptor.bind(dialerView);
+  const Authenticator::Step answer = direct.toAcceptor();
+  ASSERT_EQ(answer.kind, Kind::kAnswer) << answer.why;
+  ASSERT_EQ(direct.dialer.onBatch(AuthBatch(answer.record).bytes()).kind, Kind::kProven);
+  EXPECT_FALSE(direct.dialer.sessionKeys().ok()) << "no keys before it is settled";
+  direct.dialer.settle(0);
+  direct.acceptor.settle(answer.secret);
+  const SessionKeys d = direct.dialer.sessionKeys().value(),
+                    a = direct.acceptor.sessionKeys().value();
+  EXPECT_EQ(d.dialerToAcceptor, a.dialerToAcceptor);
+  EXPECT_EQ(d.acceptorToDialer, a.acceptorToDialer);
+}
+
+// The ledger takes a batch's credits on arrival, before its proof is
+// checked: an authentication batch that carries any is refused.
+TEST(Authenticator, AnAuthenticationBatchWithCreditsIsRefused) {
+  Pair p({secret('a')}, {secret('a')});
+  AcceptData rep{};
+  ASSERT_EQ(p.acceptor.startAcceptor(hello(0x1111, true), rep.nonce).kind, Kind::kSend);
+  ASSERT_TRUE(p.dialer.takeAcceptorNonce({reinterpret_cast<const uint8_t*>(&rep), sizeof rep}));
+  const Authenticator::Step proofs = p.dialer.startDialer(hello(0x2222, true));
+  std::array<std::byte, 256> buf{};
+  BatchWriter w;
+  w.reset(buf.data(), buf.size());
+  w.addAuth(proofs.record);
+  const size_t n = w.finish(5);
+  const Authenticator::Step step = p.acceptor.onBatch({buf.data(), n});
+  EXPECT_EQ(step.kind, Kind::kRefused);
+  EXPECT_EQ(step.why, "its authentication batch carries credits");
 }
 
 }  // namespace

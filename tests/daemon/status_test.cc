@@ -19,7 +19,8 @@ peer::PeerSnapshot establishedPeer(const std::string& name, const std::string& f
   p.deliveryLatency.observe(std::chrono::microseconds(30));   // bucket 50 µs
   p.deliveryLatency.observe(std::chrono::microseconds(200));  // bucket 250 µs
   p.flows.push_back({"svc", 100, 64, 1, true});
-  p.link = peer::LinkSnapshot{0xabc, true, !fingerprint.empty(), fingerprint, 5, 8, 2, {}};
+  p.link = peer::LinkSnapshot{0xabc,          true, !fingerprint.empty(), fingerprint, 5, 8, 2, {},
+                              "aes-256-gmac", 3};
   p.link->counters.sendsPosted = 9;
   return p;
 }
@@ -45,6 +46,8 @@ TEST(StatusJson, APeerShowsItsConnectionAndHowItWasAuthenticatedAgainstTheSecret
   EXPECT_EQ(beta["authenticated"], "previous secret");
   EXPECT_EQ(j["peers"][1]["authenticated"], "a secret no longer configured");
   EXPECT_EQ(beta["incarnation"], "0000000000000abc");
+  EXPECT_EQ(beta["batch_protection"], "aes-256-gmac");
+  EXPECT_EQ(beta["key_rotations"], 3);
   EXPECT_EQ(beta["rdma"]["credits"], 5);
   EXPECT_EQ(beta["rdma"]["receive_allowance"], 8);
   EXPECT_EQ(beta["rdma"]["receive_lent"], 2);
@@ -80,6 +83,23 @@ TEST(StatusMetrics, OpenMetricsIsRenderedFromTheSameSnapshot) {
   EXPECT_NE(text.find("rdmamsg_peer_delivery_seconds_count{peer=\"beta\"} 2"), std::string::npos)
       << text;
   EXPECT_NE(text.find("# EOF"), std::string::npos);
+}
+
+// Batches that failed verification, per peer and reason, in both.
+TEST(StatusMetrics, RejectedBatchesAreCountedByPeerAndReason) {
+  Snapshot s = twoPeers();
+  s.mesh.peers[0].counters.batchesRejected[static_cast<size_t>(peer::BatchReject::kReplayed)] = 2;
+  const nlohmann::json j = toJson(s);
+  EXPECT_EQ(j["peers"][0]["batches_rejected"]["replayed"], 2);
+  EXPECT_EQ(j["peers"][0]["batches_rejected"]["bad_mac"], 0);
+  const std::string text = metrics::render(j);
+  EXPECT_NE(text.find("# TYPE rdmamsg_peer_batches_rejected counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("rdmamsg_peer_batches_rejected_total{peer=\"beta\",reason=\"replayed\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("rdmamsg_peer_batches_rejected_total{peer=\"gamma\",reason=\"truncated\"} 0"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

@@ -38,6 +38,10 @@ std::string hostilePeerBinary() {
   return RDMAMSG_ITEST_HOSTILE_PEER;
 }
 
+std::string handshakeRelayBinary() {
+  return RDMAMSG_ITEST_HANDSHAKE_RELAY;
+}
+
 std::string slowNamesLibrary() {
   return RDMAMSG_ITEST_SLOW_NAMES;
 }

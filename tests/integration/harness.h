@@ -31,9 +31,10 @@ using Json = nlohmann::json;
 std::string daemonBinary();
 std::string cliBinary();
 std::string softrdmaRun();
-std::string softrdmaCtl();        // sends a command to a program's SOFTRDMA_CONTROL socket
-std::string hostilePeerBinary();  // tests/integration/hostile_peer.cc
-std::string slowNamesLibrary();   // tests/integration/slow_names.c, for LD_PRELOAD
+std::string softrdmaCtl();           // sends a command to a program's SOFTRDMA_CONTROL socket
+std::string hostilePeerBinary();     // tests/integration/hostile_peer.cc
+std::string handshakeRelayBinary();  // tests/integration/handshake_relay.cc
+std::string slowNamesLibrary();      // tests/integration/slow_names.c, for LD_PRELOAD
 
 // A private temporary directory, removed with everything in it.
 class TempDir {

@@ -321,7 +321,7 @@ int main(int argc, char** argv) {
   hello.bufferCount = kBuffers;
   hello.maxMessage = 16 << 20;
   hello.flowWindow = 4 << 20;
-  if (mode.rfind("auth-", 0) == 0 || acceptor) hello.flags = kHelloAuthenticates;
+  if (mode.rfind("auth-", 0) == 0 || acceptor) hello.flags = kHelloAuthenticates | kHelloBatchMac;
 
   // The daemon may be dialing this name itself and refuse (duplicate): retry, bounded.
   Link l;
@@ -412,6 +412,14 @@ int main(int argc, char** argv) {
     transcript.dialerNonce = rdmamsg::peer::auth::freshNonce().value();
     std::memcpy(transcript.acceptorNonce.data(), l.rep.data() + offsetof(AcceptData, nonce),
                 kNonceSize);
+    // The proof is bound to this connection, as the daemon's is.
+    ibv_qp_attr qa{};
+    ibv_qp_init_attr qi{};
+    if (ibv_query_qp(l.id->qp, &qa, IBV_QP_DEST_QPN | IBV_QP_AV, &qi) != 0) die("ibv_query_qp");
+    transcript.binding.dialerQpn = l.id->qp->qp_num;
+    transcript.binding.acceptorQpn = qa.dest_qp_num;
+    std::memcpy(transcript.binding.dialerGid.data(), l.id->route.addr.addr.ibaddr.sgid.raw, 16);
+    std::memcpy(transcript.binding.acceptorGid.data(), l.id->route.addr.addr.ibaddr.dgid.raw, 16);
     AuthBody a{};
     a.proofCount = 1;
     std::memcpy(a.nonce, transcript.dialerNonce.data(), kNonceSize);
