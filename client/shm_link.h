@@ -55,7 +55,7 @@ struct OutgoingSend {
   std::string_view node, service, fromService;
   std::span<const std::byte> payload;
   std::string_view subject = {};  // a PUB: its subject
-  uint32_t timeoutMs = 0;    // a PUB: its request timeout (0: a publish)
+  uint32_t timeoutMs = 0;         // a PUB: its request timeout (0: a publish)
 
   bool publish() const { return !subject.empty(); }
   size_t frameSize() const;
