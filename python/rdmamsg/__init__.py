@@ -41,43 +41,20 @@ installation prefix, then the dynamic linker's search path.
 
 import ctypes
 import json
-import os
-import sys
 import weakref
 from collections import namedtuple
 
-from ._paths import LIBRARY_FROM_PACKAGE
+from ._borrowed import MessageView, SendClaim
+from ._errors import ERRORS, RdmamsgError, Timeout, WouldBlock, _error
+from ._native import (_Completion, _Counters, _Message, _bytes, _client_p, _lib, _ms,
+                      _request_ms, _text)
 
 __all__ = ["Client", "Message", "MessageView", "Completion", "RdmamsgError", "WouldBlock",
            "Timeout", "ERRORS", "IDLE_STRATEGIES", "SLOW_CONSUMER_POLICIES"]
 
-# rdmamsg_errc, by value.
-ERRORS = ["ok", "unknown_node", "unknown_service", "peer_unreachable", "too_large", "timeout",
-          "bad_request", "duplicate_service", "busy", "shutting_down", "protocol_error",
-          "io_error", "not_connected", "would_block", "permission_denied", "no_subscribers",
-          "no_responders"]
-
 # rdmamsg_slow_consumer, by value: what a subscription's daemon does once
 # its pending limit of messages are delivered and not taken.
 SLOW_CONSUMER_POLICIES = ["drop", "block"]
-
-
-class RdmamsgError(Exception):
-    """A failed call: .code (rdmamsg_errc), .name ("unknown_service"), .message."""
-
-    def __init__(self, code, message):
-        self.code = code
-        self.name = ERRORS[code] if 0 <= code < len(ERRORS) else "invalid_errc"
-        self.message = message
-        super().__init__("%s: %s" % (self.name, message) if message else self.name)
-
-
-class WouldBlock(RdmamsgError):
-    """try_send: the socket is full; nothing was queued."""
-
-
-class Timeout(RdmamsgError):
-    """Nothing happened within the time given."""
 
 
 # A message sent to a service names it (`service`); a message published to a
@@ -85,144 +62,6 @@ class Timeout(RdmamsgError):
 # when it is a request: answer with Client.reply); a reply names its request.
 Message = namedtuple("Message", "src_node src_service service payload subject reply_to "
                      "subscription request_id", defaults=("", "", 0, 0))
-
-
-def _end_borrowed(obj, name, finished):
-    """Ends a MessageView's or SendClaim's hold on the client's memory: makes
-    its payload unusable and returns the client; BufferError while a
-    memoryview made from the payload is alive."""
-    if obj._client is None:
-        raise RdmamsgError(6, f"the {name} is {finished} already")
-    obj.payload.release()
-    # Each memoryview made from the payload keeps a reference to the array.
-    if obj._array is not None and sys.getrefcount(obj._array) > 2:
-        raise BufferError(f"a memoryview made from this {name}'s payload is still alive")
-    client, obj._client, obj._array = obj._client, None, None
-    return client
-
-
-class SendClaim:
-    """A message written where it is sent from (Client.claim, or
-    Client.claim_publish for a publish): `payload` is a
-    writable memoryview of the message's bytes, over shared memory (16 KiB
-    and more) a block of the payload area that the daemon sends from.
-
-    commit() queues it and returns its id, as send() would; abort() gives it
-    back unsent. Either releases the memoryview (using it raises
-    ValueError), and raises BufferError while a memoryview made from
-    `payload` is alive. `with client.claim(...) as c:` commits at the end of
-    the block, or aborts when it raises. A client holds one claim at a time.
-    """
-
-    __slots__ = ("payload", "_client", "_array", "__weakref__")
-
-    def __init__(self, client, address, size):
-        self._client = client
-        if size:
-            self._array = (ctypes.c_ubyte * size).from_address(address)
-            self.payload = memoryview(self._array).cast("B")
-        else:
-            self._array = None
-            self.payload = memoryview(bytearray())
-
-    @property
-    def done(self):
-        return self._client is None
-
-    def commit(self):
-        """Queues the message; returns its id."""
-        return self._end()._commit_claim()
-
-    def abort(self):
-        self._end()._abort_claim()
-
-    def _end(self):
-        return _end_borrowed(self, "SendClaim", "committed or aborted")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *exc):
-        if self._client is None:
-            return
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
-
-    def __del__(self):
-        # A claim dropped unfinished is given back, so that its client can
-        # claim again (its block is not kept from the payload area).
-        if getattr(self, "_client", None) is not None:
-            try:
-                self.abort()
-            except (RdmamsgError, BufferError):
-                pass
-
-    def __repr__(self):
-        state = "done" if self._client is None else f"{len(self.payload)} bytes"
-        return f"SendClaim({state})"
-
-
-class MessageView:
-    """A message read in place (Client.receive_view): `payload` is a read-only
-    memoryview of the client's own buffer, not a copy of it.
-
-    It is valid until release() — or the end of a `with` block —, which is
-    when the message counts as taken and its sender is confirmed; the
-    memoryview is released then (using it raises ValueError). A client holds
-    one view at a time: receive() and receive_view() raise until it is
-    released. Slices or other memoryviews made from `payload` must be gone
-    by then: release() raises BufferError while one is alive (and
-    Client.close() too), so that nothing reads memory the library reuses.
-    bytes(v.payload) makes a copy that outlives the view.
-    """
-
-    __slots__ = ("src_node", "src_service", "service", "payload", "subject", "reply_to",
-                 "subscription", "request_id", "_client", "_array")
-
-    def __init__(self, client, msg):
-        self._client = client
-        self.src_node = _text(msg.src_node)
-        self.src_service = _text(msg.src_service)
-        self.service = _text(msg.service)
-        self.subject = _text(msg.subject)
-        self.reply_to = _text(msg.reply_to)
-        self.subscription = msg.subscription
-        self.request_id = msg.request_id
-        if msg.size:
-            self._array = (ctypes.c_ubyte * msg.size).from_address(msg.payload)
-            base = memoryview(self._array)
-            self.payload = base.toreadonly()
-            base.release()
-        else:
-            self._array = None
-            self.payload = memoryview(b"")
-
-    @property
-    def released(self):
-        return self._client is None
-
-    def release(self):
-        """Ends the view: the message is taken. RdmamsgError (bad_request)
-        when it was released already; BufferError while a memoryview made
-        from `payload` is alive (the view stays held)."""
-        client = self._end()
-        client._release_view(self)
-
-    def _end(self):
-        return _end_borrowed(self, "MessageView", "released")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self._client is not None:
-            self.release()
-
-    def __repr__(self):
-        state = "released" if self._client is None else f"{len(self.payload)} bytes"
-        return f"MessageView({self.src_node}/{self.src_service} -> {self.service}, {state})"
 
 
 class Completion(namedtuple("Completion", "msg_id code message matched taken dropped",
@@ -239,126 +78,8 @@ class Completion(namedtuple("Completion", "msg_id code message matched taken dro
         return ERRORS[self.code] if 0 <= self.code < len(ERRORS) else "invalid_errc"
 
 
-class _Message(ctypes.Structure):
-    _fields_ = [("src_node", ctypes.c_char_p), ("src_service", ctypes.c_char_p),
-                ("service", ctypes.c_char_p), ("payload", ctypes.c_void_p),
-                ("size", ctypes.c_size_t), ("subject", ctypes.c_char_p),
-                ("reply_to", ctypes.c_char_p), ("subscription", ctypes.c_uint64),
-                ("request_id", ctypes.c_uint64)]
-
-
-class _Completion(ctypes.Structure):
-    _fields_ = [("msg_id", ctypes.c_uint64), ("code", ctypes.c_int),
-                ("message", ctypes.c_char_p), ("matched", ctypes.c_uint32),
-                ("taken", ctypes.c_uint32), ("dropped", ctypes.c_uint32)]
-
-
-class _Counters(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint64) for name in (
-        "socket_reads", "socket_writes", "polls", "doorbell_rings", "doorbell_reads",
-        "syscalls")]
-
-
-def _load():
-    candidates = []
-    if os.environ.get("RDMAMSG_LIBRARY"):
-        candidates.append(os.environ["RDMAMSG_LIBRARY"])
-    if LIBRARY_FROM_PACKAGE:
-        candidates.append(os.path.normpath(os.path.join(os.path.dirname(__file__),
-                                                        LIBRARY_FROM_PACKAGE)))
-    candidates.append("librdmamsg.so.0")
-    errors = []
-    for path in candidates:
-        try:
-            return ctypes.CDLL(path)
-        except OSError as e:
-            errors.append(str(e))
-    raise ImportError("cannot load librdmamsg: " + "; ".join(errors))
-
-
-_lib = _load()
-_client_p = ctypes.c_void_p
-_u64p = ctypes.POINTER(ctypes.c_uint64)
-for _name, _res, _args in [
-        ("rdmamsg_connect", ctypes.c_int,
-         [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(_client_p)]),
-        ("rdmamsg_close", None, [_client_p]),
-        ("rdmamsg_last_error", ctypes.c_char_p, [_client_p]),
-        ("rdmamsg_node_name", ctypes.c_char_p, [_client_p]),
-        ("rdmamsg_max_message_size", ctypes.c_uint32, [_client_p]),
-        ("rdmamsg_register", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_int]),
-        ("rdmamsg_unregister", ctypes.c_int, [_client_p, ctypes.c_char_p]),
-        ("rdmamsg_send", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_char_p,
-                                        ctypes.c_char_p, ctypes.c_size_t, _u64p]),
-        ("rdmamsg_try_send", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_char_p,
-                                            ctypes.c_char_p, ctypes.c_size_t, _u64p]),
-        ("rdmamsg_claim", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_char_p,
-                                         ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]),
-        ("rdmamsg_claim_publish", ctypes.c_int, [_client_p, ctypes.c_char_p, ctypes.c_size_t,
-                                                 ctypes.POINTER(ctypes.c_void_p)]),
-        ("rdmamsg_commit", ctypes.c_int, [_client_p, _u64p]),
-        ("rdmamsg_abort", ctypes.c_int, [_client_p]),
-        ("rdmamsg_flush", ctypes.c_int, [_client_p, ctypes.c_int]),
-        ("rdmamsg_receive", ctypes.c_int, [_client_p, ctypes.POINTER(_Message), ctypes.c_int]),
-        ("rdmamsg_try_receive", ctypes.c_int, [_client_p, ctypes.POINTER(_Message)]),
-        ("rdmamsg_receive_view", ctypes.c_int,
-         [_client_p, ctypes.POINTER(_Message), ctypes.c_int]),
-        ("rdmamsg_try_receive_view", ctypes.c_int, [_client_p, ctypes.POINTER(_Message)]),
-        ("rdmamsg_release_view", ctypes.c_int, [_client_p]),
-        ("rdmamsg_wait_completion", ctypes.c_int,
-         [_client_p, ctypes.POINTER(_Completion), ctypes.c_int]),
-        ("rdmamsg_poll_completion", ctypes.c_int, [_client_p, ctypes.POINTER(_Completion)]),
-        ("rdmamsg_in_flight", ctypes.c_size_t, [_client_p]),
-        ("rdmamsg_get_counters", None, [_client_p, ctypes.POINTER(_Counters)]),
-        ("rdmamsg_status", ctypes.c_int,
-         [_client_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]),
-        ("rdmamsg_free", None, [ctypes.c_void_p]),
-        ("rdmamsg_fd", ctypes.c_int, [_client_p]),
-        ("rdmamsg_wants_write", ctypes.c_int, [_client_p]),
-        ("rdmamsg_process_io", ctypes.c_int, [_client_p]),
-        ("rdmamsg_prepare_to_poll", ctypes.c_int, [_client_p]),
-        ("rdmamsg_subscribe", ctypes.c_int,
-         [_client_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint32,
-          ctypes.c_int, _u64p]),
-        ("rdmamsg_unsubscribe", ctypes.c_int, [_client_p, ctypes.c_uint64]),
-        ("rdmamsg_publish", ctypes.c_int,
-         [_client_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, _u64p]),
-        ("rdmamsg_request", ctypes.c_int,
-         [_client_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, _u64p]),
-        ("rdmamsg_request_wait", ctypes.c_int,
-         [_client_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
-          ctypes.POINTER(_Message), ctypes.c_int]),
-        ("rdmamsg_reply", ctypes.c_int,
-         [_client_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, _u64p]),
-        ("rdmamsg_set_idle_strategy", ctypes.c_int, [_client_p, ctypes.c_int]),
-        ("rdmamsg_get_idle_strategy", ctypes.c_int, [_client_p])]:
-    _f = getattr(_lib, _name)
-    _f.restype = _res
-    _f.argtypes = _args
-
-
 # rdmamsg_idle_strategy, by value.
 IDLE_STRATEGIES = ["sleep", "adaptive", "busy"]
-
-
-def _ms(seconds):
-    """Seconds to the C API's milliseconds: None waits without limit (-1)."""
-    if seconds is None:
-        return -1
-    return min(max(0, int(seconds * 1000)), 2**31 - 1)
-
-
-def _request_ms(seconds):
-    """A request's timeout in milliseconds, rounded up (0 and less are refused)."""
-    return min(max(0, -int(-seconds * 1000 // 1)), 2**31 - 1)
-
-
-def _text(b):
-    return b.decode("utf-8", "replace") if b is not None else ""
-
-
-def _bytes(data):
-    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
 
 
 class Client:
@@ -653,11 +374,3 @@ class Client:
         """Before sleeping on fileno() with the adaptive or busy strategy: False when
         something came meanwhile (call process_io() and drain instead)."""
         return bool(_lib.rdmamsg_prepare_to_poll(self._handle()))
-
-
-def _error(code, message):
-    if code == 13:
-        return WouldBlock(code, message)
-    if code == 5:
-        return Timeout(code, message)
-    return RdmamsgError(code, message)

@@ -83,7 +83,8 @@ for f in usr/sbin/rdmamsgd usr/bin/rdmamsg usr/bin/softrdma-run usr/bin/softrdma
   usr/share/man/man8/rdmamsgd.8.gz usr/share/man/man1/rdmamsg.1.gz \
   usr/share/man/man5/rdmamsgd.yaml.5.gz usr/share/man/man1/softrdma-run.1.gz \
   usr/share/doc/rdmamsg/operations.md usr/share/doc/rdmamsg/copyright \
-  usr/lib/python3/dist-packages/rdmamsg/__init__.py usr/share/java/rdmamsg.jar \
+  usr/lib/python3/dist-packages/rdmamsg/__init__.py \
+  usr/lib/python3/dist-packages/rdmamsg/_native.py usr/share/java/rdmamsg.jar \
   usr/share/doc/rdmamsg/java-api/index.html usr/share/doc/rdmamsg/examples/java/Sender.java; do
   [ -e "$root/$f" ] || fail "/$f is not installed"
 done
