@@ -28,7 +28,7 @@ LocalServer::LocalServer(loop::EventLoop& loop, LocalServerConfig config, LocalH
       listener_(config_.listener),
       acceptRetry_(loop, [this] { acceptAll(); }),
       service_(loop, loop::Phase::service, [this] { serviceSessions(); }),
-      report_(loop, loop::Phase::report, [this] { report(); }),
+      reports_(loop),
       flush_(loop, loop::Phase::flush, [this] { flushDirty(); }),
       reaper_(loop, loop::Phase::reap, [this] { reap(); }),
       acceptEvent_(loop, listener_.fd(), EV_READ | EV_PERSIST | EV_ET,
@@ -499,9 +499,8 @@ void LocalServer::beginClose(Client& c, const Status& reason, std::string_view l
   s.close(reason);
   s.deliveries().unconsumed([this, &s](const Receipt& r, size_t bytes) {
     trackedBytes_ -= bytes;
-    consumedReports_.push_back({s.id(), r, bytes, Errc::unknown_service});
+    reports_.consumed(s.id(), r, bytes, Errc::unknown_service);
   });
-  if (!consumedReports_.empty()) report_.schedule();
   auto it = clients_.find(s.id());
   lastFound_ = nullptr;
   graveyard_.push_back(std::move(it->second));
@@ -561,21 +560,8 @@ void LocalServer::settleReceipts(Client& c) {
   const SessionId id = c.session->id();
   c.session->deliveries().consumed([this, id](const Receipt& r, size_t bytes) {
     trackedBytes_ -= bytes;
-    consumedReports_.push_back({id, r, bytes, Errc::ok});
+    reports_.consumed(id, r, bytes, Errc::ok);
   });
-  if (!consumedReports_.empty()) report_.schedule();
-}
-
-// The report phase: the router hears what the local layer learned this turn.
-void LocalServer::report() {
-  reporting_.swap(consumedReports_);
-  for (const Consumed& c : reporting_)
-    if (consumed_) consumed_(c.listener, c.receipt, c.bytes, c.errc);
-  reporting_.clear();
-  drainedReporting_.swap(drainedReports_);
-  for (SessionId id : drainedReporting_)
-    if (drained_) drained_(id);
-  drainedReporting_.clear();
 }
 
 void LocalServer::afterFlush(Client& c) {
@@ -590,8 +576,7 @@ void LocalServer::updateCongestion(Client& c) {
   if (!c.congested || std::max(s.outputBytes(), s.unconsumedBytes()) >= config_.outputLowWatermark)
     return;
   c.congested = false;
-  drainedReports_.push_back(s.id());
-  report_.schedule();
+  reports_.drained(s.id());
 }
 
 }  // namespace rdmamsg::local

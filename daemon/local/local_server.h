@@ -44,6 +44,7 @@
 #include "daemon/delivery_room.h"
 #include "daemon/external_payload.h"
 #include "daemon/local/local_handler.h"
+#include "daemon/local/reports.h"
 #include "daemon/local/unix_listener.h"
 #include "daemon/loop/event_loop.h"
 #include "daemon/loop/events.h"
@@ -83,7 +84,7 @@ struct PolicyCounters {
 
 class LocalServer {
  public:
-  using DrainedCallback = std::function<void(SessionId)>;
+  using DrainedCallback = Reports::DrainedCallback;
 
   // Opens the listening socket (throws std::runtime_error at startup).
   LocalServer(loop::EventLoop& loop, LocalServerConfig config, LocalHandler& handler);
@@ -143,12 +144,11 @@ class LocalServer {
   // or its ring's, and what the daemon reads in one go.
   size_t holdSlack(SessionId id) const;
   bool outputCongested(SessionId id) const;
-  void setDrainedCallback(DrainedCallback cb) { drained_ = std::move(cb); }
+  void setDrainedCallback(DrainedCallback cb) { reports_.onDrained(std::move(cb)); }
   // A delivery of `bytes` to session `listener` was taken by its application
   // (ok) or lost with its session (unknown_service).
-  using ConsumedCallback =
-      std::function<void(SessionId listener, const Receipt&, size_t bytes, Errc)>;
-  void setConsumedCallback(ConsumedCallback cb) { consumed_ = std::move(cb); }
+  using ConsumedCallback = Reports::ConsumedCallback;
+  void setConsumedCallback(ConsumedCallback cb) { reports_.onConsumed(std::move(cb)); }
   // Bytes of deliveries not yet taken by the applications, all sessions.
   size_t trackedBytes() const { return trackedBytes_; }
 
@@ -232,7 +232,6 @@ class LocalServer {
   void serviceSessions();
   void serviceSession(Client& c);
   void processInput(Client& c);
-  void report();
   void flushDirty();
   void afterFlush(Client& c);
   void settleReceipts(Client& c);  // hands back the receipts of consumed frames
@@ -253,18 +252,7 @@ class LocalServer {
   std::vector<SessionId> dirty_;
   std::vector<SessionId> flushing_;  // dirty_ being flushed (reused storage)
   std::vector<Client> graveyard_;    // closed, freed by reaper_
-  DrainedCallback drained_;
-  ConsumedCallback consumed_;
   std::vector<SessionId> marked_, servicing_;
-  // For the report phase: receipts taken or lost, and listeners drained.
-  struct Consumed {
-    SessionId listener;
-    Receipt receipt;
-    size_t bytes;
-    Errc errc;
-  };
-  std::vector<Consumed> consumedReports_, reporting_;
-  std::vector<SessionId> drainedReports_, drainedReporting_;
   size_t trackedBytes_ = 0;
   uint64_t policyGeneration_ = 1;  // +1 at every setPolicy (sessions cache allowed sends)
   PolicyCounters policyCounters_;
@@ -279,7 +267,7 @@ class LocalServer {
   loop::Timer acceptRetry_;
   LogLimit acceptLog_;  // repeated failures: bounded lines
   loop::PhaseTask service_;
-  loop::PhaseTask report_;
+  Reports reports_;  // receipts taken or lost, listeners drained: told in the report phase
   loop::PhaseTask flush_;
   loop::PhaseTask reaper_;
   loop::IoEvent acceptEvent_;
