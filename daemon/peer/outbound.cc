@@ -1,5 +1,6 @@
 // The sending side of a peer (outbound.h).
 #include "daemon/peer/outbound.h"
+#include "daemon/peer/outbound_flow.h"
 
 #include "daemon/loop/counters.h"
 
@@ -17,58 +18,10 @@ constexpr size_t kTurnBytes = 256 * 1024;  // what one flow writes before the ne
 // message more (not a queue's worth): memory stays bounded, and a flow whose
 // window reopens still goes.
 constexpr size_t kTotalFactor = 8;
-// Bytes a drained flow's queue keeps (more is freed when it empties).
+// Bytes a drained flow's queue keeps (more is freed at the next tick).
 constexpr size_t kIdleQueueCapacity = 64 * 1024;
 
-using Clock = std::chrono::steady_clock;
-
-// Message deadlines are seconds away: the coarse monotonic clock (a few ms
-// of resolution, no system call) is precise enough and cheap per message.
-Clock::time_point coarseNow() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
-}
-
 }  // namespace
-
-// A queued message in Flow::queue: this header, the sender's service name,
-// then the payload (the part not yet written).
-struct Outbound::Queued {
-  uint64_t session;
-  uint64_t msgId;
-  Clock::time_point deadline;
-  uint64_t offset;  // payload bytes already written into batches
-  uint32_t length;  // payload bytes stored
-  uint32_t cost;    // window cost of the whole message
-  uint8_t srcLen;
-  bool started;  // its first fragment is out (it has a seq: the newest)
-  bool waiting;  // not started: its cost counts in Flow::waitingCost
-  // Set when the payload is not stored here but held where it lies (a
-  // client's memory: at .. at + length), posted from there when it goes;
-  // its handle is the flow's next in `held`.
-  bool inPlace;
-  const std::byte* at;
-};
-
-struct Outbound::Flow {
-  std::string service;
-  uint64_t number = 0;       // FlowKey::flow
-  Ring<PayloadHandle> held;  // the in-place payloads of the queue, in its order
-  uint64_t unconfirmed = 0;
-  uint64_t waitingCost = 0;  // window cost of the queued messages not started
-  ByteBuffer queue;
-  size_t queuedBytes = 0;
-  size_t queuedMessages = 0;
-  bool paused = false;
-  bool ready = false;
-
-  Queued front() const {
-    Queued q;
-    std::memcpy(&q, queue.data(), sizeof q);
-    return q;
-  }
-};
 
 Outbound::Outbound(const config::Config& config, const std::string& peerName, uint64_t peerId,
                    PeerEvents& events, std::function<void()> wake)
@@ -212,9 +165,12 @@ Result<Admitted> Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId
                                        " bytes is over the max_message_size of " + peerName_ +
                                        " (" + std::to_string(remoteMaxMessage_) + " bytes)");
   // (Only our pointer is dropped: the caller holds the payload while it is copied.)
-  if (room == nullptr || payload.size() < kMinInPlace ||
-      (inPlace != nullptr && !room->canPostInPlace(inPlace->area())))
-    inPlace = nullptr;
+  if (room == nullptr || payload.size() < kMinInPlace) inPlace = nullptr;
+  // Posted from where it lies when the link can; else (authenticated
+  // batches: the MAC must cover what the NIC reads) copied into the batches
+  // when it goes — it may still wait where it lies, one copy, not two.
+  const PayloadHandle* post =
+      inPlace != nullptr && room->canPostInPlace(inPlace->area()) ? inPlace : nullptr;
   Flow& f = flowFor(dst);
   auto cost = static_cast<uint32_t>(
       std::min<uint64_t>(windowCost(src.size(), dst.size(), payload.size()), UINT32_MAX));
@@ -228,7 +184,7 @@ Result<Admitted> Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId
     inflight_.pushBack({session, msgId, &f, cost, false, false, deadline, sampleTime(seq)});
     unsettled_++;
     f.unconfirmed += cost;
-    if (write(*room, seq, src, dst, payload, offset, started, inPlace)) return Admitted{};
+    if (write(*room, seq, src, dst, payload, offset, started, post)) return Admitted{};
     current_ = &f;
   }
   // A payload in a ring waits where it is only for the link: its window has
@@ -303,13 +259,15 @@ void Outbound::popFront(Flow& f) {
     f.held.popFront();
     letGo(std::move(p), q.length);
   }
-  // A drained flow gives back what a burst made its queue grow to: an idle
-  // flow (kept until there are 64) holds no more than a small buffer.
-  if (f.queuedMessages == 0 && f.queue.capacity() > kIdleQueueCapacity) f.queue = ByteBuffer();
   if (f.paused && (f.queuedBytes <= config_.sendQueueLimit / 2 || f.queuedMessages == 0)) {
     f.paused = false;
     events_.queueDrained(keyOf(f));
   }
+}
+
+void Outbound::releaseIdleQueues() {
+  for (auto& [name, f] : flows_)
+    if (f->queuedMessages == 0 && f->queue.capacity() > kIdleQueueCapacity) f->queue = ByteBuffer();
 }
 
 bool Outbound::write(SendRoom& room, uint64_t seq, std::string_view src, std::string_view dst,
@@ -441,174 +399,6 @@ bool Outbound::pump(SendRoom& room) {
     if (linkFull || room.messageRoom() == 0) return false;  // a completion or credit wakes it
   }
   return !ready_.empty();
-}
-
-void Outbound::report(InFlight& m, Errc errc) {
-  if (m.reported) return;
-  m.reported = true;
-  if (errc == Errc::ok) {
-    if (runCount_ > 0 && m.session == runSession_ && m.msgId == runFirst_ + runCount_) {
-      runCount_++;
-      return;
-    }
-    if (runCount_ > 0) events_.delivered(runSession_, runFirst_, runCount_);
-    runSession_ = m.session;
-    runFirst_ = m.msgId;
-    runCount_ = 1;
-    return;
-  }
-  if (runCount_ > 0) {
-    events_.delivered(runSession_, runFirst_, runCount_);
-    runCount_ = 0;
-  }
-  const std::string& service = m.flow->service;
-  Status st;
-  if (errc == Errc::unknown_service && service == "$reply")
-    st = Status(errc, "no request on " + peerName_ +
-                          " waits for this reply (answered already, past its deadline, or its "
-                          "requester left)");
-  else if (errc == Errc::unknown_service)
-    st = Status(errc, "no listener for service " + service + " on " + peerName_ +
-                          " (none registered, or it went away before taking the message)");
-  else if (errc == Errc::busy)
-    st = Status(errc, "the listener of " + service + " on " + peerName_ + " does not keep up and " +
-                          peerName_ + "'s receive_memory_limit is reached");
-  else if (errc == Errc::too_large)
-    st = Status(errc, "message to " + service + " is over the max_message_size of " + peerName_);
-  else if (errc == Errc::timeout)
-    st = Status(errc, timeoutText(service));
-  else
-    st = Status(errc, "delivery to " + service + " on " + peerName_ + " failed");
-  events_.outcome(m.session, m.msgId, st);
-}
-
-std::string Outbound::timeoutText(const std::string& service, std::string_view notConnected) const {
-  if (!notConnected.empty())
-    return "not delivered to " + service + " on " + peerName_ + " within " +
-           std::to_string(config_.messageTimeout.count()) + " ms: no connection to " + peerName_ +
-           " (" + std::string(notConnected) + ")";
-  return "no delivery confirmation from " + peerName_ + " for service " + service + " within " +
-         std::to_string(config_.messageTimeout.count()) + " ms";
-}
-
-bool Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
-  if (first < baseSeq_ || last >= baseSeq_ + inflight_.size() || first > last) return false;
-  Clock::time_point now{};
-  for (uint64_t seq = first; seq <= last; seq++) {
-    InFlight& m = inflight_[seq - baseSeq_];
-    if (m.done) return false;  // confirmed twice
-    if (m.sentAt != Clock::time_point{} && errc == Errc::ok) {
-      if (now == Clock::time_point{}) now = Clock::now();
-      latency_.observe(now - m.sentAt);
-    }
-    m.done = true;
-    unsettled_--;
-    confirmed_++;
-    m.flow->unconfirmed -= m.cost;
-    makeReady(*m.flow);
-    report(m, errc);
-  }
-  if (runCount_ > 0) {
-    events_.delivered(runSession_, runFirst_, runCount_);
-    runCount_ = 0;
-  }
-  while (!inflight_.empty() && inflight_.front().done) {
-    inflight_.popFront();
-    baseSeq_++;
-  }
-  return true;
-}
-
-void Outbound::expire(std::string_view notConnected) {
-  auto now = coarseNow();
-  // Unconfirmed: told now; the window stays taken until the peer confirms.
-  for (size_t i = 0; i < inflight_.size(); i++) {
-    InFlight& m = inflight_[i];
-    if (!m.done && !m.reported && m.deadline < now) {
-      failed_++;
-      report(m, Errc::timeout);
-    }
-  }
-  // Queued and not started: in order of deadline within each flow.
-  for (auto& [name, fp] : flows_) {
-    Flow& f = *fp;
-    while (f.queuedMessages > 0 && current_ != &f) {  // current_'s front is on the wire
-      Queued q = f.front();
-      if (q.deadline >= now) break;
-      popFront(f);
-      failed_++;
-      events_.outcome(q.session, q.msgId,
-                      Status(Errc::timeout, timeoutText(f.service, notConnected)));
-    }
-  }
-  std::erase_if(ready_, [](Flow* f) {
-    if (f->queuedMessages > 0) return false;
-    f->ready = false;
-    return true;
-  });
-  collectIdleFlows();
-}
-
-size_t Outbound::bufferBytes() const {
-  size_t bytes = 0;
-  for (const auto& [name, f] : flows_)
-    bytes += f->queue.capacity();
-  return bytes;
-}
-
-void Outbound::collectIdleFlows() {
-  if (flows_.size() < 64) return;
-  std::erase_if(flows_, [this](const auto& kv) {
-    const Flow& f = *kv.second;
-    bool idle =
-        f.unconfirmed == 0 && f.queuedMessages == 0 && !f.ready && !f.paused && current_ != &f;
-    if (idle && lastFlow_ == &f) lastFlow_ = nullptr;
-    return idle;
-  });
-}
-
-void Outbound::failAll(const Status& why) {
-  for (size_t i = 0; i < inflight_.size(); i++) {
-    InFlight& m = inflight_[i];
-    if (!m.reported) {
-      m.reported = true;
-      failed_++;
-      events_.outcome(m.session, m.msgId, why);
-    }
-  }
-  inflight_.clear();
-  unsettled_ = 0;
-  std::vector<FlowKey> paused;
-  for (auto& [name, fp] : flows_) {
-    Flow& f = *fp;
-    if (f.paused) paused.push_back(keyOf(f));
-    f.paused = false;
-    bool onWire = current_ == &f;  // its front has an in-flight entry, reported above
-    while (f.queuedMessages > 0) {
-      Queued q = f.front();
-      popFront(f);
-      if (!onWire) {
-        failed_++;
-        events_.outcome(q.session, q.msgId, why);
-      }
-      onWire = false;
-    }
-  }
-  ready_.clear();
-  current_ = nullptr;
-  for (const FlowKey& key : paused)
-    events_.queueDrained(key);
-  flows_.clear();
-  lastFlow_ = nullptr;
-}
-
-std::vector<OutFlowStats> Outbound::flowStats() const {
-  std::vector<OutFlowStats> out;
-  for (const auto& [name, f] : flows_)
-    out.push_back({name, f->unconfirmed, f->queuedBytes, f->queuedMessages, f->paused});
-  std::sort(out.begin(), out.end(),
-            [](const OutFlowStats& a, const OutFlowStats& b) { return a.service < b.service; });
-  return out;
 }
 
 }  // namespace rdmamsg::peer

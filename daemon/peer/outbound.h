@@ -169,6 +169,10 @@ class Outbound final : public ExternalHolder {
   FlowKey keyOf(const Flow& f) const;
   void popFront(Flow& f);
   void report(InFlight& m, Errc errc);
+  // At each tick: a flow found drained gives back what a burst made its
+  // queue grow to (one drained and refilled within a tick keeps it, so a
+  // stream of large messages does not allocate a queue per message).
+  void releaseIdleQueues();
   void collectIdleFlows();
   std::string timeoutText(const std::string& service, std::string_view notConnected = {}) const;
 

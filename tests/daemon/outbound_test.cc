@@ -411,9 +411,10 @@ TEST_F(OutboundTest, AFullQueueHoldsOnlyItsFlowsSendersUntilItDrainsToHalf) {
   EXPECT_EQ(events_.drained, (std::vector<FlowKey>{*key}));
 }
 
-// A burst makes a flow's queue grow; once it is drained the memory goes back,
-// so that flows once used (kept while idle, up to 64) do not each hold the
-// size of their largest burst.
+// A burst makes a flow's queue grow; once it is drained the memory goes back
+// at the next tick, so that flows once used (kept while idle, up to 64) do
+// not each hold the size of their largest burst — and a flow drained and
+// filled again within a tick (a stream of large messages) reuses it.
 TEST_F(OutboundTest, ADrainedFlowGivesBackItsQueuesMemory) {
   config_.sendQueueLimit = 8u << 20;
   reset(64u << 20);  // a window the whole burst fits in
@@ -425,6 +426,15 @@ TEST_F(OutboundTest, ADrainedFlowGivesBackItsQueuesMemory) {
   for (int turn = 0; turn < 100 && out_->queuedBytes() > 0; turn++)
     out_->pump(room);  // a flow writes 256 KiB a turn
   ASSERT_EQ(out_->queuedBytes(), 0u);
+  const size_t grown = out_->bufferBytes();
+  EXPECT_GE(grown, 2u << 20) << "kept until the tick";
+  for (uint64_t id = 33; id <= 40; id++)
+    ASSERT_TRUE(send(nullptr, id, "burst", payload).ok());
+  EXPECT_EQ(out_->bufferBytes(), grown) << "refilled in the same storage";
+  for (int turn = 0; turn < 100 && out_->queuedBytes() > 0; turn++)
+    out_->pump(room);
+  ASSERT_EQ(out_->queuedBytes(), 0u);
+  out_->expire();  // the tick
   EXPECT_LE(out_->bufferBytes(), 64u * 1024);
 }
 
@@ -639,6 +649,29 @@ TEST_F(OutboundTest, ALinkThatCannotPostInPlaceCopies) {
   EXPECT_EQ(room.pendingInPlace(), 0u);
   EXPECT_EQ(loop::copies().sendBuffers - copiedBefore, sent.size());
   EXPECT_EQ(room.joinedPayload(), sent);
+}
+
+// Authenticated batches: a payload that must wait for the link waits where
+// it lies and is copied once, into the batches, when it goes — not first
+// into the flow's queue.
+TEST_F(OutboundTest, ALinkThatCannotPostInPlaceCopiesAWaitingPayloadOnceWhenItGoes) {
+  MemoryRoom room(32 * 1024, 2);
+  room.postsInPlace = false;
+  std::string big = alphabet(200 * 1024);
+  const std::string sent = big;
+  HeldString held(big, ExternalArea::Order::anyOrder);
+  const uint64_t queuedBefore = loop::copies().flowQueue;
+  const uint64_t copiedBefore = loop::copies().sendBuffers;
+  ASSERT_TRUE(send(&room, 1, "svc", big, nullptr, held.handle()).ok());
+  EXPECT_EQ(held.holds(), 1) << "the rest waits in the client's memory";
+  room.complete();
+  room.batchesLeft = 100;
+  out_->pump(room);
+  EXPECT_EQ(room.pendingInPlace(), 0u);
+  EXPECT_EQ(loop::copies().flowQueue, queuedBefore) << "nothing copied into the queue";
+  EXPECT_EQ(loop::copies().sendBuffers - copiedBefore, sent.size()) << "each byte copied once";
+  EXPECT_EQ(room.joinedPayload(), sent);
+  EXPECT_EQ(held.holds(), 0) << "sent: the client's memory is free again";
 }
 
 }  // namespace
