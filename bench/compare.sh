@@ -5,19 +5,23 @@
 #            (and again with RDMAMSG_SHM=0: app -unix-> rdmamsgd ... rdmamsgd -unix-> app)
 #   zmq      app -ipc-> proxy -tcp-> proxy -ipc-> app   (PUSH/PULL; REQ/REP via ROUTER/DEALER)
 #   uds      app -unix-> app                           (one raw hop: the physical floor)
-# and last, bench/subjects.sh: rdmamsg's subjects against NATS (two clustered nats-server)
-# and ZeroMQ (XSUB/XPUB proxies), with the same --count, --runs and --keep.
+# then bench/subjects.sh: rdmamsg's subjects against NATS (two clustered nats-server) and
+# ZeroMQ (XSUB/XPUB proxies); and last bench/auth.sh: rdmamsg with a mesh secret (every batch
+# authenticated) and with encryption beside the plain path; both with the same --count,
+# --runs and --keep.
 #
 # usage: bench/compare.sh [--count N] [--runs R] [--quick] [--keep] [--json-out FILE]
-#                         [--no-subjects]
+#                         [--no-subjects] [--no-auth]
 #   --count N      64 B messages per streaming/throughput case (default 1000000); 1 MiB cases
 #                  send N/500 messages (at least 50), round trips N/50 (at least 1000)
 #   --runs R       repetitions of every measurement; the table shows medians (default 3)
 #   --quick        smoke run: --count 100000 --runs 1
 #   --keep         keep the temporary directories (daemon logs, raw results)
 #   --json-out F   full results as JSON (default build/bench/results.json); the subjects'
-#                  in subjects.json beside it, and F names both ("result_files")
+#                  in subjects.json beside it, and F names both ("result_files"); the batch
+#                  authentication's in auth.json beside it
 #   --no-subjects  skip bench/subjects.sh
+#   --no-auth      skip bench/auth.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/mesh.sh
@@ -26,6 +30,7 @@ count=1000000
 runs=3
 keep=0
 subjects=1
+auth=1
 json_out=build/bench/results.json
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,11 +40,13 @@ while [ $# -gt 0 ]; do
     --keep) keep=1; shift ;;
     --json-out) json_out=$2; shift 2 ;;
     --no-subjects) subjects=0; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --no-auth) auth=0; shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
 subjects_json="$(dirname "$json_out")/subjects.json"
+auth_json="$(dirname "$json_out")/auth.json"
 large=$((count / 500 < 50 ? 50 : count / 500))
 rtt=$((count / 50 < 1000 ? 1000 : count / 50))
 warmup=$((rtt / 10))
@@ -337,8 +344,8 @@ python3 bench/summarize.py "$dir/r" "$json_out" "$runs" "$count" "$large" "$rtt"
 log "full results: $json_out"
 
 # --- d. subjects: rdmamsg, NATS and ZeroMQ (bench/subjects.sh) ------------------------------
+[ "$subjects" -eq 0 ] && [ "$auth" -eq 0 ] || halt "${pids[@]}" # the others bring their own
 if [ "$subjects" -eq 1 ]; then
-  halt "${pids[@]}" # this comparison's daemons: the subjects bring their own
   sargs=(--count "$count" --runs "$runs" --json-out "$subjects_json")
   [ "$keep" -eq 0 ] || sargs+=(--keep)
   rm -f "$subjects_json"
@@ -349,4 +356,16 @@ if [ "$subjects" -eq 1 ]; then
   fi
   python3 bench/summarize.py --subjects "$json_out" "$subjects_json"
   log "full results: $json_out and $subjects_json"
+fi
+
+# --- e. batch authentication: plain, authenticated, encrypted (bench/auth.sh) ---------------
+if [ "$auth" -eq 1 ]; then
+  aargs=(--count "$count" --runs "$runs" --json-out "$auth_json")
+  [ "$keep" -eq 0 ] || aargs+=(--keep)
+  log "batch authentication: bench/auth.sh ${aargs[*]}"
+  if ! bench/auth.sh "${aargs[@]}"; then
+    echo "compare.sh: bench/auth.sh failed" >&2
+    exit 1
+  fi
+  log "full results: $auth_json"
 fi
