@@ -421,10 +421,14 @@ PeerProcess::PeerProcess(const std::vector<std::string>& args, const PeerPlace& 
   }
   int in[2];
   int out[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return;
+  if (pipe2(in, O_CLOEXEC) != 0) {
+    if (netnsFd >= 0) close(netnsFd);
+    return;
+  }
   if (pipe2(out, O_CLOEXEC) != 0) {
     close(in[0]);
     close(in[1]);
+    if (netnsFd >= 0) close(netnsFd);
     return;
   }
   std::vector<char*> argv;
