@@ -15,6 +15,7 @@
 
 #include "base.h"
 #include "device.h"
+#include "netdev.h"
 #include "pd_mr.h"
 #include "ud.h"
 #include "wire.h"
@@ -62,8 +63,8 @@ bool gidIsMulticast(const uint8_t* g) {
   return memcmp(g, kMapped, 12) == 0 && (g[12] & 0xf0) == 0xe0;
 }
 
-int gidIndex(const in6_addr& gid) {
-  auto t = gidTable();
+int gidIndex(const in6_addr& gid, int dev) {
+  auto t = gidTable(dev);
   for (size_t i = 0; i < t.size(); i++)
     if (memcmp(&t[i], &gid, sizeof gid) == 0) return static_cast<int>(i);
   return -1;
@@ -82,7 +83,7 @@ SOFTRDMA_API ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     errno = EIO;
     return nullptr;
   }
-  auto gids = gidTable();
+  auto gids = gidTable(contextDevice(pd->context));
   // RoCE: an address is a GID (the kernel's rdma_check_ah_attr refuses an
   // AH without a GRH on an Ethernet port).
   if (attr->port_num != 1 || !attr->is_global || attr->grh.sgid_index >= gids.size()) {
@@ -97,7 +98,9 @@ SOFTRDMA_API ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   a->multicast = gidIsMulticast(attr->grh.dgid.raw);
   in6_addr d;
   memcpy(&d, attr->grh.dgid.raw, sizeof d);
-  a->reachable = !a->multicast && gidIndex(d) >= 0;
+  a->reachable = false;  // a unicast address of this machine, on any device
+  for (const in6_addr& g : hostGids())
+    if (!a->multicast && memcmp(&g, &d, sizeof d) == 0) a->reachable = true;
   {
     std::lock_guard lk(ahs_mu);
     static uint32_t next_handle = 0;
@@ -149,8 +152,7 @@ SOFTRDMA_API int ibv_init_ah_from_wc(ibv_context* ctx, uint8_t port_num, ibv_wc*
   } else {
     return setErr(EPROTONOSUPPORT);
   }
-  (void)ctx;
-  int idx = gidIndex(local);
+  int idx = gidIndex(local, contextDevice(ctx));
   if (idx < 0) return setErr(EINVAL);  // addressed to a GID this port does not have
   ah_attr->grh.sgid_index = static_cast<uint8_t>(idx);
   return 0;

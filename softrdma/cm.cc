@@ -28,6 +28,7 @@
 #include "fabric.h"
 #include "fork_hooks.h"
 #include "manual_qp.h"
+#include "netdev.h"
 #include "qp.h"
 #include "wire.h"
 
@@ -154,7 +155,9 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
     closeConn(c);
   };
   if (listener && listener->state == CmState::DeviceRemoval) return drop("listener removed");
-  if (!portActive()) return drop("the port is down");
+  // The device is the one holding the address the REQ came to.
+  if (const int dev = deviceOfSocket(c->fd); dev >= 0 && !portActive(dev))
+    return drop("the port is down");
   const bool ud = listener && isUdId(listener.get());
   const size_t pdata_max = ud ? kSidrReqPrivateData : kConnectPrivateData;
   if (!listener || listener->destroyed || listener->state != CmState::Listen ||
@@ -170,8 +173,15 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
     listener->deferred.push_back(c);
     return;
   }
+  sockaddr_storage local{}, peer{};
+  socklen_t ll = sizeof local, pl = sizeof peer;
+  getsockname(c->fd, reinterpret_cast<sockaddr*>(&local), &ll);
+  getpeername(c->fd, reinterpret_cast<sockaddr*>(&peer), &pl);
+  unmapV4(local);
+  unmapV4(peer);
   auto id = std::make_shared<CmId>();
-  if (!bindToDevice(id.get())) return drop("the device is absent");
+  if (!bindToDevice(id.get(), reinterpret_cast<sockaddr*>(&local)))
+    return drop("no device holds the address");
   id->self = id;
   id->sync = listener->sync;
   if (listener->sync) {
@@ -185,12 +195,6 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   id->id.ps = listener->id.ps;
   id->id.qp_type = listener->id.qp_type;
   id->listen_parent = listener.get();
-  sockaddr_storage local{}, peer{};
-  socklen_t ll = sizeof local, pl = sizeof peer;
-  getsockname(c->fd, reinterpret_cast<sockaddr*>(&local), &ll);
-  getpeername(c->fd, reinterpret_cast<sockaddr*>(&peer), &pl);
-  unmapV4(local);
-  unmapV4(peer);
   setAddrs(id.get(), reinterpret_cast<sockaddr*>(&local), reinterpret_cast<sockaddr*>(&peer));
   if (listener->tos_set) {  // the listener's TOS: its connections' and their path's
     id->tos_set = true;
@@ -325,7 +329,8 @@ void onConnConnected(const std::shared_ptr<Conn>& c, int err) {
 void removeCmDevice() {
   Fabric& f = Fabric::get();
   std::lock_guard lk(f.cm_mu);
-  f.cmContext();  // retires librdmacm's context of the removed device
+  for (int i = 0; i < deviceCount(); i++)
+    f.cmContext(i);  // retires librdmacm's context of the removed device
   pendingBinds().clear();
   // Ids bound to the removed device get DEVICE_REMOVAL, and the kernel
   // forgets them (ucma_close_id): no further events, calls fail with ENXIO.

@@ -16,6 +16,7 @@
 #include "cm_internal.h"
 #include "device.h"
 #include "fabric.h"
+#include "netdev.h"
 
 namespace softrdma {
 
@@ -61,6 +62,22 @@ static int checkPort(const CmId* id, const sockaddr* addr, bool reuse) {
     if (sameAddress(addr, held)) return EADDRINUSE;
   }
   return 0;
+}
+
+// Whether a present device's interface holds `addr` (the kernel's
+// cma_acquire_dev_by_src_ip finds one).
+static bool deviceHolds(const sockaddr* addr) {
+  const int dev = deviceForAddress(addr);
+  return dev >= 0 && Fabric::get().cmContext(dev) != nullptr;
+}
+
+// The device of a resolved source address for `id`: 0, or ETIMEDOUT when
+// no neighbour answers on a port without link (ARP times out), or ENODEV
+// when no device holds the address (one removed: the kernel's
+// cma_acquire_dev_by_src_ip fails so).
+static int acquireDevice(CmId* id, const sockaddr* src) {
+  if (deviceHolds(src) && !portActive(deviceForAddress(src))) return ETIMEDOUT;
+  return bindToDevice(id, src) ? 0 : ENODEV;
 }
 
 // The kernel's default for IPv6 ids that did not set RDMA_OPTION_ID_AFONLY.
@@ -112,9 +129,9 @@ SOFTRDMA_API int rdma_bind_addr(rdma_cm_id* rid, sockaddr* addr) {
   if (!id || !validAddr(addr) || id->state != CmState::Idle) return setErr(EINVAL);
   // A specific address needs the device that holds it (the kernel's
   // cma_acquire_dev_by_src_ip); a wildcard bind needs no device.
-  if (!isWildcard(addr) && Fabric::get().cmContext() == nullptr) return setErr(ENODEV);
+  if (!isWildcard(addr) && !deviceHolds(addr)) return setErr(ENODEV);
   if (bindSocket(id.get(), addr) != 0) return -1;
-  if (!isWildcard(addr)) bindToDevice(id.get());
+  if (!isWildcard(addr)) bindToDevice(id.get(), addr);
   setCmState(id.get(), CmState::AddrBound);
   return 0;
 }
@@ -146,7 +163,7 @@ SOFTRDMA_API int rdma_resolve_addr(rdma_cm_id* rid, sockaddr* src, sockaddr* dst
         (id->state != CmState::Idle && id->state != CmState::AddrBound))
       return setErr(EINVAL);
     if (src != nullptr && id->state == CmState::Idle) {
-      if (!isWildcard(src) && Fabric::get().cmContext() == nullptr) return setErr(ENODEV);
+      if (!isWildcard(src) && !deviceHolds(src)) return setErr(ENODEV);
       if (bindSocket(id.get(), src) != 0) return -1;
       setCmState(id.get(), CmState::AddrBound);
     }
@@ -177,24 +194,18 @@ SOFTRDMA_API int rdma_resolve_addr(rdma_cm_id* rid, sockaddr* src, sockaddr* dst
     if (err == 0 && isWildcard(dst)) err = EADDRNOTAVAIL;
     if (err != 0) return setErr(err);  // no route: the kernel fails the call itself
     setCmState(id.get(), CmState::AddrQuery);
-    // The route exists, but no device holds the source address (the device
-    // was removed: cma_acquire_dev_by_src_ip fails with ENODEV), or no
-    // neighbour answers on a port without link (ARP times out): ADDR_ERROR,
-    // and the id is back to bound (the kernel's addr_handler).
-    int addr_err = 0;
-    if (!portActive() && Fabric::get().cmContext() != nullptr)
-      addr_err = ETIMEDOUT;
-    else if (!bindToDevice(id.get()))
-      addr_err = ENODEV;
-    if (addr_err != 0) {
+    // The route exists: the id takes the device of the source address, or
+    // ADDR_ERROR, and the id is back to bound (the kernel's addr_handler).
+    const sockaddr* s = reinterpret_cast<sockaddr*>(&local);
+    if (id->listener) s = &id->id.route.addr.src_addr;
+    sockaddr_storage src_now{};
+    memcpy(&src_now, s, addrLen(s));
+    if (!id->listener) reinterpret_cast<sockaddr_in*>(&src_now)->sin_port = 0;
+    const auto* src_addr = reinterpret_cast<sockaddr*>(&src_now);
+    if (int addr_err = acquireDevice(id.get(), src_addr); addr_err != 0) {
       setCmState(id.get(), CmState::AddrBound);
       queueEvent(id, RDMA_CM_EVENT_ADDR_ERROR, -addr_err);
     } else {
-      const sockaddr* s = reinterpret_cast<sockaddr*>(&local);
-      if (id->listener) s = &id->id.route.addr.src_addr;
-      sockaddr_storage src_now{};
-      memcpy(&src_now, s, addrLen(s));
-      if (!id->listener) reinterpret_cast<sockaddr_in*>(&src_now)->sin_port = 0;
       setAddrs(id.get(), reinterpret_cast<sockaddr*>(&src_now), dst);
       setCmState(id.get(), CmState::AddrResolved);
       queueEvent(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0);

@@ -315,7 +315,7 @@ SOFTRDMA_API int rdma_connect(rdma_cm_id* rid, rdma_conn_param* param) {
     if (!isUdId(id.get())) attachQp(id.get());  // SIDR: the QP has no connection
     setCmState(id.get(), CmState::Connect);
     int err;
-    if (portActive()) {
+    if (portActive(contextDevice(rid->verbs))) {
       int rc = connect(s, dst, addrLen(dst));
       err = rc == 0 || errno == EINPROGRESS ? 0 : errno;
       f.add(c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);

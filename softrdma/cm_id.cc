@@ -19,6 +19,7 @@
 #include "cq.h"
 #include "device.h"
 #include "fabric.h"
+#include "netdev.h"
 #include "pd_mr.h"
 #include "wire.h"
 
@@ -76,10 +77,12 @@ void setAddrs(CmId* id, const sockaddr* src, const sockaddr* dst) {
   a.addr.ibaddr.pkey = htons(0xffff);
 }
 
-bool bindToDevice(CmId* id) {
+bool bindToDevice(CmId* id, const sockaddr* src) {
+  const int dev = deviceForAddress(src);
+  if (dev < 0) return false;  // no device over the interface that holds it
   Fabric& f = Fabric::get();
-  Context* c = f.cmContext();
-  Pd* pd = f.cmPd();
+  Context* c = f.cmContext(dev);
+  Pd* pd = f.cmPd(dev);
   if (c == nullptr || pd == nullptr || pd->pd.context != c->ctx()) return false;  // no device
   id->id.verbs = c->ctx();
   id->id.port_num = 1;

@@ -39,7 +39,9 @@ socklen_t addrLen(const sockaddr* a);
 // An IPv4-mapped IPv6 address as the IPv4 address it maps.
 void unmapV4(sockaddr_storage& a);
 void setAddrs(CmId* id, const sockaddr* src, const sockaddr* dst);
-bool bindToDevice(CmId* id);  // false while the device is absent
+// Binds `id` to the device whose interface holds `src` (the kernel's
+// cma_acquire_dev_by_src_ip): false if none does, or it is absent.
+bool bindToDevice(CmId* id, const sockaddr* src);
 CmMessage makeMessage(uint32_t qpn, const rdma_conn_param* p);
 void sendCm(Conn& c, FrameType t, const CmMessage* m);
 void scheduleTimewait(const std::shared_ptr<CmId>& id);

@@ -191,11 +191,15 @@ SOFTRDMA_API __be16 rdma_get_dst_port(rdma_cm_id* id) {
 }
 
 SOFTRDMA_API ibv_context** rdma_get_devices(int* num) {
-  auto** list = static_cast<ibv_context**>(calloc(2, sizeof(ibv_context*)));
+  const int n = deviceCount();
+  auto** list = static_cast<ibv_context**>(calloc(n + 1, sizeof(ibv_context*)));
   if (list == nullptr) return nullptr;
-  Context* c = Fabric::get().cmContext();  // none while the device is absent
-  list[0] = c != nullptr ? c->ctx() : nullptr;
-  if (num != nullptr) *num = c != nullptr ? 1 : 0;
+  int listed = 0;
+  for (int i = 0; i < n; i++) {
+    Context* c = Fabric::get().cmContext(i);  // none while the device is absent
+    if (c != nullptr) list[listed++] = c->ctx();
+  }
+  if (num != nullptr) *num = listed;
   return list;
 }
 

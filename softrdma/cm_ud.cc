@@ -18,6 +18,7 @@
 #include "cm_id.h"
 #include "cm_internal.h"
 #include "conn.h"
+#include "device.h"
 #include "ud.h"
 #include "wire.h"
 
@@ -39,7 +40,7 @@ ibv_ah_attr routeAh(CmId* id) {
   ah.grh.dgid = id->id.route.addr.addr.ibaddr.dgid;
   in6_addr s;
   memcpy(&s, id->id.route.addr.addr.ibaddr.sgid.raw, sizeof s);
-  int idx = gidIndex(s);
+  int idx = gidIndex(s, contextDevice(id->id.verbs));
   ah.grh.sgid_index = static_cast<uint8_t>(idx < 0 ? 0 : idx);
   ah.grh.hop_limit = id->path.hop_limit != 0 ? id->path.hop_limit : 64;
   ah.grh.traffic_class = id->tos_set ? id->tos : 0;

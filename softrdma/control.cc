@@ -37,6 +37,7 @@
 #include "counters.h"
 #include "device.h"
 #include "fabric.h"
+#include "netdev.h"
 #include "qp.h"
 #include "tamper.h"
 
@@ -62,8 +63,14 @@ void severAll(const char* why) {
     if (auto c = std::dynamic_pointer_cast<Conn>(ep)) c->sever(why);
 }
 
+bool anyDevice() {
+  for (int i = 0; i < deviceCount(); i++)
+    if (currentDevice(i) != nullptr) return true;
+  return false;
+}
+
 std::string addDevice() {
-  if (currentDevice() != nullptr) return "error: the device is present";
+  if (anyDevice()) return "error: the device is present";
   g_removal++;  // cancels a pending return
   attachDevice();
   debugLog("control: device added");
@@ -74,7 +81,7 @@ std::string addDevice() {
 // disassociation (mlx5): DEVICE_FATAL on every uverbs file, the hardware
 // objects destroyed, DEVICE_REMOVAL on every rdma_cm id bound to the device.
 std::string removeDevice(long ms) {
-  if (currentDevice() == nullptr) return "error: the device is already absent";
+  if (!anyDevice()) return "error: the device is already absent";
   debugLog("control: device removed for %ld ms", ms);
   detachDevice();
   for (auto& qp : allQps()) {
@@ -90,14 +97,14 @@ std::string removeDevice(long ms) {
   return "ok";
 }
 
+// The port of every device (a device whose port follows its interface
+// takes the interface's state again at the next link change).
 std::string setPort(bool up, bool keep) {
-  int r = setPortState(up);
-  if (r < 0) return "error: the device is absent";
-  if (r == 0) return "ok";  // no change, no event
+  bool present = false;
+  for (int i = 0; i < deviceCount(); i++)
+    present |= changePort(i, up, keep) >= 0;
+  if (!present) return "error: the device is absent";
   debugLog("control: port %s", up ? "up" : "down");
-  if (!up) count(Counter::LinkDowned);
-  raiseOnContexts(up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR, kAsyncPort);
-  if (!up && !keep) severAll("the port went down");
   return "ok";
 }
 

@@ -1,11 +1,11 @@
-// The device, its contexts and their asynchronous events.
+// The devices, their contexts and their asynchronous events.
 //
-// softrdma presents one RoCE-like device, "softrdma0", with one Ethernet
-// port whose GID table holds the IPv4-mapped addresses of the machine's
-// interfaces (as rxe does). Each time it comes back after a removal it is a
-// new ibv_device; contexts opened on an earlier one stay dead.
-#include <arpa/inet.h>
-#include <ifaddrs.h>
+// softrdma presents RoCE-like devices, "softrdma0" and up, each with one
+// Ethernet port whose GID table holds the IPv4-mapped addresses of its
+// interface (netdev.h): one device over every address of the machine, or
+// one per interface SOFTRDMA_DEVICES names, as rxe puts one over each
+// netdev. Each time a device comes back after a removal it is a new
+// ibv_device; contexts opened on an earlier one stay dead.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,30 +17,52 @@
 
 #include "device.h"
 #include "fork_hooks.h"
+#include "netdev.h"
 
 namespace softrdma {
 
 namespace {
 
-ibv_device* newDevice() {
-  auto* d = static_cast<ibv_device*>(calloc(1, sizeof(ibv_device)));
-  d->node_type = IBV_NODE_CA;
-  d->transport_type = IBV_TRANSPORT_IB;
-  snprintf(d->name, sizeof d->name, "softrdma0");
-  snprintf(d->dev_name, sizeof d->dev_name, "uverbs0");
-  snprintf(d->dev_path, sizeof d->dev_path, "/sys/class/infiniband_verbs/uverbs0");
-  snprintf(d->ibdev_path, sizeof d->ibdev_path, "/sys/class/infiniband/softrdma0");
-  return d;
+// A device: the ibv_device programs see, and its index (its interface,
+// netdev.h). ibv_device first: the two pointers convert.
+struct Device {
+  ibv_device dev;
+  int index;
+};
+
+ibv_device* newDevice(int index) {
+  auto* d = static_cast<Device*>(calloc(1, sizeof(Device)));
+  d->index = index;
+  ibv_device& v = d->dev;
+  v.node_type = IBV_NODE_CA;
+  v.transport_type = IBV_TRANSPORT_IB;
+  snprintf(v.name, sizeof v.name, "softrdma%d", index);
+  snprintf(v.dev_name, sizeof v.dev_name, "uverbs%d", index);
+  snprintf(v.dev_path, sizeof v.dev_path, "/sys/class/infiniband_verbs/uverbs%d", index);
+  snprintf(v.ibdev_path, sizeof v.ibdev_path, "/sys/class/infiniband/softrdma%d", index);
+  return &v;
 }
 
-// The device and the contexts open on it. Devices of earlier generations
-// are kept (never freed): the contexts opened on them point at them.
+// One device and its port.
+struct Slot {
+  ibv_device* dev = nullptr;  // nullptr while absent
+  std::atomic<bool> port_active{true};
+};
+
+// The devices and the contexts open on them. Devices of earlier
+// generations are kept (never freed): the contexts opened on them point at
+// them.
 struct DeviceState {
+  DeviceState() : slots(static_cast<size_t>(deviceSlots())) {
+    for (size_t i = 0; i < slots.size(); i++) {
+      slots[i].dev = newDevice(static_cast<int>(i));
+      slots[i].port_active = interfaceRunning(static_cast<int>(i));
+    }
+  }
   std::mutex mu;
-  ibv_device* dev = newDevice();  // nullptr while absent
+  std::vector<Slot> slots;
   std::vector<ibv_device*> old;
   std::vector<Context*> contexts;
-  std::atomic<bool> port_active{true};
 };
 
 DeviceState& device() {
@@ -48,47 +70,55 @@ DeviceState& device() {
   return *d;
 }
 
+bool validIndex(int index) {
+  return index >= 0 && static_cast<size_t>(index) < device().slots.size();
+}
+
 }  // namespace
 
-std::vector<in6_addr> gidTable() {
-  std::vector<in6_addr> gids;
-  auto add = [&](in_addr a) {
-    in6_addr g{};
-    g.s6_addr[10] = 0xff;
-    g.s6_addr[11] = 0xff;
-    memcpy(&g.s6_addr[12], &a, 4);
-    gids.push_back(g);
-  };
-  ifaddrs* ifs = nullptr;
-  if (getifaddrs(&ifs) == 0) {
-    for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
-      if (i->ifa_addr != nullptr && i->ifa_addr->sa_family == AF_INET)
-        add(reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr);
-    }
-    freeifaddrs(ifs);
-  }
-  if (gids.empty()) add(in_addr{htonl(INADDR_LOOPBACK)});
-  // Loopback addresses first, so that GID index 0 is 127.0.0.1 wherever lo is up.
-  std::stable_partition(gids.begin(), gids.end(),
-                        [](const in6_addr& g) { return g.s6_addr[12] == 127; });
-  return gids;
+std::vector<in6_addr> gidTable(int index) {
+  return interfaceGids(index);
 }
 
-ibv_device* currentDevice() {
+int deviceCount() {
+  return static_cast<int>(device().slots.size());
+}
+
+int deviceIndex(const ibv_device* dev) {
+  return dev != nullptr ? reinterpret_cast<const Device*>(dev)->index : 0;
+}
+
+int contextDevice(ibv_context* ctx) {
+  return ctx != nullptr ? deviceIndex(ctx->device) : 0;
+}
+
+ibv_device* currentDevice(int index) {
+  if (!validIndex(index)) return nullptr;
   DeviceState& d = device();
   std::lock_guard lk(d.mu);
-  return d.dev;
+  return d.slots[index].dev;
 }
 
-bool portActive() {
-  return device().port_active.load();
+bool isCurrentDevice(const ibv_device* dev) {
+  if (dev == nullptr) return false;
+  DeviceState& d = device();
+  std::lock_guard lk(d.mu);
+  for (const Slot& s : d.slots)
+    if (s.dev == dev) return true;
+  return false;
+}
+
+bool portActive(int index) {
+  return validIndex(index) && device().slots[index].port_active.load();
 }
 
 void detachDevice() {
   DeviceState& d = device();
   std::lock_guard lk(d.mu);
-  if (d.dev != nullptr) d.old.push_back(d.dev);
-  d.dev = nullptr;
+  for (Slot& s : d.slots) {
+    if (s.dev != nullptr) d.old.push_back(s.dev);
+    s.dev = nullptr;
+  }
   for (Context* c : d.contexts) {
     if (c->dead.exchange(true)) continue;  // lost an earlier generation
     raiseAsync(c->ctx(), IBV_EVENT_DEVICE_FATAL, kAsyncDevice, 0);
@@ -98,23 +128,28 @@ void detachDevice() {
 void attachDevice() {
   DeviceState& d = device();
   std::lock_guard lk(d.mu);
-  if (d.dev != nullptr) return;
-  d.dev = newDevice();
-  d.port_active = true;
+  for (size_t i = 0; i < d.slots.size(); i++) {
+    Slot& s = d.slots[i];
+    if (s.dev != nullptr) continue;
+    s.dev = newDevice(static_cast<int>(i));
+    s.port_active = interfaceRunning(static_cast<int>(i));
+  }
 }
 
-int setPortState(bool active) {
+int setPortState(int index, bool active) {
+  if (!validIndex(index)) return -1;
   DeviceState& d = device();
   std::lock_guard lk(d.mu);
-  if (d.dev == nullptr) return -1;
-  return d.port_active.exchange(active) != active ? 1 : 0;
+  Slot& s = d.slots[index];
+  if (s.dev == nullptr) return -1;
+  return s.port_active.exchange(active) != active ? 1 : 0;
 }
 
-void raiseOnContexts(ibv_event_type type, uint32_t kind) {
+void raiseOnContexts(int index, ibv_event_type type, uint32_t kind) {
   DeviceState& d = device();
   std::lock_guard lk(d.mu);
   for (Context* c : d.contexts)
-    raiseAsync(c->ctx(), type, kind, 0);
+    if (contextDevice(c->ctx()) == index) raiseAsync(c->ctx(), type, kind, 0);
 }
 
 Context* toContext(ibv_context* c) {
@@ -151,7 +186,8 @@ void raiseAsync(ibv_context* ctx, ibv_event_type type, uint32_t kind, uint64_t h
 bool addContext(ibv_device* dev, Context* c) {
   DeviceState& d = device();
   std::lock_guard lk(d.mu);
-  if (d.dev != dev) return false;  // removed meanwhile
+  if (!validIndex(deviceIndex(dev)) || d.slots[deviceIndex(dev)].dev != dev)
+    return false;  // removed meanwhile
   d.contexts.push_back(c);
   return true;
 }

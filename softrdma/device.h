@@ -1,5 +1,5 @@
-// The device (one, "softrdma0", present unless removed through the control
-// channel), the contexts open on it, and their asynchronous events
+// The devices ("softrdma0", ..., present unless removed through the control
+// channel), the contexts open on them, and their asynchronous events
 // (device.cc). Objects of every kind raise their events through raiseAsync;
 // async_events.cc hands them to the program.
 #pragma once
@@ -14,6 +14,10 @@
 namespace softrdma {
 
 constexpr uint64_t kNodeGuid = 0x02005e00536f6674ULL;  // "...Soft"
+// Device `index`'s GUID: kNodeGuid with the index in its fourth byte.
+constexpr uint64_t nodeGuid(int index) {
+  return kNodeGuid + (static_cast<uint64_t>(index & 0xff) << 32);
+}
 
 struct Context {
   verbs_context vctx;  // ibv_context is its last member (libibverbs ABI)
@@ -53,33 +57,42 @@ struct AsyncRecord {
   uint64_t handle;
 };
 
-// ------------------------------------------------------------ the device
+// ------------------------------------------------------------ the devices
 //
-// One device, present unless removed through the control channel
-// (control.cc). Each time it comes back it is a new ibv_device (a new
-// generation); contexts opened on an earlier one stay dead.
+// One device ("softrdma0") over every address, or one per interface
+// SOFTRDMA_DEVICES names ("softrdma0", "softrdma1", ...; netdev.h), each
+// present unless removed through the control channel (control.cc). Each
+// time one comes back it is a new ibv_device (a new generation); contexts
+// opened on an earlier one stay dead.
 
-// The current device, or nullptr while it is absent.
-ibv_device* currentDevice();
-bool portActive();
-// Marks the device absent and every open context dead, raising
+int deviceCount();
+// Device `index`, or nullptr while it is absent (or no such device).
+ibv_device* currentDevice(int index);
+bool isCurrentDevice(const ibv_device* dev);
+// The index of one of softrdma's devices, of any generation.
+int deviceIndex(const ibv_device* dev);
+int contextDevice(ibv_context* ctx);  // deviceIndex(ctx->device)
+bool portActive(int index);
+// Marks every device absent and every open context dead, raising
 // IBV_EVENT_DEVICE_FATAL on each (the last event a context reports).
 void detachDevice();
-// A new generation of the device appears, its port ACTIVE.
+// A new generation of every absent device appears, its port as its link.
 void attachDevice();
-// Sets the port state: 1 if it changed, 0 if not, -1 while the device is absent.
-int setPortState(bool active);
-// Raises `type` on every open context that has not lost its device.
-void raiseOnContexts(ibv_event_type type, uint32_t kind);
+// Sets device `index`'s port state: 1 if it changed, 0 if not, -1 while
+// the device is absent.
+int setPortState(int index, bool active);
+// Raises `type` on every open context of device `index` that has not lost
+// its device.
+void raiseOnContexts(int index, ibv_event_type type, uint32_t kind);
 // Adds a context opened on `dev` to the device's list: false (nothing
 // added) if `dev` is no longer the current device (verbs_context.cc).
 bool addContext(ibv_device* dev, Context* c);
 // Takes a context out of the list (ibv_close_device): true if it may be
 // freed, false if objects remain on it (it is kept, never freed).
 bool removeContext(Context* c);
-// The GID table: the IPv4-mapped addresses of the machine's interfaces,
-// loopback first.
-std::vector<in6_addr> gidTable();
+// Device `index`'s GID table: the IPv4-mapped addresses of its interface
+// (of every interface for the single device), loopback first.
+std::vector<in6_addr> gidTable(int index);
 
 inline bool contextDead(ibv_context* c) {
   return c != nullptr && toContext(c)->dead.load();

@@ -172,6 +172,7 @@ Fabric::Fabric() {
   thread_id_ = thread_.get_id();
   thread_.detach();
   startControl(*this);
+  startLinkWatch(*this);
 }
 
 void Fabric::add(const std::shared_ptr<Endpoint>& ep, uint32_t events) {

@@ -42,11 +42,11 @@ class Fabric {
   void schedule(Clock::time_point when, std::function<void()> fn);
   void post(std::function<void()> fn) { schedule(Clock::time_point{}, std::move(fn)); }
 
-  // librdmacm's per-device context, opened on first use, and its default
-  // PD; nullptr while the device is absent. A context whose device was
-  // removed is retired (closed once no id uses it) and a new one opened.
-  Context* cmContext();
-  Pd* cmPd();
+  // librdmacm's context on device `index`, opened on first use, and its
+  // default PD; nullptr while the device is absent. A context whose device
+  // was removed is retired (closed once no id uses it) and a new one opened.
+  Context* cmContext(int index);
+  Pd* cmPd(int index);
   struct Retired {
     Context* ctx;
     Pd* pd;
@@ -82,7 +82,7 @@ class Fabric {
   void wake();
   void park();  // progress thread: waits while a fork is under way
   bool onProgressThread() const { return std::this_thread::get_id() == thread_id_; }
-  Context* cmContextLocked();
+  Context* cmContextLocked(int index);
   static std::atomic<Fabric*> instance_;
   static std::mutex instance_mu_;  // creating the instance
   int epfd_ = -1;
@@ -100,13 +100,16 @@ class Fabric {
   std::vector<std::shared_ptr<Endpoint>> live_, graveyard_;
   std::thread thread_;
   std::thread::id thread_id_;
-  Context* cm_ctx_ = nullptr;
-  Pd* cm_pd_ = nullptr;
+  std::vector<Context*> cm_ctx_;  // by device index
+  std::vector<Pd*> cm_pd_;
   std::vector<Retired> retired_;
 };
 
 // Starts the control channel if SOFTRDMA_CONTROL names a path (control.cc);
 // called once, by the Fabric's constructor.
 void startControl(Fabric& f);
+// Watches the links of the interfaces SOFTRDMA_DEVICES names, if any
+// (link_watch.cc); called once, by the Fabric's constructor.
+void startLinkWatch(Fabric& f);
 
 }  // namespace softrdma

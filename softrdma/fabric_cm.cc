@@ -1,4 +1,4 @@
-// The Fabric's librdmacm context: the per-device context and default PD
+// The Fabric's librdmacm contexts: the per-device context and default PD
 // that rdma_cm ids use, opened on first use; a context whose device was
 // removed is retired (closed once no id uses it) and a new one opened.
 #include <mutex>
@@ -9,34 +9,41 @@
 
 namespace softrdma {
 
-Context* Fabric::cmContext() {
+Context* Fabric::cmContext(int index) {
   std::lock_guard lk(mu_);
-  return cmContextLocked();
+  return cmContextLocked(index);
 }
 
-Context* Fabric::cmContextLocked() {
-  if (cm_ctx_ != nullptr && cm_ctx_->dead) {
-    retired_.push_back({cm_ctx_, cm_pd_});
-    cm_ctx_ = nullptr;
-    cm_pd_ = nullptr;
+Context* Fabric::cmContextLocked(int index) {
+  if (index < 0 || index >= deviceCount()) return nullptr;
+  if (cm_ctx_.size() != static_cast<size_t>(deviceCount())) {
+    cm_ctx_.resize(deviceCount(), nullptr);
+    cm_pd_.resize(deviceCount(), nullptr);
   }
-  if (cm_ctx_ == nullptr) {
-    ibv_context* c = ibv_open_device(currentDevice());
+  Context*& ctx = cm_ctx_[index];
+  Pd*& pd = cm_pd_[index];
+  if (ctx != nullptr && ctx->dead) {
+    retired_.push_back({ctx, pd});
+    ctx = nullptr;
+    pd = nullptr;
+  }
+  if (ctx == nullptr) {
+    ibv_context* c = ibv_open_device(currentDevice(index));
     if (c == nullptr) return nullptr;  // no device
-    ibv_pd* pd = ibv_alloc_pd(c);
-    if (pd == nullptr) {  // removed meanwhile
+    ibv_pd* p = ibv_alloc_pd(c);
+    if (p == nullptr) {  // removed meanwhile
       ibv_close_device(c);
       return nullptr;
     }
-    cm_ctx_ = toContext(c);
-    cm_pd_ = reinterpret_cast<Pd*>(pd);
+    ctx = toContext(c);
+    pd = reinterpret_cast<Pd*>(p);
   }
-  return cm_ctx_;
+  return ctx;
 }
 
-Pd* Fabric::cmPd() {
+Pd* Fabric::cmPd(int index) {
   std::lock_guard lk(mu_);
-  return cmContextLocked() != nullptr ? cm_pd_ : nullptr;
+  return cmContextLocked(index) != nullptr ? cm_pd_[index] : nullptr;
 }
 
 std::vector<Fabric::Retired> Fabric::takeRetired() {

@@ -219,7 +219,7 @@ void manualConnect(const std::shared_ptr<Qp>& qp) {
     std::lock_guard lk(qp->mu);
     a = qp->attr;
   }
-  auto gids = gidTable();
+  auto gids = gidTable(contextDevice(qp->qp.context));
   uint8_t sgid = a.ah_attr.grh.sgid_index;
   in_addr src = sgid < gids.size() ? ipOfGid(*reinterpret_cast<const ibv_gid*>(&gids[sgid]))
                                    : in_addr{htonl(INADDR_LOOPBACK)};

@@ -75,8 +75,8 @@ Ah* liveAh(ibv_ah* ah);
 // Whether a GID is a multicast address (RoCE: IPv6 ff00::/8 or an
 // IPv4-mapped 224.0.0.0/4).
 bool gidIsMulticast(const uint8_t* gid);
-// The index of `gid` in the port's GID table, or -1.
-int gidIndex(const in6_addr& gid);
+// The index of `gid` in the GID table of device `dev`'s port, or -1.
+int gidIndex(const in6_addr& gid, int dev);
 std::string shmDir();  // /dev/shm/softrdma-UID (created on first use)
 uint64_t netnsId();    // this process's network namespace
 

@@ -18,13 +18,18 @@ using namespace softrdma;
 
 SOFTRDMA_API ibv_device** ibv_get_device_list(int* num) {
   Fabric::get();  // start the progress thread (and the control channel)
-  auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
+  const int n = deviceCount();
+  auto** list = static_cast<ibv_device**>(calloc(n + 1, sizeof(ibv_device*)));
   if (list == nullptr) {
     errno = ENOMEM;
     return nullptr;
   }
-  list[0] = currentDevice();  // nullptr while the device is absent: an empty list
-  if (num != nullptr) *num = list[0] != nullptr ? 1 : 0;
+  int listed = 0;
+  for (int i = 0; i < n; i++) {
+    ibv_device* d = currentDevice(i);  // nullptr while the device is absent: not listed
+    if (d != nullptr) list[listed++] = d;
+  }
+  if (num != nullptr) *num = listed;
   return list;
 }
 
@@ -36,16 +41,16 @@ SOFTRDMA_API const char* ibv_get_device_name(ibv_device* dev) {
   return dev != nullptr ? dev->name : nullptr;
 }
 
-SOFTRDMA_API __be64 ibv_get_device_guid(ibv_device*) {
-  return htobe64(kNodeGuid);
+SOFTRDMA_API __be64 ibv_get_device_guid(ibv_device* dev) {
+  return htobe64(nodeGuid(dev != nullptr ? deviceIndex(dev) : 0));
 }
 
 SOFTRDMA_API int ibv_get_device_index(ibv_device* dev) {
-  return dev != nullptr && dev == currentDevice() ? 0 : -1;
+  return isCurrentDevice(dev) ? deviceIndex(dev) : -1;
 }
 
 SOFTRDMA_API ibv_context* ibv_open_device(ibv_device* dev) {
-  if (dev == nullptr || dev != currentDevice()) {
+  if (!isCurrentDevice(dev)) {
     errno = ENODEV;
     return nullptr;
   }

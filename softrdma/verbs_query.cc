@@ -10,6 +10,7 @@
 #include "base.h"
 #include "context_ops.h"
 #include "device.h"
+#include "netdev.h"
 #include "wire.h"
 
 #undef ibv_query_port
@@ -28,12 +29,13 @@ constexpr uint32_t kVendorPartId = 1;
 int queryPortOp(ibv_context* ctx, uint8_t port, ibv_port_attr* a, size_t len) {
   if (a == nullptr || port != 1) return EINVAL;
   if (contextDead(ctx)) return EIO;
-  bool active = portActive();
+  const int dev = contextDevice(ctx);
+  bool active = portActive(dev);
   ibv_port_attr p{};
   p.state = active ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
   p.max_mtu = IBV_MTU_4096;
   p.active_mtu = IBV_MTU_4096;
-  p.gid_tbl_len = static_cast<int>(gidTable().size()) + 1;  // and one empty entry, as rxe's
+  p.gid_tbl_len = static_cast<int>(gidTable(dev).size()) + 1;  // and one empty entry, as rxe's
   p.port_cap_flags = IBV_PORT_CM_SUP;
   p.max_msg_sz = kMaxFramePayload;
   p.pkey_tbl_len = 1;
@@ -72,8 +74,8 @@ SOFTRDMA_API int ibv_query_device(ibv_context* ctx, ibv_device_attr* a) {
   if (contextDead(ctx)) return EIO;
   memset(a, 0, sizeof *a);
   snprintf(a->fw_ver, sizeof a->fw_ver, "softrdma %s", "0.1");
-  a->node_guid = htobe64(kNodeGuid);
-  a->sys_image_guid = htobe64(kNodeGuid);
+  a->node_guid = htobe64(nodeGuid(contextDevice(ctx)));
+  a->sys_image_guid = a->node_guid;
   a->max_mr_size = UINT64_MAX;
   a->page_size_cap = 0xfffff000;
   a->vendor_id = kVendorId;
@@ -116,14 +118,14 @@ SOFTRDMA_API int ibv_query_port(ibv_context* ctx, uint8_t port, _compat_ibv_port
   return queryPortOp(ctx, port, reinterpret_cast<ibv_port_attr*>(a), sizeof(ibv_port_attr));
 }
 
-// The GID table: the addresses of gidTable(), then one empty entry (index
+// The GID table: the addresses of the device's gidTable(), then one empty entry (index
 // gidTable().size()), as rxe's table has empty entries. As libibverbs
 // answers for an empty entry, ibv_query_gid gives the zero GID and
 // ibv_query_gid_type RoCE v1; ibv_query_gid_ex fails with ENODATA, and
 // ibv_query_gid_table leaves it out. Beyond the table: errors.
 SOFTRDMA_API int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
   if (ctx == nullptr || gid == nullptr || port != 1 || contextDead(ctx)) return -1;
-  auto t = gidTable();
+  auto t = gidTable(contextDevice(ctx));
   if (index < 0 || static_cast<size_t>(index) > t.size()) return -1;
   if (static_cast<size_t>(index) == t.size())
     memset(gid->raw, 0, 16);
@@ -136,7 +138,7 @@ SOFTRDMA_API int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t ind
                                    ibv_gid_entry* entry, uint32_t, size_t) {
   if (ctx == nullptr || entry == nullptr || port != 1) return EINVAL;
   if (contextDead(ctx)) return EIO;
-  auto t = gidTable();
+  auto t = gidTable(contextDevice(ctx));
   if (index > t.size()) return EINVAL;
   if (index == t.size()) return ENODATA;  // the empty entry
   memset(entry, 0, sizeof *entry);
@@ -144,7 +146,7 @@ SOFTRDMA_API int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t ind
   entry->gid_index = index;
   entry->port_num = port;
   entry->gid_type = IBV_GID_TYPE_ROCE_V2;
-  entry->ndev_ifindex = 1;
+  entry->ndev_ifindex = interfaceIndex(contextDevice(ctx));
   return 0;
 }
 
@@ -152,7 +154,7 @@ SOFTRDMA_API ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entri
                                           size_t max_entries, uint32_t, size_t) {
   if (ctx == nullptr || entries == nullptr) return -EINVAL;
   if (contextDead(ctx)) return -EIO;
-  auto t = gidTable();
+  auto t = gidTable(contextDevice(ctx));
   if (max_entries < t.size()) return -EINVAL;  // ibv_query_gid_table.3: too small (valid entries)
   const size_t n = t.size();
   for (size_t i = 0; i < n; i++)
@@ -167,7 +169,7 @@ SOFTRDMA_API ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entri
 SOFTRDMA_API int ibv_query_gid_type(ibv_context* ctx, uint8_t port, unsigned int index, int* type) {
   if (ctx == nullptr || type == nullptr || port != 1) return EINVAL;
   if (contextDead(ctx)) return EIO;
-  const size_t n = gidTable().size();
+  const size_t n = gidTable(contextDevice(ctx)).size();
   if (index > n) return EINVAL;
   *type = index == n ? 0 : 1;
   return 0;

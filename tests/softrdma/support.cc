@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -391,13 +392,43 @@ void Watchdog::step(const char* what) {
 
 // --- PeerProcess --------------------------------------------------------------------------------
 
-PeerProcess::PeerProcess(const std::vector<std::string>& args) {
+namespace {
+
+// This process's environment with `changes` ("NAME=VALUE" sets, "NAME" removes) applied.
+std::vector<std::string> changedEnvironment(const std::vector<std::string>& changes) {
+  std::vector<std::string> env;
+  auto nameOf = [](const std::string& v) { return v.substr(0, v.find('=')); };
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string v = *e;
+    bool replaced = false;
+    for (const auto& c : changes)
+      replaced |= nameOf(c) == nameOf(v);
+    if (!replaced) env.push_back(v);
+  }
+  for (const auto& c : changes)
+    if (c.find('=') != std::string::npos) env.push_back(c);
+  return env;
+}
+
+}  // namespace
+
+PeerProcess::PeerProcess(const std::vector<std::string>& args, const PeerPlace& place) {
+  // Everything the child needs is made before fork: it only calls async-signal-safe functions.
+  int netnsFd = -1;
+  if (!place.netns.empty()) {
+    netnsFd = open(("/run/netns/" + place.netns).c_str(), O_RDONLY | O_CLOEXEC);
+    if (netnsFd < 0) return;
+  }
   int in[2];
   int out[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return;
+  if (pipe2(in, O_CLOEXEC) != 0) {
+    if (netnsFd >= 0) close(netnsFd);
+    return;
+  }
   if (pipe2(out, O_CLOEXEC) != 0) {
     close(in[0]);
     close(in[1]);
+    if (netnsFd >= 0) close(netnsFd);
     return;
   }
   std::vector<char*> argv;
@@ -407,14 +438,21 @@ PeerProcess::PeerProcess(const std::vector<std::string>& args) {
   for (auto& arg : copy)
     argv.push_back(arg.data());
   argv.push_back(nullptr);
+  std::vector<std::string> envCopy = changedEnvironment(place.env);
+  std::vector<char*> envp;
+  for (auto& v : envCopy)
+    envp.push_back(v.data());
+  envp.push_back(nullptr);
   pid_ = fork();
   if (pid_ == 0) {
+    if (netnsFd >= 0 && setns(netnsFd, CLONE_NEWNET) != 0) _exit(126);
     dup2(in[0], STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
     close_range(3, ~0U, 0);  // the child starts its own softrdma; it inherits nothing else
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
+  if (netnsFd >= 0) close(netnsFd);
   close(in[0]);
   close(out[1]);
   toChild_ = in[1];

@@ -237,11 +237,18 @@ class Watchdog {
   std::shared_ptr<State> state_;
 };
 
+// Where a peer runs: in the network namespace /run/netns/NETNS (`ip netns add`) unless empty,
+// with ENV ("NAME=VALUE", or "NAME" to remove it) changing this process's environment.
+struct PeerPlace {
+  std::string netns;
+  std::vector<std::string> env;
+};
+
 // A child process running tests/softrdma/peer_main.cc (softrdma_test_peer). The destructor
 // kills and reaps it.
 class PeerProcess {
  public:
-  explicit PeerProcess(const std::vector<std::string>& args);
+  explicit PeerProcess(const std::vector<std::string>& args, const PeerPlace& place = {});
   PeerProcess(const PeerProcess&) = delete;
   PeerProcess& operator=(const PeerProcess&) = delete;
   ~PeerProcess();
