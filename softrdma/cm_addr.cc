@@ -35,15 +35,6 @@ static uint16_t portOf(const sockaddr* a) {
                                        : reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
 }
 
-static bool sameAddress(const sockaddr* a, const sockaddr* b) {
-  if (a->sa_family != b->sa_family) return false;
-  if (a->sa_family == AF_INET)
-    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
-           reinterpret_cast<const sockaddr_in*>(b)->sin_addr.s_addr;
-  return IN6_ARE_ADDR_EQUAL(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
-                            &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr);
-}
-
 // rdma_cm's port rules (the kernel's cma_check_port) among this process's
 // ids: another id holding the port conflicts unless both allow reuse (a
 // listener no longer does); ids of different families do not meet when both

@@ -59,6 +59,8 @@ in6_addr mapV4(in_addr a) {
   return g;
 }
 
+}  // namespace
+
 bool sameAddress(const sockaddr* a, const sockaddr* b) {
   if (a->sa_family != b->sa_family) return false;
   if (a->sa_family == AF_INET)
@@ -67,8 +69,6 @@ bool sameAddress(const sockaddr* a, const sockaddr* b) {
   return IN6_ARE_ADDR_EQUAL(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
                             &reinterpret_cast<const sockaddr_in6*>(b)->sin6_addr);
 }
-
-}  // namespace
 
 const std::vector<std::string>& deviceInterfaces() {
   static const auto* names = new std::vector<std::string>(parseInterfaces());

@@ -36,6 +36,8 @@ unsigned interfaceIndex(int index);
 // The device whose interface holds the address (IPv4, IPv6 or IPv4-mapped),
 // or -1: none, or a wildcard address. Always 0 without SOFTRDMA_DEVICES.
 int deviceForAddress(const sockaddr* addr);
+// Whether two socket addresses name the same IP address (ports aside).
+bool sameAddress(const sockaddr* a, const sockaddr* b);
 // The device over which the TCP socket `fd` runs (its local address), or -1.
 int deviceOfSocket(int fd);
 
