@@ -96,27 +96,6 @@ int deviceCount() {
   return n;
 }
 
-// Next asynchronous event of `context` (its fd made non-blocking), acked; nullopt after timeout.
-std::optional<ibv_async_event> nextAsyncEvent(ibv_context* context, Millis timeout = kDeadline) {
-  EXPECT_TRUE(setNonBlocking(context->async_fd));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    ibv_async_event event{};
-    if (ibv_get_async_event(context, &event) == 0) {
-      ibv_ack_async_event(&event);
-      return event;
-    }
-    if (errno != EAGAIN) {
-      ADD_FAILURE() << "ibv_get_async_event: " << strerror(errno);
-      return std::nullopt;
-    }
-    const auto left =
-        std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return std::nullopt;
-    waitReadable(context->async_fd, left);
-  }
-}
-
 void expectAsyncEvent(ibv_context* context, ibv_event_type type, int port) {
   auto event = nextAsyncEvent(context);
   ASSERT_TRUE(event) << "no asynchronous event, expected " << ibv_event_type_str(type);

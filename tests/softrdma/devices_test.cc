@@ -90,23 +90,6 @@ std::string gidString(const ibv_gid& g) {
   return s;
 }
 
-// Next asynchronous event of `context` (its fd non-blocking), acked; nullopt after `timeout`.
-std::optional<ibv_async_event> nextAsyncEvent(ibv_context* context, Millis timeout = kDeadline) {
-  EXPECT_TRUE(setNonBlocking(context->async_fd));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    ibv_async_event event{};
-    if (ibv_get_async_event(context, &event) == 0) {
-      ibv_ack_async_event(&event);
-      return event;
-    }
-    const auto left =
-        std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-    if (errno != EAGAIN || left.count() <= 0) return std::nullopt;
-    waitReadable(context->async_fd, left);
-  }
-}
-
 ibv_port_state portState(ibv_context* context) {
   ibv_port_attr attr{};
   EXPECT_EQ(0, ibv_query_port(context, 1, &attr));

@@ -79,6 +79,26 @@ rdma_cm_event* getRawCmEvent(rdma_event_channel* ch, Millis timeout) {
   }
 }
 
+std::optional<ibv_async_event> nextAsyncEvent(ibv_context* context, Millis timeout) {
+  EXPECT_TRUE(setNonBlocking(context->async_fd));
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    ibv_async_event event{};
+    if (ibv_get_async_event(context, &event) == 0) {
+      ibv_ack_async_event(&event);
+      return event;
+    }
+    if (errno != EAGAIN) {
+      ADD_FAILURE() << "ibv_get_async_event: " << strerror(errno);
+      return std::nullopt;
+    }
+    const auto left =
+        std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::nullopt;
+    waitReadable(context->async_fd, left);
+  }
+}
+
 std::optional<CmEvent> nextCmEvent(rdma_event_channel* ch, Millis timeout) {
   rdma_cm_event* raw = getRawCmEvent(ch, timeout);
   if (raw == nullptr) return std::nullopt;

@@ -89,6 +89,9 @@ struct CmEvent {
 rdma_cm_event* getRawCmEvent(rdma_event_channel* ch, Millis timeout = kDeadline);
 // Next event of a non-blocking channel, copied and acked; nullopt after `timeout`.
 std::optional<CmEvent> nextCmEvent(rdma_event_channel* ch, Millis timeout = kDeadline);
+// The next asynchronous event of `context` (its fd made non-blocking), acked;
+// nullopt after `timeout` (a failure if reading fails otherwise).
+std::optional<ibv_async_event> nextAsyncEvent(ibv_context* context, Millis timeout = kDeadline);
 // Like nextCmEvent, and records a test failure unless the event has type `type`.
 std::optional<CmEvent> expectCmEvent(rdma_event_channel* ch, rdma_cm_event_type type,
                                      Millis timeout = kDeadline);
