@@ -44,6 +44,7 @@ std::vector<Setting> settings(const Config& config) {
       {"secret_file", secretText(config.secret)},
       {"previous_secret_file", secretText(config.previousSecret)},
       {"encryption", config.encryption ? "on" : "off"},
+      {"tos", config.tos ? std::to_string(*config.tos) : std::string("-")},
       {"buffer_size", formatSize(config.bufferSize)},
       {"buffer_count", std::to_string(config.bufferCount)},
       {"credits", std::to_string(config.grantedCredits())},

@@ -104,6 +104,10 @@ struct Config {
   // `encryption: on`: batches between peers are encrypted (AES-256-GCM
   // under the connection's session keys); needs a secret. Off: only MACed.
   bool encryption = false;
+  // `tos`: the ToS byte (DSCP << 2 | ECN) of every connection to a peer, set
+  // with rdma_set_option(RDMA_OPTION_ID_TOS) on the listening id and on each
+  // dialed id before its address is resolved. Unset: the device's default.
+  std::optional<std::uint8_t> tos;
 
   // Buffers and flow control.
   std::uint64_t bufferSize = 256 * kKiB;  // bytes per receive (and send) buffer

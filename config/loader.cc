@@ -167,6 +167,16 @@ void readSecrets(const FieldMap& top, Config& config) {
                "a previous secret is only accepted next to a current one (secret_file)");
 }
 
+// tos: the ToS byte, 0..255 (the listener's and every connection's), or
+// unset (absent or ~): the device's default.
+void readTos(const FieldMap& top, Config& config) {
+  if (top.isNull("tos")) return;
+  constexpr std::uint32_t kUnset = 256;  // readCount keeps it when absent or invalid
+  std::uint32_t value = kUnset;
+  readCount(top, "tos", 0, 255, value);
+  if (value != kUnset) config.tos = static_cast<std::uint8_t>(value);
+}
+
 Parsed<ReceiveQueue> parseReceiveQueue(std::string_view text) {
   if (text == "shared") return Parsed<ReceiveQueue>::ok(ReceiveQueue::kShared);
   if (text == "per_peer") return Parsed<ReceiveQueue>::ok(ReceiveQueue::kPerPeer);
@@ -275,6 +285,7 @@ LoadResult loadDocument(const YAML::Node& root, const std::string& file,
   self.listen = top.parsed("listen", parseAddress);
   readLocalSocket(top, config);
   readSecrets(top, config);
+  readTos(top, config);
   detail::readLocalPolicy(top, config.localPolicy);
   readTuning(top, config);
   checkOrder(top, "heartbeat_interval", config.heartbeatInterval, "heartbeat_timeout",

@@ -13,7 +13,7 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 35> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 36> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
@@ -26,6 +26,7 @@ inline constexpr std::array<std::string_view, 35> kTopLevelKeys = {
     "secret_file",
     "previous_secret_file",
     "encryption",
+    "tos",
     "buffer_size",
     "buffer_count",
     "receive_queue",

@@ -34,6 +34,7 @@ std::variant<ReloadPlan, std::string> planReload(const Config& running, const Co
   plan.next.metricsListen = running.metricsListen;
   plan.next.idleStrategy = running.idleStrategy;
   plan.next.encryption = running.encryption;
+  plan.next.tos = running.tos;
   plan.next.maxSubscriptions = running.maxSubscriptions;
   plan.next.maxPeerInterest = running.maxPeerInterest;
   plan.next.ownAddress = running.ownAddress;  // goes with listen

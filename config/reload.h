@@ -36,6 +36,7 @@ inline constexpr std::string_view kRestartKeys[] = {"listen",
                                                     "registered_memory_limit",
                                                     "idle_strategy",
                                                     "encryption",
+                                                    "tos",
                                                     "max_subscriptions",
                                                     "max_peer_interest"};
 

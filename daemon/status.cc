@@ -92,6 +92,8 @@ json peerJson(const Snapshot& s, const peer::PeerSnapshot& p) {
       e["batch_protection"] = p.link->batchProtection;
       e["key_rotations"] = p.link->keyRotations;
     }
+    if (!p.link->device.empty()) e["device"] = p.link->device;
+    if (p.link->trafficClass) e["traffic_class"] = *p.link->trafficClass;
     e["rdma"] = rdmaJson(*p.link);
   }
   return e;

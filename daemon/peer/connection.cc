@@ -72,6 +72,14 @@ void Connection::releaseVerbs(const std::string& why) {
   device_ = nullptr;
 }
 
+std::optional<uint8_t> Connection::trafficClass() const {
+  if (!qp_) return std::nullopt;
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  if (ibv_query_qp(id_->qp, &attr, IBV_QP_AV, &init) != 0) return std::nullopt;
+  return attr.ah_attr.grh.traffic_class;
+}
+
 ConnCounters Connection::counters() const {
   return {sender_.counters(), receiver_.counters(), ledger_.lentTotal(), ledger_.releasedTotal()};
 }
@@ -108,6 +116,9 @@ void Connection::startActive(rdma_event_channel* channel, const sockaddr* src,
   remoteAddress_ = config::Address::textOf(dst);
   connectTimer_->arm(params_.connectTimeout);
   setState(ConnState::kResolvingAddress);
+  // Before resolving: the route, and so the path's traffic class, comes from it.
+  if (params_.tos && !rdma::setTos(id_.get(), *params_.tos))
+    return fail("rdma_set_option(RDMA_OPTION_ID_TOS): " + errnoText(errno));
   if (rdma_resolve_addr(id_.get(), const_cast<sockaddr*>(src), const_cast<sockaddr*>(dst), 2000) !=
       0)
     fail("rdma_resolve_addr: " + errnoText(errno));

@@ -83,6 +83,9 @@ struct ConnParams {
   std::vector<config::Secret> secrets;
   std::string selfName;
   bool encrypt = false;  // encryption: on (kHelloEncrypts; both ends agree)
+  // `tos`: set on a dialed id before its address is resolved (unset: the
+  // device's default). An accepted connection has the listener's.
+  std::optional<uint8_t> tos;
 };
 
 // The sender's and receiver's counters, and the ledger's.
@@ -160,6 +163,9 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   // Why the peer refused the connection, if it did (kNone: nobody listened).
   std::optional<RejectReason> rejectReason() const { return rejected_; }
   rdma::Device* device() const { return device_; }
+  // The traffic class its queue pair's path carries (the GRH's, on RoCE the
+  // packets' ToS byte), as the device reports it; nullopt without a QP.
+  std::optional<uint8_t> trafficClass() const;
   ConnCounters counters() const;
   uint32_t credits() const { return ledger_.credits(); }
   // Receive buffers the peer may fill (its credits, those in flight, and

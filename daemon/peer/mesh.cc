@@ -197,6 +197,9 @@ Status Mesh::listen() {
   rdma::CmIdPtr id(raw);
   sockaddr_storage addr{};
   config_.listen.toSockaddr(addr);
+  if (config_.tos && !rdma::setTos(id.get(), *config_.tos))
+    return Status(Errc::io_error,
+                  "rdma_set_option(RDMA_OPTION_ID_TOS) on the listener: " + errnoText());
   if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0)
     return Status(Errc::io_error,
                   "cannot bind rdma_cm to " + config_.listen.toString() + ": " + errnoText());
@@ -362,6 +365,7 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   p.hello.maxMessage = config_.maxMessageSize;
   p.hello.flowWindow = static_cast<uint32_t>(config_.flowWindow);
   p.selfName = config_.node;
+  p.tos = config_.tos;
   p.hello.flags |= kHelloIdleClose | kHelloSubjects;
   if (config_.secret) {
     p.hello.flags |= kHelloAuthenticates | kHelloBatchMac;

@@ -60,7 +60,9 @@ PeerSnapshot Peer::snapshot() const {
                           conn_->lent(),
                           conn_->counters(),
                           conn_->batchProtection(),
-                          conn_->keyRotations()};
+                          conn_->keyRotations(),
+                          conn_->device() != nullptr ? conn_->device()->name() : std::string(),
+                          conn_->trafficClass()};
   return s;
 }
 

@@ -96,6 +96,8 @@ struct LinkSnapshot {
   // With session keys: "aes-256-gmac" or "aes-256-gcm", and their rotations.
   const char* batchProtection = nullptr;
   uint64_t keyRotations = 0;
+  std::string device;                   // the RDMA device it runs over ("" before it has one)
+  std::optional<uint8_t> trafficClass;  // its QP's path (Connection::trafficClass)
 };
 
 // A peer, for the status (daemon/status.h).

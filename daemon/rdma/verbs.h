@@ -62,6 +62,13 @@ inline CmIdPtr createCmId(rdma_event_channel* channel, void* context = nullptr) 
   return CmIdPtr(id);
 }
 
+// Sets the ToS byte of `id`'s connections (rdma_set_option,
+// RDMA_OPTION_ID_TOS): before resolving an address, or on a listening id
+// for the connections it accepts. False with errno set when refused.
+inline bool setTos(rdma_cm_id* id, uint8_t tos) {
+  return rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos) == 0;
+}
+
 // Makes an rdma-core fd nonblocking (channels are blocking by default).
 bool setNonBlocking(int fd);
 

@@ -126,6 +126,25 @@ TEST(LoaderTest, EveryLogLevel) {
   EXPECT_NE(p.message.find("trace|debug|info|warn|error|critical|off"), std::string::npos);
 }
 
+// tos: the ToS byte, 0..255; absent or ~: unset (the device's default).
+TEST(LoaderTest, TosIsAByteOrUnset) {
+  EXPECT_FALSE(load(kMinimal).config().tos);
+  EXPECT_FALSE(load(std::string(kMinimal) + "tos: ~\n").config().tos);
+  for (int tos : {0, 106, 255}) {
+    const LoadResult result = load(std::string(kMinimal) + "tos: " + std::to_string(tos) + "\n");
+    ASSERT_TRUE(result.ok()) << tos;
+    EXPECT_EQ(result.config().tos, std::optional<std::uint8_t>(static_cast<std::uint8_t>(tos)));
+    EXPECT_NE(describe(result.config()).find("tos=" + std::to_string(tos)), std::string::npos);
+  }
+  for (const char* bad : {"256", "-1", "0x6a", "af31"}) {
+    const ConfigProblem p = onlyProblem(load(std::string(kMinimal) + "tos: " + bad + "\n"));
+    EXPECT_NE(p.message.find("tos: "), std::string::npos) << p.message;
+    EXPECT_GT(p.line, 1) << bad;
+  }
+  EXPECT_NE(onlyProblem(load(std::string(kMinimal) + "tos: 256\n")).message.find("0..255"),
+            std::string::npos);
+}
+
 TEST(LoaderTest, LoadsFromFile) {
   test::TempDir dir;
   const std::string path = dir.write("rdmamsgd.yaml", kMinimal);

@@ -68,6 +68,18 @@ socket: /run/other.sock
   EXPECT_NE(plan.restartPending[1].find("buffer_size: 256"), std::string::npos);
 }
 
+// The listener and every connection have their ToS from the start: a new
+// value waits for a restart, and the running one stays.
+TEST(ReloadPlan, TosWaitsForARestart) {
+  Config running = parse(kMesh);
+  Config file = parse(std::string(kMesh) + "tos: 106\n");
+  auto plan = std::get<ReloadPlan>(planReload(running, file));
+  EXPECT_FALSE(plan.next.tos);
+  EXPECT_TRUE(plan.changed.empty());
+  ASSERT_EQ(plan.restartPending.size(), 1u);
+  EXPECT_EQ(plan.restartPending[0], "tos: - -> 106");
+}
+
 TEST(ReloadPlan, ANodeCannotBeRenamedWhileItRuns) {
   Config running = parse(kMesh);
   std::string asBeta = kMesh;
