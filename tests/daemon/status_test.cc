@@ -19,8 +19,8 @@ peer::PeerSnapshot establishedPeer(const std::string& name, const std::string& f
   p.deliveryLatency.observe(std::chrono::microseconds(30));   // bucket 50 µs
   p.deliveryLatency.observe(std::chrono::microseconds(200));  // bucket 250 µs
   p.flows.push_back({"svc", 100, 64, 1, true});
-  p.link = peer::LinkSnapshot{0xabc,          true, !fingerprint.empty(), fingerprint, 5, 8, 2, {},
-                              "aes-256-gmac", 3};
+  p.link = peer::LinkSnapshot{0xabc, true, !fingerprint.empty(), fingerprint, 5,        8,
+                              2,     {},   "aes-256-gmac",       3,           "mlx5_0", 106};
   p.link->counters.sendsPosted = 9;
   return p;
 }
@@ -48,6 +48,8 @@ TEST(StatusJson, APeerShowsItsConnectionAndHowItWasAuthenticatedAgainstTheSecret
   EXPECT_EQ(beta["incarnation"], "0000000000000abc");
   EXPECT_EQ(beta["batch_protection"], "aes-256-gmac");
   EXPECT_EQ(beta["key_rotations"], 3);
+  EXPECT_EQ(beta["device"], "mlx5_0");
+  EXPECT_EQ(beta["traffic_class"], 106);
   EXPECT_EQ(beta["rdma"]["credits"], 5);
   EXPECT_EQ(beta["rdma"]["receive_allowance"], 8);
   EXPECT_EQ(beta["rdma"]["receive_lent"], 2);
