@@ -162,6 +162,8 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   const size_t pdata_max = ud ? kSidrReqPrivateData : kConnectPrivateData;
   if (!listener || listener->destroyed || listener->state != CmState::Listen ||
       m.private_data_len > pdata_max) {
+    debugLog("connection request rejected: %s",
+             m.private_data_len > pdata_max ? "private data too long" : "nobody listens");
     CmMessage rej = makeMessage(0, nullptr);
     rej.reason = kRejInvalidServiceId;
     sendCm(*c, FrameType::Rej, &rej);
@@ -314,6 +316,8 @@ void onConnConnected(const std::shared_ptr<Conn>& c, int err) {
   auto id = c->id.lock();
   if (!id || id->destroyed || id->state != CmState::Connect) return;
   if (err == 0) return;
+  debugLog("cm id %p: connection to the peer failed: %s", static_cast<void*>(id.get()),
+           strerror(err));
   id->timer_gen++;
   setCmState(id.get(), CmState::Disconnected);
   qpToError(id.get());

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "support.h"
 
@@ -227,6 +229,100 @@ TEST_F(CmEvents, DestroyingListenerStopsNewConnections) {
   EXPECT_TRUE(event->type == RDMA_CM_EVENT_REJECTED || event->type == RDMA_CM_EVENT_UNREACHABLE)
       << rdma_event_str(event->type);
   EXPECT_FALSE(nextCmEvent(serverCh_, Millis(0)));
+}
+
+// Every request the passive side accepts ends ESTABLISHED on the active side, never REJECTED
+// or UNREACHABLE (REJECTED means a REJ, which an accepted request never gets): many connects
+// at once to one listener whose backlog is smaller than their number, half of them from ids
+// bound to an address first (rdma_bind_addr, then resolve).
+TEST_F(CmEvents, ConcurrentConnectsToOneListenerAreAllAcceptedAndEstablished) {
+  constexpr int kClients = 16;
+  rdma_cm_id* listener = nullptr;
+  ASSERT_EQ(0, rdma_create_id(serverCh_, &listener, nullptr, RDMA_PS_TCP));
+  sockaddr_in any = ipv4("127.0.0.1", 0);
+  ASSERT_EQ(0, rdma_bind_addr(listener, reinterpret_cast<sockaddr*>(&any))) << strerror(errno);
+  ASSERT_EQ(0, rdma_listen(listener, 2)) << strerror(errno);
+  const uint16_t port = ntohs(rdma_get_src_port(listener));
+
+  QpOptions small;
+  small.bufSize = 4 * kSlot;
+  std::vector<std::unique_ptr<Side>> clients;
+  std::vector<std::unique_ptr<Side>> servers;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<Side>());
+    rdma_cm_id*& id = clients.back()->id;
+    ASSERT_EQ(0, rdma_create_id(clientCh_, &id, nullptr, RDMA_PS_TCP));
+    if (i % 2 == 1) {
+      sockaddr_in src = ipv4("127.0.0.1", 0);
+      ASSERT_EQ(0, rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&src))) << strerror(errno);
+    }
+    sockaddr_in dst = ipv4("127.0.0.1", port);
+    ASSERT_EQ(0, rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000))
+        << strerror(errno);
+  }
+  auto clientOf = [&](rdma_cm_id* id) -> int {
+    for (int i = 0; i < kClients; ++i)
+      if (clients[i]->id == id) return i;
+    return -1;
+  };
+
+  // One event loop for both sides, bounded in time and in events.
+  int clientEstablished = 0;
+  int serverEstablished = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 4 * kDeadline;
+  for (int events = 0; events < 20 * kClients && std::chrono::steady_clock::now() < deadline &&
+                       (clientEstablished < kClients || serverEstablished < kClients);) {
+    if (auto ev = nextCmEvent(serverCh_, Millis(0))) {
+      ++events;
+      if (ev->type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        servers.push_back(std::make_unique<Side>());
+        ASSERT_NO_FATAL_FAILURE(servers.back()->create(ev->id, small));
+        rdma_conn_param accept{};
+        accept.responder_resources = 1;
+        accept.initiator_depth = 1;
+        accept.rnr_retry_count = 7;
+        ASSERT_EQ(0, rdma_accept(ev->id, &accept)) << strerror(errno);
+      } else {
+        ASSERT_EQ(RDMA_CM_EVENT_ESTABLISHED, ev->type) << rdma_event_str(ev->type);
+        ++serverEstablished;
+      }
+    }
+    auto ev = nextCmEvent(clientCh_, Millis(10));
+    if (!ev) continue;
+    ++events;
+    const int index = clientOf(ev->id);
+    ASSERT_LE(0, index);
+    Side* side = clients[index].get();
+    switch (ev->type) {
+      case RDMA_CM_EVENT_ADDR_RESOLVED:
+        ASSERT_EQ(0, rdma_resolve_route(side->id, 2000)) << strerror(errno);
+        break;
+      case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+        ASSERT_NO_FATAL_FAILURE(side->create(side->id, small));
+        rdma_conn_param param{};
+        param.responder_resources = 1;
+        param.initiator_depth = 1;
+        param.retry_count = 7;
+        param.rnr_retry_count = 7;
+        ASSERT_EQ(0, rdma_connect(side->id, &param)) << strerror(errno);
+        break;
+      }
+      case RDMA_CM_EVENT_ESTABLISHED:
+        ++clientEstablished;
+        break;
+      default:
+        FAIL() << "client " << index << ": " << rdma_event_str(ev->type) << " status " << ev->status
+               << " for an accepted request";
+    }
+  }
+  EXPECT_EQ(kClients, static_cast<int>(servers.size())) << "connect requests";
+  EXPECT_EQ(kClients, clientEstablished);
+  EXPECT_EQ(kClients, serverEstablished);
+  for (auto& c : clients)
+    EXPECT_EQ(IBV_QPS_RTS, c->qpState());
+  clients.clear();
+  servers.clear();
+  EXPECT_EQ(0, rdma_destroy_id(listener));
 }
 
 }  // namespace
