@@ -18,6 +18,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <unordered_map>
 
 #include "base.h"
@@ -346,6 +347,22 @@ void removeCmDevice() {
     setCmState(id.get(), CmState::DeviceRemoval);
     id->timer_gen++;
     id->deferred.clear();  // their connections are severed with the rest
+  }
+}
+
+// The kernel's cma_netdev_callback / cma_netdev_change: every id whose
+// bound interface is the one that changed and whose recorded hardware
+// address differs from its new one gets ADDR_CHANGE, listeners and
+// connections alike (cma_work_handler skips ids being destroyed or removed).
+// Nothing else changes: the recorded address stays (the kernel does not
+// update src_dev_addr), connections carry on, the program decides.
+void changeCmAddress(unsigned ifindex, const std::string& hw) {
+  std::lock_guard lk(Fabric::get().cm_mu);
+  const auto& bound = boundHwTable();
+  for (auto& [rid, id] : idTable()) {
+    auto b = bound.find(id.get());
+    if (b == bound.end() || b->second.ifindex != ifindex || b->second.hw == hw) continue;
+    queueEvent(id, RDMA_CM_EVENT_ADDR_CHANGE, 0);  // none after destroy or DEVICE_REMOVAL
   }
 }
 

@@ -123,6 +123,7 @@ SOFTRDMA_API int rdma_destroy_id(rdma_cm_id* rid) {
       e->subject->queued.clear();
       e->subject->destroyed = true;
       closeConn(e->subject->conn);
+      boundHwTable().erase(e->subject.get());
       idTable().erase(&e->subject->id);
     }
   }
@@ -147,6 +148,7 @@ SOFTRDMA_API int rdma_destroy_id(rdma_cm_id* rid) {
     id->conn.reset();
   }
   if (id->owns_channel) freeChannel(id->channel);
+  boundHwTable().erase(id.get());
   idTable().erase(rid);
   releaseRetiredContexts();
   return 0;

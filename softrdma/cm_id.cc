@@ -10,7 +10,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "base.h"
 #include "cm_id.h"
@@ -27,6 +29,11 @@ namespace softrdma {
 
 std::unordered_map<rdma_cm_id*, std::shared_ptr<CmId>>& idTable() {
   static auto* t = new std::unordered_map<rdma_cm_id*, std::shared_ptr<CmId>>();
+  return *t;
+}
+
+std::unordered_map<const CmId*, BoundHw>& boundHwTable() {
+  static auto* t = new std::unordered_map<const CmId*, BoundHw>();
   return *t;
 }
 
@@ -87,6 +94,10 @@ bool bindToDevice(CmId* id, const sockaddr* src) {
   id->id.verbs = c->ctx();
   id->id.port_num = 1;
   id->id.pd = &pd->pd;
+  if (std::string hw = interfaceHwAddr(dev); !hw.empty())
+    boundHwTable()[id] = BoundHw{interfaceIndex(dev), std::move(hw)};
+  else
+    boundHwTable().erase(id);  // one device over every address: no interface
   return true;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base.h"
@@ -122,5 +123,9 @@ void onAcceptedConn(CmId* listener, const std::shared_ptr<Conn>& c);
 int cmModifyQp(CmId* id, ibv_qp_state to);
 // The device was removed: DEVICE_REMOVAL for every id bound to it (takes cm_mu).
 void removeCmDevice();
+// The hardware address of the interface with index `ifindex` changed to
+// `hw` (link_watch.cc, progress thread): ADDR_CHANGE for every id bound
+// over it whose recorded address differs (takes cm_mu).
+void changeCmAddress(unsigned ifindex, const std::string& hw);
 
 }  // namespace softrdma

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <unordered_map>
 
 #include "base.h"
@@ -42,6 +43,17 @@ void setAddrs(CmId* id, const sockaddr* src, const sockaddr* dst);
 // Binds `id` to the device whose interface holds `src` (the kernel's
 // cma_acquire_dev_by_src_ip): false if none does, or it is absent.
 bool bindToDevice(CmId* id, const sockaddr* src);
+// The interface under the device an id was bound to and its hardware
+// address then, as the kernel records them in the id's rdma_dev_addr
+// (bound_dev_if and src_dev_addr, rdma_copy_src_l2_addr): what ADDR_CHANGE
+// compares with an interface's new address (changeCmAddress, cm.cc). Kept
+// by bindToDevice with SOFTRDMA_DEVICES only; an id's entry goes with it
+// from idTable.
+struct BoundHw {
+  unsigned ifindex = 0;
+  std::string hw;
+};
+std::unordered_map<const CmId*, BoundHw>& boundHwTable();
 CmMessage makeMessage(uint32_t qpn, const rdma_conn_param* p);
 void sendCm(Conn& c, FrameType t, const CmMessage* m);
 void scheduleTimewait(const std::shared_ptr<CmId>& id);

@@ -11,6 +11,12 @@
 // then fail as after a lost peer (outstanding and new sends complete with
 // IBV_WC_RETRY_EXC_ERR, rdma_cm reports DISCONNECTED). Connections over the
 // other devices carry on.
+//
+// Each notification also compares every interface's hardware address with
+// the one it had at the previous look: a changed address (the kernel's
+// NETDEV_BONDING_FAILOVER brings the same to the rdma_cm) raises
+// RDMA_CM_EVENT_ADDR_CHANGE on the ids bound to the device (changeCmAddress,
+// cm.cc).
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <sys/epoll.h>
@@ -20,8 +26,12 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "base.h"
+#include "cm_id.h"
 #include "conn.h"
 #include "counters.h"
 #include "device.h"
@@ -32,10 +42,29 @@ namespace softrdma {
 
 namespace {
 
-// Every device's port takes its interface's link state (progress thread).
+// The hardware address of each device's interface at the previous look
+// ("": none, or the interface did not exist), progress thread only.
+std::vector<std::string>& lastHwAddrs() {
+  static auto* v = new std::vector<std::string>();
+  return *v;
+}
+
+// Every device's port takes its interface's link state, and a changed
+// hardware address is reported to rdma_cm (progress thread). An interface
+// that appears, or comes back, brings no ADDR_CHANGE: it is a new netdev
+// (another index), which the ids bound to the old one do not name.
 void followLinks() {
-  for (int i = 0; i < deviceCount(); i++)
+  auto& last = lastHwAddrs();
+  last.resize(static_cast<size_t>(deviceCount()));
+  for (int i = 0; i < deviceCount(); i++) {
     changePort(i, interfaceRunning(i), false);
+    std::string hw = interfaceHwAddr(i);
+    if (!hw.empty() && !last[i].empty() && hw != last[i]) {
+      debugLog("device %d: the hardware address of %s changed", i, deviceInterface(i).c_str());
+      changeCmAddress(interfaceIndex(i), hw);
+    }
+    last[i] = std::move(hw);
+  }
 }
 
 struct LinkWatch : Endpoint {

@@ -125,6 +125,18 @@ bool interfaceRunning(int index) {
   return ok && (r.ifr_flags & IFF_UP) != 0 && (r.ifr_flags & IFF_RUNNING) != 0;
 }
 
+std::string interfaceHwAddr(int index) {
+  if (deviceInterfaces().empty()) return "";
+  const std::string name = deviceInterface(index);
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return "";
+  ifreq r{};
+  memcpy(r.ifr_name, name.c_str(), name.size() + 1);
+  const bool ok = ioctl(s, SIOCGIFHWADDR, &r) == 0;
+  close(s);
+  return ok ? std::string(r.ifr_hwaddr.sa_data, sizeof r.ifr_hwaddr.sa_data) : "";
+}
+
 unsigned interfaceIndex(int index) {
   if (deviceInterfaces().empty()) return 1;
   unsigned i = if_nametoindex(deviceInterface(index).c_str());

@@ -1,7 +1,8 @@
 // The network interfaces under the devices (netdev.cc): which interfaces
 // SOFTRDMA_DEVICES names, their addresses (a device's GID table), their
-// link state (a device's port state, followed by link_watch.cc), and which
-// device holds an address.
+// link state (a device's port state, followed by link_watch.cc), their
+// hardware address (rdma_cm's ADDR_CHANGE, link_watch.cc), and which device
+// holds an address.
 // Without SOFTRDMA_DEVICES there is one device over every address of the
 // machine, its port following no interface.
 #pragma once
@@ -30,6 +31,10 @@ std::vector<in6_addr> hostGids();
 // (IFF_UP and IFF_RUNNING, the kernel's netif_running && carrier). Always
 // true for the single device over every address.
 bool interfaceRunning(int index);
+// The hardware (MAC) address of device `index`'s interface, as the bytes
+// SIOCGIFHWADDR reports; "" for the single device over every address, or an
+// interface that does not exist.
+std::string interfaceHwAddr(int index);
 // The kernel's index of device `index`'s interface (1 for the single
 // device, or an interface that does not exist).
 unsigned interfaceIndex(int index);

@@ -1,7 +1,8 @@
 // One device per interface (SOFTRDMA_DEVICES), as rxe puts one over each netdev: the devices and
 // their GID tables, rdma_cm choosing the device that holds an address, ports that follow their
-// interface's link (PORT_ERR / PORT_ACTIVE), and connections over a device whose link goes down
-// failing while those over the other device carry on.
+// interface's link (PORT_ERR / PORT_ACTIVE), connections over a device whose link goes down
+// failing while those over the other device carry on, and RDMA_CM_EVENT_ADDR_CHANGE on the ids
+// over an interface whose hardware address changes.
 //
 // The process moves to a network namespace of its own before main (before softrdma starts and
 // before any thread exists), with SOFTRDMA_DEVICES=rr0,rr1. Each test makes a second namespace
@@ -23,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -362,6 +364,119 @@ TEST_F(Devices, ConnectionsOverADownedLinkFailAndTheOthersCarryOn) {
   }
   rdma_destroy_event_channel(ch0);
   rdma_destroy_event_channel(ch1);
+}
+
+// A listener on `ip` (port chosen by softrdma) on `ch`, or null.
+rdma_cm_id* listenOn(rdma_event_channel* ch, const char* ip) {
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) != 0) return nullptr;
+  sockaddr_in a = ipv4(ip, 0);
+  if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&a)) != 0 || rdma_listen(id, 4) != 0) {
+    rdma_destroy_id(id);
+    return nullptr;
+  }
+  return id;
+}
+
+// The ids of the ADDR_CHANGE events on `ch`: `n` of them, each within the deadline, then nothing
+// more for kQuiet (one event per id and change). `what` names the channel in failures.
+std::multiset<rdma_cm_id*> addrChanges(rdma_event_channel* ch, size_t n, const char* what) {
+  std::multiset<rdma_cm_id*> ids;
+  for (size_t i = 0; i < n; i++) {
+    auto ev = expectCmEvent(ch, RDMA_CM_EVENT_ADDR_CHANGE);
+    if (!ev) {
+      ADD_FAILURE() << what << ": " << i << " ADDR_CHANGE of " << n;
+      break;
+    }
+    EXPECT_EQ(0, ev->status) << what;
+    ids.insert(ev->id);
+  }
+  auto extra = nextCmEvent(ch, kQuiet);
+  EXPECT_FALSE(extra) << what << ": one more event, " << (extra ? rdma_event_str(extra->type) : "");
+  return ids;
+}
+
+TEST_F(Devices, HardwareAddressChangeRaisesAddrChangeOnTheIdsOverItsInterface) {
+  // Known addresses before any id records one.
+  ASSERT_EQ(0, run("ip link set dev rr0 address 02:00:00:00:00:a0"));
+  ASSERT_EQ(0, run("ip link set dev rr1 address 02:00:00:00:00:b0"));
+  const uint16_t peerPort0 = listeningPeer("198.51.100.2");
+  const uint16_t peerPort1 = listeningPeer("203.0.113.2");
+  ASSERT_NE(0, peerPort0);
+  ASSERT_NE(0, peerPort1);
+  // One channel per group of ids: over rr0 a listener (with the id it accepts) and an active id,
+  // over rr1 the same without an accepted id, and a wildcard listener (bound to no interface).
+  rdma_event_channel* listenCh0 = createChannel();
+  rdma_event_channel* ch0 = createChannel();
+  rdma_event_channel* listenCh1 = createChannel();
+  rdma_event_channel* ch1 = createChannel();
+  rdma_event_channel* anyCh = createChannel();
+  ASSERT_TRUE(listenCh0 && ch0 && listenCh1 && ch1 && anyCh);
+  rdma_cm_id* listener0 = listenOn(listenCh0, "198.51.100.1");
+  rdma_cm_id* listener1 = listenOn(listenCh1, "203.0.113.1");
+  rdma_cm_id* anyListener = listenOn(anyCh, "0.0.0.0");
+  ASSERT_TRUE(listener0 && listener1 && anyListener) << strerror(errno);
+  {
+    Side a, b, accepted;
+    ASSERT_NO_FATAL_FAILURE(connectTo(ch0, a, "198.51.100.2", peerPort0, 4));
+    ASSERT_NO_FATAL_FAILURE(connectTo(ch1, b, "203.0.113.2", peerPort1, 4));
+    PeerProcess& client = peer(
+        {"connect", "198.51.100.1", std::to_string(ntohs(rdma_get_src_port(listener0))), "hang"});
+    auto request = expectCmEvent(listenCh0, RDMA_CM_EVENT_CONNECT_REQUEST);
+    ASSERT_TRUE(request && request->type == RDMA_CM_EVENT_CONNECT_REQUEST);
+    ASSERT_NO_FATAL_FAILURE(accepted.create(request->id));
+    rdma_conn_param param{};
+    param.responder_resources = 1;
+    param.initiator_depth = 1;
+    param.rnr_retry_count = 7;
+    ASSERT_EQ(0, rdma_accept(accepted.id, &param)) << strerror(errno);
+    auto established = expectCmEvent(listenCh0, RDMA_CM_EVENT_ESTABLISHED);
+    ASSERT_TRUE(established && established->type == RDMA_CM_EVENT_ESTABLISHED);
+    EXPECT_EQ("established", client.readLine().value_or("no line"));
+
+    // rr0's address changes: ADDR_CHANGE once on each id over rr0, on its own channel.
+    ASSERT_EQ(0, run("ip link set dev rr0 address 02:00:00:00:00:a1"));
+    EXPECT_EQ((std::multiset<rdma_cm_id*>{listener0, accepted.id}),
+              addrChanges(listenCh0, 2, "rr0's listener"));
+    EXPECT_EQ((std::multiset<rdma_cm_id*>{a.id}), addrChanges(ch0, 1, "rr0's active id"));
+    addrChanges(listenCh1, 0, "rr1's listener");
+    addrChanges(ch1, 0, "rr1's active id");
+    addrChanges(anyCh, 0, "the wildcard listener");
+    // Nothing else changed: both connections over rr0 carry data. (The peers' neighbour entry
+    // takes the new address, as the gratuitous ARP of a failover would make it.)
+    ASSERT_EQ(0, run("ip -n " + netns_ + " neigh replace 198.51.100.1 lladdr 02:00:00:00:00:a1" +
+                     " dev rp0"));
+    EXPECT_EQ(IBV_QPS_RTS, a.qpState());
+    ASSERT_NO_FATAL_FAILURE(expectEcho(a, 1));
+    ASSERT_EQ(0, accepted.postSend(1, kSlot, 64));
+    auto sent = accepted.poll(1);
+    ASSERT_EQ(1u, sent.size());
+    EXPECT_EQ(IBV_WC_SUCCESS, sent[0].status) << ibv_wc_status_str(sent[0].status);
+
+    // rr1's address changes: its ids only.
+    ASSERT_EQ(0, run("ip link set dev rr1 address 02:00:00:00:00:b1"));
+    EXPECT_EQ((std::multiset<rdma_cm_id*>{listener1}), addrChanges(listenCh1, 1, "rr1's listener"));
+    EXPECT_EQ((std::multiset<rdma_cm_id*>{b.id}), addrChanges(ch1, 1, "rr1's active id"));
+    addrChanges(listenCh0, 0, "rr0's listener");
+    addrChanges(ch0, 0, "rr0's active id");
+    ASSERT_NO_FATAL_FAILURE(expectEcho(b, 1));
+
+    // As the kernel compares with the address each id recorded when it was bound (and keeps
+    // it): rr0 back to that address brings none, a third address brings one again.
+    ASSERT_EQ(0, run("ip link set dev rr0 address 02:00:00:00:00:a0"));
+    addrChanges(listenCh0, 0, "rr0's listener, its address back");
+    addrChanges(ch0, 0, "rr0's active id, its address back");
+    ASSERT_EQ(0, run("ip link set dev rr0 address 02:00:00:00:00:a2"));
+    EXPECT_EQ((std::multiset<rdma_cm_id*>{listener0, accepted.id}),
+              addrChanges(listenCh0, 2, "rr0's listener, a third address"));
+    EXPECT_EQ((std::multiset<rdma_cm_id*>{a.id}),
+              addrChanges(ch0, 1, "rr0's active id, a third address"));
+  }
+  EXPECT_EQ(0, rdma_destroy_id(listener0));
+  EXPECT_EQ(0, rdma_destroy_id(listener1));
+  EXPECT_EQ(0, rdma_destroy_id(anyListener));
+  for (rdma_event_channel* ch : {listenCh0, ch0, listenCh1, ch1, anyCh})
+    rdma_destroy_event_channel(ch);
 }
 
 }  // namespace
