@@ -230,7 +230,9 @@ void Connection::onCmEvent(const rdma::CmEvent& e) {
       if (device_ != nullptr) device_->markFailed();
       return abandon("RDMA device removed");
     case RDMA_CM_EVENT_ADDR_CHANGE:
-      return close("local address changed");
+      // The device under its address changed: closed, and dialed again over
+      // what holds the address now.
+      return close("the local address's device changed (ADDR_CHANGE)");
     default:
       return;  // TIMEWAIT_EXIT, ...: nothing to do
   }

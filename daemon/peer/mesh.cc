@@ -232,13 +232,13 @@ void Mesh::openAllDevices() {
   rdma_free_devices(list);
 }
 
-// After a device was removed: listen again as soon as a device answers.
+// After a device was removed, or the address's device changed: listen
+// again as soon as a device answers.
 void Mesh::relisten() {
   if (listenId_ || stopping()) return;
   Status st = listen();
   if (st.ok()) {
-    spdlog::info("RDMA device available again: listening for peers on {}",
-                 config_.listen.toString());
+    spdlog::info("listening for peers on {} again", config_.listen.toString());
     forEachPeer([](Peer& p) { p.redialSoon(); });
     return;
   }
@@ -516,7 +516,15 @@ void Mesh::onCmEvent(const rdma::CmEvent& e) {
       relistenTimer_->arm(kRelistenEvery);
       return;
     case RDMA_CM_EVENT_ADDR_CHANGE:
-      spdlog::warn("rdma_cm listener on {}: address changed", config_.listen.toString());
+      // The device under the address changed (a bond's failover, a new
+      // hardware address): a new id binds to what holds the address now.
+      // The connections got the event too and are dialed again.
+      spdlog::warn(
+          "rdma_cm listener on {}: the address's device changed (ADDR_CHANGE): "
+          "listening again",
+          config_.listen.toString());
+      listenId_.reset();
+      relisten();
       return;
     default:
       spdlog::warn("rdma_cm listener: unexpected event {}", rdma_event_str(e.type));

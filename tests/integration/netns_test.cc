@@ -1,7 +1,8 @@
 // Integration: two daemons on two hosts — network namespaces made by the test
 // and joined by a veth pair (198.51.100.0/24) — whose link goes down and up
 // for real. A daemon started before its network is up connects once it is;
-// a link cut mid-stream loses nothing silently and heals by itself.
+// a link cut mid-stream loses nothing silently and heals by itself; a new
+// hardware address under a daemon's address moves its listener and redials.
 // Needs root (ip netns); skipped otherwise.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -50,6 +51,7 @@ class TwoHosts {
     return true;
   }
   const std::string& ns(int i) const { return ns_[i]; }
+  const std::string& veth(int i) const { return veth_[i]; }
   static std::string ip(int i) { return i == 0 ? "198.51.100.1" : "198.51.100.2"; }
 
  private:
@@ -67,6 +69,9 @@ struct Mesh2 {
   std::unique_ptr<DaemonProcess> d[2];
   const char* names[2] = {"alpha", "beta"};
   uint16_t port = 7471;
+  // SOFTRDMA_DEVICES=<its veth>: each daemon's device is its host's
+  // interface, as rxe over it (not one device for every address).
+  bool devicePerInterface = false;
 
   std::string socket(int i) const { return dir.file(std::string(names[i]) + ".sock"); }
 
@@ -87,7 +92,10 @@ struct Mesh2 {
     for (int i = 0; i < 2; i++) {
       d[i] = std::make_unique<DaemonProcess>(names[i], dir.file(std::string(names[i]) + ".yaml"),
                                              socket(i), dir.file(std::string(names[i]) + ".log"));
-      d[i]->setWrapper({ipBinary(), "netns", "exec", hosts.ns(i)});
+      std::vector<std::string> wrapper = {ipBinary(), "netns", "exec", hosts.ns(i)};
+      if (devicePerInterface)
+        wrapper.insert(wrapper.end(), {"/usr/bin/env", "SOFTRDMA_DEVICES=" + hosts.veth(i)});
+      d[i]->setWrapper(wrapper);
       if (!d[i]->start(10s)) return false;
     }
     return true;
@@ -220,6 +228,55 @@ TEST(Netns, LinkCutAndHealedMidStreamLosesNothingSilently) {
     if (st.ok()) {
       EXPECT_EQ(received.count(sent[id]), 1u) << sent[id] << " confirmed, not received";
     }
+}
+
+// A new hardware address under a daemon's address (what a bond's failover
+// does): rdma_cm raises ADDR_CHANGE on the ids over that interface. The
+// daemon listens again on a new id and closes its connection, which is
+// dialed again; messages flow both ways afterwards.
+TEST(Netns, AnAddressChangeMovesTheListenerAndRedialsTheConnection) {
+  if (!canMakeNamespaces()) GTEST_SKIP() << "needs root and ip netns";
+  Mesh2 m;
+  m.devicePerInterface = true;
+  ASSERT_TRUE(m.hosts.create());
+  ASSERT_TRUE(m.hosts.setLink(true));
+  // Beta announces its new hardware address (gratuitous ARP), as a bond does.
+  ASSERT_TRUE(sh(ipBinary() + " netns exec " + m.hosts.ns(1) +
+                 " sh -c 'echo 1 > /proc/sys/net/ipv4/conf/" + m.hosts.veth(1) + "/arp_notify'"));
+  ASSERT_TRUE(m.start());
+  ASSERT_TRUE(m.connected(10s));
+  auto connects = [&](int i) {
+    auto s = statusOf(m.socket(i));
+    const Json* p = s ? peerEntry(*s, m.names[1 - i]) : nullptr;
+    return p != nullptr ? p->value("connects", uint64_t{0}) : 0;
+  };
+  const uint64_t before = connects(1);
+  ASSERT_GT(before, 0u);
+
+  ASSERT_TRUE(
+      sh("ip -n " + m.hosts.ns(1) + " link set " + m.hosts.veth(1) + " address 02:00:5e:00:53:42"));
+  EXPECT_TRUE(m.d[1]->waitLog("(ADDR_CHANGE): listening again", 5s)) << m.d[1]->log();
+  EXPECT_TRUE(m.d[1]->waitLog(
+      "listening for peers on " + TwoHosts::ip(1) + ":" + std::to_string(m.port) + " again", 5s))
+      << m.d[1]->log();
+  EXPECT_TRUE(m.d[1]->waitLog("closing connection: the local address's device changed", 5s))
+      << m.d[1]->log();
+  ASSERT_TRUE(test::waitFor([&] { return connects(1) > before; }, 10s)) << m.d[1]->log();
+  ASSERT_TRUE(m.connected(10s)) << m.d[0]->log() << m.d[1]->log();
+  auto status = statusOf(m.socket(1));
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->value("listening", false), true) << status->dump();
+
+  for (int from = 0; from < 2; from++) {
+    auto listener = Taker::start(m.socket(1 - from), "svc");
+    auto sender = Client::connect(m.socket(from));
+    ASSERT_TRUE(listener && sender);
+    const std::string text = std::string("after the change, from ") + m.names[from];
+    EXPECT_TRUE(sender->sendAndWait(m.names[1 - from], "svc", bytes(text), 5s).ok()) << text;
+    Message msg;
+    ASSERT_TRUE(listener->receive(msg, 5s).ok()) << text;
+    EXPECT_EQ(msg.text(), text);
+  }
 }
 
 }  // namespace
