@@ -15,6 +15,41 @@ bool validCapacity(uint64_t capacity) {
 }
 }  // namespace shm_channel
 
+const char* toString(ShmArming a) {
+  switch (a) {
+    case ShmArming::kAwake:
+      return "awake";
+    case ShmArming::kInput:
+      return "armed for input";
+    case ShmArming::kRoom:
+      return "armed for room";
+    case ShmArming::kInputAndRoom:
+      return "armed for input and room";
+  }
+  return "?";
+}
+
+namespace {
+
+bool armedForInput(ShmArming a) {
+  return a == ShmArming::kInput || a == ShmArming::kInputAndRoom;
+}
+bool armedForRoom(ShmArming a) {
+  return a == ShmArming::kRoom || a == ShmArming::kInputAndRoom;
+}
+ShmArming armingFor(bool input, bool room) {
+  if (input) return room ? ShmArming::kInputAndRoom : ShmArming::kInput;
+  return room ? ShmArming::kRoom : ShmArming::kAwake;
+}
+
+}  // namespace
+
+bool allowedEdge(ShmArming from, ShmArming to) {
+  const bool swap = (from == ShmArming::kInput && to == ShmArming::kRoom) ||
+                    (from == ShmArming::kRoom && to == ShmArming::kInput);
+  return !swap;
+}
+
 namespace {
 
 // The smallest piece write() cuts when the ring has less room than it asks
@@ -344,17 +379,21 @@ Status ShmChannel::releaseBlock(uint32_t slot) {
 // and arms before it slept) first takes back the word it armed: a word the
 // other side took is a ring owed, read by the next disarm().
 bool ShmChannel::armInput() {
-  if (std::exchange(armedInput_, false) && !in_.cancelSleep()) ++owedRings_;
-  armedInput_ = in_.prepareToSleep();
+  const ShmArming was = arming_.get();
+  if (armedForInput(was) && !in_.cancelSleep()) ++owedRings_;
+  const bool armed = in_.prepareToSleep();
+  setArming(armingFor(armed, armedForRoom(was)));
   if (in_.takeOwedWake()) ++owedRings_;
-  return armedInput_;
+  return armed;
 }
 
 bool ShmChannel::armRoom() {
-  if (std::exchange(armedRoom_, false) && !out_.cancelSleep()) ++owedRings_;
-  armedRoom_ = out_.prepareToSleep();
+  const ShmArming was = arming_.get();
+  if (armedForRoom(was) && !out_.cancelSleep()) ++owedRings_;
+  const bool armed = out_.prepareToSleep();
+  setArming(armingFor(armedForInput(was), armed));
   if (out_.takeOwedWake()) ++owedRings_;
-  return armedRoom_;
+  return armed;
 }
 
 bool ShmChannel::prepareToSleep(bool waitingForRoom) {
@@ -366,8 +405,10 @@ bool ShmChannel::prepareToSleep(bool waitingForRoom) {
 
 Result<bool> ShmChannel::disarm() {
   // A word the other side took is a ring it made, or is about to make.
-  if (std::exchange(armedInput_, false) && !in_.cancelSleep()) ++owedRings_;
-  if (std::exchange(armedRoom_, false) && !out_.cancelSleep()) ++owedRings_;
+  const ShmArming was = arming_.get();
+  setArming(ShmArming::kAwake);
+  if (armedForInput(was) && !in_.cancelSleep()) ++owedRings_;
+  if (armedForRoom(was) && !out_.cancelSleep()) ++owedRings_;
   if (owedRings_ == 0) return false;
   ++counters_.doorbellReads;
   Result<uint64_t> rings = own_.take();

@@ -50,6 +50,7 @@
 #include "common/shm_payload_area.h"
 #include "common/shm_region.h"
 #include "common/shm_ring.h"
+#include "common/state_machine.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
 
@@ -79,6 +80,14 @@ struct ShmChannelCounters {
   uint64_t doorbellReads = 0;  // own doorbell read (one read(2) each)
   uint64_t sleeps = 0;         // prepareToSleep() that said: sleep
 };
+
+// What a side of a channel asked to be woken for (armInput(), armRoom()),
+// until disarm(): nothing (awake), records arriving, room appearing in its
+// outgoing ring, or both. A side arms for one thing more or disarms; it
+// never swaps input for room (or room for input) in one move.
+enum class ShmArming : uint8_t { kAwake, kInput, kRoom, kInputAndRoom };
+const char* toString(ShmArming a);
+bool allowedEdge(ShmArming from, ShmArming to);
 
 class ShmChannel {
  public:
@@ -209,7 +218,8 @@ class ShmChannel {
   // after the word was taken). No system call when nobody rang. Returns
   // whether it was rung.
   [[nodiscard]] Result<bool> disarm();
-  bool armed() const { return armedInput_ || armedRoom_; }
+  bool armed() const { return !arming_.is(ShmArming::kAwake); }
+  ShmArming arming() const { return arming_.get(); }
   // For a side that polls instead of sleeping (an idle strategy that
   // spins): whether records may be waiting, and whether room appeared since
   // write() last found the ring full. Loads of the other side's index, no
@@ -258,7 +268,10 @@ class ShmChannel {
   std::vector<bool> slotHeld_;                        // blocks of inArea_ this side holds
   std::optional<shm_payload::Descriptor> described_;  // of the payload record peeked
   ShmChannelCounters counters_;
-  bool armedInput_ = false, armedRoom_ = false;
+  // The one place the arming changes is setArming() (edges checked, moves
+  // not reported: it moves at every wake-up).
+  StateMachine<ShmArming> arming_{ShmArming::kAwake};
+  void setArming(ShmArming a) { arming_.set(a, {}); }
   size_t reserved_ = 0;       // bytes of the record reserveRecord() gave
   bool unannounced_ = false;  // records committed since the other side was last told
   uint64_t owedRings_ = 0;    // rings taken (a word, wakeSelf) not yet read from the doorbell

@@ -12,7 +12,9 @@
 // and stops the process loudly (never an outcome to handle); an allowed one
 // is reported to the process's observer, which the daemon points at its
 // debug log, naming the machine. Moving to the state it is in changes
-// nothing and reports nothing.
+// nothing and reports nothing. A machine that moves at every wake-up (the
+// channel's arming) passes an empty `who`: its edges are checked, its moves
+// are not reported.
 #pragma once
 
 #include <string>
@@ -46,7 +48,7 @@ class StateMachine {
   bool set(S next, std::string_view who) {
     if (next == state_) return false;
     if (!allowedEdge(state_, next)) state_machine::reportInvalid(who, name(state_), name(next));
-    state_machine::reportMove(who, name(state_), name(next));
+    if (!who.empty()) state_machine::reportMove(who, name(state_), name(next));
     state_ = next;
     return true;
   }

@@ -94,5 +94,50 @@ TEST(ShmChannelTest, ArmingForRoomTwiceLeavesNoStaleRing) {
   EXPECT_FALSE(readable(p.daemon.wakeFd()));
 }
 
+// The arming a side is in: what it asked to be woken for, nothing once it
+// found work instead, and nothing again after disarm().
+TEST(ShmChannelTest, ArmingNamesWhatASideWaitsFor) {
+  Pair p = makePair();
+  EXPECT_EQ(p.daemon.arming(), ShmArming::kAwake);
+  EXPECT_FALSE(p.daemon.armed());
+  ASSERT_TRUE(p.daemon.prepareToSleep(false));
+  EXPECT_EQ(p.daemon.arming(), ShmArming::kInput);
+  EXPECT_TRUE(p.daemon.armed());
+
+  // Its outgoing ring fills: it arms for room too.
+  std::string big(shm_channel::kMinCapacity, 'x');
+  size_t written = 0;
+  for (int i = 0; i < 64; ++i) {
+    Result<size_t> n =
+        p.daemon.write(std::as_bytes(std::span(big.data() + written, big.size() - written)));
+    ASSERT_TRUE(n.ok());
+    if (*n == 0) break;
+    written += *n;
+  }
+  ASSERT_TRUE(p.daemon.armRoom());
+  EXPECT_EQ(p.daemon.arming(), ShmArming::kInputAndRoom);
+
+  // The client sends: arming for input again finds it, and stays armed for room only.
+  put(p.client, "news");
+  EXPECT_FALSE(p.daemon.armInput());
+  EXPECT_EQ(p.daemon.arming(), ShmArming::kRoom);
+  ASSERT_TRUE(p.daemon.disarm().ok());
+  EXPECT_EQ(p.daemon.arming(), ShmArming::kAwake);
+  EXPECT_FALSE(p.daemon.armed());
+}
+
+// A side arms for one thing more or disarms; swapping what it waits for in
+// one move would lose the word it armed (a ring owed and never read).
+TEST(ShmChannelTest, ArmingNeverSwapsInputForRoom) {
+  EXPECT_FALSE(allowedEdge(ShmArming::kInput, ShmArming::kRoom));
+  EXPECT_FALSE(allowedEdge(ShmArming::kRoom, ShmArming::kInput));
+  for (ShmArming to : {ShmArming::kAwake, ShmArming::kInputAndRoom}) {
+    EXPECT_TRUE(allowedEdge(ShmArming::kInput, to));
+    EXPECT_TRUE(allowedEdge(ShmArming::kRoom, to));
+  }
+  EXPECT_TRUE(allowedEdge(ShmArming::kInputAndRoom, ShmArming::kRoom));
+  EXPECT_STREQ(toString(ShmArming::kInputAndRoom), "armed for input and room");
+}
+
 }  // namespace
 }  // namespace rdmamsg
