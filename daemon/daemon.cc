@@ -100,7 +100,11 @@ int Daemon::run() {
     spdlog::info("systemd watchdog: notifying every {} ms", watchdogInterval_.count() / 1000);
     petWatchdog();
   }
-  loop_.run();
+  const Status ran = loop_.run();
+  if (!ran.ok()) {
+    spdlog::critical("the event loop stopped: {}", ran.message());
+    return 1;
+  }
   spdlog::info("rdmamsgd stopped");
   return 0;
 }

@@ -5,7 +5,10 @@
 
 #include <event2/event.h>
 
+#include <cerrno>
+#include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace rdmamsg::loop {
 
@@ -44,15 +47,20 @@ EventLoop::EventLoop() : base_(newPreciseBase()) {
 
 EventLoop::~EventLoop() = default;
 
-void EventLoop::run() {
-  if (strategy_ != IdleStrategy::sleep) return runSpinning();
-  // One iteration at a time, so that every wakeup (one epoll_wait) is counted.
+Status EventLoop::run() {
   exiting_ = false;
+  failure_ = Status();
+  if (strategy_ != IdleStrategy::sleep) {
+    runSpinning();
+    return failure_;
+  }
+  // One iteration at a time, so that every wakeup (one epoll_wait) is counted.
   while (!exiting_) {
     int rc = dispatch(EVLOOP_ONCE);
     idleCounters().sleeps++;
-    if (rc != 0) break;  // error, or nothing registered any more
+    if (rc != 0) break;  // an error (failure_), or nothing registered any more
   }
+  return failure_;
 }
 
 void EventLoop::runOnce(std::chrono::milliseconds timeout) {
@@ -72,7 +80,14 @@ void EventLoop::runOnce(std::chrono::milliseconds timeout) {
 int EventLoop::dispatch(int flags) {
   syscalls().loopWakeups++;
   syscalls().timerSets++;
-  return event_base_loop(base_.get(), flags);
+  errno = 0;
+  const int rc = event_base_loop(base_.get(), flags);
+  if (rc < 0 && failure_.ok()) {
+    failure_ = Status(Errc::io_error, std::string("event_base_loop failed") +
+                                          (errno != 0 ? ": " + std::string(strerror(errno)) : ""));
+    exiting_ = true;  // the spinning loop stops too
+  }
+  return rc;
 }
 
 void EventLoop::exit() {

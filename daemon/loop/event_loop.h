@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/status.h"
 #include "daemon/loop/spin.h"
 #include "daemon/loop/turn.h"
 
@@ -29,8 +30,9 @@ class EventLoop {
   // The phases that end every turn (turn.h).
   Turn& turn() { return *turn_; }
 
-  // Runs until exit() is called or nothing is registered any more.
-  void run();
+  // Runs until exit() is called or nothing is registered any more; an
+  // io_error when libevent's loop fails (it then stops: the daemon exits 1).
+  [[nodiscard]] Status run();
   // Runs one iteration: processes the events that are ready (waiting for at
   // most `timeout` for the first one, 0 = do not wait).
   void runOnce(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
@@ -52,6 +54,7 @@ class EventLoop {
   std::unique_ptr<event, EventDeleter> wakeup_;    // bounds runOnce(timeout)
   std::unique_ptr<Turn> turn_;
   bool exiting_ = false;
+  Status failure_;  // why the loop stopped, when libevent failed
   IdleStrategy strategy_ = IdleStrategy::sleep;
   std::chrono::microseconds adaptiveSpin_{50};
   std::vector<Spinner*> spinners_;

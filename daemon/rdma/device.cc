@@ -239,27 +239,32 @@ void Device::onWakeup() {
     counters_.cqEvents += events;
   }
   if (events > 0) cqArmed_ = false;  // the event came: the CQ asks for no other
-  if (loop_->idleStrategy() == loop::IdleStrategy::sleep) armCq();
+  if (loop_->idleStrategy() == loop::IdleStrategy::sleep) {
+    // Unarmed, the CQ would never wake the loop again: the device is failed.
+    if (Status st = armCq(); !st.ok()) return failCq(st);
+  }
   if (!pollCompletions()) refillSharedQueue();  // (after completions, it refilled already)
 }
 
-bool Device::armCq() {
-  if (cqArmed_) return true;
-  if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) {
-    spdlog::error("ibv_req_notify_cq: {}", std::error_code(rc, std::generic_category()).message());
-    return false;
-  }
+Status Device::armCq() {
+  if (cqArmed_) return Status();
+  if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) return ioError("ibv_req_notify_cq", rc);
   cqArmed_ = true;
-  return true;
+  return Status();
 }
 
 bool Device::armBeforeSleep() {
-  if (!armCq()) {
-    spdlog::critical("RDMA device {}: its completion queue cannot be armed: unusable", name());
-    markFailed();
+  if (Status st = armCq(); !st.ok()) {
+    failCq(st);
     return true;  // nothing more to wait for from it
   }
   return !pollCompletions();
+}
+
+void Device::failCq(const Status& why) {
+  spdlog::critical("RDMA device {}: {}: its completion queue is unusable", name(), why.message());
+  markFailed();
+  if (listener_ != nullptr) listener_->onDeviceEvent(*this, IBV_EVENT_CQ_ERR);
 }
 
 void Device::refillSharedQueue() {
@@ -278,10 +283,7 @@ bool Device::pollCompletions() {
     int n = ibv_poll_cq(cq_.get(), 32, wcs);
     counters_.polls++;
     if (n < 0) {
-      spdlog::critical("RDMA device {}: ibv_poll_cq failed ({}): completion queue unusable", name(),
-                       n);
-      markFailed();
-      if (listener_ != nullptr) listener_->onDeviceEvent(*this, IBV_EVENT_CQ_ERR);
+      failCq(Status(Errc::io_error, "ibv_poll_cq failed (" + std::to_string(n) + ")"));
       return true;
     }
     any = any || n > 0;

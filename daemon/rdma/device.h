@@ -184,9 +184,12 @@ class Device {
   Status createPools();
   void onWakeup();
   bool pollCompletions();  // true when any completion came
-  // Asks for the CQ's next completion event (ibv_req_notify_cq), once;
-  // false when that failed.
-  bool armCq();
+  // Asks for the CQ's next completion event (ibv_req_notify_cq), once; an
+  // io_error when that failed.
+  [[nodiscard]] Status armCq();
+  // The CQ cannot be polled or armed (`why`): logged once, the device
+  // failed and its listener told, as on IBV_EVENT_CQ_ERR.
+  void failCq(const Status& why);
   // The spinner's arm hook, before a spinning loop sleeps: the CQ armed,
   // then polled once more (a completion that came before the arm leaves no
   // event); false when one came: the loop does not sleep. A CQ that cannot

@@ -82,6 +82,27 @@ TEST(EventLoopTest, TimerFiresAndCanBeCancelled) {
   EXPECT_EQ(fired, 1);
 }
 
+// libevent's loop failing (here: entered again from one of its own
+// callbacks, which it refuses) stops the loop with an io_error, never as a
+// clean exit: the daemon then exits 1 instead of 0.
+TEST(EventLoopTest, ALibeventFailureStopsTheLoopWithAnError) {
+  EventLoop loop;
+  Status inner;
+  int fired = 0;
+  Timer t(loop, [&] {
+    ++fired;
+    inner = loop.run();
+  });
+  Timer bound(loop, [&] { loop.exit(); });  // were the failure lost, run() still returns
+  t.arm(std::chrono::milliseconds(1));
+  bound.arm(std::chrono::seconds(5));
+  const Status outer = loop.run();
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(inner.code(), Errc::io_error);
+  EXPECT_NE(inner.message().find("event_base_loop failed"), std::string::npos) << inner.message();
+  EXPECT_EQ(outer.code(), Errc::io_error) << "the loop went on after libevent failed";
+}
+
 // A short timer costs the loop one sleep and fires when it is due. libevent's
 // default clock on Linux is CLOCK_MONOTONIC_COARSE, one kernel tick (4 ms at
 // Debian's CONFIG_HZ=250): a 1 ms timer (the lazy confirmations' delay) then
@@ -105,7 +126,7 @@ TEST(EventLoopTest, AOneMillisecondTimerIsOneSleepAndNeverEarly) {
   ASSERT_EQ(getrusage(RUSAGE_THREAD, &before), 0);
   armedAt = Clock::now();
   t.arm(std::chrono::milliseconds(1));
-  loop.run();
+  ASSERT_TRUE(loop.run().ok());
   ASSERT_EQ(getrusage(RUSAGE_THREAD, &after), 0);
   ASSERT_EQ(fired, kTimers);
   EXPECT_GE(earliest, std::chrono::milliseconds(1));

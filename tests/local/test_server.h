@@ -56,7 +56,7 @@ class ThreadedServer {
     if (::pipe(stopPipe_) != 0) throw std::runtime_error("pipe");
     stop_ = std::make_unique<loop::IoEvent>(loop_, stopPipe_[0], EV_READ,
                                             [this](short) { loop_.exit(); });
-    thread_ = std::thread([this] { loop_.run(); });
+    thread_ = std::thread([this] { EXPECT_TRUE(loop_.run().ok()); });
   }
   ~ThreadedServer() {
     (void)::write(stopPipe_[1], "x", 1);
