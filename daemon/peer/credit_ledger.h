@@ -64,7 +64,7 @@ class CreditLedger {
   // Enough is owed to send a batch of nothing but credits.
   bool wantsCreditReturn() const;
   // A batch from the peer (its header checked): its credit, the credits it
-  // returns and releases. "" or the rule it broke.
+  // returns and releases; a protocol_error naming the rule it broke.
   Status onBatch(const BatchReader& batch);
   // `n` of the peer's batches were read and their buffers reposted.
   void reposted(uint32_t n) { held_ -= n < held_ ? n : held_; }

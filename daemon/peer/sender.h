@@ -69,7 +69,8 @@ class Sender {
   // posted from where they lie (lkey: their memory's on this device). The
   // send holds the payload until its completion, or until giveBack().
   void sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes, uint32_t lkey);
-  // Posts every sealed batch in one list; "" or why not.
+  // Posts every sealed batch in one list; an io_error naming the call when
+  // ibv_post_send refused it.
   Status post(ibv_qp* qp);
 
   // A send completion for buffer `index`; false when it was not posted.
