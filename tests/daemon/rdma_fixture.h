@@ -81,13 +81,26 @@ class RecordingHandler : public CmHandler {
   }
 };
 
+// Records the completions and QP events of the QP it is attached to
+// (Device::attach).
+struct RecordingSink : CompletionSink {
+  std::vector<ibv_wc> completions;
+  std::vector<ibv_event_type> qpEvents;
+  void onCompletion(const ibv_wc& wc) override { completions.push_back(wc); }
+  void onQpEvent(ibv_event_type type) override { qpEvents.push_back(type); }
+};
+
 // Two RC queue pairs connected over 127.0.0.1 through `pump`, both on
 // `device`'s protection domain and shared completion queue. The ids and
 // QPs go before the device (declare the Loopback after it).
 class Loopback {
  public:
-  Loopback(loop::EventLoop& loop, CmEventPump& pump, std::function<Device&(ibv_context*)> device)
-      : loop_(loop), device_(std::move(device)) {
+  // `shape` may change each QP's attributes before it is created (its
+  // receive side, say); `server` tells which end.
+  using Shape = std::function<void(ibv_qp_init_attr&, bool server)>;
+  Loopback(loop::EventLoop& loop, CmEventPump& pump, std::function<Device&(ibv_context*)> device,
+           Shape shape = {})
+      : loop_(loop), device_(std::move(device)), shape_(std::move(shape)) {
     listener_.then = [this](const CmEvent& e) { onRequest(e); };
     client_.then = [this](const CmEvent& e) { onClient(e); };
     listenId_ = createCmId(pump.channel(), static_cast<CmHandler*>(&listener_));
@@ -114,13 +127,14 @@ class Loopback {
   ibv_qp* serverQp() const { return serverId_ ? serverId_->qp : nullptr; }
 
  private:
-  ibv_qp_init_attr qpAttr(Device& d) {
+  ibv_qp_init_attr qpAttr(Device& d, bool server) {
     ibv_qp_init_attr a{};
     a.send_cq = a.recv_cq = d.cq();
     a.qp_type = IBV_QPT_RC;
     a.cap.max_send_wr = 8;
     a.cap.max_recv_wr = 8;
     a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    if (shape_) shape_(a, server);
     return a;
   }
   void onClient(const CmEvent& e) {
@@ -129,7 +143,7 @@ class Loopback {
       failed_ = rdma_resolve_route(id, 2000) != 0;
     } else if (e.type == RDMA_CM_EVENT_ROUTE_RESOLVED) {
       Device& d = device_(id->verbs);
-      ibv_qp_init_attr a = qpAttr(d);
+      ibv_qp_init_attr a = qpAttr(d, false);
       failed_ = rdma_create_qp(id, d.pd(), &a) != 0;
       if (!failed_) clientQp_.reset(id);
       rdma_conn_param p{};
@@ -145,7 +159,7 @@ class Loopback {
     serverId_.reset(e.id);
     e.id->context = static_cast<CmHandler*>(&server_);
     Device& d = device_(e.id->verbs);
-    ibv_qp_init_attr a = qpAttr(d);
+    ibv_qp_init_attr a = qpAttr(d, true);
     failed_ = rdma_create_qp(e.id, d.pd(), &a) != 0;
     if (!failed_) serverQp_.reset(e.id);
     rdma_conn_param p{};
@@ -155,6 +169,7 @@ class Loopback {
 
   loop::EventLoop& loop_;
   std::function<Device&(ibv_context*)> device_;
+  Shape shape_;
   RecordingHandler listener_, client_, server_;
   uint16_t port_ = 0;
   bool ok_ = false, failed_ = false;
