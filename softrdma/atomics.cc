@@ -87,16 +87,16 @@ void Conn::executeAtomic(Qp& q) {
 bool Conn::atomicResponse(Qp& q) {
   // Everything before the atomic is acknowledged by its response.
   q.completeSendsUpTo(rx.hdr.psn - 1, IBV_WC_SUCCESS, false);
-  if (q.sq.empty() || q.sq.front().psn != rx.hdr.psn || !isAtomicCompletion(q.sq.front().opcode) ||
-      rx.hdr.len != kAtomicSize) {
+  if (q.sq.wqes.empty() || q.sq.wqes.front().psn != rx.hdr.psn ||
+      !isAtomicCompletion(q.sq.wqes.front().opcode) || rx.hdr.len != kAtomicSize) {
     if (q.qp.state == IBV_QPS_ERR) return true;  // flushed meanwhile: discard
     fail("unexpected atomic response");
     return false;
   }
-  const SendWqe& w = q.sq.front();
+  const SendWqe& w = q.sq.wqes.front();
   uint64_t want = kAtomicSize;
   for (uint32_t i = 0; i < w.num_sge && want > 0; i++) {
-    const ibv_sge& s = q.sq_sges[w.sge_off + i];
+    const ibv_sge& s = q.sq.sges[w.sge_off + i];
     const uint64_t n = std::min<uint64_t>(s.length, want);
     if (n > 0) rx.dest.push_back({reinterpret_cast<void*>(s.addr), n});
     want -= n;

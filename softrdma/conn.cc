@@ -178,7 +178,7 @@ void Conn::onPeerGone(const char* why, bool garbage) {
       if (garbage && q->qp.state != IBV_QPS_ERR && q->qp.state != IBV_QPS_RESET) {
         q->flushAll(IBV_WC_WR_FLUSH_ERR);
         raiseAsync(q->qp.context, IBV_EVENT_QP_FATAL, kAsyncQp, q->qp.qp_num);
-      } else if (!q->sq.empty() && q->qp.state != IBV_QPS_ERR) {
+      } else if (!q->sq.wqes.empty() && q->qp.state != IBV_QPS_ERR) {
         q->flushAll(IBV_WC_RETRY_EXC_ERR);
       }
     }

@@ -217,15 +217,15 @@ bool Conn::handleResponse(Qp& q) {
   }
   // Everything before the READ is acknowledged by its response.
   q.completeSendsUpTo(rx.hdr.psn - 1, IBV_WC_SUCCESS, false);
-  if (q.sq.empty() || q.sq.front().psn != rx.hdr.psn || q.sq.front().opcode != IBV_WC_RDMA_READ ||
-      q.sq.front().byte_len != rx.hdr.len) {
+  if (q.sq.wqes.empty() || q.sq.wqes.front().psn != rx.hdr.psn ||
+      q.sq.wqes.front().opcode != IBV_WC_RDMA_READ || q.sq.wqes.front().byte_len != rx.hdr.len) {
     if (q.qp.state == IBV_QPS_ERR) return true;  // flushed meanwhile: discard
     fail("unexpected READ response");
     return false;
   }
-  const SendWqe& w = q.sq.front();
+  const SendWqe& w = q.sq.wqes.front();
   for (uint32_t i = 0; i < w.num_sge; i++) {
-    const ibv_sge& s = q.sq_sges[w.sge_off + i];
+    const ibv_sge& s = q.sq.sges[w.sge_off + i];
     if (s.length > 0) rx.dest.push_back({reinterpret_cast<void*>(s.addr), s.length});
   }
   rx.cur.kind = Pending::ReadResp;

@@ -142,7 +142,7 @@ void failTransport(const std::shared_ptr<Qp>& qp, const char* why) {
   debugLog("QP %u: %s", qp->qp.qp_num, why);
   std::lock_guard lk(qp->mu);
   qp->transport_lost = true;
-  if (!qp->sq.empty() && qp->qp.state != IBV_QPS_ERR) qp->flushAll(IBV_WC_RETRY_EXC_ERR);
+  if (!qp->sq.wqes.empty() && qp->qp.state != IBV_QPS_ERR) qp->flushAll(IBV_WC_RETRY_EXC_ERR);
 }
 
 // Dials the peer QP's published endpoint, retrying until it appears.
@@ -323,7 +323,7 @@ void manualReset(const std::shared_ptr<Qp>& qp) {
     if (!qp->conn || !qp->conn->manual) return;  // rdma_cm's connections stay
     c = std::move(qp->conn);
     qp->transport_lost = false;
-    qp->next_psn = 0;  // a new connection: both directions count from 0
+    qp->sq.next_psn = 0;  // a new connection: both directions count from 0
   }
   c->bindQp(nullptr);
   Fabric::get().post([c] { c->sever("the QP was reset"); });
