@@ -47,18 +47,18 @@ Syndrome refusal(const Qp& q, const FrameHeader& hdr, uint64_t* local) {
 
 // The header of an atomic request (this side is the responder). q.mu held.
 bool Conn::atomicRequest(Qp& q) {
-  if (hdr.len != sizeof(AtomicArgs)) {
+  if (rx.hdr.len != sizeof(AtomicArgs)) {
     fail("atomic request of the wrong length");
     return false;
   }
   uint64_t local = 0;
-  if (Syndrome s = refusal(q, hdr, &local); s != Syndrome::None) {
-    cur.kind = Pending::Nak;  // the operands are read and dropped
-    cur.syndrome = s;
+  if (Syndrome s = refusal(q, rx.hdr, &local); s != Syndrome::None) {
+    rx.cur.kind = Pending::Nak;  // the operands are read and dropped
+    rx.cur.syndrome = s;
     return true;
   }
-  cur.kind = Pending::Atomic;
-  dest.push_back({&cur.atomic, sizeof cur.atomic});
+  rx.cur.kind = Pending::Atomic;
+  rx.dest.push_back({&rx.cur.atomic, sizeof rx.cur.atomic});
   return true;
 }
 
@@ -66,42 +66,42 @@ bool Conn::atomicRequest(Qp& q) {
 void Conn::executeAtomic(Qp& q) {
   // Checked again: the MR may have been deregistered since the header came.
   uint64_t local = 0;
-  if (Syndrome s = refusal(q, hdr, &local); s != Syndrome::None) {
+  if (Syndrome s = refusal(q, rx.hdr, &local); s != Syndrome::None) {
     flushAcksLocked(&q);
-    sendFrame(FrameType::Nak, hdr.psn, static_cast<uint16_t>(s));
-    discard_requests = true;
+    sendFrame(FrameType::Nak, rx.hdr.psn, static_cast<uint16_t>(s));
+    responder.discard_requests = true;
     return;
   }
   std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t*>(local));
-  uint64_t original = cur.atomic.compare_add;
-  if (static_cast<FrameType>(hdr.type) == FrameType::FetchAdd)
-    original = target.fetch_add(cur.atomic.compare_add);
+  uint64_t original = rx.cur.atomic.compare_add;
+  if (static_cast<FrameType>(rx.hdr.type) == FrameType::FetchAdd)
+    original = target.fetch_add(rx.cur.atomic.compare_add);
   else
-    target.compare_exchange_strong(original, cur.atomic.swap);  // original: what was there
-  ack_pending = false;  // the response acknowledges every earlier request too
-  sendFrame(FrameType::AtomicResp, hdr.psn, 0, &original, sizeof original);
+    target.compare_exchange_strong(original, rx.cur.atomic.swap);  // original: what was there
+  responder.ack_pending = false;  // the response acknowledges every earlier request too
+  sendFrame(FrameType::AtomicResp, rx.hdr.psn, 0, &original, sizeof original);
 }
 
 // The response to this side's atomic: the original value goes into the
 // request's local SGEs. q.mu held.
 bool Conn::atomicResponse(Qp& q) {
   // Everything before the atomic is acknowledged by its response.
-  q.completeSendsUpTo(hdr.psn - 1, IBV_WC_SUCCESS, false);
-  if (q.sq.empty() || q.sq.front().psn != hdr.psn || !isAtomicCompletion(q.sq.front().opcode) ||
-      hdr.len != kAtomicSize) {
+  q.completeSendsUpTo(rx.hdr.psn - 1, IBV_WC_SUCCESS, false);
+  if (q.sq.wqes.empty() || q.sq.wqes.front().psn != rx.hdr.psn ||
+      !isAtomicCompletion(q.sq.wqes.front().opcode) || rx.hdr.len != kAtomicSize) {
     if (q.qp.state == IBV_QPS_ERR) return true;  // flushed meanwhile: discard
     fail("unexpected atomic response");
     return false;
   }
-  const SendWqe& w = q.sq.front();
+  const SendWqe& w = q.sq.wqes.front();
   uint64_t want = kAtomicSize;
   for (uint32_t i = 0; i < w.num_sge && want > 0; i++) {
-    const ibv_sge& s = q.sq_sges[w.sge_off + i];
+    const ibv_sge& s = q.sq.sges[w.sge_off + i];
     const uint64_t n = std::min<uint64_t>(s.length, want);
-    if (n > 0) dest.push_back({reinterpret_cast<void*>(s.addr), n});
+    if (n > 0) rx.dest.push_back({reinterpret_cast<void*>(s.addr), n});
     want -= n;
   }
-  cur.kind = Pending::ReadResp;  // completed like a READ when the value is in
+  rx.cur.kind = Pending::ReadResp;  // completed like a READ when the value is in
   return true;
 }
 

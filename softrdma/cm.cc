@@ -90,7 +90,8 @@ void bindPendingConn(const std::shared_ptr<Qp>& qp) {
 // leaves it for the program's own QP (no QP on the id).
 void attachQp(CmId* id) {
   if (id->id.qp == nullptr) {
-    if (id->remote_qpn != 0 && !id->conn->boundQp()) pendingBinds()[id->remote_qpn] = id->conn;
+    if (id->params.remote_qpn != 0 && !id->conn->boundQp())
+      pendingBinds()[id->params.remote_qpn] = id->conn;
     return;
   }
   auto qp = qpRef(id->id.qp);
@@ -171,9 +172,9 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
     closeConn(c);
     return;
   }
-  if (listener->queued_requests >= listener->backlog) {
+  if (listener->listening.queued_requests >= listener->listening.backlog) {
     c->deferred_req = m;  // like a REQ the CM retries until the backlog has room
-    listener->deferred.push_back(c);
+    listener->listening.deferred.push_back(c);
     return;
   }
   sockaddr_storage local{}, peer{};
@@ -199,34 +200,35 @@ void onReq(const std::shared_ptr<Conn>& c, const CmMessage& m) {
   id->id.qp_type = listener->id.qp_type;
   id->listen_parent = listener.get();
   setAddrs(id.get(), reinterpret_cast<sockaddr*>(&local), reinterpret_cast<sockaddr*>(&peer));
-  if (listener->tos_set) {  // the listener's TOS: its connections' and their path's
-    id->tos_set = true;
-    id->tos = listener->tos;
-    setTos(c->fd, local.ss_family, listener->tos);
+  if (listener->opts.tos_set) {  // the listener's TOS: its connections' and their path's
+    id->opts.tos_set = true;
+    id->opts.tos = listener->opts.tos;
+    setTos(c->fd, local.ss_family, listener->opts.tos);
   }
-  id->path.traffic_class = id->tos;
-  id->remote_qpn = m.qpn;
+  id->path.traffic_class = id->opts.tos;
+  id->params.remote_qpn = m.qpn;
   c->remote_qpn = m.qpn;
   if (!ud) pendingBinds()[m.qpn] = c;  // for a QP the program moves itself (no QP on the id)
-  id->remote_rnr_retry = m.rnr_retry_count;
-  id->remote_retry = m.retry_count;
-  id->responder_resources = m.responder_resources;
-  id->initiator_depth = m.initiator_depth;
+  id->params.remote_rnr_retry = m.rnr_retry_count;
+  id->params.remote_retry = m.retry_count;
+  id->params.responder_resources = m.responder_resources;
+  id->params.initiator_depth = m.initiator_depth;
   id->conn = c;
   c->id = id;
   setCmState(id.get(), CmState::ReqRcvd);
   idTable()[&id->id] = id;
-  listener->queued_requests++;
+  listener->listening.queued_requests++;
   queueEvent(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m.private_data, m.private_data_len, pdata_max,
              listener);
-  if (!ud) fillConnParam(id->queued.back()->ev.param.conn, m);
+  if (!ud) fillConnParam(id->events.queued.back()->ev.param.conn, m);
 }
 
 // A listener whose backlog has room again admits deferred requests (cm_mu).
 void admitDeferred(CmId* listener) {
-  while (!listener->deferred.empty() && listener->queued_requests < listener->backlog) {
-    auto c = listener->deferred.front().lock();
-    listener->deferred.erase(listener->deferred.begin());
+  while (!listener->listening.deferred.empty() &&
+         listener->listening.queued_requests < listener->listening.backlog) {
+    auto c = listener->listening.deferred.front().lock();
+    listener->listening.deferred.erase(listener->listening.deferred.begin());
     if (!c || c->eof) continue;
     onReq(c, c->deferred_req);
   }
@@ -255,17 +257,17 @@ void onCmFrame(const std::shared_ptr<Conn>& c, FrameType t, const CmMessage& m) 
   switch (t) {
     case FrameType::Rep:
       if (id->state != CmState::Connect || m.private_data_len > kAcceptPrivateData) break;
-      id->remote_qpn = m.qpn;
+      id->params.remote_qpn = m.qpn;
       c->remote_qpn = m.qpn;
-      id->remote_rnr_retry = m.rnr_retry_count;
-      id->responder_resources = m.responder_resources;
-      id->initiator_depth = m.initiator_depth;
+      id->params.remote_rnr_retry = m.rnr_retry_count;
+      id->params.responder_resources = m.responder_resources;
+      id->params.initiator_depth = m.initiator_depth;
       id->timer_gen++;
       setCmState(id.get(), CmState::RepRcvd);
       if (id->id.qp == nullptr) pendingBinds()[m.qpn] = c;
       queueEvent(id, RDMA_CM_EVENT_ESTABLISHED, 0, m.private_data, m.private_data_len,
                  kAcceptPrivateData, nullptr, true);
-      fillConnParam(id->queued.back()->ev.param.conn, m);
+      fillConnParam(id->events.queued.back()->ev.param.conn, m);
       return;
     case FrameType::Rej:
       if (id->state != CmState::Connect) break;
@@ -346,7 +348,7 @@ void removeCmDevice() {
     queueEvent(id, RDMA_CM_EVENT_DEVICE_REMOVAL, 0);
     setCmState(id.get(), CmState::DeviceRemoval);
     id->timer_gen++;
-    id->deferred.clear();  // their connections are severed with the rest
+    id->listening.deferred.clear();  // their connections are severed with the rest
   }
 }
 

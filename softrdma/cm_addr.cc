@@ -46,9 +46,10 @@ static int checkPort(const CmId* id, const sockaddr* addr, bool reuse) {
   if (port == 0) return 0;  // a free port is chosen
   for (auto& [rid, other] : idTable()) {
     if (other.get() == id || other->destroyed || other->bound_port != port) continue;
-    if (reuse && other->reuseaddr) continue;
+    if (reuse && other->opts.reuseaddr) continue;
     const sockaddr* held = &other->id.route.addr.src_addr;
-    if (id->afonly == 1 && other->afonly == 1 && held->sa_family != addr->sa_family) continue;
+    if (id->opts.afonly == 1 && other->opts.afonly == 1 && held->sa_family != addr->sa_family)
+      continue;
     if (isWildcard(addr) || isWildcard(held)) return EADDRNOTAVAIL;
     if (sameAddress(addr, held)) return EADDRINUSE;
   }
@@ -87,14 +88,14 @@ static int bindV6Only() {
 // linger in TIME_WAIT; rdma_cm ports have no TIME_WAIT): the port rules are
 // checkPort's.
 static int bindSocket(CmId* id, const sockaddr* addr) {
-  if (id->afonly < 0) id->afonly = addr->sa_family == AF_INET ? 1 : bindV6Only();
-  if (int e = checkPort(id, addr, id->reuseaddr); e != 0) return setErr(e);
+  if (id->opts.afonly < 0) id->opts.afonly = addr->sa_family == AF_INET ? 1 : bindV6Only();
+  if (int e = checkPort(id, addr, id->opts.reuseaddr); e != 0) return setErr(e);
   int s = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s < 0) return -1;
   int one = 1;
   setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (addr->sa_family == AF_INET6)
-    setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &id->afonly, sizeof id->afonly);
+    setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &id->opts.afonly, sizeof id->opts.afonly);
   if (bind(s, addr, addrLen(addr)) != 0) {
     int e = errno;
     close(s);
@@ -134,12 +135,12 @@ SOFTRDMA_API int rdma_listen(rdma_cm_id* rid, int backlog) {
   if (!id || id->state != CmState::AddrBound || !id->listener) return setErr(EINVAL);
   // A listener holds its port alone (the kernel's rdma_listen checks the
   // port again, without reuse, and then no longer shares it).
-  if (id->reuseaddr) {
+  if (id->opts.reuseaddr) {
     if (int e = checkPort(id.get(), &rid->route.addr.src_addr, false); e != 0) return setErr(e);
-    id->reuseaddr = false;
+    id->opts.reuseaddr = false;
   }
   if (listen(id->listener->fd, SOMAXCONN) != 0) return -1;
-  id->backlog = backlog > 0 && backlog < 1024 ? backlog : 1024;
+  id->listening.backlog = backlog > 0 && backlog < 1024 ? backlog : 1024;
   setCmState(id.get(), CmState::Listen);
   listenerStart(id.get());
   return 0;
@@ -219,7 +220,8 @@ SOFTRDMA_API int rdma_resolve_route(rdma_cm_id* rid, int) {
     p.pkey = htons(0xffff);
     p.mtu = IBV_MTU_4096;
     p.hop_limit = 64;
-    p.traffic_class = id->tos_set ? id->tos : 0;  // RDMA_OPTION_ID_TOS; the kernel's default 0
+    p.traffic_class =
+        id->opts.tos_set ? id->opts.tos : 0;  // RDMA_OPTION_ID_TOS; the kernel's default 0
     p.reversible = 1;
     p.numb_path = 1;
     id->id.route.path_rec = &p;

@@ -108,26 +108,26 @@ SOFTRDMA_API int rdma_destroy_id(rdma_cm_id* rid) {
   auto id = liveId(rid);
   if (!id) return setErr(EINVAL);
   // Every event handed out for this id must have been acknowledged.
-  f.cm_cv.wait(lk, [&] { return id->events_acked >= id->events_reported; });
+  f.cm_cv.wait(lk, [&] { return id->events.acked >= id->events.reported; });
   id->destroyed = true;
   setCmState(id.get(), CmState::Destroying);
-  for (CmEvent* e : id->queued)
+  for (CmEvent* e : id->events.queued)
     e->dead = true;  // still queued in the kernel: discarded
   // A listener's undelivered connection requests (their subjects are the
   // new ids, their owner the listener) go with it.
   for (CmEvent* e : id->channel->queue) {
     if (e->owner == id && e->subject != id && !e->dead) {
       e->dead = true;
-      for (CmEvent* q : e->subject->queued)
+      for (CmEvent* q : e->subject->events.queued)
         q->dead = true;  // e.g. its DEVICE_REMOVAL
-      e->subject->queued.clear();
+      e->subject->events.queued.clear();
       e->subject->destroyed = true;
       closeConn(e->subject->conn);
       boundHwTable().erase(e->subject.get());
       idTable().erase(&e->subject->id);
     }
   }
-  id->queued.clear();
+  id->events.queued.clear();
   if (id->listener) {
     // The port is free when rdma_destroy_id returns, as with the kernel's CM
     // (perftest listens on one id, destroys it and listens on the same port
@@ -136,7 +136,7 @@ SOFTRDMA_API int rdma_destroy_id(rdma_cm_id* rid) {
     shutdown(id->listener->fd, SHUT_RDWR);
     Fabric::get().remove(id->listener);
   }
-  for (auto& w : id->deferred)
+  for (auto& w : id->listening.deferred)
     if (auto c = w.lock()) closeConn(c);
   if (auto c = id->conn) {
     // Destroying a connected id disconnects it (the kernel sends DREQ/DREP).
@@ -212,8 +212,8 @@ SOFTRDMA_API int rdma_create_qp_ex(rdma_cm_id* rid, ibv_qp_init_attr_ex* ax) {
   std::lock_guard lk(Fabric::get().cm_mu);
   rid->qp = qp;
   rid->pd = a.pd;
-  id->cm_created_cqs = own_cqs;
-  id->qp_created_by_cm = true;
+  id->qp_setup.cm_created_cqs = own_cqs;
+  id->qp_setup.qp_created_by_cm = true;
   int rc = cmModifyQp(id.get(), IBV_QPS_INIT);
   if (rc == 0 && isUdId(id.get())) {  // librdmacm's ucma_init_ud_qp: ready at once
     rc = cmModifyQp(id.get(), IBV_QPS_RTR);
@@ -245,14 +245,14 @@ SOFTRDMA_API void rdma_destroy_qp(rdma_cm_id* rid) {
   }
   ibv_destroy_qp(rid->qp);
   rid->qp = nullptr;
-  if (id && id->cm_created_cqs) {
+  if (id && id->qp_setup.cm_created_cqs) {
     ibv_destroy_cq(rid->send_cq);
     ibv_destroy_cq(rid->recv_cq);
     ibv_destroy_comp_channel(rid->send_cq_channel);
     ibv_destroy_comp_channel(rid->recv_cq_channel);
     rid->send_cq = rid->recv_cq = nullptr;
     rid->send_cq_channel = rid->recv_cq_channel = nullptr;
-    id->cm_created_cqs = false;
+    id->qp_setup.cm_created_cqs = false;
   }
 }
 
@@ -305,7 +305,7 @@ SOFTRDMA_API int rdma_connect(rdma_cm_id* rid, rdma_conn_param* param) {
     }
     if (s < 0) return -1;
     setNoDelay(s);
-    if (id->tos_set) setTos(s, dst->sa_family, id->tos);
+    if (id->opts.tos_set) setTos(s, dst->sa_family, id->opts.tos);
     auto c = std::make_shared<Conn>(s, ConnRole::Active);
     c->connecting = true;
     c->id = id;

@@ -76,17 +76,17 @@ SOFTRDMA_API int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
       delete e;
       continue;
     }
-    auto& q = e->subject->queued;
+    auto& q = e->subject->events.queued;
     for (auto it = q.begin(); it != q.end(); ++it) {
       if (*it == e) {
         q.erase(it);
         break;
       }
     }
-    e->owner->events_reported++;
+    e->owner->events.reported++;
     if (e->ev.event == RDMA_CM_EVENT_MULTICAST_JOIN) onJoinEvent(e);
     if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-      e->owner->queued_requests--;
+      e->owner->listening.queued_requests--;
       admitDeferred(e->owner.get());
     }
     if (e->rep) {
@@ -118,7 +118,7 @@ SOFTRDMA_API int rdma_ack_cm_event(rdma_cm_event* event) {
   auto* e = reinterpret_cast<CmEvent*>(event);
   {
     std::lock_guard lk(f.cm_mu);
-    e->owner->events_acked++;
+    e->owner->events.acked++;
   }
   f.cm_cv.notify_all();
   delete e;
@@ -148,7 +148,7 @@ SOFTRDMA_API int rdma_migrate_id(rdma_cm_id* rid, rdma_event_channel* channel) {
   if (!id) return setErr(EINVAL);
   CmChannel* to = channel != nullptr ? toChannel(channel) : newChannel(true);
   if (to == nullptr) return -1;
-  f.cm_cv.wait(lk, [&] { return id->events_acked >= id->events_reported; });
+  f.cm_cv.wait(lk, [&] { return id->events.acked >= id->events.reported; });
   CmChannel* from = id->channel;
   // Events not yet gotten follow the id; the old channel keeps a dead token.
   for (CmEvent*& slot : from->queue) {

@@ -227,7 +227,7 @@ void queueEvent(const std::shared_ptr<CmId>& subject, rdma_cm_event_type type, i
   }
   CmChannel* ch = e->owner->channel;
   ch->queue.push_back(e);
-  subject->queued.push_back(e);
+  subject->events.queued.push_back(e);
   signalChannel(ch);
   debugLog("cm id %p: queued %s status %d", static_cast<void*>(subject.get()), rdma_event_str(type),
            status);

@@ -55,7 +55,7 @@ const char* toString(CmState s);
 struct CmEvent {
   rdma_cm_event ev{};
   uint8_t pdata[kAcceptPrivateData]{};
-  std::shared_ptr<CmId> owner;    // whose events_reported/acked counts it
+  std::shared_ptr<CmId> owner;    // whose events.reported/acked counts it
   std::shared_ptr<CmId> subject;  // ev.id (a new id for CONNECT_REQUEST)
   bool dead = false;
   bool rep = false;  // active REP: the QP transitions happen when it is gotten
@@ -68,33 +68,49 @@ struct CmId {
   CmState state = CmState::Idle;
   bool sync = false;
   std::shared_ptr<Conn> conn;
-  // Listener
+  // The bound TCP socket (rdma_bind_addr), listening after rdma_listen.
   std::shared_ptr<Endpoint> listener;
-  int backlog = 0;
-  int queued_requests = 0;
-  std::vector<std::weak_ptr<Conn>> deferred;  // REQs over the backlog
-  CmId* listen_parent = nullptr;              // passive ids: their listener
-  // Connection parameters
-  uint8_t remote_rnr_retry = 7, remote_retry = 7;
-  uint8_t responder_resources = 1, initiator_depth = 1;
-  uint8_t ack_timeout = 14;  // RDMA_OPTION_ID_ACK_TIMEOUT; the kernel CM's default
+  // A listener's backlog: connection requests delivered and not yet
+  // accepted or rejected, and those waiting for room.
+  struct Listening {
+    int backlog = 0;
+    int queued_requests = 0;
+    std::vector<std::weak_ptr<Conn>> deferred;  // REQs over the backlog
+  } listening;
+  CmId* listen_parent = nullptr;  // passive ids: their listener
+  // The connection's parameters, as the REQ/REP exchange settled them: the
+  // peer's QP and retry counts, and the RDMA READ/atomic depths.
+  struct ConnParams {
+    uint8_t remote_rnr_retry = 7, remote_retry = 7;
+    uint8_t responder_resources = 1, initiator_depth = 1;
+    uint32_t remote_qpn = 0;
+  } params;
   // rdma_set_option (cm_sync.cc). TOS: the connection's IP TOS / traffic
   // class and the path's traffic class. REUSEADDR and AFONLY: the port rules
   // among this process's ids (checkPort, cm_addr.cc) and IPV6_V6ONLY.
-  bool tos_set = false;
-  uint8_t tos = 0;
-  bool reuseaddr = false;
-  int afonly = -1;          // -1: not set; at bind, 1 for IPv4, bindv6only for IPv6
+  struct Options {
+    bool tos_set = false;
+    uint8_t tos = 0;
+    bool reuseaddr = false;
+    int afonly = -1;           // -1: not set; at bind, 1 for IPv4, bindv6only for IPv6
+    uint8_t ack_timeout = 14;  // RDMA_OPTION_ID_ACK_TIMEOUT; the kernel CM's default
+  } opts;
   uint16_t bound_port = 0;  // host order; the port this id holds (0: none)
-  uint32_t remote_qpn = 0;
-  bool qp_created_by_cm = false;
-  bool cm_created_cqs = false;
-  // rdma_create_ep passive ids keep the QP attributes for rdma_get_request.
-  std::unique_ptr<ibv_qp_init_attr> ep_qp_attr;
-  ibv_pd* ep_pd = nullptr;
-  // Event accounting (cm_mu)
-  uint32_t events_reported = 0, events_acked = 0;
-  std::vector<CmEvent*> queued;  // not yet gotten
+  // The QP side rdma_cm set up for the program: rdma_create_qp's QP and
+  // CQs, and the QP attributes rdma_create_ep passive ids keep for
+  // rdma_get_request.
+  struct QpSetup {
+    bool qp_created_by_cm = false;
+    bool cm_created_cqs = false;
+    std::unique_ptr<ibv_qp_init_attr> ep_qp_attr;
+    ibv_pd* ep_pd = nullptr;
+  } qp_setup;
+  // Event accounting (cm_mu): events reported to and acked by the program,
+  // and those not yet gotten.
+  struct Events {
+    uint32_t reported = 0, acked = 0;
+    std::vector<CmEvent*> queued;
+  } events;
   uint64_t timer_gen = 0;
   bool destroyed = false;
   ibv_sa_path_rec path{};

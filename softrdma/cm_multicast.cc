@@ -68,7 +68,7 @@ SOFTRDMA_API int rdma_join_multicast_ex(rdma_cm_id* rid, rdma_cm_join_mc_attr_ex
     j.send_only = attr->join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
     id->joins.push_back(j);
     queueEvent(id, RDMA_CM_EVENT_MULTICAST_JOIN, 0);
-    rdma_ud_param& ud = id->queued.back()->ev.param.ud;
+    rdma_ud_param& ud = id->events.queued.back()->ev.param.ud;
     ud.private_data = context;  // librdmacm hands the join's context back here
     ud.ah_attr = routeAh(id.get());
     ud.ah_attr.grh.dgid = j.mgid;

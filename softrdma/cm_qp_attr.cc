@@ -56,9 +56,9 @@ int initQpAttr(rdma_cm_id* rid, ibv_qp_attr* a, int* mask) {
       return 0;
     case IBV_QPS_RTR:
       a->path_mtu = IBV_MTU_4096;
-      a->dest_qp_num = id->remote_qpn;
+      a->dest_qp_num = id->params.remote_qpn;
       a->rq_psn = 0;
-      a->max_dest_rd_atomic = id->responder_resources ? id->responder_resources : 1;
+      a->max_dest_rd_atomic = id->params.responder_resources ? id->params.responder_resources : 1;
       a->min_rnr_timer = 0;  // 655.36 ms, as the kernel's CM sets it
       a->ah_attr.is_global = 1;
       a->ah_attr.port_num = 1;
@@ -70,10 +70,10 @@ int initQpAttr(rdma_cm_id* rid, ibv_qp_attr* a, int* mask) {
       return 0;
     case IBV_QPS_RTS:
       a->sq_psn = 0;
-      a->timeout = id->ack_timeout;
-      a->retry_cnt = id->remote_retry & 7;
-      a->rnr_retry = id->remote_rnr_retry & 7;
-      a->max_rd_atomic = id->initiator_depth ? id->initiator_depth : 1;
+      a->timeout = id->opts.ack_timeout;
+      a->retry_cnt = id->params.remote_retry & 7;
+      a->rnr_retry = id->params.remote_rnr_retry & 7;
+      a->max_rd_atomic = id->params.initiator_depth ? id->params.initiator_depth : 1;
       *mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
               IBV_QP_MAX_QP_RD_ATOMIC;
       return 0;

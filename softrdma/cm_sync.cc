@@ -121,8 +121,8 @@ SOFTRDMA_API int rdma_create_ep(rdma_cm_id** out, rdma_addrinfo* res, ibv_pd* pd
     if (rc == 0 && qp_init_attr != nullptr) {
       std::lock_guard lk(Fabric::get().cm_mu);
       auto cid = idRef(id);
-      cid->ep_qp_attr = std::make_unique<ibv_qp_init_attr>(*qp_init_attr);
-      cid->ep_pd = pd;
+      cid->qp_setup.ep_qp_attr = std::make_unique<ibv_qp_init_attr>(*qp_init_attr);
+      cid->qp_setup.ep_pd = pd;
     }
   } else {
     rc = rdma_resolve_addr(id, res->ai_src_addr, res->ai_dst_addr, 2000);
@@ -169,9 +169,9 @@ SOFTRDMA_API int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
     err = -e->status;
   else if (e->event != RDMA_CM_EVENT_CONNECT_REQUEST)
     err = EINVAL;
-  if (err == 0 && lid->ep_qp_attr) {
-    ibv_qp_init_attr a = *lid->ep_qp_attr;
-    if (rdma_create_qp(e->id, lid->ep_pd, &a) != 0) err = errno;
+  if (err == 0 && lid->qp_setup.ep_qp_attr) {
+    ibv_qp_init_attr a = *lid->qp_setup.ep_qp_attr;
+    if (rdma_create_qp(e->id, lid->qp_setup.ep_pd, &a) != 0) err = errno;
   }
   if (err != 0) {
     rdma_ack_cm_event(e);
@@ -213,25 +213,25 @@ static int setIdOption(CmId* id, int optname, const void* optval, size_t optlen)
   switch (optname) {
     case RDMA_OPTION_ID_TOS:
       if (optlen != sizeof(uint8_t)) return EINVAL;
-      id->tos = *static_cast<const uint8_t*>(optval);
-      id->tos_set = true;
+      id->opts.tos = *static_cast<const uint8_t*>(optval);
+      id->opts.tos_set = true;
       return 0;
     case RDMA_OPTION_ID_REUSEADDR: {
       if (optlen != sizeof(int)) return EINVAL;
       bool reuse = *static_cast<const int*>(optval) != 0;
       // rdma_set_reuseaddr: before binding, or (to allow reuse) before listening.
       if (!((reuse && id->state != CmState::Listen) || id->state == CmState::Idle)) return EINVAL;
-      id->reuseaddr = reuse;
+      id->opts.reuseaddr = reuse;
       return 0;
     }
     case RDMA_OPTION_ID_AFONLY:
       if (optlen != sizeof(int)) return EINVAL;
       if (id->state != CmState::Idle) return EINVAL;  // rdma_set_afonly: before binding
-      id->afonly = *static_cast<const int*>(optval) != 0 ? 1 : 0;
+      id->opts.afonly = *static_cast<const int*>(optval) != 0 ? 1 : 0;
       return 0;
     case RDMA_OPTION_ID_ACK_TIMEOUT:  // the QP's local ACK timeout, set at RTS
       if (optlen != sizeof(uint8_t)) return EINVAL;
-      id->ack_timeout = *static_cast<const uint8_t*>(optval) & 31;  // a 5-bit field
+      id->opts.ack_timeout = *static_cast<const uint8_t*>(optval) & 31;  // a 5-bit field
       return 0;
     default:
       return ENOSYS;

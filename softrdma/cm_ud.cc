@@ -43,7 +43,7 @@ ibv_ah_attr routeAh(CmId* id) {
   int idx = gidIndex(s, contextDevice(id->id.verbs));
   ah.grh.sgid_index = static_cast<uint8_t>(idx < 0 ? 0 : idx);
   ah.grh.hop_limit = id->path.hop_limit != 0 ? id->path.hop_limit : 64;
-  ah.grh.traffic_class = id->tos_set ? id->tos : 0;
+  ah.grh.traffic_class = id->opts.tos_set ? id->opts.tos : 0;
   return ah;
 }
 
@@ -93,7 +93,7 @@ void onSidrRep(const std::shared_ptr<CmId>& id, const std::shared_ptr<Conn>& c, 
   }
   setCmState(id.get(), CmState::Established);
   queueEvent(id, RDMA_CM_EVENT_ESTABLISHED, 0, m.private_data, len, kSidrRepPrivateData);
-  rdma_ud_param& ud = id->queued.back()->ev.param.ud;
+  rdma_ud_param& ud = id->events.queued.back()->ev.param.ud;
   ud.ah_attr = routeAh(id.get());
   ud.qp_num = m.qpn;
   memcpy(&ud.qkey, &m.private_data[kQkeyOffset], sizeof ud.qkey);

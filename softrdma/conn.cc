@@ -93,8 +93,8 @@ bool Cq::progress() {
 
 Conn::Conn(int sock, ConnRole r) : role(r) {
   fd = sock;
-  rbuf.resize(kRxBuffer);
-  dest.reserve(kMaxSge);
+  rx.rbuf.resize(kRxBuffer);
+  rx.dest.reserve(kMaxSge);
 }
 
 Conn::~Conn() {
@@ -153,7 +153,7 @@ void Conn::fail(const char* why) {
 
 void Conn::sever(const char* why) {
   if (fd >= 0) shutdown(fd, SHUT_RDWR);  // the peer sees the connection end now
-  lost_why = why;
+  handoff.lost_why = why;
   progress();
 }
 
@@ -164,9 +164,9 @@ void Conn::onPeerGone(const char* why, bool garbage) {
   debugLog("connection fd %d lost: %s", fd, why);
   {
     std::lock_guard lk(tx_mu);
-    tx_closed = true;
-    txq.clear();
-    tbuf.clear();
+    tx.closed = true;
+    tx.txq.clear();
+    tx.tbuf.clear();
   }
   Fabric::get().remove(self);
   if (auto q = boundQp()) {
@@ -178,7 +178,7 @@ void Conn::onPeerGone(const char* why, bool garbage) {
       if (garbage && q->qp.state != IBV_QPS_ERR && q->qp.state != IBV_QPS_RESET) {
         q->flushAll(IBV_WC_WR_FLUSH_ERR);
         raiseAsync(q->qp.context, IBV_EVENT_QP_FATAL, kAsyncQp, q->qp.qp_num);
-      } else if (!q->sq.empty() && q->qp.state != IBV_QPS_ERR) {
+      } else if (!q->sq.wqes.empty() && q->qp.state != IBV_QPS_ERR) {
         q->flushAll(IBV_WC_RETRY_EXC_ERR);
       }
     }

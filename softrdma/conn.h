@@ -52,16 +52,20 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
     bool frame_start;
     bool request;
   };
-  std::deque<Seg> txq;
-  std::vector<uint8_t> tbuf;
-  bool tx_closed = false;
-  bool want_out = false;
-  bool close_after_flush = false;
-  // A coalesced ACK (for unsignaled requests): it goes out in front of the
-  // next frame this connection sends, or when the ACK timer fires.
-  bool ack_owed = false;
-  bool ack_timer = false;
-  uint32_t owed_psn = 0;
+  // The transmit side (tx_mu): what the socket has not taken yet, how the
+  // connection's sending ends, and the ACK owed to the peer.
+  struct Transmit {
+    std::deque<Seg> txq;
+    std::vector<uint8_t> tbuf;
+    bool closed = false;
+    bool want_out = false;
+    bool close_after_flush = false;
+    // A coalesced ACK (for unsignaled requests): it goes out in front of the
+    // next frame this connection sends, or when the ACK timer fires.
+    bool ack_owed = false;
+    bool ack_timer = false;
+    uint32_t owed_psn = 0;
+  } tx;
   void oweAck(uint32_t psn);
   void sendOwedAck();
   // Queues header+payload; writes immediately when nothing is queued.
@@ -92,42 +96,26 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
   // --- receive: whichever thread comes first (the progress thread on an
   // epoll event, a program's thread polling a CQ of the connection's QP):
   // progress() services the connection, or, when another thread is already
-  // at it, makes that thread go round once more. The fields below belong to
-  // the thread servicing it.
+  // at it, makes that thread go round once more. The receive stream (rx)
+  // and the responder state (responder) belong to the thread servicing it.
   void progress();
-  std::atomic<bool> rx_busy{false};
-  std::atomic<bool> rx_want{false};
-  // Work for the servicing thread from elsewhere: the RNR timer fired, the
-  // peer hung up while the receive side was held, the connection was severed
-  // (the reason: a string that lives forever).
-  std::atomic<bool> rnr_due{false};
-  std::atomic<bool> hup_seen{false};
-  std::atomic<const char*> lost_why{nullptr};
+  // Who services the connection, and what other threads hand to that thread.
+  struct Handoff {
+    std::atomic<bool> busy{false};  // a thread is servicing the connection
+    std::atomic<bool> want{false};  // it must go round once more
+    // Work for the servicing thread from elsewhere: the RNR timer fired, the
+    // peer hung up while the receive side was held, the connection was
+    // severed (the reason: a string that lives forever).
+    std::atomic<bool> rnr_due{false};
+    std::atomic<bool> hup_seen{false};
+    std::atomic<const char*> lost_why{nullptr};
+  } handoff;
   // The rx epolls of the CQs this connection's socket is in (qp_mu), and
   // its key there (connByKey).
   uint64_t rx_key = 0;
   std::vector<int> rx_epfds;
   void watchFrom(const std::shared_ptr<Qp>& q);  // qp_mu held
-  std::vector<uint8_t> rbuf;
-  size_t rpos = 0, rend = 0;
-  bool have_hdr = false;
-  bool hdr_handled = false;
-  uint32_t rx_psn = 0;  // next request PSN expected from the peer
-  FrameHeader hdr{};
-  size_t remaining = 0;     // payload bytes still to place
-  std::vector<iovec> dest;  // where they go (empty: discard)
-  size_t dest_idx = 0;
-  enum class Block { None, NotReady, Rnr } block = Block::None;
-  int rnr_tries = 0;
-  bool rnr_timer = false;
-  bool discard_requests = false;  // after a NAK, until the requester stops
-  uint32_t acked_psn = 0;
-  bool ack_pending = false;
-  bool ack_now = false;  // a request of this pass asked for an immediate ACK
-  // Receive completions of this pass: made visible only after their ACK is
-  // queued, as an HCA acknowledges before the CQE can be polled.
-  std::vector<std::pair<ibv_wc, bool>> pending_cqes;
-  std::atomic<bool> eof{false};
+  enum class Block { None, NotReady, Rnr };
   // Frame currently being received and what to do when its payload is in.
   struct Pending {
     enum Kind {
@@ -148,11 +136,39 @@ struct Conn : Endpoint, std::enable_shared_from_this<Conn> {
     uint32_t byte_len = 0;
     std::vector<uint8_t> cm;  // CM payload
     AtomicArgs atomic{};      // an atomic request's operands
-  } cur;
-
+  };
+  // The receive stream: bytes read from the socket, the frame being
+  // received, where its payload goes, and why reading waits.
+  struct Receive {
+    std::vector<uint8_t> rbuf;
+    size_t rpos = 0, rend = 0;
+    bool have_hdr = false;
+    bool hdr_handled = false;
+    FrameHeader hdr{};
+    size_t remaining = 0;     // payload bytes still to place
+    std::vector<iovec> dest;  // where they go (empty: discard)
+    size_t dest_idx = 0;
+    Pending cur;
+    Block block = Block::None;
+  } rx;
+  // This side as the responder: the peer's requests in sequence, the ACKs
+  // and NAKs for them, RNR retries, and the receive completions they make.
+  struct Responder {
+    uint32_t rx_psn = 0;  // next request PSN expected from the peer
+    int rnr_tries = 0;
+    bool rnr_timer = false;
+    bool discard_requests = false;  // after a NAK, until the requester stops
+    uint32_t acked_psn = 0;
+    bool ack_pending = false;
+    bool ack_now = false;  // a request of this pass asked for an immediate ACK
+    // Receive completions of this pass: made visible only after their ACK is
+    // queued, as an HCA acknowledges before the CQE can be polled.
+    std::vector<std::pair<ibv_wc, bool>> pending_cqes;
+  } responder;
+  std::atomic<bool> eof{false};
   void service();  // the receive side is this thread's (progress)
-  // What other threads handed over (lost_why, hup_seen, rnr_due), done;
-  // false when the receive loop must not run.
+  // What other threads handed over (handoff: lost_why, hup_seen, rnr_due),
+  // done; false when the receive loop must not run.
   bool takeHandedWork();
   void kick();  // service again on the progress thread
   void fail(const char* why);

@@ -98,43 +98,43 @@ namespace {
 // which also consumes a receive.
 bool Conn::remoteAccess(Qp& q, FrameType t) {
   const bool read = t == FrameType::ReadReq;
-  const uint64_t len = read ? hdr.imm : hdr.len;
+  const uint64_t len = read ? rx.hdr.imm : rx.hdr.len;
   const int need = read ? IBV_ACCESS_REMOTE_READ : IBV_ACCESS_REMOTE_WRITE;
   if (read && q.attr.max_dest_rd_atomic == 0) {  // no responder resources (rxe)
-    cur.kind = Pending::Nak;
-    cur.syndrome = Syndrome::RemoteInvalidRequest;
+    rx.cur.kind = Pending::Nak;
+    rx.cur.syndrome = Syndrome::RemoteInvalidRequest;
     return true;
   }
   // An MR's or a memory window's (mw.cc); a window's offsets become addresses.
-  uint64_t local = hdr.raddr;
-  if (len > 0 && !resolveRkey(q, hdr.rkey, hdr.raddr, len, need, &local)) {
-    cur.kind = Pending::Nak;
-    cur.syndrome = Syndrome::RemoteAccess;
+  uint64_t local = rx.hdr.raddr;
+  if (len > 0 && !resolveRkey(q, rx.hdr.rkey, rx.hdr.raddr, len, need, &local)) {
+    rx.cur.kind = Pending::Nak;
+    rx.cur.syndrome = Syndrome::RemoteAccess;
     return true;
   }
-  hdr.raddr = local;
+  rx.hdr.raddr = local;
   if (read) {
-    cur.kind = Pending::ReadReq;
+    rx.cur.kind = Pending::ReadReq;
     return true;
   }
-  if (len > 0) dest.push_back({reinterpret_cast<void*>(hdr.raddr), len});
-  cur.kind = Pending::Write;
+  if (len > 0) rx.dest.push_back({reinterpret_cast<void*>(rx.hdr.raddr), len});
+  rx.cur.kind = Pending::Write;
   return t == FrameType::Write;
 }
 
 // RNR: no receive is posted. The frame waits; a timer retries it.
 [[gnu::cold, gnu::noinline]] void Conn::waitForReceive(Qp& q) {
-  dest.clear();
-  block = Block::Rnr;
-  if (rnr_timer) return;
-  rnr_timer = true;
+  rx.dest.clear();
+  rx.block = Block::Rnr;
+  if (responder.rnr_timer) return;
+  responder.rnr_timer = true;
   q.rnr_events++;
   count(Counter::SendRnr);
   std::weak_ptr<Conn> w = weak_from_this();
   auto delay = std::chrono::microseconds(kRnrMicros[q.attr.min_rnr_timer & 31]);
   Fabric::get().schedule(Clock::now() + delay, [w] {
     if (auto c = w.lock()) {
-      c->rnr_due = true;
+      c->handoff.rnr_due = true;
       c->progress();
     }
   });
@@ -152,32 +152,32 @@ bool Conn::remoteAccess(Qp& q, FrameType t) {
         !mr->covers(sg[i].addr, sg[i].length))
       prot_ok = false;
     room += sg[i].length;
-    dest.push_back({reinterpret_cast<void*>(sg[i].addr), sg[i].length});
+    rx.dest.push_back({reinterpret_cast<void*>(sg[i].addr), sg[i].length});
   }
   if (!prot_ok) {
-    cur.status = IBV_WC_LOC_PROT_ERR;
-    cur.syndrome = Syndrome::RemoteOperation;
-  } else if (hdr.len > room) {
-    cur.status = IBV_WC_LOC_LEN_ERR;
-    cur.syndrome = Syndrome::RemoteInvalidRequest;
+    rx.cur.status = IBV_WC_LOC_PROT_ERR;
+    rx.cur.syndrome = Syndrome::RemoteOperation;
+  } else if (rx.hdr.len > room) {
+    rx.cur.status = IBV_WC_LOC_LEN_ERR;
+    rx.cur.syndrome = Syndrome::RemoteInvalidRequest;
   }
-  if (cur.status != IBV_WC_SUCCESS) dest.clear();
+  if (rx.cur.status != IBV_WC_SUCCESS) rx.dest.clear();
 }
 
 // A request from the peer's send queue (this side is the responder). q.mu held.
 bool Conn::handleRequest(Qp& q) {
-  auto t = static_cast<FrameType>(hdr.type);
+  auto t = static_cast<FrameType>(rx.hdr.type);
   ibv_qp_state st = q.qp.state;
   if (st == IBV_QPS_RESET || st == IBV_QPS_INIT) {
-    block = Block::NotReady;
+    rx.block = Block::NotReady;
     return false;
   }
-  if (st == IBV_QPS_ERR || discard_requests) return true;
-  if (hdr.psn != rx_psn) {
+  if (st == IBV_QPS_ERR || responder.discard_requests) return true;
+  if (rx.hdr.psn != responder.rx_psn) {
     fail("request out of sequence");
     return false;
   }
-  if (t == FrameType::ReadReq && hdr.len != 0) {
+  if (t == FrameType::ReadReq && rx.hdr.len != 0) {
     fail("READ request with payload");
     return false;
   }
@@ -191,53 +191,53 @@ bool Conn::handleRequest(Qp& q) {
     waitForReceive(q);
     return false;
   }
-  rnr_tries = 0;
-  cur.wqe = wqe;
-  cur.byte_len = hdr.len;
-  if (cur.kind == Pending::Write) {  // WRITE with immediate: data already targeted
-    cur.kind = Pending::Recv;
+  responder.rnr_tries = 0;
+  rx.cur.wqe = wqe;
+  rx.cur.byte_len = rx.hdr.len;
+  if (rx.cur.kind == Pending::Write) {  // WRITE with immediate: data already targeted
+    rx.cur.kind = Pending::Recv;
     return true;
   }
-  cur.kind = Pending::Recv;
+  rx.cur.kind = Pending::Recv;
   targetReceive(q, wqe, sg);
   return true;
 }
 
 // A response to this side's requests. q.mu held.
 bool Conn::handleResponse(Qp& q) {
-  auto t = static_cast<FrameType>(hdr.type);
+  auto t = static_cast<FrameType>(rx.hdr.type);
   if (t == FrameType::AtomicResp) return atomicResponse(q);
   if (t != FrameType::ReadResp) {
-    if (hdr.len != 0) {
+    if (rx.hdr.len != 0) {
       fail("ACK/NAK with payload");
       return false;
     }
-    cur.kind = Pending::Control;
+    rx.cur.kind = Pending::Control;
     return true;
   }
   // Everything before the READ is acknowledged by its response.
-  q.completeSendsUpTo(hdr.psn - 1, IBV_WC_SUCCESS, false);
-  if (q.sq.empty() || q.sq.front().psn != hdr.psn || q.sq.front().opcode != IBV_WC_RDMA_READ ||
-      q.sq.front().byte_len != hdr.len) {
+  q.completeSendsUpTo(rx.hdr.psn - 1, IBV_WC_SUCCESS, false);
+  if (q.sq.wqes.empty() || q.sq.wqes.front().psn != rx.hdr.psn ||
+      q.sq.wqes.front().opcode != IBV_WC_RDMA_READ || q.sq.wqes.front().byte_len != rx.hdr.len) {
     if (q.qp.state == IBV_QPS_ERR) return true;  // flushed meanwhile: discard
     fail("unexpected READ response");
     return false;
   }
-  const SendWqe& w = q.sq.front();
+  const SendWqe& w = q.sq.wqes.front();
   for (uint32_t i = 0; i < w.num_sge; i++) {
-    const ibv_sge& s = q.sq_sges[w.sge_off + i];
-    if (s.length > 0) dest.push_back({reinterpret_cast<void*>(s.addr), s.length});
+    const ibv_sge& s = q.sq.sges[w.sge_off + i];
+    if (s.length > 0) rx.dest.push_back({reinterpret_cast<void*>(s.addr), s.length});
   }
-  cur.kind = Pending::ReadResp;
+  rx.cur.kind = Pending::ReadResp;
   return true;
 }
 
 void Conn::finishFrame(const std::shared_ptr<Qp>& q) {
-  auto t = static_cast<FrameType>(hdr.type);
-  if (cur.kind == Pending::Cm) {
+  auto t = static_cast<FrameType>(rx.hdr.type);
+  if (rx.cur.kind == Pending::Cm) {
     CmMessage m{};
-    if (!cur.cm.empty()) {
-      memcpy(&m, cur.cm.data(), sizeof m);
+    if (!rx.cur.cm.empty()) {
+      memcpy(&m, rx.cur.cm.data(), sizeof m);
       if (m.magic != kCmMagic || m.private_data_len > sizeof m.private_data) {
         fail("bad CM message");
         return;
@@ -246,21 +246,21 @@ void Conn::finishFrame(const std::shared_ptr<Qp>& q) {
     onCmFrame(shared_from_this(), t, m);
     return;
   }
-  if (!q || cur.kind == Pending::Discard) {
-    if (isRequest(t)) rx_psn++;
+  if (!q || rx.cur.kind == Pending::Discard) {
+    if (isRequest(t)) responder.rx_psn++;
     return;
   }
   std::lock_guard lk(q->mu);
   if (q->destroyed) return;
-  if (cur.kind == Pending::Control) {
+  if (rx.cur.kind == Pending::Control) {
     if (t == FrameType::Ack)
-      q->completeSendsUpTo(hdr.psn, IBV_WC_SUCCESS, false);
+      q->completeSendsUpTo(rx.hdr.psn, IBV_WC_SUCCESS, false);
     else
-      q->completeSendsUpTo(hdr.psn, nakStatus(static_cast<Syndrome>(hdr.syndrome)), true);
+      q->completeSendsUpTo(rx.hdr.psn, nakStatus(static_cast<Syndrome>(rx.hdr.syndrome)), true);
     return;
   }
-  if (cur.kind == Pending::ReadResp) {
-    q->completeSendsUpTo(hdr.psn, IBV_WC_SUCCESS, false);
+  if (rx.cur.kind == Pending::ReadResp) {
+    q->completeSendsUpTo(rx.hdr.psn, IBV_WC_SUCCESS, false);
     return;
   }
   finishRequest(*q);
@@ -268,85 +268,85 @@ void Conn::finishFrame(const std::shared_ptr<Qp>& q) {
 
 // The payload of a request has been placed. q.mu held.
 void Conn::finishRequest(Qp& q) {
-  auto t = static_cast<FrameType>(hdr.type);
-  rx_psn++;
-  if (cur.kind == Pending::Nak) {
+  auto t = static_cast<FrameType>(rx.hdr.type);
+  responder.rx_psn++;
+  if (rx.cur.kind == Pending::Nak) {
     flushAcksLocked(&q);
-    sendFrame(FrameType::Nak, hdr.psn, static_cast<uint16_t>(cur.syndrome));
-    discard_requests = true;
+    sendFrame(FrameType::Nak, rx.hdr.psn, static_cast<uint16_t>(rx.cur.syndrome));
+    responder.discard_requests = true;
     return;
   }
-  if (cur.kind == Pending::Atomic) {
+  if (rx.cur.kind == Pending::Atomic) {
     executeAtomic(q);
     return;
   }
-  if (cur.kind == Pending::ReadReq) {
+  if (rx.cur.kind == Pending::ReadReq) {
     // The response acknowledges every earlier request too.
-    ack_pending = false;
+    responder.ack_pending = false;
     FrameHeader h{};
     h.type = static_cast<uint8_t>(FrameType::ReadResp);
-    h.psn = hdr.psn;
-    h.len = hdr.imm;
+    h.psn = rx.hdr.psn;
+    h.len = rx.hdr.imm;
     TxIov v[2] = {{&h, sizeof h, false, true, false},
-                  {reinterpret_cast<void*>(hdr.raddr), hdr.imm, false, false, false}};
-    sendv(v, hdr.imm > 0 ? 2 : 1);
+                  {reinterpret_cast<void*>(rx.hdr.raddr), rx.hdr.imm, false, false, false}};
+    sendv(v, rx.hdr.imm > 0 ? 2 : 1);
     return;
   }
-  if (cur.kind == Pending::Recv) {
+  if (rx.cur.kind == Pending::Recv) {
     ibv_wc wc{};
-    wc.wr_id = cur.wqe.wr_id;
-    wc.status = cur.status;
+    wc.wr_id = rx.cur.wqe.wr_id;
+    wc.status = rx.cur.status;
     wc.opcode = t == FrameType::WriteImm ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV;
-    wc.byte_len = cur.byte_len;
+    wc.byte_len = rx.cur.byte_len;
     wc.qp_num = q.qp.qp_num;
     wc.src_qp = remote_qpn;
     if (t == FrameType::SendImm || t == FrameType::WriteImm) {
       wc.wc_flags = IBV_WC_WITH_IMM;
-      wc.imm_data = hdr.imm;
+      wc.imm_data = rx.hdr.imm;
     }
     if (t == FrameType::SendInv) {  // the window is invalidated before the CQE (mw.cc)
       wc.wc_flags = IBV_WC_WITH_INV;
-      wc.invalidated_rkey = hdr.rkey;
-      if (cur.status == IBV_WC_SUCCESS && !remoteInvalidate(hdr.rkey)) {
-        wc.status = cur.status = IBV_WC_REM_INV_REQ_ERR;
-        cur.syndrome = Syndrome::RemoteInvalidRequest;
+      wc.invalidated_rkey = rx.hdr.rkey;
+      if (rx.cur.status == IBV_WC_SUCCESS && !remoteInvalidate(rx.hdr.rkey)) {
+        wc.status = rx.cur.status = IBV_WC_REM_INV_REQ_ERR;
+        rx.cur.syndrome = Syndrome::RemoteInvalidRequest;
       }
     }
-    if (cur.status != IBV_WC_SUCCESS) {
+    if (rx.cur.status != IBV_WC_SUCCESS) {
       flushAcksLocked(&q);
-      q.rcq->push(wc, (hdr.flags & kFlagSolicited) != 0);
-      sendFrame(FrameType::Nak, hdr.psn, static_cast<uint16_t>(cur.syndrome));
-      discard_requests = true;
+      q.rcq->push(wc, (rx.hdr.flags & kFlagSolicited) != 0);
+      sendFrame(FrameType::Nak, rx.hdr.psn, static_cast<uint16_t>(rx.cur.syndrome));
+      responder.discard_requests = true;
       q.flushAll(IBV_WC_WR_FLUSH_ERR);
       return;
     }
     count(Counter::RdmaRecvs);
     applyTestCorruption(wc);
-    pending_cqes.emplace_back(wc, (hdr.flags & kFlagSolicited) != 0);
+    responder.pending_cqes.emplace_back(wc, (rx.hdr.flags & kFlagSolicited) != 0);
   }
-  ack_pending = true;
-  if (hdr.flags & kFlagAckNow) ack_now = true;
-  acked_psn = hdr.psn;
+  responder.ack_pending = true;
+  if (rx.hdr.flags & kFlagAckNow) responder.ack_now = true;
+  responder.acked_psn = rx.hdr.psn;
 }
 
 void Conn::flushAcksLocked(Qp* q) {
-  if (ack_pending && !eof) {
-    if (ack_now) {
-      sendFrame(FrameType::Ack, acked_psn);  // covers any owed ACK too
+  if (responder.ack_pending && !eof) {
+    if (responder.ack_now) {
+      sendFrame(FrameType::Ack, responder.acked_psn);  // covers any owed ACK too
     } else {
-      oweAck(acked_psn);
+      oweAck(responder.acked_psn);
     }
   }
-  ack_pending = ack_now = false;
+  responder.ack_pending = responder.ack_now = false;
   if (q != nullptr && !q->destroyed)
-    for (const auto& [wc, solicited] : pending_cqes)
+    for (const auto& [wc, solicited] : responder.pending_cqes)
       q->rcq->push(wc, solicited);
-  pending_cqes.clear();
+  responder.pending_cqes.clear();
 }
 
 void Conn::flushAcks(const std::shared_ptr<Qp>& q) {
-  if (pending_cqes.empty() || !q) {
-    pending_cqes.clear();
+  if (responder.pending_cqes.empty() || !q) {
+    responder.pending_cqes.clear();
     flushAcksLocked(nullptr);
     return;
   }
@@ -355,22 +355,22 @@ void Conn::flushAcks(const std::shared_ptr<Qp>& q) {
 }
 
 void Conn::onRnrTimer() {
-  rnr_timer = false;
-  if (block != Block::Rnr || eof) return;
-  rnr_tries++;
-  if (hdr.rnr_retry != 7 && rnr_tries > hdr.rnr_retry) {
+  responder.rnr_timer = false;
+  if (rx.block != Block::Rnr || eof) return;
+  responder.rnr_tries++;
+  if (rx.hdr.rnr_retry != 7 && responder.rnr_tries > rx.hdr.rnr_retry) {
     // The requester has exhausted its RNR retries: its request fails.
-    block = Block::None;
-    rnr_tries = 0;
-    hdr_handled = true;
-    remaining = hdr.len;
-    dest.clear();
-    dest_idx = 0;
-    cur.kind = Pending::Nak;
-    cur.syndrome = Syndrome::RnrRetryExceeded;
+    rx.block = Block::None;
+    responder.rnr_tries = 0;
+    rx.hdr_handled = true;
+    rx.remaining = rx.hdr.len;
+    rx.dest.clear();
+    rx.dest_idx = 0;
+    rx.cur.kind = Pending::Nak;
+    rx.cur.syndrome = Syndrome::RnrRetryExceeded;
     return;
   }
-  block = Block::None;
+  rx.block = Block::None;
 }
 
 }  // namespace softrdma

@@ -33,7 +33,7 @@ void Conn::onEvents(uint32_t events) {
     connecting = false;
     if (manual) {
       if (err != 0) {
-        lost_why = strerror(err);  // glibc: a string that lives forever
+        handoff.lost_why = strerror(err);  // glibc: a string that lives forever
         progress();
         return;
       }
@@ -42,7 +42,7 @@ void Conn::onEvents(uint32_t events) {
       if (err != 0) return;
     }
     std::lock_guard lk(tx_mu);
-    want_out = true;  // registered with EPOLLOUT for the connect: drop it once flushed
+    tx.want_out = true;  // registered with EPOLLOUT for the connect: drop it once flushed
     flushLocked();
     return;
   }
@@ -50,18 +50,18 @@ void Conn::onEvents(uint32_t events) {
     std::lock_guard lk(tx_mu);
     flushLocked();
   }
-  if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) hup_seen = true;
+  if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) handoff.hup_seen = true;
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) progress();
 }
 
 void Conn::progress() {
-  rx_want = true;
-  while (rx_want) {
+  handoff.want = true;
+  while (handoff.want) {
     bool idle = false;
-    if (!rx_busy.compare_exchange_strong(idle, true)) return;  // its holder goes round
-    while (rx_want.exchange(false))
+    if (!handoff.busy.compare_exchange_strong(idle, true)) return;  // its holder goes round
+    while (handoff.want.exchange(false))
       service();
-    rx_busy = false;
+    handoff.busy = false;
   }
 }
 
@@ -73,14 +73,14 @@ void Conn::kick() {
 }
 
 bool Conn::readMore() {
-  if (rpos > 0) {
-    memmove(rbuf.data(), rbuf.data() + rpos, rend - rpos);
-    rend -= rpos;
-    rpos = 0;
+  if (rx.rpos > 0) {
+    memmove(rx.rbuf.data(), rx.rbuf.data() + rx.rpos, rx.rend - rx.rpos);
+    rx.rend -= rx.rpos;
+    rx.rpos = 0;
   }
-  ssize_t n = read(fd, rbuf.data() + rend, rbuf.size() - rend);
+  ssize_t n = read(fd, rx.rbuf.data() + rx.rend, rx.rbuf.size() - rx.rend);
   if (n > 0) {
-    rend += static_cast<size_t>(n);
+    rx.rend += static_cast<size_t>(n);
     return true;
   }
   if (n == 0) {
@@ -92,20 +92,20 @@ bool Conn::readMore() {
 }
 
 void Conn::place(const uint8_t* p, size_t n) {
-  while (n > 0 && dest_idx < dest.size()) {
-    iovec& d = dest[dest_idx];
+  while (n > 0 && rx.dest_idx < rx.dest.size()) {
+    iovec& d = rx.dest[rx.dest_idx];
     size_t k = std::min(n, d.iov_len);
     memcpy(d.iov_base, p, k);
     d.iov_base = static_cast<uint8_t*>(d.iov_base) + k;
     d.iov_len -= k;
     p += k;
     n -= k;
-    if (d.iov_len == 0) dest_idx++;
+    if (d.iov_len == 0) rx.dest_idx++;
   }
 }
 
 bool Conn::takeHandedWork() {
-  if (const char* why = lost_why.exchange(nullptr)) {
+  if (const char* why = handoff.lost_why.exchange(nullptr)) {
     onPeerGone(why);
     return false;
   }
@@ -113,15 +113,15 @@ bool Conn::takeHandedWork() {
   if (eof || dead) return false;
   // A connection held for RNR or readiness reads nothing until it resumes;
   // a peer that went away meanwhile is noticed all the same.
-  if (hup_seen.exchange(false) && block != Block::None) {
+  if (handoff.hup_seen.exchange(false) && rx.block != Block::None) {
     onPeerGone("connection closed by peer");
     return false;
   }
-  if (rnr_due.exchange(false)) onRnrTimer();
+  if (handoff.rnr_due.exchange(false)) onRnrTimer();
   // A frame held because its QP was not bound or not ready (RESET, INIT) is
   // looked at again: this pass may come from the QP's binding or its move to
   // RTR (kick). If it still is not ready, handleHeader holds it again.
-  if (block == Block::NotReady) block = Block::None;
+  if (rx.block == Block::NotReady) rx.block = Block::None;
   return true;
 }
 
@@ -130,38 +130,38 @@ void Conn::service() {
   auto self = shared_from_this();
   std::shared_ptr<Qp> q = boundQp();
   size_t budget = kServiceBudget;
-  while (!eof && block == Block::None) {
-    if (!have_hdr) {
-      if (rend - rpos < sizeof(FrameHeader)) {
+  while (!eof && rx.block == Block::None) {
+    if (!rx.have_hdr) {
+      if (rx.rend - rx.rpos < sizeof(FrameHeader)) {
         if (!readMore()) break;
         continue;
       }
-      memcpy(&hdr, rbuf.data() + rpos, sizeof hdr);
-      rpos += sizeof hdr;
-      have_hdr = true;
-      hdr_handled = false;
+      memcpy(&rx.hdr, rx.rbuf.data() + rx.rpos, sizeof rx.hdr);
+      rx.rpos += sizeof rx.hdr;
+      rx.have_hdr = true;
+      rx.hdr_handled = false;
     }
-    if (!hdr_handled) {
+    if (!rx.hdr_handled) {
       if (!handleHeader(q)) break;
-      hdr_handled = true;
-      remaining = hdr.len;
+      rx.hdr_handled = true;
+      rx.remaining = rx.hdr.len;
     }
-    while (remaining > 0 && !eof) {
-      size_t avail = rend - rpos;
+    while (rx.remaining > 0 && !eof) {
+      size_t avail = rx.rend - rx.rpos;
       if (avail > 0) {
-        size_t k = std::min(avail, remaining);
-        place(rbuf.data() + rpos, k);
-        rpos += k;
-        remaining -= k;
+        size_t k = std::min(avail, rx.remaining);
+        place(rx.rbuf.data() + rx.rpos, k);
+        rx.rpos += k;
+        rx.remaining -= k;
         continue;
       }
-      if (remaining >= kDirectRead && dest_idx < dest.size()) {
+      if (rx.remaining >= kDirectRead && rx.dest_idx < rx.dest.size()) {
         iovec io[kMaxSge + 1];
         int k = 0;
-        size_t want = remaining;
-        for (size_t i = dest_idx; i < dest.size() && want > 0 && k < 32; i++) {
-          size_t l = std::min(dest[i].iov_len, want);
-          io[k++] = {dest[i].iov_base, l};
+        size_t want = rx.remaining;
+        for (size_t i = rx.dest_idx; i < rx.dest.size() && want > 0 && k < 32; i++) {
+          size_t l = std::min(rx.dest[i].iov_len, want);
+          io[k++] = {rx.dest[i].iov_base, l};
           want -= l;
         }
         ssize_t n = readv(fd, io, k);
@@ -174,25 +174,25 @@ void Conn::service() {
           return;
         }
         auto got = static_cast<size_t>(n);
-        remaining -= got;
+        rx.remaining -= got;
         while (got > 0) {
-          iovec& d = dest[dest_idx];
+          iovec& d = rx.dest[rx.dest_idx];
           size_t t = std::min(got, d.iov_len);
           d.iov_base = static_cast<uint8_t*>(d.iov_base) + t;
           d.iov_len -= t;
           got -= t;
-          if (d.iov_len == 0) dest_idx++;
+          if (d.iov_len == 0) rx.dest_idx++;
         }
         continue;
       }
       if (!readMore()) break;
     }
-    if (remaining > 0 || eof) break;
-    have_hdr = false;
+    if (rx.remaining > 0 || eof) break;
+    rx.have_hdr = false;
     finishFrame(q);
     count(t_inline ? Counter::RxInline : Counter::RxProgress);
     q = boundQp();
-    size_t used = sizeof(FrameHeader) + hdr.len;
+    size_t used = sizeof(FrameHeader) + rx.hdr.len;
     if (used >= budget) {
       kick();  // let other connections run; continue on the next turn
       break;
@@ -203,13 +203,13 @@ void Conn::service() {
 }
 
 bool Conn::handleHeader(const std::shared_ptr<Qp>& q) {
-  auto t = static_cast<FrameType>(hdr.type);
-  dest.clear();
-  dest_idx = 0;
-  cur.kind = Pending::Discard;
-  cur.status = IBV_WC_SUCCESS;
-  cur.syndrome = Syndrome::None;
-  if (hdr.len > kMaxFramePayload) {
+  auto t = static_cast<FrameType>(rx.hdr.type);
+  rx.dest.clear();
+  rx.dest_idx = 0;
+  rx.cur.kind = Pending::Discard;
+  rx.cur.status = IBV_WC_SUCCESS;
+  rx.cur.syndrome = Syndrome::None;
+  if (rx.hdr.len > kMaxFramePayload) {
     fail("frame length out of range");
     return false;
   }
@@ -218,23 +218,23 @@ bool Conn::handleHeader(const std::shared_ptr<Qp>& q) {
     case FrameType::Rep:
     case FrameType::Rej:
     case FrameType::Attach:
-      if (hdr.len != sizeof(CmMessage)) {
+      if (rx.hdr.len != sizeof(CmMessage)) {
         fail("bad CM message length");
         return false;
       }
-      cur.kind = Pending::Cm;
-      cur.cm.resize(sizeof(CmMessage));
-      dest.push_back({cur.cm.data(), cur.cm.size()});
+      rx.cur.kind = Pending::Cm;
+      rx.cur.cm.resize(sizeof(CmMessage));
+      rx.dest.push_back({rx.cur.cm.data(), rx.cur.cm.size()});
       return true;
     case FrameType::Rtu:
     case FrameType::Dreq:
     case FrameType::Drep:
-      if (hdr.len != 0) {
+      if (rx.hdr.len != 0) {
         fail("bad CM message length");
         return false;
       }
-      cur.kind = Pending::Cm;
-      cur.cm.clear();
+      rx.cur.kind = Pending::Cm;
+      rx.cur.cm.clear();
       return true;
     case FrameType::Ack:
     case FrameType::Nak:
@@ -260,7 +260,7 @@ bool Conn::handleHeader(const std::shared_ptr<Qp>& q) {
       gone = qp_was_bound;
     }
     if (gone) return true;  // the QP was destroyed: discard
-    block = Block::NotReady;
+    rx.block = Block::NotReady;
     return false;
   }
   std::lock_guard lk(q->mu);

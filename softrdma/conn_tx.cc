@@ -35,23 +35,23 @@ void Conn::sendv(const TxIov* v, int n) {
 }
 
 void Conn::sendvLocked(const TxIov* v, int n) {
-  if (tx_closed) return;
+  if (tx.closed) return;
   FrameHeader ack{};
   TxIov withAck[257];
-  if (ack_owed && n > 0 && v[0].header &&
+  if (tx.ack_owed && n > 0 && v[0].header &&
       static_cast<const FrameHeader*>(v[0].p)->type == static_cast<uint8_t>(FrameType::Ack)) {
-    ack_owed = false;                // ACKs are cumulative: this one covers what is owed
-  } else if (ack_owed && n < 257) {  // the coalesced ACK rides in front of this frame
-    ack_owed = false;
+    tx.ack_owed = false;                // ACKs are cumulative: this one covers what is owed
+  } else if (tx.ack_owed && n < 257) {  // the coalesced ACK rides in front of this frame
+    tx.ack_owed = false;
     ack.type = static_cast<uint8_t>(FrameType::Ack);
-    ack.psn = owed_psn;
+    ack.psn = tx.owed_psn;
     withAck[0] = {&ack, sizeof ack, false, true, false};
     std::copy(v, v + n, withAck + 1);
     v = withAck;
     n++;
   }
   size_t skip = 0;
-  if (txq.empty() && !connecting) {
+  if (tx.txq.empty() && !connecting) {
     iovec io[256];
     int k = 0;
     for (int i = 0; i < n && k < 256; i++)
@@ -59,7 +59,7 @@ void Conn::sendvLocked(const TxIov* v, int n) {
     ssize_t w = sendIov(fd, io, k);
     if (w < 0) {
       if (errno != EAGAIN) {
-        tx_closed = true;  // the receive side sees the reset and reports it
+        tx.closed = true;  // the receive side sees the reset and reports it
         return;
       }
       w = 0;
@@ -76,19 +76,19 @@ void Conn::sendvLocked(const TxIov* v, int n) {
     bool start = skip == 0 && v[i].header;
     skip = 0;
     if (v[i].stable && len >= kReferenceAbove) {
-      txq.push_back({p, 0, len, start, v[i].request});
+      tx.txq.push_back({p, 0, len, start, v[i].request});
       continue;
     }
-    size_t off = tbuf.size();
-    tbuf.insert(tbuf.end(), p, p + len);
-    if (!start && !txq.empty() && txq.back().ext == nullptr &&
-        txq.back().off + txq.back().len == off)
-      txq.back().len += len;
+    size_t off = tx.tbuf.size();
+    tx.tbuf.insert(tx.tbuf.end(), p, p + len);
+    if (!start && !tx.txq.empty() && tx.txq.back().ext == nullptr &&
+        tx.txq.back().off + tx.txq.back().len == off)
+      tx.txq.back().len += len;
     else
-      txq.push_back({nullptr, off, len, start, v[i].request});
+      tx.txq.push_back({nullptr, off, len, start, v[i].request});
   }
-  if (!txq.empty() && !want_out && !connecting) {
-    want_out = true;
+  if (!tx.txq.empty() && !tx.want_out && !connecting) {
+    tx.want_out = true;
     Fabric::get().modify(this, kEvIn | EPOLLOUT);
   }
 }
@@ -105,23 +105,23 @@ void Conn::sendFrame(FrameType t, uint32_t psn, uint16_t syndrome, const void* p
 }
 
 void Conn::flushLocked() {
-  while (!txq.empty() && !tx_closed) {
+  while (!tx.txq.empty() && !tx.closed) {
     iovec io[64];
     int k = 0;
-    for (auto it = txq.begin(); it != txq.end() && k < 64; ++it)
-      io[k++] = {const_cast<uint8_t*>(it->ext ? it->ext : tbuf.data() + it->off), it->len};
+    for (auto it = tx.txq.begin(); it != tx.txq.end() && k < 64; ++it)
+      io[k++] = {const_cast<uint8_t*>(it->ext ? it->ext : tx.tbuf.data() + it->off), it->len};
     ssize_t w = sendIov(fd, io, k);
     if (w < 0) {
       if (errno == EAGAIN) return;
-      tx_closed = true;
+      tx.closed = true;
       break;
     }
     auto left = static_cast<size_t>(w);
     while (left > 0) {
-      Seg& s = txq.front();
+      Seg& s = tx.txq.front();
       if (left >= s.len) {
         left -= s.len;
-        txq.pop_front();
+        tx.txq.pop_front();
         continue;
       }
       if (s.ext)
@@ -134,40 +134,40 @@ void Conn::flushLocked() {
     }
     compactLocked();
   }
-  txq.clear();
-  tbuf.clear();
-  if (want_out) {
-    want_out = false;
+  tx.txq.clear();
+  tx.tbuf.clear();
+  if (tx.want_out) {
+    tx.want_out = false;
     Fabric::get().modify(this, kEvIn);
   }
-  if (close_after_flush) shutdown(fd, SHUT_WR);
+  if (tx.close_after_flush) shutdown(fd, SHUT_WR);
 }
 
 // Drops the already-sent prefix of tbuf once it dominates, so a connection
 // that never fully drains does not grow without bound.
 void Conn::compactLocked() {
   size_t first = SIZE_MAX;
-  for (const Seg& s : txq) {
+  for (const Seg& s : tx.txq) {
     if (s.ext == nullptr) {
       first = s.off;
       break;
     }
   }
-  if (first == SIZE_MAX) first = tbuf.size();
-  if (first < (1u << 20) || first < tbuf.size() / 2) return;
-  tbuf.erase(tbuf.begin(), tbuf.begin() + static_cast<std::ptrdiff_t>(first));
-  for (Seg& s : txq)
+  if (first == SIZE_MAX) first = tx.tbuf.size();
+  if (first < (1u << 20) || first < tx.tbuf.size() / 2) return;
+  tx.tbuf.erase(tx.tbuf.begin(), tx.tbuf.begin() + static_cast<std::ptrdiff_t>(first));
+  for (Seg& s : tx.txq)
     if (s.ext == nullptr) s.off -= first;
 }
 
 void Conn::oweAck(uint32_t psn) {
   {
     std::lock_guard lk(tx_mu);  // a leaf: the timer is scheduled after it is released
-    if (tx_closed) return;
-    ack_owed = true;
-    owed_psn = psn;
-    if (ack_timer) return;
-    ack_timer = true;
+    if (tx.closed) return;
+    tx.ack_owed = true;
+    tx.owed_psn = psn;
+    if (tx.ack_timer) return;
+    tx.ack_timer = true;
   }
   std::weak_ptr<Conn> w = weak_from_this();
   Fabric::get().schedule(Clock::now() + kAckDelay, [w] {
@@ -177,15 +177,15 @@ void Conn::oweAck(uint32_t psn) {
 
 void Conn::sendOwedAck() {
   std::lock_guard lk(tx_mu);
-  ack_timer = false;
-  if (ack_owed) sendvLocked(nullptr, 0);  // the owed ACK alone
+  tx.ack_timer = false;
+  if (tx.ack_owed) sendvLocked(nullptr, 0);  // the owed ACK alone
 }
 
 void Conn::shutdownAfterFlush() {
   std::lock_guard lk(tx_mu);
-  if (ack_owed) sendvLocked(nullptr, 0);
-  close_after_flush = true;
-  if (txq.empty()) shutdown(fd, SHUT_WR);
+  if (tx.ack_owed) sendvLocked(nullptr, 0);
+  tx.close_after_flush = true;
+  if (tx.txq.empty()) shutdown(fd, SHUT_WR);
 }
 
 void Conn::abortData() {
@@ -193,18 +193,18 @@ void Conn::abortData() {
   std::deque<Seg> keep;
   std::vector<uint8_t> buf;
   bool keepFrame = true;
-  for (size_t i = 0; i < txq.size(); i++) {
-    const Seg& s = txq[i];
+  for (size_t i = 0; i < tx.txq.size(); i++) {
+    const Seg& s = tx.txq[i];
     // The frame partly on the wire is finished; whole requests not yet begun
     // are never sent; responses (ACK, NAK, READ data) still go out.
     if (s.frame_start) keepFrame = i == 0 || !s.request;
     if (!keepFrame) continue;
-    const uint8_t* p = s.ext ? s.ext : tbuf.data() + s.off;
+    const uint8_t* p = s.ext ? s.ext : tx.tbuf.data() + s.off;
     keep.push_back({nullptr, buf.size(), s.len, s.frame_start, s.request});
     buf.insert(buf.end(), p, p + s.len);
   }
-  txq.swap(keep);
-  tbuf.swap(buf);
+  tx.txq.swap(keep);
+  tx.tbuf.swap(buf);
 }
 
 }  // namespace softrdma

@@ -142,7 +142,7 @@ void failTransport(const std::shared_ptr<Qp>& qp, const char* why) {
   debugLog("QP %u: %s", qp->qp.qp_num, why);
   std::lock_guard lk(qp->mu);
   qp->transport_lost = true;
-  if (!qp->sq.empty() && qp->qp.state != IBV_QPS_ERR) qp->flushAll(IBV_WC_RETRY_EXC_ERR);
+  if (!qp->sq.wqes.empty() && qp->qp.state != IBV_QPS_ERR) qp->flushAll(IBV_WC_RETRY_EXC_ERR);
 }
 
 // Dials the peer QP's published endpoint, retrying until it appears.
@@ -198,12 +198,12 @@ void dial(std::weak_ptr<Qp> wqp, std::shared_ptr<Conn> c, in_addr src, in_addr d
     std::vector<uint8_t> frame(sizeof h + sizeof m);
     memcpy(frame.data(), &h, sizeof h);
     memcpy(frame.data() + sizeof h, &m, sizeof m);
-    std::vector<uint8_t> rest(c->tbuf);
-    c->tbuf = frame;
-    for (auto& seg : c->txq)
+    std::vector<uint8_t> rest(c->tx.tbuf);
+    c->tx.tbuf = frame;
+    for (auto& seg : c->tx.txq)
       if (seg.ext == nullptr) seg.off += frame.size();
-    c->tbuf.insert(c->tbuf.end(), rest.begin(), rest.end());
-    c->txq.push_front({nullptr, 0, frame.size(), true, false});
+    c->tx.tbuf.insert(c->tx.tbuf.end(), rest.begin(), rest.end());
+    c->tx.txq.push_front({nullptr, 0, frame.size(), true, false});
   }
   Fabric::get().add(c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET);
   // Bound while it had no socket: now its CQs' pollers can receive from it.
@@ -296,13 +296,13 @@ void manualAttach(const std::shared_ptr<Conn>& c, const CmMessage& m) {
       // Move the requests that waited to the real connection, in order.
       std::lock_guard pl(placeholder->tx_mu);
       std::lock_guard cl(c->tx_mu);
-      for (const auto& seg : placeholder->txq) {
-        Conn::TxIov v{seg.ext ? seg.ext : placeholder->tbuf.data() + seg.off, seg.len,
+      for (const auto& seg : placeholder->tx.txq) {
+        Conn::TxIov v{seg.ext ? seg.ext : placeholder->tx.tbuf.data() + seg.off, seg.len,
                       seg.ext != nullptr, seg.frame_start, seg.request};
         c->sendvLocked(&v, 1);
       }
-      placeholder->txq.clear();
-      placeholder->tx_closed = true;
+      placeholder->tx.txq.clear();
+      placeholder->tx.closed = true;
     }
     c->remote_qpn = m.qpn;
     qp->conn = c;
@@ -323,7 +323,7 @@ void manualReset(const std::shared_ptr<Qp>& qp) {
     if (!qp->conn || !qp->conn->manual) return;  // rdma_cm's connections stay
     c = std::move(qp->conn);
     qp->transport_lost = false;
-    qp->next_psn = 0;  // a new connection: both directions count from 0
+    qp->sq.next_psn = 0;  // a new connection: both directions count from 0
   }
   c->bindQp(nullptr);
   Fabric::get().post([c] { c->sever("the QP was reset"); });

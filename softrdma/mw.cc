@@ -167,17 +167,17 @@ void forkWindows(ForkStep s) {
 }
 
 void postLocalOp(Qp* qp, const ibv_send_wr& w, SendWqe& e) {
-  e.psn = qp->next_psn - 1;  // completes right after the request posted before it
+  e.psn = qp->sq.next_psn - 1;  // completes right after the request posted before it
   e.byte_len = 0;
-  if (!qp->sq_halted) {
+  if (!qp->sq.halted) {
     const bool bind = w.opcode == IBV_WR_BIND_MW;
     if ((bind ? bindMw(*qp, w) : invalidate(w.invalidate_rkey)) != 0) {
       e.preset = bind ? IBV_WC_MW_BIND_ERR : IBV_WC_LOC_QP_OP_ERR;
-      qp->sq_halted = true;
+      qp->sq.halted = true;
     }
   }
-  qp->sq.push_back(e);
-  if (qp->sq.size() == 1) qp->completeSendsUpTo(e.psn, IBV_WC_SUCCESS, false);
+  qp->sq.wqes.push_back(e);
+  if (qp->sq.wqes.size() == 1) qp->completeSendsUpTo(e.psn, IBV_WC_SUCCESS, false);
 }
 
 bool remoteInvalidate(uint32_t rkey) {

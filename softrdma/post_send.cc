@@ -137,7 +137,7 @@ constexpr int kBatch = 64;  // frames per write to the connection
       return rc;
     }
   }
-  if (n > qp.cap.max_send_wr - qp.sq_used) {
+  if (n > qp.cap.max_send_wr - qp.sq.used) {
     *bad = wr;
     return ENOMEM;
   }
@@ -147,15 +147,15 @@ constexpr int kBatch = 64;  // frames per write to the connection
 // A READ's (or an atomic's) local SGEs, kept for its response.
 [[gnu::cold, gnu::noinline]] void keepReadSges(Qp* qp, const ibv_send_wr& w, SendWqe& e) {
   e.num_sge = static_cast<uint32_t>(w.num_sge);
-  e.sge_off = qp->sq_slot * qp->cap.max_send_sge;
-  qp->sq_slot = (qp->sq_slot + 1) % qp->cap.max_send_wr;
-  if (w.num_sge > 0) memcpy(&qp->sq_sges[e.sge_off], w.sg_list, sizeof(ibv_sge) * w.num_sge);
+  e.sge_off = qp->sq.slot * qp->cap.max_send_sge;
+  qp->sq.slot = (qp->sq.slot + 1) % qp->cap.max_send_wr;
+  if (w.num_sge > 0) memcpy(&qp->sq.sges[e.sge_off], w.sg_list, sizeof(ibv_sge) * w.num_sge);
 }
 
 // A request held back behind a failed one (or failed itself): completed
 // with its error when it reaches the head of the queue.
 [[gnu::cold, gnu::noinline]] void holdBack(Qp* qp, const SendWqe& e) {
-  if (qp->sq.size() == 1) qp->completeSendsUpTo(e.psn - 1, IBV_WC_SUCCESS, false);
+  if (qp->sq.wqes.size() == 1) qp->completeSendsUpTo(e.psn - 1, IBV_WC_SUCCESS, false);
 }
 
 // Inline data is copied into the slot of frame nhdr of buf, since the
@@ -253,10 +253,10 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
     uint64_t len = 0;
     for (int i = 0; i < w->num_sge; i++)
       len += w->sg_list[i].length;
-    if (qp->sq_used >= qp->cap.max_send_wr) return reject(w, ENOMEM);
+    if (qp->sq.used >= qp->cap.max_send_wr) return reject(w, ENOMEM);
     SendWqe e{};
     fillWqe(e, qp, *w, len);
-    qp->sq_used++;
+    qp->sq.used++;
     if (st == IBV_QPS_ERR || st == IBV_QPS_SQE) {
       qp->sendCompletion(e, IBV_WC_WR_FLUSH_ERR);
       continue;
@@ -269,11 +269,11 @@ int postSend(Qp* qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing) {
     if ((w->send_flags & IBV_SEND_INLINE) == 0 && !sgesValid(qp, w->sg_list, w->num_sge, fetching))
       e.preset = IBV_WC_LOC_PROT_ERR;
     if (qp->transport_lost || !qp->conn) e.preset = IBV_WC_RETRY_EXC_ERR;
-    e.psn = qp->next_psn++;
+    e.psn = qp->sq.next_psn++;
     if (fetching) keepReadSges(qp, *w, e);
-    qp->sq.push_back(e);
-    if (e.preset != IBV_WC_SUCCESS) qp->sq_halted = true;
-    if (qp->sq_halted) {
+    qp->sq.wqes.push_back(e);
+    if (e.preset != IBV_WC_SUCCESS) qp->sq.halted = true;
+    if (qp->sq.halted) {
       holdBack(qp, e);
       continue;  // not transmitted; later requests will be flushed
     }

@@ -47,17 +47,18 @@ void Qp::sendCompletion(const SendWqe& w, ibv_wc_status st) {
     wc.byte_len = fetched ? w.byte_len : 0;
     wc.qp_num = qp.qp_num;
     if (!destroyed) scq->push(wc, false);
-    sq_used -= 1 + unsignaled_done;
-    unsignaled_done = 0;
+    sq.used -= 1 + sq.unsignaled_done;
+    sq.unsignaled_done = 0;
   } else {
-    unsignaled_done++;
+    sq.unsignaled_done++;
   }
 }
 
 void Qp::completeSendsUpTo(uint32_t psn, ibv_wc_status status_at_psn, bool psn_failed) {
-  while (!sq.empty() && sq.front().preset == IBV_WC_SUCCESS && psnLe(sq.front().psn, psn)) {
-    SendWqe w = sq.front();
-    sq.pop_front();
+  while (!sq.wqes.empty() && sq.wqes.front().preset == IBV_WC_SUCCESS &&
+         psnLe(sq.wqes.front().psn, psn)) {
+    SendWqe w = sq.wqes.front();
+    sq.wqes.pop_front();
     if (psn_failed && w.psn == psn) {
       sendCompletion(w, status_at_psn);
       flushAll(IBV_WC_WR_FLUSH_ERR);
@@ -67,9 +68,9 @@ void Qp::completeSendsUpTo(uint32_t psn, ibv_wc_status status_at_psn, bool psn_f
   }
   // A request that failed its local checks at post time completes, with
   // its error, once every request before it has.
-  if (!sq.empty() && sq.front().preset != IBV_WC_SUCCESS) {
-    SendWqe w = sq.front();
-    sq.pop_front();
+  if (!sq.wqes.empty() && sq.wqes.front().preset != IBV_WC_SUCCESS) {
+    SendWqe w = sq.wqes.front();
+    sq.wqes.pop_front();
     sendCompletion(w, w.preset);
     flushAll(IBV_WC_WR_FLUSH_ERR);
   }
@@ -78,15 +79,15 @@ void Qp::completeSendsUpTo(uint32_t psn, ibv_wc_status status_at_psn, bool psn_f
 void Qp::flushAll(ibv_wc_status first_status) {
   setState(IBV_QPS_ERR);
   bool first = true;
-  while (!sq.empty()) {
-    SendWqe w = sq.front();
-    sq.pop_front();
+  while (!sq.wqes.empty()) {
+    SendWqe w = sq.wqes.front();
+    sq.wqes.pop_front();
     sendCompletion(w, first ? first_status : IBV_WC_WR_FLUSH_ERR);
     first = false;
   }
-  sq_used = 0;
-  unsignaled_done = 0;
-  sq_halted = false;
+  sq.used = 0;
+  sq.unsignaled_done = 0;
+  sq.halted = false;
   if (conn) conn->abortData();
   if (srq != nullptr) {
     raiseAsync(qp.context, IBV_EVENT_QP_LAST_WQE_REACHED, kAsyncQp, qp.qp_num);
@@ -161,9 +162,9 @@ int Qp::modify(ibv_qp_attr* a, int mask) {
   if (to == from && to != IBV_QPS_ERR) return 0;
   switch (to) {
     case IBV_QPS_RESET:
-      sq.clear();
-      sq_used = unsignaled_done = 0;
-      sq_halted = false;
+      sq.wqes.clear();
+      sq.used = sq.unsignaled_done = 0;
+      sq.halted = false;
       rq.head = rq.count = 0;
       scq->clean(qp.qp_num);
       rcq->clean(qp.qp_num);

@@ -97,14 +97,17 @@ struct Qp {
   bool destroyed = false;
   // Attributes set through ibv_modify_qp.
   ibv_qp_attr attr{};
-  // Send queue: posted, not yet completed, in order.
-  std::deque<SendWqe> sq;
-  std::vector<ibv_sge> sq_sges;  // READ destinations, ring indexed by slot
-  uint32_t sq_slot = 0;
-  uint32_t sq_used = 0;          // slots held (unsignaled ones until a later signaled CQE)
-  uint32_t unsignaled_done = 0;  // retired unsignaled WRs still holding a slot
-  uint32_t next_psn = 0;
-  bool sq_halted = false;  // a request failed its local checks: nothing more is sent
+  // The send queue: work requests posted and not yet completed, in order,
+  // the slots they hold, and the PSN of the next request.
+  struct SendQueue {
+    std::deque<SendWqe> wqes;
+    std::vector<ibv_sge> sges;  // READ destinations, ring indexed by slot
+    uint32_t slot = 0;
+    uint32_t used = 0;             // slots held (unsignaled ones until a later signaled CQE)
+    uint32_t unsignaled_done = 0;  // retired unsignaled WRs still holding a slot
+    uint32_t next_psn = 0;
+    bool halted = false;  // a request failed its local checks: nothing more is sent
+  } sq;
   RecvQueue rq;
   std::shared_ptr<Conn> conn;
   std::shared_ptr<UdState> ud;  // a UD QP's socket and groups (ud.h)

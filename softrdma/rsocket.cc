@@ -71,7 +71,7 @@ bool RSocket::readable() const {
     case State::Failed:
       return true;
     case State::Connected:
-      return r_len > 0 || rd_eof || rd_shut || err != 0;
+      return rx.r_len > 0 || rx.rd_eof || rx.rd_shut || err != 0;
     default:
       return false;
   }
@@ -102,16 +102,16 @@ void RSocket::fail(int e) {
     err = e;
     so_error = e;
   }
-  txq.clear();
-  tx_off = 0;
+  tx.txq.clear();
+  tx.off = 0;
   if (fd >= 0) sys::shutdown(fd, SHUT_RDWR);  // the peer sees the connection end
   debugLog("rsocket %d: connection failed: %s", fd, strerror(e));
 }
 
 void RSocket::startConnected() {
   state = State::Connected;
-  ring.assign(static_cast<size_t>(std::max(opts.rcvbuf, 1)), 0);
-  remote_maps.assign(static_cast<size_t>(opts.iomap_size), RemoteMap{});
+  rx.ring.assign(static_cast<size_t>(std::max(opts.rcvbuf, 1)), 0);
+  iomap.remote_maps.assign(static_cast<size_t>(opts.iomap_size), RemoteMap{});
   conn_event = true;
 }
 
@@ -133,26 +133,26 @@ void RSocket::queueFrame(RsType t, uint64_t offset, const void* payload, size_t 
     done = n > 0 ? static_cast<size_t>(n) : 0;
     if (done == sizeof h + len) return;
   }
-  if (tx_off > 0 && tx_off == txq.size()) {
-    txq.clear();
-    tx_off = 0;
+  if (tx.off > 0 && tx.off == tx.txq.size()) {
+    tx.txq.clear();
+    tx.off = 0;
   }
   const auto* hp = reinterpret_cast<const uint8_t*>(&h);
   const auto* pp = static_cast<const uint8_t*>(payload);
-  if (done < sizeof h) txq.insert(txq.end(), hp + done, hp + sizeof h);
+  if (done < sizeof h) tx.txq.insert(tx.txq.end(), hp + done, hp + sizeof h);
   size_t pdone = done > sizeof h ? done - sizeof h : 0;
-  if (len > pdone) txq.insert(txq.end(), pp + pdone, pp + len);
+  if (len > pdone) tx.txq.insert(tx.txq.end(), pp + pdone, pp + len);
 }
 
 void RSocket::flushTx() {
   while (tcp_up && txBusy() && err == 0) {
-    iovec iov{txq.data() + tx_off, txq.size() - tx_off};
+    iovec iov{tx.txq.data() + tx.off, tx.txq.size() - tx.off};
     msghdr m{};
     m.msg_iov = &iov;
     m.msg_iovlen = 1;
     ssize_t n = sys::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
-      tx_off += static_cast<size_t>(n);
+      tx.off += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -163,27 +163,27 @@ void RSocket::flushTx() {
     }
   }
   if (txBusy()) return;
-  txq.clear();
-  tx_off = 0;
-  if (wr_shut && !fin_sent && tcp_up && err == 0) {
+  tx.txq.clear();
+  tx.off = 0;
+  if (tx.wr_shut && !tx.fin_sent && tcp_up && err == 0) {
     sys::shutdown(fd, SHUT_WR);
-    fin_sent = true;
+    tx.fin_sent = true;
   }
 }
 
 // --------------------------------------------------------------- receive
 
 size_t RSocket::takeData(uint8_t* dst, size_t len, bool peek) {
-  size_t n = std::min(len, r_len);
-  size_t first = std::min(n, ring.size() - r_head);
-  memcpy(dst, ring.data() + r_head, first);
-  memcpy(dst + first, ring.data(), n - first);
+  size_t n = std::min(len, rx.r_len);
+  size_t first = std::min(n, rx.ring.size() - rx.r_head);
+  memcpy(dst, rx.ring.data() + rx.r_head, first);
+  memcpy(dst + first, rx.ring.data(), n - first);
   if (peek || n == 0) return n;
-  r_head = (r_head + n) % ring.size();
-  r_len -= n;
-  if (r_len == 0) r_head = 0;
-  if (rx_paused) {  // the progress thread stopped reading: take over
-    rx_paused = false;
+  rx.r_head = (rx.r_head + n) % rx.ring.size();
+  rx.r_len -= n;
+  if (rx.r_len == 0) rx.r_head = 0;
+  if (rx.paused) {  // the progress thread stopped reading: take over
+    rx.paused = false;
     pumpRx();
   }
   return n;
@@ -192,16 +192,16 @@ size_t RSocket::takeData(uint8_t* dst, size_t len, bool peek) {
 namespace {
 
 void pushRing(RSocket& r, const uint8_t* p, size_t n) {
-  size_t tail = (r.r_head + r.r_len) % r.ring.size();
-  size_t first = std::min(n, r.ring.size() - tail);
-  memcpy(r.ring.data() + tail, p, first);
-  memcpy(r.ring.data(), p + first, n - first);
-  r.r_len += n;
+  size_t tail = (r.rx.r_head + r.rx.r_len) % r.rx.ring.size();
+  size_t first = std::min(n, r.rx.ring.size() - tail);
+  memcpy(r.rx.ring.data() + tail, p, first);
+  memcpy(r.rx.ring.data(), p + first, n - first);
+  r.rx.r_len += n;
 }
 
 // The mapping that holds [offset, offset + len) for the peer's writes, or nullptr.
 const LocalMap* writableMap(const RSocket& r, uint64_t offset, size_t len) {
-  for (const auto& m : r.local_maps) {
+  for (const auto& m : r.iomap.local_maps) {
     if (m.slot >= 0 && offset >= m.offset && offset - m.offset <= m.len &&
         len <= m.len - (offset - m.offset))
       return &m;
@@ -230,7 +230,7 @@ void onHello(RSocket& r, const Hello& h) {
     r.fail(ECONNREFUSED);
     return;
   }
-  r.peer_iomap_size = h.iomap_size;
+  r.iomap.peer_iomap_size = h.iomap_size;
   bool passive = r.state == State::Accepting;
   r.startConnected();
   if (passive) {
@@ -242,18 +242,18 @@ void onHello(RSocket& r, const Hello& h) {
 }
 
 void finishFrame(RSocket& r) {
-  if (r.cur.type == RsType::Hello) {
+  if (r.rx.cur.type == RsType::Hello) {
     Hello h;
-    memcpy(&h, r.ctrl.data(), sizeof h);
+    memcpy(&h, r.rx.ctrl.data(), sizeof h);
     onHello(r, h);
-  } else if (r.cur.type == RsType::IoMap) {
+  } else if (r.rx.cur.type == RsType::IoMap) {
     IoMapMsg m;
-    memcpy(&m, r.ctrl.data(), sizeof m);
-    if (m.slot >= r.remote_maps.size()) {
+    memcpy(&m, r.rx.ctrl.data(), sizeof m);
+    if (m.slot >= r.iomap.remote_maps.size()) {
       r.fail(ECONNRESET);
       return;
     }
-    r.remote_maps[m.slot] = RemoteMap{true, m.offset, m.len};
+    r.iomap.remote_maps[m.slot] = RemoteMap{true, m.offset, m.len};
   }
 }
 
@@ -261,32 +261,32 @@ void finishFrame(RSocket& r) {
 
 // Parses the staged bytes. false: stop reading (the receive buffer is full, or an error).
 bool RSocket::parse() {
-  while (st_begin < st_end || (have_hdr && cur_left == 0)) {
-    if (!have_hdr) {
-      if (st_end - st_begin < sizeof(RsFrame)) return true;
-      memcpy(&cur, stage.data() + st_begin, sizeof cur);
-      st_begin += sizeof cur;
-      if (!headerValid(*this, cur)) {
+  while (rx.st_begin < rx.st_end || (rx.have_hdr && rx.cur_left == 0)) {
+    if (!rx.have_hdr) {
+      if (rx.st_end - rx.st_begin < sizeof(RsFrame)) return true;
+      memcpy(&rx.cur, rx.stage.data() + rx.st_begin, sizeof rx.cur);
+      rx.st_begin += sizeof rx.cur;
+      if (!headerValid(*this, rx.cur)) {
         fail(ECONNRESET);
         return false;
       }
-      have_hdr = true;
-      cur_left = cur.len;
-      ctrl.clear();
+      rx.have_hdr = true;
+      rx.cur_left = rx.cur.len;
+      rx.ctrl.clear();
     }
-    const uint8_t* p = stage.data() + st_begin;
-    size_t take = std::min(st_end - st_begin, cur_left);
-    if (cur.type == RsType::Data) {
-      if (!rd_shut) {
-        take = std::min(take, ring.size() - r_len);
-        if (take == 0 && cur_left > 0) {
-          rx_paused = true;
+    const uint8_t* p = rx.stage.data() + rx.st_begin;
+    size_t take = std::min(rx.st_end - rx.st_begin, rx.cur_left);
+    if (rx.cur.type == RsType::Data) {
+      if (!rx.rd_shut) {
+        take = std::min(take, rx.ring.size() - rx.r_len);
+        if (take == 0 && rx.cur_left > 0) {
+          rx.paused = true;
           return false;
         }
         pushRing(*this, p, take);
       }
-    } else if (cur.type == RsType::IoWrite) {
-      uint64_t at = cur.offset + (cur.len - cur_left);
+    } else if (rx.cur.type == RsType::IoWrite) {
+      uint64_t at = rx.cur.offset + (rx.cur.len - rx.cur_left);
       const LocalMap* m = writableMap(*this, at, take);
       if (m == nullptr) {  // unmapped since the header arrived
         fail(ECONNRESET);
@@ -294,12 +294,12 @@ bool RSocket::parse() {
       }
       memcpy(m->addr + (at - m->offset), p, take);
     } else {
-      ctrl.insert(ctrl.end(), p, p + take);
+      rx.ctrl.insert(rx.ctrl.end(), p, p + take);
     }
-    st_begin += take;
-    cur_left -= take;
-    if (cur_left == 0) {
-      have_hdr = false;
+    rx.st_begin += take;
+    rx.cur_left -= take;
+    if (rx.cur_left == 0) {
+      rx.have_hdr = false;
       finishFrame(*this);
       if (err != 0 || state == State::Failed) return false;
     }
@@ -310,28 +310,28 @@ bool RSocket::parse() {
 void RSocket::onEof() {
   if (state != State::Connected) {
     fail(ECONNREFUSED);  // closed before the handshake: not an rsocket, or it went away
-  } else if (have_hdr || st_end > st_begin) {
+  } else if (rx.have_hdr || rx.st_end > rx.st_begin) {
     fail(ECONNRESET);  // in the middle of a frame
   } else {
-    rd_eof = true;
+    rx.rd_eof = true;
   }
 }
 
 void RSocket::pumpRx() {
-  if (stage.empty()) stage.resize(kStage);
+  if (rx.stage.empty()) rx.stage.resize(kStage);
   for (;;) {
-    if (state == State::Failed || err != 0 || rd_eof || fd < 0) return;
+    if (state == State::Failed || err != 0 || rx.rd_eof || fd < 0) return;
     if (!parse()) return;
-    if (st_begin == st_end) {
-      st_begin = st_end = 0;
-    } else if (st_begin > 0) {
-      memmove(stage.data(), stage.data() + st_begin, st_end - st_begin);
-      st_end -= st_begin;
-      st_begin = 0;
+    if (rx.st_begin == rx.st_end) {
+      rx.st_begin = rx.st_end = 0;
+    } else if (rx.st_begin > 0) {
+      memmove(rx.stage.data(), rx.stage.data() + rx.st_begin, rx.st_end - rx.st_begin);
+      rx.st_end -= rx.st_begin;
+      rx.st_begin = 0;
     }
-    ssize_t n = sys::read(fd, stage.data() + st_end, stage.size() - st_end);
+    ssize_t n = sys::read(fd, rx.stage.data() + rx.st_end, rx.stage.size() - rx.st_end);
     if (n > 0) {
-      st_end += static_cast<size_t>(n);
+      rx.st_end += static_cast<size_t>(n);
     } else if (n == 0) {
       onEof();
     } else if (errno == EINTR) {
@@ -403,7 +403,7 @@ void RSocket::onEvents(uint32_t events) {
     }
     if (events & EPOLLOUT) flushTx();
     pumpRx();
-    if (closing && (!txBusy() || err != 0 || state != State::Connected)) {
+    if (tx.closing && (!txBusy() || err != 0 || state != State::Connected)) {
       finishClose();
       return;
     }
@@ -424,7 +424,7 @@ void handOver(const std::shared_ptr<RSocket>& c, const std::shared_ptr<RSocket>&
   bool queued = false;
   if (l) {
     std::lock_guard lk(l->mu);
-    if (l->state == State::Listening && !l->closing) {
+    if (l->state == State::Listening && !l->tx.closing) {
       l->accept_queue.push_back(c);
       l->updateLevel();
       queued = true;
@@ -449,10 +449,10 @@ void closeSocket(const std::shared_ptr<RSocket>& r) {
   std::deque<std::shared_ptr<RSocket>> pending;
   {
     std::lock_guard lk(r->mu);
-    if (r->closing) return;
-    r->closing = true;
+    if (r->tx.closing) return;
+    r->tx.closing = true;
     pending.swap(r->accept_queue);
-    r->local_maps.clear();
+    r->iomap.local_maps.clear();
     if (r->state == State::Connected && r->err == 0) r->flushTx();
     if (!r->txBusy() || r->err != 0 || r->state != State::Connected) r->finishClose();
   }

@@ -111,28 +111,35 @@ struct RSocket : Endpoint, std::enable_shared_from_this<RSocket> {
   // Listener
   std::deque<std::shared_ptr<RSocket>> accept_queue;
   std::weak_ptr<RSocket> listener;  // a passive rsocket until it is queued
-  // Receive side (the progress thread, or the caller taking data)
-  std::vector<uint8_t> stage;  // raw bytes read, not yet parsed
-  size_t st_begin = 0, st_end = 0;
-  RsFrame cur{};
-  bool have_hdr = false;
-  size_t cur_left = 0;
-  std::vector<uint8_t> ctrl;  // Hello / IoMap payload being collected
-  std::vector<uint8_t> ring;
-  size_t r_head = 0, r_len = 0;
-  bool rx_paused = false;
-  bool rd_eof = false;   // the peer shut down its sending side (FIN)
-  bool rd_shut = false;  // rshutdown(SHUT_RD)
-  // Send side
-  std::vector<uint8_t> txq;  // bytes of frames the socket has not taken yet
-  size_t tx_off = 0;
-  bool wr_shut = false;  // rshutdown(SHUT_WR): FIN once txq is empty
-  bool fin_sent = false;
-  bool closing = false;  // rclose()d: the socket goes once txq is flushed
-  // riomap
-  std::vector<LocalMap> local_maps;
-  std::vector<RemoteMap> remote_maps;  // the peer's, by slot (size: our RDMA_IOMAPSIZE)
-  int peer_iomap_size = 0;             // slots we may announce to the peer
+  // The receive side: the progress thread parses the socket's bytes into frames and queues data
+  // for the program, which takes it from the ring.
+  struct Receive {
+    std::vector<uint8_t> stage;  // raw bytes read, not yet parsed
+    size_t st_begin = 0, st_end = 0;
+    RsFrame cur{};  // the frame being parsed
+    bool have_hdr = false;
+    size_t cur_left = 0;
+    std::vector<uint8_t> ctrl;  // Hello / IoMap payload being collected
+    std::vector<uint8_t> ring;  // data for the program (SO_RCVBUF bytes)
+    size_t r_head = 0, r_len = 0;
+    bool paused = false;   // the ring is full: the socket is not read
+    bool rd_eof = false;   // the peer shut down its sending side (FIN)
+    bool rd_shut = false;  // rshutdown(SHUT_RD)
+  } rx;
+  // The send side: frames the socket has not taken yet, and how the sending side ends.
+  struct Send {
+    std::vector<uint8_t> txq;  // bytes of frames the socket has not taken yet
+    size_t off = 0;
+    bool wr_shut = false;  // rshutdown(SHUT_WR): FIN once txq is empty
+    bool fin_sent = false;
+    bool closing = false;  // rclose()d: the socket goes once txq is flushed
+  } tx;
+  // riomap: this side's mappings the peer may write to, and the peer's.
+  struct IoMaps {
+    std::vector<LocalMap> local_maps;
+    std::vector<RemoteMap> remote_maps;  // the peer's, by slot (size: our RDMA_IOMAPSIZE)
+    int peer_iomap_size = 0;             // slots we may announce to the peer
+  } iomap;
 
   // --- all with mu held
   void updateLevel();
@@ -143,7 +150,7 @@ struct RSocket : Endpoint, std::enable_shared_from_this<RSocket> {
   void acceptAll();
   void finishClose();
   void flushTx();
-  bool txBusy() const { return tx_off < txq.size(); }
+  bool txBusy() const { return tx.off < tx.txq.size(); }
   // Queues one frame (header + payload); writes what the socket takes now.
   void queueFrame(RsType t, uint64_t offset, const void* payload, size_t len);
   void fail(int e);  // the connection broke

@@ -52,9 +52,9 @@ ssize_t recvLocked(RSocket& r, Lock& lk, const iovec* iov, int iovcnt, int flags
   size_t got = 0;
   for (;;) {
     if (int e = waitConnected(r, lk, nonblock); e != 0) return got > 0 ? ssize_t(got) : setErr(e);
-    if (r.r_len > 0 && !r.rd_shut) {
+    if (r.rx.r_len > 0 && !r.rx.rd_shut) {
       size_t skip = peek ? 0 : got;  // a peek always starts at the first byte
-      for (int i = 0; i < iovcnt && r.r_len > 0; i++) {
+      for (int i = 0; i < iovcnt && r.rx.r_len > 0; i++) {
         if (skip >= iov[i].iov_len) {
           skip -= iov[i].iov_len;
           continue;
@@ -68,7 +68,7 @@ ssize_t recvLocked(RSocket& r, Lock& lk, const iovec* iov, int iovcnt, int flags
       if (peek || got == want || (flags & MSG_WAITALL) == 0) return ssize_t(got);
       continue;
     }
-    if (r.rd_shut || r.rd_eof) return ssize_t(got);
+    if (r.rx.rd_shut || r.rx.rd_eof) return ssize_t(got);
     if (r.err != 0) return got > 0 ? ssize_t(got) : setErr(r.err);
     if (nonblock) return got > 0 ? ssize_t(got) : setErr(EAGAIN);
     lk.unlock();
@@ -101,7 +101,7 @@ ssize_t sendLocked(RSocket& r, Lock& lk, const iovec* iov, int iovcnt, int flags
   const bool nonblock = nonBlocking(r, flags);
   if (int e = waitConnected(r, lk, nonblock); e != 0) return setErr(e);
   if (r.err != 0) return setErr(r.err);
-  if (r.wr_shut) return setErr(EPIPE);
+  if (r.tx.wr_shut) return setErr(EPIPE);
   size_t sent = 0;
   static thread_local std::vector<uint8_t> gather;
   while (sent < total) {
@@ -112,7 +112,7 @@ ssize_t sendLocked(RSocket& r, Lock& lk, const iovec* iov, int iovcnt, int flags
       lk.unlock();
       waitFd(r.fd, POLLOUT, -1);
       lk.lock();
-      if (r.state != State::Connected || r.closing)
+      if (r.state != State::Connected || r.tx.closing)
         return sent > 0 ? ssize_t(sent) : setErr(ENOTCONN);
       continue;
     }
@@ -250,11 +250,11 @@ SOFTRDMA_API int rshutdown(int socket, int how) {
   std::lock_guard lk(r->mu);
   if (r->state != State::Connected) return setErr(ENOTCONN);
   if (how != SHUT_WR) {
-    r->rd_shut = true;
-    r->r_head = r->r_len = 0;
+    r->rx.rd_shut = true;
+    r->rx.r_head = r->rx.r_len = 0;
   }
   if (how != SHUT_RD) {
-    r->wr_shut = true;
+    r->tx.wr_shut = true;
     r->flushTx();  // the FIN follows what is queued
   }
   r->updateLevel();

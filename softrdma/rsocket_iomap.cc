@@ -22,8 +22,8 @@ namespace {
 using Lock = std::unique_lock<std::mutex>;
 
 int freeSlot(const RSocket& r) {
-  for (int s = 0; s < r.peer_iomap_size; s++) {
-    bool used = std::any_of(r.local_maps.begin(), r.local_maps.end(),
+  for (int s = 0; s < r.iomap.peer_iomap_size; s++) {
+    bool used = std::any_of(r.iomap.local_maps.begin(), r.iomap.local_maps.end(),
                             [s](const LocalMap& m) { return m.slot == s; });
     if (!used) return s;
   }
@@ -32,7 +32,7 @@ int freeSlot(const RSocket& r) {
 
 // The peer's window that holds `offset`, or nullptr.
 const RemoteMap* remoteWindow(const RSocket& r, uint64_t offset) {
-  for (const auto& m : r.remote_maps) {
+  for (const auto& m : r.iomap.remote_maps) {
     if (m.valid && offset >= m.offset && offset - m.offset < m.len) return &m;
   }
   return nullptr;
@@ -54,14 +54,14 @@ SOFTRDMA_API off_t riomap(int socket, void* buf, size_t len, int prot, int flags
   if ((prot & ~PROT_WRITE) != 0 || buf == nullptr || len == 0) return setErr(EINVAL);
   std::lock_guard lk(r->mu);
   // librdmacm registers the buffer on the connection's PD, which exists once connected.
-  if (r->state != State::Connected || r->closing) return setErr(EINVAL);
+  if (r->state != State::Connected || r->tx.closing) return setErr(EINVAL);
   int slot = -1;
   if (prot & PROT_WRITE) {
     slot = freeSlot(*r);
     if (slot < 0) return setErr(ENOMEM);  // every slot the peer allows is taken
   }
   if (offset == -1) offset = static_cast<off_t>(reinterpret_cast<uintptr_t>(buf));
-  r->local_maps.push_back(
+  r->iomap.local_maps.push_back(
       LocalMap{static_cast<uint8_t*>(buf), len, static_cast<uint64_t>(offset), slot});
   if (slot >= 0) {
     IoMapMsg m{static_cast<uint32_t>(slot), 0, static_cast<uint64_t>(offset), len};
@@ -74,10 +74,11 @@ SOFTRDMA_API int riounmap(int socket, void* buf, size_t len) {
   auto r = find(socket);
   if (!r) return setErr(EBADF);
   std::lock_guard lk(r->mu);
-  auto it = std::find_if(r->local_maps.begin(), r->local_maps.end(),
+  auto it = std::find_if(r->iomap.local_maps.begin(), r->iomap.local_maps.end(),
                          [&](const LocalMap& m) { return m.addr == buf && m.len == len; });
-  if (it == r->local_maps.end()) return setErr(EINVAL);
-  r->local_maps.erase(it);  // the peer is not told: its later writes there break the connection
+  if (it == r->iomap.local_maps.end()) return setErr(EINVAL);
+  r->iomap.local_maps.erase(
+      it);  // the peer is not told: its later writes there break the connection
   return 0;
 }
 
@@ -94,7 +95,7 @@ SOFTRDMA_API size_t riowrite(int socket, const void* buf, size_t count, off_t of
   }
   if (r->state != State::Connected) return static_cast<size_t>(setErr(ENOTCONN));
   if (r->err != 0) return static_cast<size_t>(setErr(r->err));
-  if (r->wr_shut) return static_cast<size_t>(setErr(EPIPE));
+  if (r->tx.wr_shut) return static_cast<size_t>(setErr(EPIPE));
   const auto* p = static_cast<const uint8_t*>(buf);
   auto at = static_cast<uint64_t>(offset);
   size_t sent = 0;
@@ -106,7 +107,7 @@ SOFTRDMA_API size_t riowrite(int socket, const void* buf, size_t count, off_t of
       lk.unlock();
       waitFd(r->fd, POLLOUT, -1);
       lk.lock();
-      if (r->state != State::Connected || r->closing)
+      if (r->state != State::Connected || r->tx.closing)
         return sent > 0 ? sent : static_cast<size_t>(setErr(ENOTCONN));
       continue;
     }

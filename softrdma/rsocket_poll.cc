@@ -35,10 +35,11 @@ short readyEvents(RSocket& r, short events) {
   }
   short rv = 0;
   if (r.err != 0) rv |= POLLERR | POLLHUP;
-  if ((events & POLLIN) && (r.r_len > 0 || r.rd_eof || r.rd_shut || r.err != 0)) rv |= POLLIN;
-  if ((events & POLLRDHUP) && r.rd_eof) rv |= POLLRDHUP;
-  if (r.rd_eof && r.wr_shut) rv |= POLLHUP;
-  if ((events & POLLOUT) && !r.wr_shut && r.err == 0) {
+  if ((events & POLLIN) && (r.rx.r_len > 0 || r.rx.rd_eof || r.rx.rd_shut || r.err != 0))
+    rv |= POLLIN;
+  if ((events & POLLRDHUP) && r.rx.rd_eof) rv |= POLLRDHUP;
+  if (r.rx.rd_eof && r.tx.wr_shut) rv |= POLLHUP;
+  if ((events & POLLOUT) && !r.tx.wr_shut && r.err == 0) {
     r.flushTx();
     pollfd p{r.fd, POLLOUT, 0};
     if (!r.txBusy() && sys::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT)) rv |= POLLOUT;

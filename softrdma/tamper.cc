@@ -64,9 +64,9 @@ void injectFrame(Qp* qp, const FrameHeader& like, const std::vector<uint8_t>& pa
   x.opcode = IBV_WC_SEND;
   x.preset = IBV_WC_SUCCESS;
   x.injected = true;
-  x.psn = qp->next_psn++;
-  qp->sq.push_back(x);
-  qp->sq_used++;
+  x.psn = qp->sq.next_psn++;
+  qp->sq.wqes.push_back(x);
+  qp->sq.used++;
   FrameHeader h = like;
   h.psn = x.psn;
   h.flags = static_cast<uint8_t>(h.flags & ~kFlagAckNow);

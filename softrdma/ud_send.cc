@@ -102,7 +102,7 @@ int reserve(Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing,
         return rc;
       }
     }
-    if (n > qp.cap.max_send_wr - qp.sq_used) {
+    if (n > qp.cap.max_send_wr - qp.sq.used) {
       *bad = wr;
       return ENOMEM;
     }
@@ -110,12 +110,12 @@ int reserve(Qp& qp, ibv_send_wr* wr, ibv_send_wr** bad, bool all_or_nothing,
   bool failed = st == IBV_QPS_ERR || st == IBV_QPS_SQE;
   for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
     int rc = checkUdWr(qp, w);
-    if (rc == 0 && qp.sq_used >= qp.cap.max_send_wr) rc = ENOMEM;
+    if (rc == 0 && qp.sq.used >= qp.cap.max_send_wr) rc = ENOMEM;
     if (rc != 0) {
       *bad = w;
       return rc;
     }
-    qp.sq_used++;
+    qp.sq.used++;
     UdJob j{};
     j.e.wr_id = w->wr_id;
     j.e.opcode = IBV_WC_SEND;
@@ -152,7 +152,7 @@ void complete(Qp& qp, const UdJob& j) {
   if (st == IBV_WC_SUCCESS && j.e.opcode == IBV_WC_SEND) count(Counter::RdmaSends);
   if (st == IBV_WC_LOC_PROT_ERR) qp.flushAll(IBV_WC_WR_FLUSH_ERR);
   if (!j.e.signaled && st == IBV_WC_SUCCESS) {
-    qp.unsignaled_done++;
+    qp.sq.unsignaled_done++;
     return;
   }
   ibv_wc wc{};
@@ -161,9 +161,9 @@ void complete(Qp& qp, const UdJob& j) {
   wc.opcode = j.e.opcode;
   wc.qp_num = qp.qp.qp_num;
   if (!qp.destroyed) qp.scq->push(wc, false);
-  uint32_t held = 1 + qp.unsignaled_done;
-  qp.sq_used -= std::min(qp.sq_used, held);
-  qp.unsignaled_done = 0;
+  uint32_t held = 1 + qp.sq.unsignaled_done;
+  qp.sq.used -= std::min(qp.sq.used, held);
+  qp.sq.unsignaled_done = 0;
 }
 
 }  // namespace

@@ -147,7 +147,7 @@ SOFTRDMA_API ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* a) {
   qp->rcq = reinterpret_cast<Cq*>(a->recv_cq);
   qp->srq = reinterpret_cast<Srq*>(a->srq);
   qp->pd = toPd(pd);
-  qp->sq_sges.resize(static_cast<size_t>(qp->cap.max_send_wr) * qp->cap.max_send_sge);
+  qp->sq.sges.resize(static_cast<size_t>(qp->cap.max_send_wr) * qp->cap.max_send_sge);
   if (qp->srq == nullptr) qp->rq.init(c.max_recv_wr, c.max_recv_sge);
   qp->setState(IBV_QPS_RESET);
   if (a->qp_type != IBV_QPT_RC) {
