@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "harness.h"
+#include "rdmamsg/client.h"
 
 namespace rdmamsg::itest {
 namespace {
@@ -165,14 +166,20 @@ struct Grown {
   }
 };
 
+// RDMAMSG_SHM_PAYLOAD_AREA=0 for the CLIs started while it lives (they
+// inherit it); taken back however the test ends.
+struct AreaOff {
+  explicit AreaOff(bool on) {
+    if (on) ::setenv("RDMAMSG_SHM_PAYLOAD_AREA", "0", 1);
+  }
+  ~AreaOff() { ::unsetenv("RDMAMSG_SHM_PAYLOAD_AREA"); }
+  AreaOff(const AreaOff&) = delete;
+  AreaOff& operator=(const AreaOff&) = delete;
+};
+
 Grown sendLargeLines(Cluster& c, int count, bool payloadArea, const std::string& service,
                      const std::string& node = "alpha", size_t lineBytes = 64 * 1024) {
-  struct AreaOff {  // the CLI inherits it; taken back however the test ends
-    explicit AreaOff(bool on) {
-      if (on) ::setenv("RDMAMSG_SHM_PAYLOAD_AREA", "0", 1);
-    }
-    ~AreaOff() { ::unsetenv("RDMAMSG_SHM_PAYLOAD_AREA"); }
-  } off(!payloadArea);
+  AreaOff off(!payloadArea);
   Grown g;
   std::string lines;
   for (int i = 0; i < count; ++i)
@@ -228,6 +235,56 @@ TEST(Metrics, LargeDeliveriesAreWrittenIntoTheListenersDeliveryArea) {
   }
 }
 
+// `count` lines of 64 KiB sent by a CLI on alpha to a listener on beta that
+// takes none of them until alpha holds some in the flow's queue: with a
+// window smaller than the burst, they wait for their window however fast
+// the machine confirms. Alpha's copies before and after.
+Grown sendLargeLinesToAHeldListener(Cluster& c, int count, bool payloadArea,
+                                    const std::string& service) {
+  constexpr size_t kLineBytes = 64 * 1024;
+  AreaOff off(!payloadArea);
+  Grown g;
+  std::string lines;
+  for (int i = 0; i < count; ++i)
+    lines += std::string(kLineBytes, static_cast<char>('a' + i)) + "\n";
+  g.payload = double(count) * double(kLineBytes);
+  auto listener = Client::connect(c.socket("beta"));
+  if (!listener || !listener->registerService(service).ok()) {
+    ADD_FAILURE() << "no listener for " << service;
+    return g;
+  }
+  g.before = statusOf(c.socket("alpha")).value_or(Json::object());
+  Process sender;
+  Process::Options o;
+  o.argv = {cliBinary(), "--socket", c.socket("alpha"), "send", "beta/" + service};
+  o.stdinPath = c.dir().file(service + ".in");
+  writeFile(o.stdinPath, lines);
+  o.stdoutPath = c.dir().file(service + ".sent");
+  EXPECT_TRUE(sender.start(o));
+  EXPECT_TRUE(waitForStatus(
+      c.socket("alpha"),
+      [&](const Json& s) {
+        const Json* p = peerEntry(s, "beta");
+        if (p == nullptr) return false;
+        for (const Json& f : (*p)["flows"])
+          if (f.value("service", "") == service && f.value("queued_messages", 0) > 0) return true;
+        return false;
+      },
+      10s))
+      << "nothing waited for the window";
+  for (int i = 0; i < count; ++i) {
+    Message msg;
+    if (!listener->receive(msg, 10s).ok()) {
+      ADD_FAILURE() << "message " << i << " did not arrive";
+      break;
+    }
+    EXPECT_EQ(msg.text(), std::string(kLineBytes, static_cast<char>('a' + i))) << "message " << i;
+  }
+  EXPECT_EQ(sender.wait(10s), 0) << readFile(o.stdoutPath);
+  g.after = statusOf(c.socket("alpha")).value_or(Json::object());
+  return g;
+}
+
 // Messages that wait for their flow window wait in the client's payload
 // area, where they lie: with a window of two messages, a burst of twelve is
 // sent without one copy on the sending daemon. Without the area (frame
@@ -238,12 +295,12 @@ TEST(Metrics, LargeMessagesWaitingForTheirWindowAreNotCopiedEither) {
   Cluster c({"alpha", "beta"}, o);
   ASSERT_TRUE(c.start());
   ASSERT_TRUE(c.waitFullMesh());
-  const Grown grew = sendLargeLines(c, 12, true, "area");
+  const Grown grew = sendLargeLinesToAHeldListener(c, 12, true, "area");
   ASSERT_TRUE(grew.before.contains("copies") && grew.after.contains("copies"));
   EXPECT_EQ(grew("sent_in_place_bytes"), grew.payload);
   EXPECT_EQ(grew("flow_queue_bytes"), 0) << "no message was copied to wait for its window";
   EXPECT_EQ(grew("send_buffer_bytes"), 0);
-  const Grown ring = sendLargeLines(c, 12, false, "ring");
+  const Grown ring = sendLargeLinesToAHeldListener(c, 12, false, "ring");
   EXPECT_GT(ring("flow_queue_bytes"), 0) << "frame records waiting for the window are copied";
 }
 
