@@ -40,6 +40,20 @@ void put(ShmChannel& side, std::string_view text) {
   ASSERT_EQ(side.write(std::as_bytes(std::span(text.data(), text.size()))).value(), text.size());
 }
 
+// Writes until `side`'s outgoing ring has no room (the other side reads nothing).
+void fillOutgoing(ShmChannel& side) {
+  std::string big(shm_channel::kMinCapacity, 'x');
+  size_t written = 0;
+  for (int i = 0; i < 64; ++i) {
+    Result<size_t> n =
+        side.write(std::as_bytes(std::span(big.data() + written, big.size() - written)));
+    ASSERT_TRUE(n.ok());
+    if (*n == 0) return;
+    written += *n;
+  }
+  FAIL() << "the ring never filled";
+}
+
 // The client armed (to be woken for input), the daemon wrote and rang, and
 // the client armed again before it woke — it found the record then, or
 // slept on a doorbell already rung. After it disarms and reads, nothing
@@ -77,15 +91,7 @@ TEST(ShmChannelTest, ArmingAgainAfterReadingOwesBothRings) {
 // daemon's next disarm, whichever arm it answered.
 TEST(ShmChannelTest, ArmingForRoomTwiceLeavesNoStaleRing) {
   Pair p = makePair();
-  std::string big(shm_channel::kMinCapacity, 'x');
-  size_t written = 0;
-  for (int i = 0; i < 64; ++i) {
-    Result<size_t> n =
-        p.daemon.write(std::as_bytes(std::span(big.data() + written, big.size() - written)));
-    ASSERT_TRUE(n.ok());
-    if (*n == 0) break;
-    written += *n;
-  }
+  ASSERT_NO_FATAL_FAILURE(fillOutgoing(p.daemon));
   ASSERT_TRUE(p.daemon.armRoom());
   ByteBuffer in;
   ASSERT_GT(p.client.read(in, 4096).value(), 0u);  // releases room: rings the daemon
@@ -105,15 +111,7 @@ TEST(ShmChannelTest, ArmingNamesWhatASideWaitsFor) {
   EXPECT_TRUE(p.daemon.armed());
 
   // Its outgoing ring fills: it arms for room too.
-  std::string big(shm_channel::kMinCapacity, 'x');
-  size_t written = 0;
-  for (int i = 0; i < 64; ++i) {
-    Result<size_t> n =
-        p.daemon.write(std::as_bytes(std::span(big.data() + written, big.size() - written)));
-    ASSERT_TRUE(n.ok());
-    if (*n == 0) break;
-    written += *n;
-  }
+  ASSERT_NO_FATAL_FAILURE(fillOutgoing(p.daemon));
   ASSERT_TRUE(p.daemon.armRoom());
   EXPECT_EQ(p.daemon.arming(), ShmArming::kInputAndRoom);
 
