@@ -10,10 +10,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "config/config.h"
 #include "daemon/loop/event_loop.h"
@@ -138,5 +141,55 @@ bool stepUntil(loop::EventLoop& loop, Cond&& cond, std::chrono::milliseconds tim
 inline std::span<const std::byte> bytesOf(const std::string& s) {
   return std::as_bytes(std::span(s));
 }
+
+// Two daemons' meshes, alpha on 127.0.0.1 and beta on 127.0.0.2, started by
+// start() (which waits for their one connection) and shut down at the end.
+class MeshPair : public ::testing::Test {
+ protected:
+  loop::EventLoop loop;
+  uint16_t port = freePort();
+  std::vector<std::pair<std::string, std::string>> nodes{{"alpha", "127.0.0.1"},
+                                                         {"beta", "127.0.0.2"}};
+  std::unique_ptr<Node> alpha, beta;
+
+  void start(const std::function<void(config::Config&)>& tune = {}) {
+    ASSERT_NE(port, 0);
+    auto a = meshConfig("alpha", nodes, port), b = meshConfig("beta", nodes, port);
+    if (tune) {
+      tune(a);
+      tune(b);
+    }
+    alpha = std::make_unique<Node>(loop, a);
+    beta = std::make_unique<Node>(loop, b);
+    alpha->mesh->start();
+    beta->mesh->start();
+    ASSERT_TRUE(stepUntil(loop, [&] {
+      return alpha->peer("beta").established() && beta->peer("alpha").established() &&
+             alpha->mesh->connectionCount() == 1 && beta->mesh->connectionCount() == 1;
+    })) << "mesh did not form with one connection per pair";
+  }
+
+  void TearDown() override {
+    bool done = alpha == nullptr;
+    if (alpha) alpha->mesh->shutdown([&] { done = true; });
+    bool doneB = beta == nullptr;
+    if (beta) beta->mesh->shutdown([&] { doneB = true; });
+    stepUntil(
+        loop, [&] { return done && doneB; }, 5s);
+  }
+
+  // Sends `n` messages of `size` bytes on session 1 from alpha to beta/`service`.
+  std::vector<FlowKey> send(const std::string& service, int n, size_t size, uint64_t& nextId) {
+    std::vector<FlowKey> keys;
+    std::string payload(size, 'p');
+    for (int i = 0; i < n; i++) {
+      Result<Admitted> admitted =
+          alpha->peer("beta").send(1, nextId++, "src", service, bytesOf(payload));
+      EXPECT_TRUE(admitted.ok()) << admitted.status().toString();
+      if (admitted && admitted->holdOn) keys.push_back(*admitted->holdOn);
+    }
+    return keys;
+  }
+};
 
 }  // namespace rdmamsg::peer::test

@@ -7,54 +7,6 @@
 namespace rdmamsg::peer::test {
 namespace {
 
-class MeshPair : public ::testing::Test {
- protected:
-  loop::EventLoop loop;
-  uint16_t port = freePort();
-  std::vector<std::pair<std::string, std::string>> nodes{{"alpha", "127.0.0.1"},
-                                                         {"beta", "127.0.0.2"}};
-  std::unique_ptr<Node> alpha, beta;
-
-  void start(const std::function<void(config::Config&)>& tune = {}) {
-    ASSERT_NE(port, 0);
-    auto a = meshConfig("alpha", nodes, port), b = meshConfig("beta", nodes, port);
-    if (tune) {
-      tune(a);
-      tune(b);
-    }
-    alpha = std::make_unique<Node>(loop, a);
-    beta = std::make_unique<Node>(loop, b);
-    alpha->mesh->start();
-    beta->mesh->start();
-    ASSERT_TRUE(stepUntil(loop, [&] {
-      return alpha->peer("beta").established() && beta->peer("alpha").established() &&
-             alpha->mesh->connectionCount() == 1 && beta->mesh->connectionCount() == 1;
-    })) << "mesh did not form with one connection per pair";
-  }
-
-  void TearDown() override {
-    bool done = alpha == nullptr;
-    if (alpha) alpha->mesh->shutdown([&] { done = true; });
-    bool doneB = beta == nullptr;
-    if (beta) beta->mesh->shutdown([&] { doneB = true; });
-    stepUntil(
-        loop, [&] { return done && doneB; }, 5s);
-  }
-
-  // Sends `n` messages of `size` bytes on session 1 from alpha to beta/`service`.
-  std::vector<FlowKey> send(const std::string& service, int n, size_t size, uint64_t& nextId) {
-    std::vector<FlowKey> keys;
-    std::string payload(size, 'p');
-    for (int i = 0; i < n; i++) {
-      Result<Admitted> admitted =
-          alpha->peer("beta").send(1, nextId++, "src", service, bytesOf(payload));
-      EXPECT_TRUE(admitted.ok()) << admitted.status().toString();
-      if (admitted && admitted->holdOn) keys.push_back(*admitted->holdOn);
-    }
-    return keys;
-  }
-};
-
 TEST_F(MeshPair, OneConnectionPerPairCarriesMessagesInOrderAndConfirmsThem) {
   start();
   EXPECT_EQ(alpha->peer("beta").counters().connects, 1u);

@@ -1,0 +1,145 @@
+// Unit tests of a peer (daemon/peer/peer.h): what a configured peer daemon
+// does with its connections and with the messages the router hands it,
+// seen through its state, its counters, its snapshot and the PeerEvents it
+// raises, over two real meshes on softrdma (mesh_fixture.h). A message to
+// a peer that is not connected waits and dials it with connect: on_demand;
+// one over the peer's max_message_size is refused at once and the link goes
+// on; an idle link is kept up by heartbeats; a shutdown fails what is in
+// flight with its reason and dials no more; a confirmation owed on an
+// earlier connection never confirms a message of the next one; the
+// snapshot shows the link while there is one.
+#include <gtest/gtest.h>
+
+#include "mesh_fixture.h"
+
+namespace rdmamsg::peer::test {
+namespace {
+
+class PeerTest : public MeshPair {};
+
+TEST_F(PeerTest, AMessageForAPeerNotConnectedWaitsAndDialsItWithConnectOnDemand) {
+  auto a = meshConfig("alpha", nodes, port), b = meshConfig("beta", nodes, port);
+  a.connect = b.connect = config::ConnectMode::kOnDemand;
+  alpha = std::make_unique<Node>(loop, a);
+  beta = std::make_unique<Node>(loop, b);
+  alpha->mesh->start();
+  beta->mesh->start();
+  Peer& p = alpha->peer("beta");
+  // Nobody sends: nobody dials.
+  loop.runOnce(50ms);
+  EXPECT_EQ(p.state(), PeerState::kIdle);
+  EXPECT_EQ(p.counters().dials, 0u);
+
+  Result<Admitted> sent = p.send(1, 1, "src", "svc", bytesOf("waits for its link"));
+  ASSERT_TRUE(sent.ok()) << sent.status().toString();
+  EXPECT_EQ(p.queuedBytes() > 0 || p.inFlight() > 0, true);
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.deliveredCount[1] == 1; }))
+      << "state " << toString(p.state()) << ", last error: " << p.lastError();
+  ASSERT_EQ(beta->events.incoming.size(), 1u);
+  EXPECT_EQ(beta->events.incoming[0].payload, "waits for its link");
+  EXPECT_EQ(p.counters().dials, 1u);
+  EXPECT_TRUE(p.established());
+}
+
+TEST_F(PeerTest, AMessageOverThePeersLimitIsRefusedAtOnceAndTheLinkGoesOn) {
+  start([](config::Config& c) { c.maxMessageSize = 4096; });
+  Peer& p = alpha->peer("beta");
+  Result<Admitted> big = p.send(1, 1, "src", "svc", bytesOf(std::string(8192, 'x')));
+  EXPECT_EQ(big.status().code(), Errc::too_large) << big.status().toString();
+  ASSERT_TRUE(p.send(1, 2, "src", "svc", bytesOf(std::string(4096, 'y'))).ok());
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.deliveredCount[1] == 1; }));
+  ASSERT_EQ(beta->events.incoming.size(), 1u);
+  EXPECT_EQ(beta->events.incoming[0].payload.size(), 4096u);
+  EXPECT_EQ(p.counters().connects, 1u);
+}
+
+TEST_F(PeerTest, AnIdleLinkIsKeptUpByHeartbeats) {
+  start();  // heartbeat_interval 100 ms, heartbeat_timeout 400 ms
+  Peer& p = alpha->peer("beta");
+  // Ten heartbeats each way take more than twice the timeout.
+  ASSERT_TRUE(stepUntil(loop, [&] {
+    return p.counters().heartbeatsSent >= 10 && beta->peer("alpha").counters().heartbeatsSent >= 10;
+  }));
+  EXPECT_TRUE(p.established());
+  EXPECT_EQ(p.counters().connects, 1u) << "an idle link was taken down: " << p.lastError();
+  EXPECT_EQ(alpha->events.lost, 0);
+}
+
+TEST_F(PeerTest, AShutdownFailsWhatIsInFlightWithItsReasonAndDialsNoMore) {
+  start();
+  beta->events.verdict["stuck"] = Delivery::kAccepted;  // taken, never confirmed
+  uint64_t id = 1;
+  send("stuck", 3, 100, id);
+  ASSERT_TRUE(stepUntil(loop, [&] { return beta->events.incomingFor("stuck") == 3; }));
+  Peer& p = alpha->peer("beta");
+  p.shutdown("the operator stopped it");
+  ASSERT_TRUE(stepUntil(loop, [&] { return p.state() == PeerState::kStopped; }));
+  ASSERT_EQ(alpha->events.failures.size(), 3u);
+  for (const auto& [msgId, st] : alpha->events.failures) {
+    EXPECT_EQ(st.code(), Errc::peer_unreachable);
+    EXPECT_NE(st.message().find("the operator stopped it"), std::string::npos) << st.toString();
+  }
+  const uint64_t dials = p.counters().dials;
+  Result<Admitted> after = p.send(1, id++, "src", "stuck", bytesOf("late"));
+  EXPECT_EQ(after.status().code(), Errc::peer_unreachable);
+  // beta dials alpha again; alpha's stopped peer neither dials nor takes it.
+  ASSERT_TRUE(stepUntil(loop, [&] { return beta->peer("alpha").counters().dials >= 2; }));
+  EXPECT_EQ(p.counters().dials, dials);
+  EXPECT_EQ(p.state(), PeerState::kStopped);
+}
+
+TEST_F(PeerTest, AConfirmationOwedOnAnEarlierConnectionNeverConfirmsOneOfTheNext) {
+  start();
+  beta->events.verdict["stuck"] = Delivery::kAccepted;
+  uint64_t id = 1;
+  send("stuck", 1, 100, id);
+  ASSERT_TRUE(stepUntil(loop, [&] { return beta->events.incomingFor("stuck") == 1; }));
+  Peer& fromAlpha = beta->peer("alpha");
+  const uint64_t oldEpoch = beta->events.incoming[0].epoch;
+  const uint64_t oldSeq = beta->events.incoming[0].seq;
+
+  // The connection goes; the message in flight fails back to alpha's sender.
+  fromAlpha.readdress(addressOf("127.0.0.1", port));
+  ASSERT_TRUE(stepUntil(loop, [&] {
+    return alpha->events.failures.size() == 1 && alpha->peer("beta").established() &&
+           fromAlpha.established() && fromAlpha.epoch() != oldEpoch;
+  }));
+  EXPECT_EQ(alpha->events.failures[0].second.code(), Errc::peer_unreachable);
+
+  // A new message gets the old one's sequence number on the new connection.
+  send("stuck", 1, 100, id);
+  ASSERT_TRUE(stepUntil(loop, [&] { return beta->events.incomingFor("stuck") == 2; }));
+  ASSERT_EQ(beta->events.incoming[1].seq, oldSeq);
+  // The old connection's confirmation is dropped; the new one's, busy,
+  // is the outcome alpha's sender gets.
+  fromAlpha.confirmLater(oldEpoch, oldSeq, 1, Errc::ok, 100);
+  fromAlpha.confirmLater(fromAlpha.epoch(), oldSeq, 1, Errc::busy);
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.failures.size() == 2; }));
+  EXPECT_EQ(alpha->events.failures[1].first, id - 1);
+  EXPECT_EQ(alpha->events.failures[1].second.code(), Errc::busy);
+  EXPECT_EQ(alpha->events.deliveredCount[1], 0u);
+}
+
+TEST_F(PeerTest, TheSnapshotShowsTheLinkWhileThereIsOne) {
+  start();
+  Peer& p = alpha->peer("beta");
+  PeerSnapshot s = p.snapshot();
+  EXPECT_EQ(s.name, "beta");
+  EXPECT_EQ(s.state, PeerState::kEstablished);
+  ASSERT_TRUE(s.link.has_value());
+  EXPECT_TRUE(s.link->established);
+  EXPECT_EQ(s.link->remoteIncarnation, p.remoteIncarnation());
+  EXPECT_NE(s.link->remoteIncarnation, 0u);
+  EXPECT_FALSE(s.link->device.empty());
+  EXPECT_GT(s.link->credits, 0u);
+
+  beta.reset();  // the peer daemon is gone at once
+  ASSERT_TRUE(stepUntil(loop, [&] { return !p.established(); }));
+  s = p.snapshot();
+  EXPECT_NE(s.state, PeerState::kEstablished);
+  EXPECT_TRUE(!s.link.has_value() || !s.link->established);
+  EXPECT_FALSE(s.lastError.empty());
+}
+
+}  // namespace
+}  // namespace rdmamsg::peer::test
