@@ -2,7 +2,8 @@
 //
 // Every state machine of the daemon (a connection, a peer, its idle-close
 // agreement, the mesh, a client session, its shared-memory link, the
-// shared-memory channel) keeps its state in one of these. The machine's
+// shared-memory channel) and of the client library (its shared-memory
+// link) keeps its state in one of these. The machine's
 // enum supplies, found by argument-dependent lookup beside it:
 //
 //   bool allowedEdge(S from, S to);     // the edges the machine has

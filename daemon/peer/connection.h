@@ -40,8 +40,8 @@
 // flushes), wait for DISCONNECTED and for every posted work request to come
 // back (bounded) — on a shared receive queue also for
 // IBV_EVENT_QP_LAST_WQE_REACHED — then the state is closed and the owner
-// destroys the connection on a later loop turn: QP, buffers back to the
-// device, id.
+// destroys the connection in its next service step, outside the
+// connection's own callbacks: QP, buffers back to the device, id.
 #pragma once
 
 #include <chrono>

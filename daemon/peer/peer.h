@@ -5,7 +5,8 @@
 //
 //   idle → connecting → established → backoff → connecting → …
 //               └──────────→ backoff ──┘
-//   any → stopping → stopped
+//   connecting, established → stopping → stopped   (while a connection closes)
+//   idle, backoff → stopped                        (no connection to close)
 //
 // Every failure of a connection — one that fails at once (no route, no
 // device), is refused, times out or is lost — is seen the same way: the

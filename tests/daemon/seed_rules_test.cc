@@ -1,4 +1,5 @@
-// The seed rules (docs/architecture.md, "Rules from the seeds") that nothing
+// The RDMA rules the daemon follows (docs/architecture.md, "One thread, one
+// loop" and "Connections") that nothing
 // else would catch if they broke, each driven through softrdma's test hooks
 // (softrdma/testing.h): several rdma_cm events on one edge of the CM event
 // pump (seed 003); receive buffers posted before rdma_connect/rdma_accept
