@@ -1,6 +1,6 @@
 // The RDMA rules the daemon follows (docs/architecture.md, "One thread, one
-// loop" and "Connections") that nothing
-// else would catch if they broke, each driven through softrdma's test hooks
+// loop" and "Connections") that nothing else would catch if they broke,
+// each driven through softrdma's test hooks
 // (softrdma/testing.h): several rdma_cm events on one edge of the CM event
 // pump (seed 003); receive buffers posted before rdma_connect/rdma_accept
 // and no RNR ever (seed 004); a receive completion with the wrong opcode or
