@@ -17,13 +17,14 @@ int checkConfigCommand(const std::string& path, std::optional<std::string> node,
   const std::size_t peers = config.peers.size();
   out << path << ": OK: node " << config.node << ", listen " << config.listen.toString() << ", "
       << peers << (peers == 1 ? " peer" : " peers") << '\n';
-  if (config.localPolicy) out << "local_policy: " << describe(config.localPolicy) << '\n';
-  if (config.secret) {
-    out << "secret_file: " << config.secret->file << " (fingerprint " << config.secret->fingerprint
-        << ")";
-    if (config.previousSecret)
-      out << "; previous_secret_file: " << config.previousSecret->file << " (fingerprint "
-          << config.previousSecret->fingerprint << ")";
+  if (config.local.localPolicy)
+    out << "local_policy: " << describe(config.local.localPolicy) << '\n';
+  if (config.auth.secret) {
+    out << "secret_file: " << config.auth.secret->file << " (fingerprint "
+        << config.auth.secret->fingerprint << ")";
+    if (config.auth.previousSecret)
+      out << "; previous_secret_file: " << config.auth.previousSecret->file << " (fingerprint "
+          << config.auth.previousSecret->fingerprint << ")";
     out << '\n';
   }
   return 0;

@@ -73,12 +73,8 @@ const char* toString(ConnectMode mode);
 // sleep at once, spin a while first, or spin for ever (a core of its own).
 using IdleStrategy = idle::Strategy;
 
-struct Config {
-  std::string sourceFile;  // the file it was loaded from (or the name given for a string)
-
-  // Identity and endpoints.
-  std::string node;                        // this daemon's name in the mesh
-  Address listen;                          // rdma_cm bind address
+// The local Unix socket clients connect to, and what they may do there.
+struct LocalSocket {
   std::string socket{kDefaultSocketPath};  // local Unix socket path (absolute)
   mode_t socketMode = 0660;                // permission bits of the socket
   std::optional<std::string> socketGroup;  // group owning the socket; unset: daemon's
@@ -88,28 +84,22 @@ struct Config {
   // Clients may move their frames to shared-memory rings (docs/protocol.md,
   // "Shared memory"); false: every client stays on the socket.
   bool sharedMemory = true;
-  // What the event loop does when it has nothing to do.
-  IdleStrategy idleStrategy = IdleStrategy::sleep;
-  std::vector<Peer> peers;  // the other daemons, in file order
-  // This node's own `peers` entry, when it has one: where the others dial it
-  // and where they expect its connections to come from. Connections to peers
-  // leave from it when `listen` is a wildcard.
-  std::optional<Address> ownAddress;
-  // Peer authentication (docs/security.md): the mesh secret every
-  // connection proves in both directions, and the one it replaces, still
-  // accepted while a new secret is rolled out. Unset: peers are not
-  // authenticated.
+};
+
+// Peer authentication (docs/security.md): the mesh secret every
+// connection proves in both directions, and the one it replaces, still
+// accepted while a new secret is rolled out. Unset: peers are not
+// authenticated.
+struct PeerAuth {
   std::optional<Secret> secret;
   std::optional<Secret> previousSecret;
   // `encryption: on`: batches between peers are encrypted (AES-256-GCM
   // under the connection's session keys); needs a secret. Off: only MACed.
   bool encryption = false;
-  // `tos`: the ToS byte (DSCP << 2 | ECN) of every connection to a peer, set
-  // with rdma_set_option(RDMA_OPTION_ID_TOS) on the listening id and on each
-  // dialed id before its address is resolved. Unset: the device's default.
-  std::optional<std::uint8_t> tos;
+};
 
-  // Buffers and flow control.
+// Buffers and flow control.
+struct Buffers {
   std::uint64_t bufferSize = 256 * kKiB;  // bytes per receive (and send) buffer
   std::uint32_t bufferCount = 16;         // the most receive buffers one peer may fill
   // Receive buffers: one shared queue per device, or buffer_count per peer.
@@ -122,29 +112,6 @@ struct Config {
   std::uint64_t sendQueueLimit = 2 * kMiB;         // bytes queued per flow before backpressure
   std::uint64_t flowWindow = 4 * kMiB;             // bytes a peer may have unconfirmed per flow
   std::uint64_t receiveMemoryLimit = 256 * kMiB;   // bytes held for congested listeners, in all
-
-  // Subjects (docs/configuration.md).
-  std::uint32_t maxSubscriptions = 100000;  // per client
-  std::uint32_t pendingLimit = 65536;       // messages a subscription holds not taken, at most
-  std::uint32_t maxPeerInterest = 100000;   // subscription patterns a peer may announce
-
-  // Timers.
-  milliseconds heartbeatInterval{1000};     // idle time before a heartbeat is sent
-  milliseconds heartbeatTimeout{5000};      // silence after which a peer is declared dead
-  milliseconds reconnectBackoffMin{100};    // first reconnect delay
-  milliseconds reconnectBackoffMax{10000};  // cap of the exponential backoff
-  milliseconds connectTimeout{5000};        // resolve + connect + handshake deadline
-  milliseconds messageTimeout{30000};       // accepted message: deliver or fail by then
-
-  // Connections on demand (docs/scaling.md).
-  ConnectMode connect = ConnectMode::kAlways;
-  // With connect: on_demand, a connection that carried no message either way
-  // for this long is closed by agreement with the peer; 0: never.
-  milliseconds idleTimeout{0};
-
-  LogLevel logLevel = LogLevel::kInfo;
-  // HTTP listener serving GET /metrics (OpenMetrics); unset: none.
-  std::optional<Address> metricsListen;
 
   // Send credits a peer grants when it posts `receiveBuffers` buffers: one buffer is
   // reserved for credit updates, so credits never deadlock. A sender's credits towards a
@@ -167,6 +134,59 @@ struct Config {
   std::uint32_t sendBuffersPerPeer() const {
     return std::max<std::uint32_t>(1, std::min(bufferCount, sendBuffers / 2));
   }
+};
+
+// Subjects (docs/configuration.md).
+struct Subjects {
+  std::uint32_t maxSubscriptions = 100000;  // per client
+  std::uint32_t pendingLimit = 65536;       // messages a subscription holds not taken, at most
+  std::uint32_t maxPeerInterest = 100000;   // subscription patterns a peer may announce
+};
+
+// Timers.
+struct Timers {
+  milliseconds heartbeatInterval{1000};     // idle time before a heartbeat is sent
+  milliseconds heartbeatTimeout{5000};      // silence after which a peer is declared dead
+  milliseconds reconnectBackoffMin{100};    // first reconnect delay
+  milliseconds reconnectBackoffMax{10000};  // cap of the exponential backoff
+  milliseconds connectTimeout{5000};        // resolve + connect + handshake deadline
+  milliseconds messageTimeout{30000};       // accepted message: deliver or fail by then
+  // With connect: on_demand (docs/scaling.md), a connection that carried no message
+  // either way for this long is closed by agreement with the peer; 0: never.
+  milliseconds idleTimeout{0};
+};
+
+struct Config {
+  std::string sourceFile;  // the file it was loaded from (or the name given for a string)
+
+  // Identity and endpoints.
+  std::string node;  // this daemon's name in the mesh
+  Address listen;    // rdma_cm bind address
+  // The local Unix socket: socket, socket_mode, socket_group, local_policy, shared_memory.
+  LocalSocket local;
+  // What the event loop does when it has nothing to do.
+  IdleStrategy idleStrategy = IdleStrategy::sleep;
+  std::vector<Peer> peers;  // the other daemons, in file order
+  // This node's own `peers` entry, when it has one: where the others dial it
+  // and where they expect its connections to come from. Connections to peers
+  // leave from it when `listen` is a wildcard.
+  std::optional<Address> ownAddress;
+  PeerAuth auth;  // peer authentication: secret_file, previous_secret_file, encryption
+  // `tos`: the ToS byte (DSCP << 2 | ECN) of every connection to a peer, set
+  // with rdma_set_option(RDMA_OPTION_ID_TOS) on the listening id and on each
+  // dialed id before its address is resolved. Unset: the device's default.
+  std::optional<std::uint8_t> tos;
+
+  Buffers buffers;    // buffers and flow control
+  Subjects subjects;  // subscription limits
+  Timers timers;      // heartbeats, reconnects, deadlines, idle_timeout
+
+  // Connections on demand (docs/scaling.md); see also timers.idleTimeout.
+  ConnectMode connect = ConnectMode::kAlways;
+
+  LogLevel logLevel = LogLevel::kInfo;
+  // HTTP listener serving GET /metrics (OpenMetrics); unset: none.
+  std::optional<Address> metricsListen;
 
   // The peer named `name`, or nullptr.
   const Peer* findPeer(std::string_view name) const;

@@ -114,7 +114,7 @@ void readIdleTimeout(const FieldMap& top, Config& config) {
   const std::optional<std::string> text = top.scalar("idle_timeout");
   if (!text) return;
   if (*text == "0" || *text == "off") {
-    config.idleTimeout = milliseconds(0);
+    config.timers.idleTimeout = milliseconds(0);
     return;
   }
   const auto parsed = parseDuration(*text);
@@ -127,13 +127,13 @@ void readIdleTimeout(const FieldMap& top, Config& config) {
                                    formatDuration(kMaxDuration) + " (or 0: off)");
     return;
   }
-  config.idleTimeout = *parsed.value;
+  config.timers.idleTimeout = *parsed.value;
 }
 
 // idle_timeout closes connections made on demand: with connect: always the
 // daemon would dial the peer again at once.
 void checkIdleTimeout(const FieldMap& top, const Config& config) {
-  if (config.idleTimeout.count() == 0 || config.connect == ConnectMode::kOnDemand) return;
+  if (config.timers.idleTimeout.count() == 0 || config.connect == ConnectMode::kOnDemand) return;
   if (top.reported("connect")) return;
   top.report("idle_timeout", "closing idle connections needs connect: on_demand (connect is " +
                                  std::string(top.has("connect") ? "" : "the default, ") +
@@ -141,10 +141,11 @@ void checkIdleTimeout(const FieldMap& top, const Config& config) {
 }
 
 void readLocalSocket(const FieldMap& top, Config& config) {
-  if (auto path = top.parsed("socket", parseSocketPath)) config.socket = *path;
-  if (auto mode = top.parsed("socket_mode", parseSocketMode)) config.socketMode = *mode;
-  if (!top.isNull("socket_group")) config.socketGroup = top.parsed("socket_group", parseGroup);
-  if (auto on = top.parsed("shared_memory", parseBool)) config.sharedMemory = *on;
+  if (auto path = top.parsed("socket", parseSocketPath)) config.local.socket = *path;
+  if (auto mode = top.parsed("socket_mode", parseSocketMode)) config.local.socketMode = *mode;
+  if (!top.isNull("socket_group"))
+    config.local.socketGroup = top.parsed("socket_group", parseGroup);
+  if (auto on = top.parsed("shared_memory", parseBool)) config.local.sharedMemory = *on;
   if (auto s = top.parsed("idle_strategy", parseIdleStrategy)) config.idleStrategy = *s;
 }
 
@@ -155,14 +156,14 @@ Parsed<bool> parseOnOff(std::string_view text) {
 }
 
 void readSecrets(const FieldMap& top, Config& config) {
-  if (!top.isNull("secret_file")) config.secret = top.parsed("secret_file", readSecret);
-  if (auto on = top.parsed("encryption", parseOnOff)) config.encryption = *on;
-  if (config.encryption && (!top.has("secret_file") || top.isNull("secret_file")))
+  if (!top.isNull("secret_file")) config.auth.secret = top.parsed("secret_file", readSecret);
+  if (auto on = top.parsed("encryption", parseOnOff)) config.auth.encryption = *on;
+  if (config.auth.encryption && (!top.has("secret_file") || top.isNull("secret_file")))
     top.report("encryption",
                "encryption: on needs a mesh secret (secret_file): the keys come from it");
   if (top.isNull("previous_secret_file")) return;
-  config.previousSecret = top.parsed("previous_secret_file", readSecret);
-  if (config.previousSecret && (!top.has("secret_file") || top.isNull("secret_file")))
+  config.auth.previousSecret = top.parsed("previous_secret_file", readSecret);
+  if (config.auth.previousSecret && (!top.has("secret_file") || top.isNull("secret_file")))
     top.report("previous_secret_file",
                "a previous secret is only accepted next to a current one (secret_file)");
 }
@@ -186,45 +187,46 @@ Parsed<ReceiveQueue> parseReceiveQueue(std::string_view text) {
 // The buffer pools: their sizes default to twice buffer_count, and the least
 // the daemon can run with (the send pool, and one peer's receive buffers)
 // must fit registered_memory_limit.
-void readBuffers(const FieldMap& top, Config& config) {
-  readSize(top, "buffer_size", kMinBufferSize, kMaxBufferSize, config.bufferSize);
-  readCount(top, "buffer_count", kMinBufferCount, kMaxBufferCount, config.bufferCount);
-  if (auto q = top.parsed("receive_queue", parseReceiveQueue)) config.receiveQueue = *q;
-  config.sharedReceiveBuffers = config.sendBuffers = 2 * config.bufferCount;
-  readCount(top, "shared_receive_buffers", 0, kMaxPoolBuffers, config.sharedReceiveBuffers);
-  readCount(top, "send_buffers", 2, kMaxPoolBuffers, config.sendBuffers);
+void readBuffers(const FieldMap& top, Buffers& buffers) {
+  readSize(top, "buffer_size", kMinBufferSize, kMaxBufferSize, buffers.bufferSize);
+  readCount(top, "buffer_count", kMinBufferCount, kMaxBufferCount, buffers.bufferCount);
+  if (auto q = top.parsed("receive_queue", parseReceiveQueue)) buffers.receiveQueue = *q;
+  buffers.sharedReceiveBuffers = buffers.sendBuffers = 2 * buffers.bufferCount;
+  readCount(top, "shared_receive_buffers", 0, kMaxPoolBuffers, buffers.sharedReceiveBuffers);
+  readCount(top, "send_buffers", 2, kMaxPoolBuffers, buffers.sendBuffers);
   readSize(top, "registered_memory_limit", kMinRegisteredMemoryLimit, kMaxRegisteredMemoryLimit,
-           config.registeredMemoryLimit);
+           buffers.registeredMemoryLimit);
   for (auto key : {"buffer_size", "buffer_count", "shared_receive_buffers", "send_buffers",
                    "registered_memory_limit"})
     if (top.reported(key)) return;
   const std::uint64_t least =
-      (std::uint64_t{config.sendBuffers} + config.initialGrant()) * config.bufferSize;
-  if (least > config.registeredMemoryLimit)
+      (std::uint64_t{buffers.sendBuffers} + buffers.initialGrant()) * buffers.bufferSize;
+  if (least > buffers.registeredMemoryLimit)
     top.report(top.has("registered_memory_limit") ? "registered_memory_limit" : "send_buffers",
-               "registered_memory_limit (" + formatSize(config.registeredMemoryLimit) +
+               "registered_memory_limit (" + formatSize(buffers.registeredMemoryLimit) +
                    ") cannot hold the send pool and one peer's receive buffers: (send_buffers " +
-                   std::to_string(config.sendBuffers) + " + " +
-                   std::to_string(config.initialGrant()) + ") x buffer_size " +
-                   formatSize(config.bufferSize) + " = " + formatSize(least));
+                   std::to_string(buffers.sendBuffers) + " + " +
+                   std::to_string(buffers.initialGrant()) + ") x buffer_size " +
+                   formatSize(buffers.bufferSize) + " = " + formatSize(least));
 }
 
 void readTuning(const FieldMap& top, Config& config) {
-  readBuffers(top, config);
-  readSize(top, "max_message_size", 1, kMaxMaxMessageSize, config.maxMessageSize);
-  readSize(top, "send_queue_limit", kMinSendQueueLimit, kMaxSendQueueLimit, config.sendQueueLimit);
-  readSize(top, "flow_window", kMinFlowWindow, kMaxFlowWindow, config.flowWindow);
+  readBuffers(top, config.buffers);
+  readSize(top, "max_message_size", 1, kMaxMaxMessageSize, config.buffers.maxMessageSize);
+  readSize(top, "send_queue_limit", kMinSendQueueLimit, kMaxSendQueueLimit,
+           config.buffers.sendQueueLimit);
+  readSize(top, "flow_window", kMinFlowWindow, kMaxFlowWindow, config.buffers.flowWindow);
   readSize(top, "receive_memory_limit", kMinReceiveMemoryLimit, kMaxReceiveMemoryLimit,
-           config.receiveMemoryLimit);
-  readCount(top, "max_subscriptions", 1, kMaxSubjectCount, config.maxSubscriptions);
-  readCount(top, "pending_limit", 1, kMaxSubjectCount, config.pendingLimit);
-  readCount(top, "max_peer_interest", 1, kMaxSubjectCount, config.maxPeerInterest);
-  readDuration(top, "heartbeat_interval", config.heartbeatInterval);
-  readDuration(top, "heartbeat_timeout", config.heartbeatTimeout);
-  readDuration(top, "reconnect_backoff_min", config.reconnectBackoffMin);
-  readDuration(top, "reconnect_backoff_max", config.reconnectBackoffMax);
-  readDuration(top, "connect_timeout", config.connectTimeout);
-  readDuration(top, "message_timeout", config.messageTimeout);
+           config.buffers.receiveMemoryLimit);
+  readCount(top, "max_subscriptions", 1, kMaxSubjectCount, config.subjects.maxSubscriptions);
+  readCount(top, "pending_limit", 1, kMaxSubjectCount, config.subjects.pendingLimit);
+  readCount(top, "max_peer_interest", 1, kMaxSubjectCount, config.subjects.maxPeerInterest);
+  readDuration(top, "heartbeat_interval", config.timers.heartbeatInterval);
+  readDuration(top, "heartbeat_timeout", config.timers.heartbeatTimeout);
+  readDuration(top, "reconnect_backoff_min", config.timers.reconnectBackoffMin);
+  readDuration(top, "reconnect_backoff_max", config.timers.reconnectBackoffMax);
+  readDuration(top, "connect_timeout", config.timers.connectTimeout);
+  readDuration(top, "message_timeout", config.timers.messageTimeout);
   if (auto mode = top.parsed("connect", parseConnectMode)) config.connect = *mode;
   readIdleTimeout(top, config);
   if (auto level = top.parsed("log_level", parseLogLevel)) config.logLevel = *level;
@@ -286,12 +288,12 @@ LoadResult loadDocument(const YAML::Node& root, const std::string& file,
   readLocalSocket(top, config);
   readSecrets(top, config);
   readTos(top, config);
-  detail::readLocalPolicy(top, config.localPolicy);
+  detail::readLocalPolicy(top, config.local.localPolicy);
   readTuning(top, config);
-  checkOrder(top, "heartbeat_interval", config.heartbeatInterval, "heartbeat_timeout",
-             config.heartbeatTimeout, /*allowEqual=*/false);
-  checkOrder(top, "reconnect_backoff_min", config.reconnectBackoffMin, "reconnect_backoff_max",
-             config.reconnectBackoffMax, /*allowEqual=*/true);
+  checkOrder(top, "heartbeat_interval", config.timers.heartbeatInterval, "heartbeat_timeout",
+             config.timers.heartbeatTimeout, /*allowEqual=*/false);
+  checkOrder(top, "reconnect_backoff_min", config.timers.reconnectBackoffMin,
+             "reconnect_backoff_max", config.timers.reconnectBackoffMax, /*allowEqual=*/true);
   checkIdleTimeout(top, config);
   detail::resolveMesh(top, self, detail::readPeers(top), config);
   if (!sink.empty()) return LoadResult(sink.take());

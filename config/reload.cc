@@ -20,23 +20,23 @@ std::variant<ReloadPlan, std::string> planReload(const Config& running, const Co
   ReloadPlan plan;
   plan.next = file;
   plan.next.listen = running.listen;
-  plan.next.socket = running.socket;
-  plan.next.socketMode = running.socketMode;
-  plan.next.socketGroup = running.socketGroup;
-  plan.next.bufferSize = running.bufferSize;
-  plan.next.bufferCount = running.bufferCount;
-  plan.next.receiveQueue = running.receiveQueue;
-  plan.next.sharedReceiveBuffers = running.sharedReceiveBuffers;
-  plan.next.sendBuffers = running.sendBuffers;
-  plan.next.registeredMemoryLimit = running.registeredMemoryLimit;
-  plan.next.maxMessageSize = running.maxMessageSize;
-  plan.next.flowWindow = running.flowWindow;
+  plan.next.local.socket = running.local.socket;
+  plan.next.local.socketMode = running.local.socketMode;
+  plan.next.local.socketGroup = running.local.socketGroup;
+  plan.next.buffers.bufferSize = running.buffers.bufferSize;
+  plan.next.buffers.bufferCount = running.buffers.bufferCount;
+  plan.next.buffers.receiveQueue = running.buffers.receiveQueue;
+  plan.next.buffers.sharedReceiveBuffers = running.buffers.sharedReceiveBuffers;
+  plan.next.buffers.sendBuffers = running.buffers.sendBuffers;
+  plan.next.buffers.registeredMemoryLimit = running.buffers.registeredMemoryLimit;
+  plan.next.buffers.maxMessageSize = running.buffers.maxMessageSize;
+  plan.next.buffers.flowWindow = running.buffers.flowWindow;
   plan.next.metricsListen = running.metricsListen;
   plan.next.idleStrategy = running.idleStrategy;
-  plan.next.encryption = running.encryption;
+  plan.next.auth.encryption = running.auth.encryption;
   plan.next.tos = running.tos;
-  plan.next.maxSubscriptions = running.maxSubscriptions;
-  plan.next.maxPeerInterest = running.maxPeerInterest;
+  plan.next.subjects.maxSubscriptions = running.subjects.maxSubscriptions;
+  plan.next.subjects.maxPeerInterest = running.subjects.maxPeerInterest;
   plan.next.ownAddress = running.ownAddress;  // goes with listen
 
   const auto before = settings(running), inFile = settings(file), after = settings(plan.next);

@@ -32,16 +32,16 @@ constexpr std::chrono::microseconds kAdaptiveSpin{50};
 
 local::LocalServerConfig localConfig(const config::Config& c) {
   local::LocalServerConfig l;
-  l.listener.path = c.socket;
-  l.listener.mode = c.socketMode;
-  l.listener.group = c.socketGroup.value_or("");
+  l.listener.path = c.local.socket;
+  l.listener.mode = c.local.socketMode;
+  l.listener.group = c.local.socketGroup.value_or("");
   // systemd socket activation: use the socket it passes, if any.
   if (sd_listen_fds(0) >= 1) l.listener.inheritedFd = SD_LISTEN_FDS_START;
-  l.policy = c.localPolicy;
-  l.sharedMemory = c.sharedMemory;
+  l.policy = c.local.localPolicy;
+  l.sharedMemory = c.local.sharedMemory;
   l.nodeName = c.node;
-  l.maxMessageSize = static_cast<uint32_t>(c.maxMessageSize);
-  size_t frame = c.maxMessageSize + 4096;
+  l.maxMessageSize = static_cast<uint32_t>(c.buffers.maxMessageSize);
+  size_t frame = c.buffers.maxMessageSize + 4096;
   // A listener with 2 MiB unread is congested: nothing more is delivered to it
   // until it drains to 512 KiB (one message larger than that still goes to an
   // idle listener). This bounds the daemon's memory per slow listener.
@@ -186,12 +186,12 @@ void Daemon::applyReload(const config::LoadResult& loaded) {
     spdlog::info("reload: peer {} removed: closing its connection", n);
   for (const auto& n : plan.added)
     spdlog::info("reload: peer {} added at {}", n, config_.findPeer(n)->address.toString());
-  if (const size_t closed = server_->setPolicy(config_.localPolicy); closed > 0)
+  if (const size_t closed = server_->setPolicy(config_.local.localPolicy); closed > 0)
     spdlog::warn(
         "reload: local_policy: {} client(s) closed: the new policy does not allow what "
         "they held",
         closed);
-  server_->setSharedMemory(config_.sharedMemory);  // for clients that connect from now on
+  server_->setSharedMemory(config_.local.sharedMemory);  // for clients that connect from now on
   mesh_->applyPeers(plan.readdressed);
   mesh_->wakeAll();  // limits may have risen: held-back work goes on
   configState_.generation++;

@@ -145,7 +145,7 @@ Check memory(const config::Config& cfg) {
              (cfg.peers.size() == 1 ? " peer" : " peers") + " (send pool included), up to " +
              config::formatSize(m.peak) +
              " while connections are replaced (registered_memory_limit " +
-             config::formatSize(cfg.registeredMemoryLimit) + ")";
+             config::formatSize(cfg.buffers.registeredMemoryLimit) + ")";
   rlimit r{};
   getrlimit(RLIMIT_MEMLOCK, &r);
   if (r.rlim_cur == RLIM_INFINITY) {
@@ -189,7 +189,7 @@ Check forkSafety() {
 
 Check socketDir(const config::Config& cfg) {
   Check c{"client socket", Outcome::kOk, ""};
-  const auto dir = std::filesystem::path(cfg.socket).parent_path();
+  const auto dir = std::filesystem::path(cfg.local.socket).parent_path();
   if (!std::filesystem::is_directory(dir)) {
     c.outcome = Outcome::kHostProblem;
     c.detail = dir.string() +
@@ -201,7 +201,7 @@ Check socketDir(const config::Config& cfg) {
                " is not writable by this user. Fix: give the daemon's user the "
                "directory, or set socket: elsewhere";
   } else {
-    c.detail = cfg.socket + " (its directory is writable)";
+    c.detail = cfg.local.socket + " (its directory is writable)";
   }
   return c;
 }

@@ -127,8 +127,8 @@ void Router::hold(std::vector<Holder>& holders, local::SessionId session, std::s
     // Sent before it read the HOLD, or ignoring it: a client that goes on
     // past a queue's worth and two messages is no longer read.
     h.overshoot += bytes;
-    if (!h.paused && h.overshoot > server_->holdSlack(session) + config_.sendQueueLimit +
-                                       2 * size_t{config_.maxMessageSize}) {
+    if (!h.paused && h.overshoot > server_->holdSlack(session) + config_.buffers.sendQueueLimit +
+                                       2 * size_t{config_.buffers.maxMessageSize}) {
       h.paused = true;
       counters_.holdsIgnored++;
       server_->pauseReading(session);
@@ -177,13 +177,15 @@ void Router::onSend(local::SessionId session, const local::SendRequest& r) {
     // a client sending to its own service cannot be (it would wait for
     // itself). Past receive_memory_limit, a message for a listener that does
     // not keep up is answered busy, as from a peer.
-    if (server_->trackedBytes() >= config_.receiveMemoryLimit && server_->outputCongested(to)) {
+    if (server_->trackedBytes() >= config_.buffers.receiveMemoryLimit &&
+        server_->outputCongested(to)) {
       counters_.receiveMemoryFull++;
-      return fail(session, r.msgId,
-                  Status(Errc::busy,
-                         "the listener of " + std::string(r.service) + " on " + config_.node +
-                             " does not keep up and " + "receive_memory_limit (" +
-                             std::to_string(config_.receiveMemoryLimit) + " bytes) is reached"));
+      return fail(
+          session, r.msgId,
+          Status(Errc::busy, "the listener of " + std::string(r.service) + " on " + config_.node +
+                                 " does not keep up and " + "receive_memory_limit (" +
+                                 std::to_string(config_.buffers.receiveMemoryLimit) +
+                                 " bytes) is reached"));
     }
     // Acknowledged when the listener's application has taken it (onConsumed).
     const local::Receipt receipt{local::Receipt::Kind::local, session, 0, r.msgId, 1};
@@ -252,14 +254,14 @@ peer::Delivery Router::deliverIncoming(peer::Peer& from, uint64_t epoch, uint64_
   // The link is always drained. What a stuck listener holds is bounded by
   // its flows' windows; past receive_memory_limit in all, a listener that is
   // itself behind gets nothing more: its sender is answered busy.
-  if (server_->trackedBytes() >= config_.receiveMemoryLimit &&
+  if (server_->trackedBytes() >= config_.buffers.receiveMemoryLimit &&
       server_->outputCongested(*listener)) {
     counters_.receiveMemoryFull++;
     if (busyLog_.admit())
       spdlog::warn(
           "receive_memory_limit ({} bytes) reached: a message from {} for {}, whose listener "
           "does not keep up, is answered busy{}",
-          config_.receiveMemoryLimit, from.name(), dstService, busyLog_.suffix());
+          config_.buffers.receiveMemoryLimit, from.name(), dstService, busyLog_.suffix());
     notDelivered();
     return peer::Delivery::kBusy;
   }
@@ -316,26 +318,26 @@ status::Snapshot Router::snapshot() const {
   s.node = config_.node;
   s.version = RDMAMSG_VERSION;
   s.listen = config_.listen.toString();
-  s.socket = config_.socket;
+  s.socket = config_.local.socket;
   s.configFile = config_.sourceFile;
   const auto level = spdlog::level::to_string_view(spdlog::get_level());
   s.logLevel.assign(level.data(), level.size());
   s.connectMode = config::toString(config_.connect);
-  s.receiveQueue = config::toString(config_.receiveQueue);
+  s.receiveQueue = config::toString(config_.buffers.receiveQueue);
   s.uptimeSeconds = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
           .count());
   s.config = configState_;
-  if (config_.secret) s.secret = config_.secret->fingerprint;
-  if (config_.previousSecret) s.previousSecret = config_.previousSecret->fingerprint;
+  if (config_.auth.secret) s.secret = config_.auth.secret->fingerprint;
+  if (config_.auth.previousSecret) s.previousSecret = config_.auth.previousSecret->fingerprint;
   for (const auto& [name, session] : services_)
     s.services.push_back(name);
   std::sort(s.services.begin(), s.services.end());
   s.counters = counters_;
-  s.localPolicy = config_.localPolicy.has_value();
+  s.localPolicy = config_.local.localPolicy.has_value();
   s.policy = server_->policyCounters();
   s.unconsumedBytes = server_->trackedBytes();
-  s.receiveMemoryLimit = config_.receiveMemoryLimit;
+  s.receiveMemoryLimit = config_.buffers.receiveMemoryLimit;
   s.mesh = mesh_->snapshot();
   s.subjects = pubsub_.snapshot();
   s.logDropped = logging::dropped();

@@ -61,21 +61,24 @@ void checkAddress(const Address& a) {
 }
 
 void checkRanges(const Config& c) {
-  FUZZ_CHECK(c.bufferSize >= kMinBufferSize && c.bufferSize <= kMaxBufferSize);
-  FUZZ_CHECK(c.bufferCount >= kMinBufferCount && c.bufferCount <= kMaxBufferCount);
-  FUZZ_CHECK(c.maxMessageSize >= 1 && c.maxMessageSize <= kMaxMaxMessageSize);
-  FUZZ_CHECK(c.sendQueueLimit >= kMinSendQueueLimit && c.sendQueueLimit <= kMaxSendQueueLimit);
-  FUZZ_CHECK(c.flowWindow >= kMinFlowWindow && c.flowWindow <= kMaxFlowWindow);
-  FUZZ_CHECK(c.receiveMemoryLimit >= kMinReceiveMemoryLimit &&
-             c.receiveMemoryLimit <= kMaxReceiveMemoryLimit);
-  for (milliseconds d : {c.heartbeatInterval, c.heartbeatTimeout, c.reconnectBackoffMin,
-                         c.reconnectBackoffMax, c.connectTimeout, c.messageTimeout}) {
+  FUZZ_CHECK(c.buffers.bufferSize >= kMinBufferSize && c.buffers.bufferSize <= kMaxBufferSize);
+  FUZZ_CHECK(c.buffers.bufferCount >= kMinBufferCount && c.buffers.bufferCount <= kMaxBufferCount);
+  FUZZ_CHECK(c.buffers.maxMessageSize >= 1 && c.buffers.maxMessageSize <= kMaxMaxMessageSize);
+  FUZZ_CHECK(c.buffers.sendQueueLimit >= kMinSendQueueLimit &&
+             c.buffers.sendQueueLimit <= kMaxSendQueueLimit);
+  FUZZ_CHECK(c.buffers.flowWindow >= kMinFlowWindow && c.buffers.flowWindow <= kMaxFlowWindow);
+  FUZZ_CHECK(c.buffers.receiveMemoryLimit >= kMinReceiveMemoryLimit &&
+             c.buffers.receiveMemoryLimit <= kMaxReceiveMemoryLimit);
+  for (milliseconds d :
+       {c.timers.heartbeatInterval, c.timers.heartbeatTimeout, c.timers.reconnectBackoffMin,
+        c.timers.reconnectBackoffMax, c.timers.connectTimeout, c.timers.messageTimeout}) {
     FUZZ_CHECK(d >= milliseconds(1) && d <= kMaxDuration);
   }
-  FUZZ_CHECK(c.heartbeatInterval < c.heartbeatTimeout);
-  FUZZ_CHECK(c.reconnectBackoffMin <= c.reconnectBackoffMax);
-  FUZZ_CHECK(!c.socket.empty() && c.socket.front() == '/' && c.socket.back() != '/');
-  FUZZ_CHECK(c.socketMode <= 0777);
+  FUZZ_CHECK(c.timers.heartbeatInterval < c.timers.heartbeatTimeout);
+  FUZZ_CHECK(c.timers.reconnectBackoffMin <= c.timers.reconnectBackoffMax);
+  FUZZ_CHECK(!c.local.socket.empty() && c.local.socket.front() == '/' &&
+             c.local.socket.back() != '/');
+  FUZZ_CHECK(c.local.socketMode <= 0777);
 }
 
 void checkSettings(const Config& c) {
@@ -88,25 +91,25 @@ void checkSettings(const Config& c) {
   for (const Setting& s : all) {
     FUZZ_CHECK(line.find(s.key + "=" + s.value + " ") != std::string::npos);
     if (s.key == "credits") {
-      FUZZ_CHECK(s.value == std::to_string(c.grantedCredits()));
+      FUZZ_CHECK(s.value == std::to_string(c.buffers.grantedCredits()));
       continue;
     }
     FUZZ_CHECK(next < kTopLevelKeys.size() && s.key == kTopLevelKeys[next++]);
-    if (s.key == "buffer_size") checkSize(s.value, c.bufferSize);
-    if (s.key == "max_message_size") checkSize(s.value, c.maxMessageSize);
-    if (s.key == "send_queue_limit") checkSize(s.value, c.sendQueueLimit);
-    if (s.key == "flow_window") checkSize(s.value, c.flowWindow);
-    if (s.key == "receive_memory_limit") checkSize(s.value, c.receiveMemoryLimit);
-    if (s.key == "registered_memory_limit") checkSize(s.value, c.registeredMemoryLimit);
+    if (s.key == "buffer_size") checkSize(s.value, c.buffers.bufferSize);
+    if (s.key == "max_message_size") checkSize(s.value, c.buffers.maxMessageSize);
+    if (s.key == "send_queue_limit") checkSize(s.value, c.buffers.sendQueueLimit);
+    if (s.key == "flow_window") checkSize(s.value, c.buffers.flowWindow);
+    if (s.key == "receive_memory_limit") checkSize(s.value, c.buffers.receiveMemoryLimit);
+    if (s.key == "registered_memory_limit") checkSize(s.value, c.buffers.registeredMemoryLimit);
     if (s.key == "shared_receive_buffers")
-      FUZZ_CHECK(s.value == std::to_string(c.sharedReceiveBuffers));
-    if (s.key == "send_buffers") FUZZ_CHECK(s.value == std::to_string(c.sendBuffers));
-    if (s.key == "heartbeat_interval") checkDuration(s.value, c.heartbeatInterval);
-    if (s.key == "heartbeat_timeout") checkDuration(s.value, c.heartbeatTimeout);
-    if (s.key == "reconnect_backoff_min") checkDuration(s.value, c.reconnectBackoffMin);
-    if (s.key == "reconnect_backoff_max") checkDuration(s.value, c.reconnectBackoffMax);
-    if (s.key == "connect_timeout") checkDuration(s.value, c.connectTimeout);
-    if (s.key == "message_timeout") checkDuration(s.value, c.messageTimeout);
+      FUZZ_CHECK(s.value == std::to_string(c.buffers.sharedReceiveBuffers));
+    if (s.key == "send_buffers") FUZZ_CHECK(s.value == std::to_string(c.buffers.sendBuffers));
+    if (s.key == "heartbeat_interval") checkDuration(s.value, c.timers.heartbeatInterval);
+    if (s.key == "heartbeat_timeout") checkDuration(s.value, c.timers.heartbeatTimeout);
+    if (s.key == "reconnect_backoff_min") checkDuration(s.value, c.timers.reconnectBackoffMin);
+    if (s.key == "reconnect_backoff_max") checkDuration(s.value, c.timers.reconnectBackoffMax);
+    if (s.key == "connect_timeout") checkDuration(s.value, c.timers.connectTimeout);
+    if (s.key == "message_timeout") checkDuration(s.value, c.timers.messageTimeout);
     if (s.key == "log_level") {
       const auto level = parseLogLevel(s.value);
       FUZZ_CHECK(level.value && *level.value == c.logLevel);

@@ -53,7 +53,7 @@ Admission admitRequest(const config::Config& cfg, std::span<const uint8_t> priva
                                                      peer->address.toString() + ")");
   }
   const bool theirs = (hello->flags & kHelloAuthenticates) != 0;
-  if (theirs != cfg.secret.has_value())
+  if (theirs != cfg.auth.secret.has_value())
     return refuse(RejectReason::kAuthentication,
                   from + " (node " + peer->name +
                       (theirs ? " authenticates with a mesh secret, and this node has none)"
@@ -63,11 +63,12 @@ Admission admitRequest(const config::Config& cfg, std::span<const uint8_t> priva
                   from + " (node " + peer->name +
                       " authenticates without per-batch MACs, an older rdmamsgd: this node "
                       "takes no batch unauthenticated)");
-  if (theirs && ((hello->flags & kHelloEncrypts) != 0) != cfg.encryption)
-    return refuse(RejectReason::kAuthentication,
-                  from + " (node " + peer->name +
-                      (cfg.encryption ? " does not encrypt, and this node has encryption: on)"
-                                      : " encrypts (encryption: on), and this node does not)"));
+  if (theirs && ((hello->flags & kHelloEncrypts) != 0) != cfg.auth.encryption)
+    return refuse(
+        RejectReason::kAuthentication,
+        from + " (node " + peer->name +
+            (cfg.auth.encryption ? " does not encrypt, and this node has encryption: on)"
+                                 : " encrypts (encryption: on), and this node does not)"));
   Admission a;
   a.who = peer->name;
   a.peer = peer;

@@ -26,7 +26,7 @@ Inbound::Result Inbound::first(const Record& r, bool last) {
     return violation("fragment longer than its announced message");
   expectedSeq_ = r.seq + 1;
   room_.reset();
-  if (total > cfg_.maxMessageSize) {
+  if (total > cfg_.buffers.maxMessageSize) {
     // Over our limit: nothing is kept, the sender is told, the connection stays.
     if (last) return tooLarge(r.seq);
     active_ = discard_ = true;

@@ -37,7 +37,7 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
       config_(cfg),
       events_(events),
       incarnation_(incarnation),
-      devices_(loop, cfg.registeredMemoryLimit, this),
+      devices_(loop, cfg.buffers.registeredMemoryLimit, this),
       queue_(loop, [this](uint32_t key) { service(key); }),
       postStep_(std::make_unique<loop::PhaseTask>(loop, loop::Phase::post,
                                                   [this] {
@@ -134,7 +134,7 @@ void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
     if (peer(c.name) == nullptr && !stopping()) addPeer(c).start();
   for (const auto& name : readdressed)
     if (Peer* p = peer(name)) p->readdress(config_.findPeer(name)->address);
-  if (config_.secret)
+  if (config_.auth.secret)
     forEachPeer([](Peer& p) {
       if (!p.removed()) p.requireAuthentication();
     });
@@ -164,9 +164,9 @@ void Mesh::start() {
   warnUnverified();
   if (config_.connect == config::ConnectMode::kOnDemand)
     spdlog::info("connect: on_demand: peers are dialed at their first message{}",
-                 config_.idleTimeout.count() > 0
-                     ? "; connections idle for " + config::formatDuration(config_.idleTimeout) +
-                           " are closed"
+                 config_.timers.idleTimeout.count() > 0
+                     ? "; connections idle for " +
+                           config::formatDuration(config_.timers.idleTimeout) + " are closed"
                      : "");
   forEachPeer([](Peer& p) { p.start(); });
 }
@@ -178,7 +178,7 @@ void Mesh::warnUnverified() const {
         "the address routing picks, and peers refuse them unless it is the address "
         "they have for {}",
         config_.listen.toString(), config_.node, config_.node);
-  if (!config_.secret && !config_.peers.empty())
+  if (!config_.auth.secret && !config_.peers.empty())
     spdlog::warn(
         "no secret_file: peers are not authenticated; a host that can reach this node's "
         "rdma_cm port from a peer's address can take that peer's place (docs/security.md)");
@@ -332,16 +332,16 @@ void Mesh::wakeAll() {
 // briefly have two connections while a duplicate is resolved).
 rdma::Device* Mesh::deviceFor(ibv_context* ctx) {
   rdma::PoolParams pools;
-  pools.bufferSize = config_.bufferSize;
-  pools.sendBuffers = config_.sendBuffers;
-  pools.sharedReceive = config_.receiveQueue == config::ReceiveQueue::kShared;
-  pools.initialGrant = config_.initialGrant();
-  pools.burst = config_.sharedReceiveBuffers;
-  pools.chunk = config_.bufferCount;
+  pools.bufferSize = config_.buffers.bufferSize;
+  pools.sendBuffers = config_.buffers.sendBuffers;
+  pools.sharedReceive = config_.buffers.receiveQueue == config::ReceiveQueue::kShared;
+  pools.initialGrant = config_.buffers.initialGrant();
+  pools.burst = config_.buffers.sharedReceiveBuffers;
+  pools.chunk = config_.buffers.bufferCount;
   pools.startPeers = config_.connect == config::ConnectMode::kAlways
                          ? static_cast<uint32_t>(config_.peers.size())
                          : 0;
-  pools.perPeerCount = config_.bufferCount;
+  pools.perPeerCount = config_.buffers.bufferCount;
   const uint64_t cqe = rdma::needsOf(config_).cqe;
   return devices_.get(ctx, static_cast<int>(std::min<uint64_t>(cqe, 1u << 30)), pools);
 }
@@ -353,27 +353,27 @@ void Mesh::serveDeviceRequests(uint32_t i) {
 
 ConnParams Mesh::paramsFor(const Peer& peer) const {
   ConnParams p;
-  p.bufferSize = config_.bufferSize;
-  p.maxCredits = config_.bufferCount;
-  p.sendBuffers = config_.sendBuffersPerPeer();
-  p.releaseAfter = config_.heartbeatInterval;
-  p.connectTimeout = config_.connectTimeout;
+  p.bufferSize = config_.buffers.bufferSize;
+  p.maxCredits = config_.buffers.bufferCount;
+  p.sendBuffers = config_.buffers.sendBuffersPerPeer();
+  p.releaseAfter = config_.timers.heartbeatInterval;
+  p.connectTimeout = config_.timers.connectTimeout;
   p.hello.nodeId = nodeId(config_.node);
   p.hello.targetId = peer.id();
   p.hello.incarnation = incarnation_;
-  p.hello.bufferSize = static_cast<uint32_t>(config_.bufferSize);
-  p.hello.maxMessage = config_.maxMessageSize;
-  p.hello.flowWindow = static_cast<uint32_t>(config_.flowWindow);
+  p.hello.bufferSize = static_cast<uint32_t>(config_.buffers.bufferSize);
+  p.hello.maxMessage = config_.buffers.maxMessageSize;
+  p.hello.flowWindow = static_cast<uint32_t>(config_.buffers.flowWindow);
   p.selfName = config_.node;
   p.tos = config_.tos;
   p.hello.flags |= kHelloIdleClose | kHelloSubjects;
-  if (config_.secret) {
+  if (config_.auth.secret) {
     p.hello.flags |= kHelloAuthenticates | kHelloBatchMac;
-    if (config_.encryption) p.hello.flags |= kHelloEncrypts;
-    p.encrypt = config_.encryption;
-    p.secrets.push_back(*config_.secret);
-    if (config_.previousSecret) {
-      p.secrets.push_back(*config_.previousSecret);
+    if (config_.auth.encryption) p.hello.flags |= kHelloEncrypts;
+    p.encrypt = config_.auth.encryption;
+    p.secrets.push_back(*config_.auth.secret);
+    if (config_.auth.previousSecret) {
+      p.secrets.push_back(*config_.auth.previousSecret);
     }
   }
   return p;

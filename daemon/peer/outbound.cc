@@ -174,7 +174,7 @@ Result<Admitted> Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId
   Flow& f = flowFor(dst);
   auto cost = static_cast<uint32_t>(
       std::min<uint64_t>(windowCost(src.size(), dst.size(), payload.size()), UINT32_MAX));
-  auto deadline = coarseNow() + config_.messageTimeout;
+  auto deadline = coarseNow() + config_.timers.messageTimeout;
   uint64_t offset = 0;
   bool started = false;
   // The fast path: nothing before it, window and link room now.
@@ -206,8 +206,8 @@ Result<Admitted> Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId
   if (!started) makeReady(f);
   // Only this flow's senders are held (HOLD of this destination): a full
   // flow never stops another.
-  if (f.queuedBytes > config_.sendQueueLimit ||
-      (f.queuedMessages > 1 && totalQueued_ > kTotalFactor * config_.sendQueueLimit)) {
+  if (f.queuedBytes > config_.buffers.sendQueueLimit ||
+      (f.queuedMessages > 1 && totalQueued_ > kTotalFactor * config_.buffers.sendQueueLimit)) {
     f.paused = true;
     return Admitted{keyOf(f)};
   }
@@ -259,7 +259,7 @@ void Outbound::popFront(Flow& f) {
     f.held.popFront();
     letGo(std::move(p), q.length);
   }
-  if (f.paused && (f.queuedBytes <= config_.sendQueueLimit / 2 || f.queuedMessages == 0)) {
+  if (f.paused && (f.queuedBytes <= config_.buffers.sendQueueLimit / 2 || f.queuedMessages == 0)) {
     f.paused = false;
     events_.queueDrained(keyOf(f));
   }

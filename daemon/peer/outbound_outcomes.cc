@@ -49,10 +49,10 @@ void Outbound::report(InFlight& m, Errc errc) {
 std::string Outbound::timeoutText(const std::string& service, std::string_view notConnected) const {
   if (!notConnected.empty())
     return "not delivered to " + service + " on " + peerName_ + " within " +
-           std::to_string(config_.messageTimeout.count()) + " ms: no connection to " + peerName_ +
-           " (" + std::string(notConnected) + ")";
+           std::to_string(config_.timers.messageTimeout.count()) + " ms: no connection to " +
+           peerName_ + " (" + std::string(notConnected) + ")";
   return "no delivery confirmation from " + peerName_ + " for service " + service + " within " +
-         std::to_string(config_.messageTimeout.count()) + " ms";
+         std::to_string(config_.timers.messageTimeout.count()) + " ms";
 }
 
 bool Outbound::settle(uint64_t first, uint64_t last, Errc errc) {

@@ -67,8 +67,9 @@ PeerSnapshot Peer::snapshot() const {
 }
 
 std::chrono::milliseconds Peer::tickPeriod() const {
-  auto period = std::min(config_.heartbeatInterval, std::chrono::milliseconds(1000));
-  if (onDemand() && config_.idleTimeout.count() > 0) period = std::min(period, config_.idleTimeout);
+  auto period = std::min(config_.timers.heartbeatInterval, std::chrono::milliseconds(1000));
+  if (onDemand() && config_.timers.idleTimeout.count() > 0)
+    period = std::min(period, config_.timers.idleTimeout);
   return std::max(period / 2, std::chrono::milliseconds(1));
 }
 
@@ -166,7 +167,7 @@ void Peer::dialed(Connection* c) {
 RejectReason Peer::admit(const Hello& hello, bool selfIsLower) const {
   if (state_.get() == PeerState::kStopping || state_.get() == PeerState::kStopped)
     return RejectReason::kShuttingDown;
-  if (config_.secret) {
+  if (config_.auth.secret) {
     // Nothing unproven is refused for what it claims (its incarnation): it
     // becomes a candidate, settled once proven. Only the tie-break against
     // this node's own dial in progress applies.
@@ -187,7 +188,7 @@ RejectReason Peer::admit(const Hello& hello, bool selfIsLower) const {
 }
 
 void Peer::adopt(Connection* c) {
-  if (config_.secret) {
+  if (config_.auth.secret) {
     if (candidates_.size() >= kMaxCandidates) {
       candidates_.front()->close("more unproven connections claim this peer than are kept");
       candidates_.erase(candidates_.begin());
@@ -365,7 +366,7 @@ void Peer::onDown() {
     redial_.now();
     return;
   }
-  redial_.afterBackoff(config_.reconnectBackoffMin, config_.reconnectBackoffMax);
+  redial_.afterBackoff(config_.timers.reconnectBackoffMin, config_.timers.reconnectBackoffMax);
 }
 
 // ------------------------------------------------------------ sending
@@ -396,7 +397,8 @@ void Peer::confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
                         size_t consumedBytes) {
   if (epoch != epoch_ || state_.get() != PeerState::kEstablished || count == 0) return;
   awaitingConsume_ -= std::min(awaitingConsume_, count);
-  if (confirms_.addTaken(seq, count, errc, consumedBytes, config_.flowWindow)) return wake_();
+  if (confirms_.addTaken(seq, count, errc, consumedBytes, config_.buffers.flowWindow))
+    return wake_();
   if (!confirmTimer_->armed()) confirmTimer_->arm(std::chrono::milliseconds(1));
 }
 
@@ -537,10 +539,10 @@ bool Peer::handleMessage(const Record& r) {
 void Peer::onTick() {
   auto now = Clock::now();
   if (state_.get() == PeerState::kEstablished && !conn_->down()) {
-    if (now - conn_->lastReceived() > config_.heartbeatTimeout) {
-      conn_->close("no traffic from peer for " + std::to_string(config_.heartbeatTimeout.count()) +
-                   " ms");
-    } else if (now - conn_->lastSent() >= config_.heartbeatInterval) {
+    if (now - conn_->lastReceived() > config_.timers.heartbeatTimeout) {
+      conn_->close("no traffic from peer for " +
+                   std::to_string(config_.timers.heartbeatTimeout.count()) + " ms");
+    } else if (now - conn_->lastSent() >= config_.timers.heartbeatInterval) {
       if (conn_->openBatch(false) && conn_->batch().room() >= sizeof(RecordHeader)) {
         conn_->batch().addHeartbeat();
         counters_.heartbeatsSent++;

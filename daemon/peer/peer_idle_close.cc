@@ -46,18 +46,18 @@ void Peer::idleTick(Clock::time_point now) {
   idle_.noteActivity(counters_.messagesSent + counters_.messagesReceived + out_.confirmed(), now);
   if (idle_.committed()) {
     // Nothing is in flight either way: closing loses nothing.
-    if (const char* close = idle_.expire(config_.heartbeatTimeout, now)) conn_->close(close);
+    if (const char* close = idle_.expire(config_.timers.heartbeatTimeout, now)) conn_->close(close);
     return;
   }
-  if (!onDemand() || config_.idleTimeout.count() == 0 || !conn_->established()) return;
+  if (!onDemand() || config_.timers.idleTimeout.count() == 0 || !conn_->established()) return;
   if (!conn_->remote() || !(conn_->remote()->flags & kHelloIdleClose)) return;
-  if (!idle_.idleFor(config_.idleTimeout, now) || out_.queuedBytes() > 0 || !quiet()) return;
+  if (!idle_.idleFor(config_.timers.idleTimeout, now) || out_.queuedBytes() > 0 || !quiet()) return;
   if (idle_.busy()) return;
   if (!conn_->openBatch(false) || conn_->batch().room() < kIdleCloseRecordSize) return;
   conn_->batch().addIdleClose(IdleClose::kRequest);
   idle_.asked(now);
   spdlog::debug("peer {}: no messages for {} ms: asking to close the connection", name(),
-                config_.idleTimeout.count());
+                config_.timers.idleTimeout.count());
 }
 
 }  // namespace rdmamsg::peer

@@ -89,7 +89,7 @@ Status PubSub::publish(local::SessionId session, const local::PublishRequest& r)
     replyTo = replyToken(config_.node, session, r.msgId);
     requests_[{session, r.msgId}] = token;
   }
-  armDeadline(token, request ? r.timeout : config_.messageTimeout);
+  armDeadline(token, request ? r.timeout : config_.timers.messageTimeout);
   PubEnvelope e;
   e.token = token;
   e.request = request;

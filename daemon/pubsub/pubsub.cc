@@ -15,8 +15,8 @@ namespace rdmamsg::pubsub {
 PubSub::PubSub(loop::EventLoop& loop, const config::Config& cfg)
     : loop_(loop),
       config_(cfg),
-      subs_(cfg.maxSubscriptions),
-      remote_(cfg.maxPeerInterest),
+      subs_(cfg.subjects.maxSubscriptions),
+      remote_(cfg.subjects.maxPeerInterest),
       deadlineTimer_(loop, [this] { onDeadline(); }) {}
 
 void PubSub::attach(local::LocalServer* server, peer::Mesh* mesh) {
@@ -25,8 +25,9 @@ void PubSub::attach(local::LocalServer* server, peer::Mesh* mesh) {
 }
 
 Status PubSub::subscribe(local::SessionId session, const local::SubscribeRequest& r) {
-  const uint32_t limit =
-      r.pendingLimit == 0 ? config_.pendingLimit : std::min(r.pendingLimit, config_.pendingLimit);
+  const uint32_t limit = r.pendingLimit == 0
+                             ? config_.subjects.pendingLimit
+                             : std::min(r.pendingLimit, config_.subjects.pendingLimit);
   Result<Subscription*> sub = subs_.add(session, r, limit);
   if (!sub) return sub.status();
   announceChanges();

@@ -10,46 +10,49 @@
 namespace rdmamsg::rdma {
 
 Needs needsOf(const config::Config& c, std::optional<size_t> peers) {
+  const config::Buffers& b = c.buffers;
   Needs n;
-  const bool shared = c.receiveQueue == config::ReceiveQueue::kShared;
-  n.sendWr = c.sendBuffersPerPeer() + 1;
-  n.recvWr = shared ? 0 : c.bufferCount;
+  const bool shared = b.receiveQueue == config::ReceiveQueue::kShared;
+  n.sendWr = b.sendBuffersPerPeer() + 1;
+  n.recvWr = shared ? 0 : b.bufferCount;
   n.sge = 2;  // a batch head and a payload posted in place
   const uint64_t qps = 2 * uint64_t{peers.value_or(c.peers.size())} + 2;
   // The SRQ holds every allowance (initial grants and lent buffers), and a
   // chunk registered ahead.
-  n.srqWr = shared ? qps * c.initialGrant() + c.sharedReceiveBuffers + c.bufferCount : 0;
+  n.srqWr = shared ? qps * b.initialGrant() + b.sharedReceiveBuffers + b.bufferCount : 0;
   n.cqe = qps * (uint64_t{n.sendWr} + n.recvWr) + n.srqWr;
-  n.messageBytes = c.bufferSize;
+  n.messageBytes = b.bufferSize;
   return n;
 }
 
 MemoryPlan memoryPlan(const config::Config& c, std::optional<size_t> peers) {
+  const config::Buffers& b = c.buffers;
   const auto bytes = [&](uint64_t count) {
-    return BufferPool::registeredBytesFor(c.bufferSize, static_cast<uint32_t>(count));
+    return BufferPool::registeredBytesFor(b.bufferSize, static_cast<uint32_t>(count));
   };
   MemoryPlan m;
-  const bool shared = c.receiveQueue == config::ReceiveQueue::kShared;
-  m.sendPool = bytes(c.sendBuffers);
-  m.burst = shared ? bytes(c.sharedReceiveBuffers) : 0;
-  m.perPeer = shared ? uint64_t{c.initialGrant()} * c.bufferSize : bytes(c.bufferCount);
+  const bool shared = b.receiveQueue == config::ReceiveQueue::kShared;
+  m.sendPool = bytes(b.sendBuffers);
+  m.burst = shared ? bytes(b.sharedReceiveBuffers) : 0;
+  m.perPeer = shared ? uint64_t{b.initialGrant()} * b.bufferSize : bytes(b.bufferCount);
   m.allPeers = m.sendPool + m.burst + m.perPeer * peers.value_or(c.peers.size());
-  m.limit = c.registeredMemoryLimit;
+  m.limit = b.registeredMemoryLimit;
   return m;
 }
 
 std::string describe(const MemoryPlan& m, const config::Config& c, size_t peers) {
-  const bool shared = c.receiveQueue == config::ReceiveQueue::kShared;
+  const config::Buffers& b = c.buffers;
+  const bool shared = b.receiveQueue == config::ReceiveQueue::kShared;
   std::string out =
       "registered memory: " + config::formatSize(m.perPeer) + " per connected peer (" +
-      (shared ? std::to_string(c.initialGrant()) + " shared receive buffers granted"
-              : "buffer_count " + std::to_string(c.bufferCount) + " receive buffers") +
-      " x buffer_size " + config::formatSize(c.bufferSize) + "), " +
+      (shared ? std::to_string(b.initialGrant()) + " shared receive buffers granted"
+              : "buffer_count " + std::to_string(b.bufferCount) + " receive buffers") +
+      " x buffer_size " + config::formatSize(b.bufferSize) + "), " +
       config::formatSize(m.sendPool) + " of send buffers (send_buffers " +
-      std::to_string(c.sendBuffers) + ")";
+      std::to_string(b.sendBuffers) + ")";
   if (shared)
     out += ", up to " + config::formatSize(m.burst) +
-           " lent to busy peers (shared_receive_buffers " + std::to_string(c.sharedReceiveBuffers) +
+           " lent to busy peers (shared_receive_buffers " + std::to_string(b.sharedReceiveBuffers) +
            ")";
   out += "; " + config::formatSize(m.allPeers) + " with all " + std::to_string(peers) +
          " peers connected, within registered_memory_limit " + config::formatSize(m.limit);
@@ -61,11 +64,12 @@ std::string describe(const MemoryPlan& m, const config::Config& c, size_t peers)
 std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_attr& a,
                                      const std::string& device, std::optional<size_t> peers) {
   std::vector<std::string> problems;
+  const config::Buffers& b = c.buffers;
   Needs n = needsOf(c, peers);
   auto on = " on RDMA device " + device;
   if (a.max_qp_wr > 0 && n.sendWr > static_cast<uint32_t>(a.max_qp_wr))
     problems.push_back(
-        "buffer_count: " + std::to_string(c.bufferCount) + " needs " + std::to_string(n.sendWr) +
+        "buffer_count: " + std::to_string(b.bufferCount) + " needs " + std::to_string(n.sendWr) +
         " send work requests per queue pair (one per send buffer and one for teardown), "
         "over the max_qp_wr of " +
         std::to_string(a.max_qp_wr) + on + "; use at most " + std::to_string(a.max_qp_wr - 1));
@@ -75,7 +79,7 @@ std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_a
         "none (max_srq 0)" +
         on + "; use receive_queue: per_peer");
   if (n.srqWr > 0 && a.max_srq_wr > 0 && n.srqWr > static_cast<uint64_t>(a.max_srq_wr))
-    problems.push_back("shared_receive_buffers: " + std::to_string(c.sharedReceiveBuffers) +
+    problems.push_back("shared_receive_buffers: " + std::to_string(b.sharedReceiveBuffers) +
                        " with " + std::to_string(peers.value_or(c.peers.size())) +
                        " peers needs a shared receive queue of " + std::to_string(n.srqWr) +
                        " work requests, over the max_srq_wr of " + std::to_string(a.max_srq_wr) +
@@ -84,7 +88,7 @@ std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_a
     problems.push_back("the device allows " + std::to_string(a.max_sge) +
                        " scatter/gather entries (max_sge)" + on + "; rdmamsgd needs 2");
   if (a.max_cqe > 0 && n.cqe > static_cast<uint64_t>(a.max_cqe))
-    problems.push_back("buffer_count: " + std::to_string(c.bufferCount) + " with " +
+    problems.push_back("buffer_count: " + std::to_string(b.bufferCount) + " with " +
                        std::to_string(peers.value_or(c.peers.size())) +
                        " peers needs a completion queue of " + std::to_string(n.cqe) +
                        " entries, over the max_cqe of " + std::to_string(a.max_cqe) + on);

@@ -22,7 +22,7 @@ TEST(ConnectTest, DefaultsAreAlwaysWithoutIdleTimeout) {
   const LoadResult result = load(kMinimal);
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result.config().connect, ConnectMode::kAlways);
-  EXPECT_EQ(result.config().idleTimeout, milliseconds(0));
+  EXPECT_EQ(result.config().timers.idleTimeout, milliseconds(0));
   const std::string line = describe(result.config());
   EXPECT_NE(line.find("connect=always idle_timeout=off"), std::string::npos) << line;
 }
@@ -31,20 +31,20 @@ TEST(ConnectTest, ReadsOnDemandAndIdleTimeout) {
   const LoadResult result = withLines("connect: on_demand\nidle_timeout: 10m\n");
   ASSERT_TRUE(result.ok()) << testing::PrintToString(test::problemStrings(result));
   EXPECT_EQ(result.config().connect, ConnectMode::kOnDemand);
-  EXPECT_EQ(result.config().idleTimeout, milliseconds(600'000));
+  EXPECT_EQ(result.config().timers.idleTimeout, milliseconds(600'000));
   EXPECT_NE(describe(result.config()).find("connect=on_demand idle_timeout=10m"),
             std::string::npos);
   // On demand without an idle timeout: connections stay once made.
   const LoadResult kept = withLines("connect: on_demand\n");
   ASSERT_TRUE(kept.ok());
-  EXPECT_EQ(kept.config().idleTimeout, milliseconds(0));
+  EXPECT_EQ(kept.config().timers.idleTimeout, milliseconds(0));
 }
 
 TEST(ConnectTest, ZeroOrOffMeansNeverAndIsValidWithAlways) {
   for (const char* off : {"0", "off", "0ms", "0s"}) {
     const LoadResult result = withLines(std::string("idle_timeout: ") + off + "\n");
     ASSERT_TRUE(result.ok()) << off << ": " << testing::PrintToString(test::problemStrings(result));
-    EXPECT_EQ(result.config().idleTimeout, milliseconds(0)) << off;
+    EXPECT_EQ(result.config().timers.idleTimeout, milliseconds(0)) << off;
     EXPECT_EQ(result.config().connect, ConnectMode::kAlways);
   }
 }
@@ -104,7 +104,7 @@ TEST(ConnectTest, BothKeysChangeByAReload) {
   EXPECT_EQ(plan.changed,
             (std::vector<std::string>{"connect: always -> on_demand", "idle_timeout: off -> 90s"}));
   EXPECT_EQ(plan.next.connect, ConnectMode::kOnDemand);
-  EXPECT_EQ(plan.next.idleTimeout, milliseconds(90'000));
+  EXPECT_EQ(plan.next.timers.idleTimeout, milliseconds(90'000));
 }
 
 }  // namespace

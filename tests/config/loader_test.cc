@@ -23,20 +23,20 @@ TEST(LoaderTest, MinimalFileGetsEveryDefault) {
   ASSERT_EQ(c.peers.size(), 1u);
   EXPECT_EQ(c.peers[0], (Peer{"beta", Address{"127.0.0.2", 7471}}));
 
-  EXPECT_EQ(c.socket, "/run/rdmamsg/rdmamsgd.sock");
-  EXPECT_EQ(c.socketMode, 0660u);
-  EXPECT_FALSE(c.socketGroup);
-  EXPECT_EQ(c.bufferSize, 256u * 1024);
-  EXPECT_EQ(c.bufferCount, 16u);
-  EXPECT_EQ(c.grantedCredits(), 15u);
-  EXPECT_EQ(c.maxMessageSize, 16u * 1024 * 1024);
-  EXPECT_EQ(c.sendQueueLimit, 2u * 1024 * 1024);
-  EXPECT_EQ(c.heartbeatInterval, milliseconds(1000));
-  EXPECT_EQ(c.heartbeatTimeout, milliseconds(5000));
-  EXPECT_EQ(c.reconnectBackoffMin, milliseconds(100));
-  EXPECT_EQ(c.reconnectBackoffMax, milliseconds(10'000));
-  EXPECT_EQ(c.connectTimeout, milliseconds(5000));
-  EXPECT_EQ(c.messageTimeout, milliseconds(30'000));
+  EXPECT_EQ(c.local.socket, "/run/rdmamsg/rdmamsgd.sock");
+  EXPECT_EQ(c.local.socketMode, 0660u);
+  EXPECT_FALSE(c.local.socketGroup);
+  EXPECT_EQ(c.buffers.bufferSize, 256u * 1024);
+  EXPECT_EQ(c.buffers.bufferCount, 16u);
+  EXPECT_EQ(c.buffers.grantedCredits(), 15u);
+  EXPECT_EQ(c.buffers.maxMessageSize, 16u * 1024 * 1024);
+  EXPECT_EQ(c.buffers.sendQueueLimit, 2u * 1024 * 1024);
+  EXPECT_EQ(c.timers.heartbeatInterval, milliseconds(1000));
+  EXPECT_EQ(c.timers.heartbeatTimeout, milliseconds(5000));
+  EXPECT_EQ(c.timers.reconnectBackoffMin, milliseconds(100));
+  EXPECT_EQ(c.timers.reconnectBackoffMax, milliseconds(10'000));
+  EXPECT_EQ(c.timers.connectTimeout, milliseconds(5000));
+  EXPECT_EQ(c.timers.messageTimeout, milliseconds(30'000));
   EXPECT_EQ(c.logLevel, LogLevel::kInfo);
 }
 
@@ -59,20 +59,20 @@ TEST(LoaderTest, ReadsEveryTuningKey) {
   const LoadResult result = load(yaml);
   ASSERT_TRUE(result.ok()) << testing::PrintToString(test::problemStrings(result));
   const Config& c = result.config();
-  EXPECT_EQ(c.socket, "/tmp/r.sock");
-  EXPECT_EQ(c.socketMode, 0600u);
-  EXPECT_EQ(c.socketGroup, "rdmamsg");
-  EXPECT_EQ(c.bufferSize, kMiB);
-  EXPECT_EQ(c.bufferCount, 128u);
-  EXPECT_EQ(c.grantedCredits(), 127u);
-  EXPECT_EQ(c.maxMessageSize, kGiB);
-  EXPECT_EQ(c.sendQueueLimit, 65536u);
-  EXPECT_EQ(c.heartbeatInterval, milliseconds(500));
-  EXPECT_EQ(c.heartbeatTimeout, milliseconds(2000));
-  EXPECT_EQ(c.reconnectBackoffMin, milliseconds(1000));
-  EXPECT_EQ(c.reconnectBackoffMax, milliseconds(1000));
-  EXPECT_EQ(c.connectTimeout, milliseconds(3000));
-  EXPECT_EQ(c.messageTimeout, milliseconds(60'000));
+  EXPECT_EQ(c.local.socket, "/tmp/r.sock");
+  EXPECT_EQ(c.local.socketMode, 0600u);
+  EXPECT_EQ(c.local.socketGroup, "rdmamsg");
+  EXPECT_EQ(c.buffers.bufferSize, kMiB);
+  EXPECT_EQ(c.buffers.bufferCount, 128u);
+  EXPECT_EQ(c.buffers.grantedCredits(), 127u);
+  EXPECT_EQ(c.buffers.maxMessageSize, kGiB);
+  EXPECT_EQ(c.buffers.sendQueueLimit, 65536u);
+  EXPECT_EQ(c.timers.heartbeatInterval, milliseconds(500));
+  EXPECT_EQ(c.timers.heartbeatTimeout, milliseconds(2000));
+  EXPECT_EQ(c.timers.reconnectBackoffMin, milliseconds(1000));
+  EXPECT_EQ(c.timers.reconnectBackoffMax, milliseconds(1000));
+  EXPECT_EQ(c.timers.connectTimeout, milliseconds(3000));
+  EXPECT_EQ(c.timers.messageTimeout, milliseconds(60'000));
   EXPECT_EQ(c.logLevel, LogLevel::kDebug);
 }
 
@@ -81,7 +81,7 @@ TEST(LoaderTest, SocketModeAcceptsQuotedUnquotedAndThreeDigits) {
     const LoadResult result = load(std::string(kMinimal) + "socket_mode: " + mode + "\n");
     ASSERT_TRUE(result.ok()) << mode;
   }
-  EXPECT_EQ(load(std::string(kMinimal) + "socket_mode: 640\n").config().socketMode, 0640u);
+  EXPECT_EQ(load(std::string(kMinimal) + "socket_mode: 640\n").config().local.socketMode, 0640u);
 }
 
 TEST(LoaderTest, SocketModeRejectsNonOctal) {
@@ -96,8 +96,8 @@ TEST(LoaderTest, SocketModeRejectsNonOctal) {
 TEST(LoaderTest, EmptySocketGroupMeansUnset) {
   const LoadResult result = load(std::string(kMinimal) + "socket_group:\n");
   ASSERT_TRUE(result.ok());
-  EXPECT_FALSE(result.config().socketGroup);
-  EXPECT_EQ(load(std::string(kMinimal) + "socket_group: 998\n").config().socketGroup, "998");
+  EXPECT_FALSE(result.config().local.socketGroup);
+  EXPECT_EQ(load(std::string(kMinimal) + "socket_group: 998\n").config().local.socketGroup, "998");
 }
 
 TEST(LoaderTest, SocketPathMustBeAbsoluteAndFitSunPath) {
@@ -193,8 +193,8 @@ TEST(LoaderTest, DescribeNamesEverySetting) {
 }
 
 TEST(LoaderTest, CreditsAreBufferCountMinusOne) {
-  EXPECT_EQ(Config::creditsFor(2), 1u);
-  EXPECT_EQ(Config::creditsFor(64), 63u);
+  EXPECT_EQ(Buffers::creditsFor(2), 1u);
+  EXPECT_EQ(Buffers::creditsFor(64), 63u);
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ LoadResult withLines(const std::string& lines) {
 TEST(LocalPathTest, SharedMemoryIsOnByDefault) {
   const LoadResult result = load(kMinimal);
   ASSERT_TRUE(result.ok());
-  EXPECT_TRUE(result.config().sharedMemory);
+  EXPECT_TRUE(result.config().local.sharedMemory);
   const std::string line = describe(result.config());
   EXPECT_NE(line.find(" shared_memory=true "), std::string::npos) << line;
 }
@@ -28,9 +28,9 @@ TEST(LocalPathTest, SharedMemoryIsOnByDefault) {
 TEST(LocalPathTest, SharedMemoryCanBeTurnedOff) {
   const LoadResult result = withLines("shared_memory: false\n");
   ASSERT_TRUE(result.ok()) << testing::PrintToString(test::problemStrings(result));
-  EXPECT_FALSE(result.config().sharedMemory);
+  EXPECT_FALSE(result.config().local.sharedMemory);
   EXPECT_NE(describe(result.config()).find(" shared_memory=false "), std::string::npos);
-  EXPECT_TRUE(withLines("shared_memory: true\n").config().sharedMemory);
+  EXPECT_TRUE(withLines("shared_memory: true\n").config().local.sharedMemory);
 }
 
 TEST(LocalPathTest, ABadSharedMemoryValueIsRefusedAtItsLine) {
@@ -53,7 +53,7 @@ TEST(LocalPathTest, SharedMemoryChangesByAReload) {
   const ReloadPlan& plan = std::get<ReloadPlan>(planned);
   EXPECT_TRUE(plan.restartPending.empty());
   EXPECT_EQ(plan.changed, (std::vector<std::string>{"shared_memory: true -> false"}));
-  EXPECT_FALSE(plan.next.sharedMemory);
+  EXPECT_FALSE(plan.next.local.sharedMemory);
 }
 
 TEST(LocalPathTest, IdleStrategyIsSleepByDefaultAndTakesItsThreeValues) {

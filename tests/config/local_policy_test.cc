@@ -26,11 +26,11 @@ LoadResult withPolicy(const std::string& policy) {
 
 const LocalPolicy& policyOf(const LoadResult& r) {
   static const LocalPolicy kNone;
-  if (!r.ok() || !r.config().localPolicy) {
+  if (!r.ok() || !r.config().local.localPolicy) {
     ADD_FAILURE() << "no policy: " << ::testing::PrintToString(problemStrings(r));
     return kNone;
   }
-  return *r.config().localPolicy;
+  return *r.config().local.localPolicy;
 }
 
 Identity user(uid_t uid, gid_t gid, const std::vector<gid_t>& groups = {}) {
@@ -42,7 +42,7 @@ Identity user(uid_t uid, gid_t gid, const std::vector<gid_t>& groups = {}) {
 TEST(LocalPolicy, AbsentMeansNoPolicy) {
   const LoadResult r = load(kMesh);
   ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(r.config().localPolicy.has_value());
+  EXPECT_FALSE(r.config().local.localPolicy.has_value());
 }
 
 TEST(LocalPolicy, NamesAndIdsAreResolved) {
@@ -276,7 +276,7 @@ TEST(LocalPolicy, AReloadReportsAChangedPolicyAndAppliesIt) {
             "local_policy: connect[anyone] register[a: users 1001] send[any] -> connect[anyone] "
             "register[a: users 1002] send[any]");
   EXPECT_TRUE(plan.restartPending.empty());
-  EXPECT_EQ(plan.next.localPolicy, after.config().localPolicy);
+  EXPECT_EQ(plan.next.local.localPolicy, after.config().local.localPolicy);
 }
 
 }  // namespace

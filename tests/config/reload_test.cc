@@ -56,10 +56,10 @@ buffer_size: 512KiB
 socket: /run/other.sock
 )");
   auto plan = std::get<ReloadPlan>(planReload(running, file));
-  EXPECT_EQ(plan.next.heartbeatInterval, std::chrono::milliseconds(500));
+  EXPECT_EQ(plan.next.timers.heartbeatInterval, std::chrono::milliseconds(500));
   EXPECT_EQ(plan.next.logLevel, LogLevel::kDebug);
-  EXPECT_EQ(plan.next.bufferSize, running.bufferSize);
-  EXPECT_EQ(plan.next.socket, running.socket);
+  EXPECT_EQ(plan.next.buffers.bufferSize, running.buffers.bufferSize);
+  EXPECT_EQ(plan.next.local.socket, running.local.socket);
   ASSERT_EQ(plan.changed.size(), 2u);
   EXPECT_EQ(plan.changed[0], "heartbeat_interval: 1s -> 500ms");
   EXPECT_EQ(plan.changed[1].rfind("log_level: info -> debug", 0), 0u);

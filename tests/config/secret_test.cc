@@ -31,17 +31,17 @@ TEST(SecretTest, IsReadWithoutTrailingWhitespaceAndShownOnlyByFingerprint) {
   const std::string path = secretFile(dir, "s", kKey + "\r\n", 0600);
   const LoadResult r = load("secret_file: " + path + "\n" + std::string(kMinimal));
   ASSERT_TRUE(r.ok()) << testing::PrintToString(test::problemStrings(r));
-  ASSERT_TRUE(r.config().secret);
-  EXPECT_EQ(r.config().secret->bytes, kKey);
-  EXPECT_EQ(r.config().secret->fingerprint, fingerprintOf(kKey));
-  EXPECT_EQ(r.config().secret->fingerprint.size(), 16u);
+  ASSERT_TRUE(r.config().auth.secret);
+  EXPECT_EQ(r.config().auth.secret->bytes, kKey);
+  EXPECT_EQ(r.config().auth.secret->fingerprint, fingerprintOf(kKey));
+  EXPECT_EQ(r.config().auth.secret->fingerprint.size(), 16u);
   EXPECT_NE(fingerprintOf(kKey), fingerprintOf(kKey + "x"));
   const std::string text = describe(r.config());
   EXPECT_NE(text.find("secret_file=" + path + " (fingerprint " + fingerprintOf(kKey) + ")"),
             std::string::npos)
       << text;
   EXPECT_EQ(text.find(kKey), std::string::npos) << "the secret is never shown";
-  EXPECT_FALSE(r.config().previousSecret);
+  EXPECT_FALSE(r.config().auth.previousSecret);
 }
 
 TEST(SecretTest, GroupReadableIsAcceptedForTheDaemonsGroup) {
@@ -133,7 +133,7 @@ TEST(SecretTest, APreviousSecretNeedsACurrentOne) {
   const LoadResult both = load("secret_file: " + path + "\nprevious_secret_file: " + path + "\n" +
                                std::string(kMinimal));
   ASSERT_TRUE(both.ok());
-  EXPECT_EQ(both.config().previousSecret->bytes, kKey);
+  EXPECT_EQ(both.config().auth.previousSecret->bytes, kKey);
 }
 
 TEST(SecretTest, ANewSecretIsAppliedByAReload) {
@@ -148,8 +148,8 @@ TEST(SecretTest, ANewSecretIsAppliedByAReload) {
   EXPECT_TRUE(plan.restartPending.empty());
   ASSERT_EQ(plan.changed.size(), 2u) << testing::PrintToString(plan.changed);
   EXPECT_NE(plan.changed[0].find("secret_file: " + a), std::string::npos) << plan.changed[0];
-  EXPECT_EQ(plan.next.secret->bytes, kKey + "-new");
-  EXPECT_EQ(plan.next.previousSecret->bytes, kKey);
+  EXPECT_EQ(plan.next.auth.secret->bytes, kKey + "-new");
+  EXPECT_EQ(plan.next.auth.previousSecret->bytes, kKey);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ config::Config mesh(bool secret = false) {
   if (secret) {
     config::Secret s;
     s.bytes = std::string(32, 's');
-    cfg.secret = s;
+    cfg.auth.secret = s;
   }
   return cfg;
 }

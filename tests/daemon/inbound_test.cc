@@ -19,7 +19,7 @@ class InboundTest : public ::testing::Test {
   Inbound in{cfg};
   std::vector<std::string> keep;  // payload storage for the records
 
-  void SetUp() override { cfg.maxMessageSize = 100; }
+  void SetUp() override { cfg.buffers.maxMessageSize = 100; }
 
   Record fragment(uint64_t seq, uint8_t flags, const std::string& bytes, uint64_t total = 0) {
     keep.push_back(bytes);
@@ -129,9 +129,9 @@ TEST_F(InboundTest, AMessageOverTheLimitIsAnsweredTooLargeAndNothingOfItIsKept) 
 }
 
 TEST_F(InboundTest, TheLimitIsReadAtEachMessageSoAReloadApplies) {
-  cfg.maxMessageSize = 4;
+  cfg.buffers.maxMessageSize = 4;
   EXPECT_EQ(in.onRecord(whole(1, "12345")).kind, Kind::kTooLarge);
-  cfg.maxMessageSize = 5;
+  cfg.buffers.maxMessageSize = 5;
   EXPECT_EQ(in.onRecord(whole(2, "12345")).kind, Kind::kMessage);
 }
 

@@ -52,11 +52,11 @@ TEST(Limits, NeedsFollowTheConfiguration) {
   EXPECT_EQ(n.sendWr, 17u) << "one per send buffer a peer may hold (16), one for teardown";
   EXPECT_EQ(n.recvWr, 0u) << "receives are on the shared queue";
   const uint64_t qps = 2 * 3 + 2;
-  EXPECT_EQ(n.srqWr, qps * c.initialGrant() + 32 + 16);
+  EXPECT_EQ(n.srqWr, qps * c.buffers.initialGrant() + 32 + 16);
   EXPECT_EQ(n.cqe, qps * 17 + n.srqWr);
-  EXPECT_EQ(n.messageBytes, c.bufferSize);
+  EXPECT_EQ(n.messageBytes, c.buffers.bufferSize);
 
-  c.receiveQueue = config::ReceiveQueue::kPerPeer;
+  c.buffers.receiveQueue = config::ReceiveQueue::kPerPeer;
   n = needsOf(c);
   EXPECT_EQ(n.recvWr, 16u) << "buffer_count on every peer's queue pair";
   EXPECT_EQ(n.srqWr, 0u);
@@ -113,7 +113,7 @@ TEST(Limits, ASharedReceiveQueueTheDeviceLacksNamesReceiveQueue) {
   EXPECT_TRUE(mentions(problems[0], "use receive_queue: per_peer")) << problems[0];
 
   config::Config perPeer = withPeers(1);
-  perPeer.receiveQueue = config::ReceiveQueue::kPerPeer;
+  perPeer.buffers.receiveQueue = config::ReceiveQueue::kPerPeer;
   EXPECT_TRUE(checkLimits(perPeer, a, kDevice).empty()) << "per-peer queues need no SRQ";
 }
 
@@ -138,12 +138,12 @@ TEST(Limits, EveryLimitOverIsReportedNotJustTheFirst) {
 
 TEST(Limits, TheMemoryPlanCountsWhatIsRegisteredAndHowManyPeersFit) {
   config::Config c = withPeers(10);
-  c.bufferSize = 64 * 1024;
-  c.registeredMemoryLimit = 4 * 1024 * 1024;
+  c.buffers.bufferSize = 64 * 1024;
+  c.buffers.registeredMemoryLimit = 4 * 1024 * 1024;
   MemoryPlan m = memoryPlan(c);
   EXPECT_EQ(m.sendPool, 32u * 64 * 1024);
   EXPECT_EQ(m.burst, 32u * 64 * 1024);
-  EXPECT_EQ(m.perPeer, uint64_t{c.initialGrant()} * 64 * 1024);
+  EXPECT_EQ(m.perPeer, uint64_t{c.buffers.initialGrant()} * 64 * 1024);
   EXPECT_EQ(m.allPeers, m.sendPool + m.burst + 10 * m.perPeer);
   EXPECT_EQ(m.peersWithinLimit(), (m.limit - m.sendPool - m.burst) / m.perPeer);
   const std::string text = describe(m, c, 10);
@@ -151,7 +151,7 @@ TEST(Limits, TheMemoryPlanCountsWhatIsRegisteredAndHowManyPeersFit) {
       text, "(which holds " + std::to_string(m.peersWithinLimit()) + " connected peers at once)"))
       << text;
 
-  c.registeredMemoryLimit = m.sendPool;
+  c.buffers.registeredMemoryLimit = m.sendPool;
   EXPECT_EQ(memoryPlan(c).peersWithinLimit(), 0u) << "the pools alone do not fit";
 }
 

@@ -105,14 +105,14 @@ inline config::Config meshConfig(const std::string& self,
     else
       c.peers.push_back({name, addressOf(ip, port)});
   }
-  c.bufferSize = 16 * 1024;
-  c.bufferCount = 8;
-  c.heartbeatInterval = 100ms;
-  c.heartbeatTimeout = 400ms;
-  c.reconnectBackoffMin = 20ms;
-  c.reconnectBackoffMax = 200ms;
-  c.connectTimeout = 2s;
-  c.messageTimeout = 10s;
+  c.buffers.bufferSize = 16 * 1024;
+  c.buffers.bufferCount = 8;
+  c.timers.heartbeatInterval = 100ms;
+  c.timers.heartbeatTimeout = 400ms;
+  c.timers.reconnectBackoffMin = 20ms;
+  c.timers.reconnectBackoffMax = 200ms;
+  c.timers.connectTimeout = 2s;
+  c.timers.messageTimeout = 10s;
   return c;
 }
 

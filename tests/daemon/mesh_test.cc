@@ -71,8 +71,8 @@ TEST_F(MeshPair, LargeMessagesAreFragmentedAndReassembled) {
 // keep the peer alive; when the held messages are confirmed, it resumes.
 TEST_F(MeshPair, AHeldFlowStallsAloneAndResumesWhenConfirmed) {
   start([](config::Config& c) {
-    c.flowWindow = 32 * 1024;
-    c.sendQueueLimit = 16 * 1024;
+    c.buffers.flowWindow = 32 * 1024;
+    c.buffers.sendQueueLimit = 16 * 1024;
   });
   beta->events.verdict["stuck"] = Delivery::kAccepted;
   uint64_t id = 1;
@@ -121,8 +121,8 @@ TEST_F(MeshPair, AHeldFlowStallsAloneAndResumesWhenConfirmed) {
 
 TEST_F(MeshPair, AStalledFlowTimesOutAloneNamingTheService) {
   start([](config::Config& c) {
-    c.flowWindow = 8 * 1024;
-    c.messageTimeout = 300ms;
+    c.buffers.flowWindow = 8 * 1024;
+    c.timers.messageTimeout = 300ms;
   });
   beta->events.verdict["stuck"] = Delivery::kAccepted;
   uint64_t id = 1;

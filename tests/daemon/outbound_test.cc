@@ -188,8 +188,8 @@ std::string alphabet(size_t n) {
 class OutboundTest : public ::testing::Test {
  protected:
   OutboundTest() {
-    config_.sendQueueLimit = 64 * 1024;
-    config_.messageTimeout = 10s;
+    config_.buffers.sendQueueLimit = 64 * 1024;
+    config_.timers.messageTimeout = 10s;
   }
   void SetUp() override { reset(); }
   void reset(uint64_t window = 1 << 20, uint64_t maxMessage = 1 << 20) {
@@ -392,7 +392,7 @@ TEST_F(OutboundTest, OverTheMaxMessageSizeIsRefusedAsTooLarge) {
 }
 
 TEST_F(OutboundTest, AFullQueueHoldsOnlyItsFlowsSendersUntilItDrainsToHalf) {
-  config_.sendQueueLimit = 4000;
+  config_.buffers.sendQueueLimit = 4000;
   reset();
   const std::string payload(1000, 'q');
   std::optional<FlowKey> key;
@@ -416,7 +416,7 @@ TEST_F(OutboundTest, AFullQueueHoldsOnlyItsFlowsSendersUntilItDrainsToHalf) {
 // not each hold the size of their largest burst — and a flow drained and
 // filled again within a tick (a stream of large messages) reuses it.
 TEST_F(OutboundTest, ADrainedFlowGivesBackItsQueuesMemory) {
-  config_.sendQueueLimit = 8u << 20;
+  config_.buffers.sendQueueLimit = 8u << 20;
   reset(64u << 20);  // a window the whole burst fits in
   const std::string payload(64 * 1024, 'b');
   for (uint64_t id = 1; id <= 32; id++)
@@ -476,7 +476,7 @@ TEST_F(OutboundTest, ALostConnectionFailsEveryMessageOnceQueuedOrInFlight) {
 }
 
 TEST_F(OutboundTest, AStuckFlowTimesOutItsOwnMessagesOnly) {
-  config_.messageTimeout = 1ms;
+  config_.timers.messageTimeout = 1ms;
   const uint64_t cost = windowCost(3, 5, 10);
   reset(cost);  // one message per flow unconfirmed
   MemoryRoom room(64 * 1024);

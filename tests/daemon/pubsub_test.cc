@@ -27,7 +27,7 @@ struct Daemon {
   std::unique_ptr<local::LocalServer> server;
   Daemon(loop::EventLoop& loop, config::Config c, const std::string& socket)
       : config(std::move(c)), router(config, loop) {
-    config.socket = socket;
+    config.local.socket = socket;
     mesh = std::make_unique<Mesh>(loop, config, router, 0x3000 + config.node.size());
     local::LocalServerConfig l;
     l.listener.path = socket;
@@ -137,8 +137,8 @@ class PubSubMesh : public ::testing::Test {
   void start(std::function<void(config::Config&)> tune = {}) {
     auto make = [&](const std::string& name) {
       config::Config c = meshConfig(name, nodes, port);
-      c.flowWindow = 64 * 1024;
-      c.sendQueueLimit = 32 * 1024;
+      c.buffers.flowWindow = 64 * 1024;
+      c.buffers.sendQueueLimit = 32 * 1024;
       if (tune) tune(c);
       return std::make_unique<Daemon>(loop, c, dir + "/" + name + ".sock");
     };
@@ -156,7 +156,7 @@ class PubSubMesh : public ::testing::Test {
     gamma.reset();
     std::filesystem::remove_all(dir);
   }
-  std::unique_ptr<Raw> client(Daemon& d) { return std::make_unique<Raw>(d.config.socket); }
+  std::unique_ptr<Raw> client(Daemon& d) { return std::make_unique<Raw>(d.config.local.socket); }
   // Steps the loop until the client has a frame of `kind` with `id`.
   const Got* await(Raw& c, FrameKind kind, uint64_t id, std::chrono::milliseconds t = 5s) {
     const Got* g = nullptr;
@@ -362,7 +362,7 @@ TEST_F(PubSubMesh, NoRespondersIsAnsweredAtOnceAndASilentResponderTimesOut) {
 // A publish not settled within message_timeout says what is known: the
 // local subscriptions it matched and those that took it so far.
 TEST_F(PubSubMesh, APublishNotTakenInTimeSaysTimeoutWithWhatIsKnown) {
-  start([](config::Config& c) { c.messageTimeout = 300ms; });
+  start([](config::Config& c) { c.timers.messageTimeout = 300ms; });
   auto taker = client(*alpha);
   auto stopped = client(*alpha);
   auto publisher = client(*alpha);
@@ -406,7 +406,7 @@ TEST_F(PubSubMesh, InterestIsWholeAgainOnANewConnectionAndGoesWithALostOne) {
 
 TEST_F(PubSubMesh, APeerThatAnnouncesTooMuchInterestIsDisconnectedWithTheReason) {
   start([](config::Config& c) {
-    if (c.node == "alpha") c.maxPeerInterest = 5;
+    if (c.node == "alpha") c.subjects.maxPeerInterest = 5;
   });
   auto sub = client(*beta);
   const uint64_t connects = alpha->peer("beta").counters().connects;

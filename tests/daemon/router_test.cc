@@ -27,7 +27,7 @@ struct Daemon {
   std::unique_ptr<local::LocalServer> server;
   Daemon(loop::EventLoop& loop, config::Config c, const std::string& socket)
       : config(std::move(c)), router(config, loop) {
-    config.socket = socket;
+    config.local.socket = socket;
     mesh = std::make_unique<Mesh>(loop, config, router, 0x2000 + config.node.size());
     local::LocalServerConfig l;
     l.listener.path = socket;
@@ -58,8 +58,8 @@ class RouterPair : public ::testing::Test {
     std::vector<std::pair<std::string, std::string>> nodes{{"alpha", "127.0.0.1"},
                                                            {"beta", "127.0.0.2"}};
     auto tune = [](config::Config c) {
-      c.flowWindow = 64 * 1024;
-      c.sendQueueLimit = 32 * 1024;
+      c.buffers.flowWindow = 64 * 1024;
+      c.buffers.sendQueueLimit = 32 * 1024;
       return c;
     };
     alpha =
@@ -87,7 +87,7 @@ class RouterPair : public ::testing::Test {
   }
   std::unique_ptr<Client> connect(Daemon& d) {
     return inThread([&] {
-      auto c = Client::connect(d.config.socket);
+      auto c = Client::connect(d.config.local.socket);
       return c ? std::make_unique<Client>(std::move(*c)) : nullptr;
     });
   }

@@ -65,7 +65,7 @@ class SeedPair : public ::testing::TestWithParam<config::ReceiveQueue> {
     const std::vector<std::pair<std::string, std::string>> nodes{{"alpha", "127.0.0.1"},
                                                                  {"beta", "127.0.0.2"}};
     auto a = meshConfig("alpha", nodes, port), b = meshConfig("beta", nodes, port);
-    a.receiveQueue = b.receiveQueue = GetParam();
+    a.buffers.receiveQueue = b.buffers.receiveQueue = GetParam();
     alpha = std::make_unique<Node>(loop, a);
     beta = std::make_unique<Node>(loop, b);
     alpha->mesh->start();
@@ -132,16 +132,17 @@ TEST_P(SeedPair, PoolsAreRegisteredAtStartNotByTheFirstConnection) {
   // A wildcard listener takes its port on every address: beta listens on another.
   a.listen = addressOf("0.0.0.0", port);
   b.listen = a.peers[0].address = addressOf("127.0.0.2", static_cast<uint16_t>(port + 1));
-  a.receiveQueue = b.receiveQueue = GetParam();
+  a.buffers.receiveQueue = b.buffers.receiveQueue = GetParam();
   alpha = std::make_unique<Node>(loop, a);
   alpha->mesh->start();
   const uint64_t atStart = alpha->mesh->registeredBytes();
-  const uint64_t sendPool = uint64_t{a.sendBuffers} * a.bufferSize;
-  EXPECT_GE(atStart, sendPool + uint64_t{a.initialGrant()} * a.bufferSize)
+  const uint64_t sendPool = uint64_t{a.buffers.sendBuffers} * a.buffers.bufferSize;
+  EXPECT_GE(atStart, sendPool + uint64_t{a.buffers.initialGrant()} * a.buffers.bufferSize)
       << "the send pool and the receive buffers of its peer are registered at start";
   if (GetParam() == config::ReceiveQueue::kShared) {
     EXPECT_GE(atStart,
-              sendPool + uint64_t{a.initialGrant() + a.sharedReceiveBuffers} * a.bufferSize)
+              sendPool + uint64_t{a.buffers.initialGrant() + a.buffers.sharedReceiveBuffers} *
+                             a.buffers.bufferSize)
         << "the buffers lent to busy peers are registered at start, not at the first lending";
   }
   beta = std::make_unique<Node>(loop, b);
