@@ -42,7 +42,7 @@ TEST_F(PeerTest, AMessageForAPeerNotConnectedWaitsAndDialsItWithConnectOnDemand)
 }
 
 TEST_F(PeerTest, AMessageOverThePeersLimitIsRefusedAtOnceAndTheLinkGoesOn) {
-  start([](config::Config& c) { c.maxMessageSize = 4096; });
+  start([](config::Config& c) { c.buffers.maxMessageSize = 4096; });
   Peer& p = alpha->peer("beta");
   Result<Admitted> big = p.send(1, 1, "src", "svc", bytesOf(std::string(8192, 'x')));
   EXPECT_EQ(big.status().code(), Errc::too_large) << big.status().toString();
