@@ -543,7 +543,7 @@ void Connection::onReceived(const ibv_wc& wc) {
 }
 
 bool Connection::openBatch(bool dataRecord) {
-  if (state_.get() != ConnState::kEstablished) return false;
+  if (state_.get() != ConnState::kEstablished || !sealFailure_.ok()) return false;
   return sender_.open(dataRecord);
 }
 
@@ -560,7 +560,7 @@ bool Connection::canPostInPlace(ExternalArea& area) {
 }
 
 void Connection::sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes) {
-  sender_.sealInPlace(payload, bytes, *device_->lkeyFor(payload.area()));
+  noteSealed(sender_.sealInPlace(payload, bytes, *device_->lkeyFor(payload.area())));
 }
 
 void Connection::post() {
@@ -571,7 +571,8 @@ void Connection::post() {
   if (!postReceives()) return;
   // A credit-only batch.
   if (!sender_.hasOpen() && !sender_.hasSealed() && ledger_.wantsCreditReturn()) openBatch(false);
-  sender_.seal();
+  noteSealed(sender_.seal());
+  if (!sealFailure_.ok()) return fail(sealFailure_.message());
   postSends();
 }
 

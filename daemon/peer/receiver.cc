@@ -65,7 +65,14 @@ std::optional<uint32_t> Receiver::verified(uint32_t index, uint32_t bytes, Arriv
     arrival = reject(index, BatchReject::kBadMac, "a batch before the session keys");
     return std::nullopt;
   }
-  const BatchAuth::Verdict v = auth_->verify({supply_->at(index), bytes});  // decrypts in place
+  Result<BatchAuth::Verdict> verdict = auth_->verify({supply_->at(index), bytes});  // in place
+  if (!verdict) {
+    // This node's libcrypto failed, not the batch: no rejection to count.
+    supply_->discard(index);
+    arrival = {false, verdict.status().message(), std::nullopt};
+    return std::nullopt;
+  }
+  const BatchAuth::Verdict& v = *verdict;
   if (!v.reject) return static_cast<uint32_t>(v.length);
   std::string detail = "batch " + std::to_string(auth_->expected()) + " expected";
   if (*v.reject == BatchReject::kReplayed || *v.reject == BatchReject::kReordered)

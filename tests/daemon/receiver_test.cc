@@ -68,7 +68,7 @@ class ReceiverTest : public ::testing::Test {
     w.reset(sendBufs_->at(slot), kBuffer - kBatchTrailerSize);
     w.addConfirm(seq, seq, 0);
     size_t bytes = w.finish(credits);
-    if (auth != nullptr) bytes = auth->seal(sendBufs_->at(slot), bytes);
+    if (auth != nullptr) bytes = auth->seal(sendBufs_->at(slot), bytes).value();
     return static_cast<uint32_t>(bytes);
   }
   // Sends `bytes` of client buffer `slot` and waits for the server's completion.

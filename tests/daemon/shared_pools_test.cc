@@ -107,7 +107,7 @@ TEST_F(SendPoolTest, AConnectionHoldsAtMostItsCapOfThePool) {
   int opened = 0;
   for (int i = 0; i < 8 && sender.open(true); i++) {
     opened++;
-    sender.seal();
+    EXPECT_TRUE(sender.seal().ok());
   }
   EXPECT_EQ(opened, 3) << "its cap, with credits and buffers to spare";
   EXPECT_EQ(pool.available(), 5u) << "the rest of the pool stays for the other connections";
