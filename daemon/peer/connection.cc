@@ -283,7 +283,7 @@ void Connection::onDisconnected() {
     }
     rdma_disconnect(id_.get());  // our QP to error (flush) and the reply to the peer
     setState(ConnState::kDisconnecting);
-    postBeacon();
+    if (Status st = postBeacon(); !st.ok()) closeReason_ += "; " + st.message();
     closeTimer_->arm(kFlushWait);
   }
   maybeFinishClose();
@@ -448,9 +448,9 @@ void Connection::close(const std::string& why) {
     disconnected_ = true;
   }
   setState(ConnState::kDisconnecting);
-  postBeacon();
+  if (Status st = postBeacon(); !st.ok()) closeReason_ += "; " + st.message();
   closeTimer_->arm(kFlushWait);
-  if (wasUp) spdlog::info("peer {}: closing connection: {}", name_, why);
+  if (wasUp) spdlog::info("peer {}: closing connection: {}", name_, closeReason_);
   maybeFinishClose();
 }
 
@@ -468,15 +468,21 @@ void Connection::abandon(const std::string& why) {
 
 // After the QP went to error: a signaled request posted behind every other
 // one. Its (flushed) completion means all earlier sends are done, including
-// unsignaled ones that completed without a completion entry.
-void Connection::postBeacon() {
-  if (!qp_ || beaconPosted_) return;
+// unsignaled ones that completed without a completion entry. Without it
+// the close waits for the flush timeout: io_error naming the call, which
+// the caller adds to the close reason.
+Status Connection::postBeacon() {
+  if (!qp_ || beaconPosted_) return Status();
   ibv_send_wr w{};
   w.wr_id = kBeaconTag;
   w.opcode = IBV_WR_SEND;
   w.send_flags = IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(id_->qp, &w, &bad) == 0) beaconPosted_ = true;
+  if (const int rc = ibv_post_send(id_->qp, &w, &bad); rc != 0)
+    return Status(Errc::io_error,
+                  "the teardown beacon was not posted (ibv_post_send: " + errnoText(rc) + ")");
+  beaconPosted_ = true;
+  return Status();
 }
 
 void Connection::maybeFinishClose() {

@@ -226,7 +226,7 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   void onSendDone(uint32_t index);
   void onReceived(const ibv_wc& wc);
   void maybeFinishClose();
-  void postBeacon();
+  Status postBeacon();
   void fail(const std::string& why);
   void postSends();
   // Keeps the first failure to seal a batch: post() fails the connection
