@@ -538,11 +538,15 @@ void Connection::onSendDone(uint32_t index) {
 }
 
 void Connection::onReceived(const ibv_wc& wc) {
-  const Receiver::Arrival arrival = receiver_.onReceived(wc, params_.bufferSize, down());
-  if (arrival.rejected && state_.get() == ConnState::kAuthenticating)
-    return authFail(arrival.error);
-  if (!arrival.error.empty()) return fail(arrival.error);
-  if (!arrival.batch) return;
+  const Result<Receiver::Arrival> arrival = receiver_.onReceived(wc, params_.bufferSize, down());
+  if (!arrival) {
+    // A batch the peer sent that did not verify, while authenticating, is
+    // an authentication failure; anything else fails the connection.
+    if (receiver_.rejected() && state_.get() == ConnState::kAuthenticating)
+      return authFail(arrival.status().message());
+    return fail(arrival.status().message());
+  }
+  if (*arrival != Receiver::Arrival::kBatch) return;
   lastReceived_ = std::chrono::steady_clock::now();
   if (state_.get() == ConnState::kAuthenticating) processAuth();
   wake_();
