@@ -498,17 +498,19 @@ bool Peer::onRecord(const Record& r) {
 }
 
 bool Peer::handleMessage(const Record& r) {
-  const Inbound::Result m = in_.onRecord(r);
+  const Result<Inbound::Part> part = in_.onRecord(r);
+  if (!part) {
+    conn_->close(part.status().message());
+    return false;
+  }
+  const Inbound::Part& m = *part;
   switch (m.kind) {
-    case Inbound::Result::Kind::kMore:
+    case Inbound::Part::Kind::kMore:
       return true;
-    case Inbound::Result::Kind::kViolation:
-      conn_->close(m.why);
-      return false;
-    case Inbound::Result::Kind::kTooLarge:
+    case Inbound::Part::Kind::kTooLarge:
       confirm(m.seq, Errc::too_large);
       return true;
-    case Inbound::Result::Kind::kMessage:
+    case Inbound::Part::Kind::kMessage:
       break;
   }
   const Delivery d = events_.deliverIncoming(*this, epoch_, m.seq, m.src, m.dst, m.payload, m.room);
