@@ -117,8 +117,9 @@ void Connection::startActive(rdma_event_channel* channel, const sockaddr* src,
   connectTimer_->arm(params_.connectTimeout);
   setState(ConnState::kResolvingAddress);
   // Before resolving: the route, and so the path's traffic class, comes from it.
-  if (params_.tos && !rdma::setTos(id_.get(), *params_.tos))
-    return fail("rdma_set_option(RDMA_OPTION_ID_TOS): " + errnoText(errno));
+  if (params_.tos) {
+    if (Status st = rdma::setTos(id_.get(), *params_.tos); !st.ok()) return fail(st.message());
+  }
   if (rdma_resolve_addr(id_.get(), const_cast<sockaddr*>(src), const_cast<sockaddr*>(dst), 2000) !=
       0)
     fail("rdma_resolve_addr: " + errnoText(errno));
