@@ -259,7 +259,7 @@ void Connection::useDevice(rdma::Device* device) {
 }
 
 void Connection::onRejected(const rdma::CmEvent& e) {
-  auto h = decodeHello(e.privateData.data(), e.privateData.size());
+  const Result<Hello> h = decodeHello(e.privateData.data(), e.privateData.size());
   rejected_ = h ? h->reason : RejectReason::kNone;
   disconnected_ = true;
   fail(h ? std::string("rejected by peer: ") + toString(h->reason)
@@ -295,13 +295,16 @@ void Connection::onDisconnected() {
 // one it authenticates first.
 void Connection::onHandshakeDone(const rdma::CmEvent& e) {
   if (active_) {
-    remote_ = decodeHello(e.privateData.data(), e.privateData.size());
-    if (!remote_ || remote_->version != kProtocolVersion)
-      return fail("peer answered with an invalid handshake");
+    Result<Hello> h = decodeHello(e.privateData.data(), e.privateData.size());
+    if (!h) return fail("peer answered with an invalid handshake: " + h.status().message());
+    remote_ = *h;
+    if (remote_->version != kProtocolVersion)
+      return fail("peer answered with an invalid handshake: protocol version " +
+                  std::to_string(remote_->version) + ", this daemon's " +
+                  std::to_string(kProtocolVersion));
     ledger_.knowPeer(*remote_);
   }
-  if (!ledger_.takeInitialCredits())
-    return fail("peer returned more credits than it has receive buffers");
+  if (Status st = ledger_.takeInitialCredits(); !st.ok()) return fail(st.message());
   // With a mesh secret every batch after the handshake's ends in a trailer.
   const size_t capacity = std::min<size_t>(params_.bufferSize, remote_->bufferSize) -
                           (auth_.required() ? kBatchTrailerSize : 0);
@@ -535,7 +538,7 @@ void Connection::onFailedCompletion(const ibv_wc& wc, uint32_t idx, bool isSend,
 }
 
 void Connection::onSendDone(uint32_t index) {
-  if (!sender_.onCompleted(index)) fail("send completion for a buffer that was not posted");
+  if (Status st = sender_.onCompleted(index); !st.ok()) fail(st.message());
 }
 
 void Connection::onReceived(const ibv_wc& wc) {

@@ -468,8 +468,9 @@ bool Peer::onRecord(const Record& r) {
         conn_->close("confirmation with an unknown outcome " + std::to_string(r.confirm.errc));
         return false;
       }
-      if (!out_.settle(r.seq, r.confirm.lastSeq, static_cast<Errc>(r.confirm.errc))) {
-        conn_->close("confirmation for a message not in flight");
+      if (Status st = out_.settle(r.seq, r.confirm.lastSeq, static_cast<Errc>(r.confirm.errc));
+          !st.ok()) {
+        conn_->close(st.message());
         return false;
       }
       return true;

@@ -123,10 +123,13 @@ Status Sender::post(ibv_qp* qp) {
 }
 
 // A completion frees its buffer and every unsignaled one posted before it.
-bool Sender::onCompleted(uint32_t index) {
+Status Sender::onCompleted(uint32_t index) {
   const uint32_t n = batches_.complete(index, [this](uint32_t idx) { give(idx); });
   outstanding_ -= std::min(outstanding_, n);
-  return n != 0;
+  if (n == 0)
+    return Status(Errc::io_error, "send completion for a buffer that was not posted (buffer " +
+                                      std::to_string(index) + ")");
+  return Status();
 }
 
 void Sender::onBeacon() {

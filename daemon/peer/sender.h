@@ -76,8 +76,9 @@ class Sender {
   // ibv_post_send refused it.
   Status post(ibv_qp* qp);
 
-  // A send completion for buffer `index`; false when it was not posted.
-  bool onCompleted(uint32_t index);
+  // A send completion for buffer `index`; io_error when it was not posted
+  // (the device reported a send this side never made).
+  Status onCompleted(uint32_t index);
   // The teardown beacon came back: every posted send is done.
   void onBeacon();
   // Sends posted and not yet known complete.

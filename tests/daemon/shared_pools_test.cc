@@ -100,7 +100,7 @@ TEST_F(SendPoolTest, AConnectionHoldsAtMostItsCapOfThePool) {
   remote.bufferCount = 16;
   remote.maxCredits = 16;
   ledger.knowPeer(remote);
-  ASSERT_TRUE(ledger.takeInitialCredits());
+  ASSERT_TRUE(ledger.takeInitialCredits().ok());
   peer::Sender sender(ledger, q.waker(0));
   sender.attach(pool, 3);
   sender.setBatchCapacity(kBuffer);
