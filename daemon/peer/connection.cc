@@ -87,6 +87,7 @@ ConnCounters Connection::counters() const {
 // The one place a connection changes state (StateMachine: every edge is
 // checked and reported), and the owner is marked for its service step.
 void Connection::setState(ConnState s) {
+  if (s == ConnState::kEstablished) wasEstablished_ = true;
   if (state_.set(s, "peer " + name_ + ": connection")) wake_();
 }
 
@@ -431,7 +432,6 @@ void Connection::fail(const std::string& why) {
 void Connection::close(const std::string& why) {
   if (down()) return;
   closeReason_ = why;
-  bool wasUp = state_.get() == ConnState::kEstablished;
   connectTimer_->cancel();
   if (qp_) {
     // Established: disconnect and wait for DISCONNECTED (the seeds' order).
@@ -454,7 +454,8 @@ void Connection::close(const std::string& why) {
   setState(ConnState::kDisconnecting);
   if (Status st = postBeacon(); !st.ok()) closeReason_ += "; " + st.message();
   closeTimer_->arm(kFlushWait);
-  if (wasUp) spdlog::info("peer {}: closing connection: {}", name_, closeReason_);
+  // The reason is the Peer's to log (Peer::onDown), once.
+  spdlog::debug("peer {}: closing connection: {}", name_, closeReason_);
   maybeFinishClose();
 }
 

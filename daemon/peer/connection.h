@@ -131,6 +131,8 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   // --- state
   ConnState state() const { return state_.get(); }
   bool established() const { return state_.get() == ConnState::kEstablished; }
+  // It was established at some point (its Peer may not have seen it yet).
+  bool wasEstablished() const { return wasEstablished_; }
   bool down() const {
     return state_.get() == ConnState::kDisconnecting || state_.get() == ConnState::kClosed;
   }
@@ -258,6 +260,7 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   rdma::CmQpPtr qp_;           // holds id_.get(); destroys its QP
   bool disconnected_ = false;  // DISCONNECTED seen (or never connected)
   bool beaconPosted_ = false;
+  bool wasEstablished_ = false;
   bool deviceWanted_ = false;  // route resolved: waiting for useDevice()
 
   std::chrono::steady_clock::time_point lastSent_, lastReceived_;

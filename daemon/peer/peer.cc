@@ -217,11 +217,15 @@ void Peer::settleCandidates() {
     candidates_.erase(candidates_.begin() + static_cast<std::ptrdiff_t>(i));
     if (c->down()) {
       countRejectedBatch(*c);
+      if (c->wasEstablished() && logs_.lost.admit())  // proven, then lost before it was settled
+        spdlog::warn("peer {}: connection lost: {}{}", name(), c->closeReason(),
+                     logs_.lost.suffix());
       continue;
     }
     if (conn_ != nullptr && conn_->established() && conn_->remote() && c->remote() &&
         conn_->remote()->incarnation == c->remote()->incarnation) {
       c->close("duplicate connection: the peer's other connection is established");
+      spdlog::info("peer {}: closing connection: {}", name(), c->closeReason());
       continue;
     }
     makeCurrent(c, connUp_ ? "replaced by an authenticated connection from a restarted peer"
@@ -309,6 +313,8 @@ void Peer::onDown() {
   countRejectedBatch(*conn_);
   std::string why = conn_->closeReason();
   bool wasUp = connUp_;
+  // Established, if not yet seen up by this Peer: its close is a loss too.
+  const bool wasEstablished = wasUp || conn_->wasEstablished();
   connUp_ = false;
   // Closed by agreement for being idle: nothing was in flight either way, and
   // what was queued since stays queued.
@@ -324,9 +330,9 @@ void Peer::onDown() {
                  out_.queuedBytes() > 0 ? ": messages queued meanwhile, dialing again" : "");
   } else if (wasUp && (state_.get() == PeerState::kStopping || redial_.closingToRedialPending()))
     spdlog::info("peer {}: connection closed: {}", name(), why);
-  else if (wasUp && logs_.lost.admit())
+  else if (wasEstablished && logs_.lost.admit())
     spdlog::warn("peer {}: connection lost: {}{}", name(), why, logs_.lost.suffix());
-  else if (wasUp)
+  else if (wasEstablished)
     spdlog::debug("peer {}: connection lost: {}", name(), why);
   else if (auto r = conn_->rejectReason();
            r && *r != RejectReason::kNone && *r != RejectReason::kDuplicate) {
