@@ -17,9 +17,9 @@ namespace {
 constexpr std::chrono::seconds kOutcomeGrace{5};
 constexpr uint64_t kMaxTimeoutMs = 0xffffffffu;  // u32 timeoutMs
 
-Status badSubject(std::string_view what, std::string_view text, const char* why) {
+Status badSubject(std::string_view what, std::string_view text, const Status& why) {
   return Status(Errc::bad_request,
-                "invalid " + std::string(what) + " '" + std::string(text) + "': " + why);
+                "invalid " + std::string(what) + " '" + std::string(text) + "': " + why.message());
 }
 
 // A request's timeout in whole milliseconds, 1 to 2^32 - 1.
@@ -51,7 +51,8 @@ Result<uint64_t> Client::subscribe(std::string_view pattern, const SubscribeOpti
                                    std::chrono::milliseconds timeout) {
   Impl& im = *impl_;
   if (!im.conn.ok()) return im.conn;
-  if (const char* why = subject::checkPattern(pattern)) return badSubject("pattern", pattern, why);
+  if (Status why = subject::checkPattern(pattern); !why.ok())
+    return badSubject("pattern", pattern, why);
   if (!options.group.empty()) {
     if (Status st = client::checkName("queue group", options.group); !st.ok()) return st;
   }
@@ -146,7 +147,8 @@ Result<uint64_t> Client::reply(const Message& request, std::string_view text) {
 }
 
 Status Client::Impl::checkPublish(std::string_view subject, size_t size) const {
-  if (const char* why = subject::checkSubject(subject)) return badSubject("subject", subject, why);
+  if (Status why = subject::checkSubject(subject); !why.ok())
+    return badSubject("subject", subject, why);
   return client::checkSize(size, maxMessage);
 }
 

@@ -8,40 +8,45 @@ bool tokenChar(char c) {
   return c > ' ' && c < 0x7f && c != '.';
 }
 
-// Why `text` is not dot-separated tokens within the limits; wildcards are
-// allowed as whole tokens when `wildcards`.
-const char* check(std::string_view text, bool wildcards) {
-  if (text.empty()) return "the subject is empty";
-  if (text.size() > kMaxSubjectLength) return "the subject is longer than 255 bytes";
+Status invalid(const char* why) {
+  return Status(Errc::bad_request, why);
+}
+
+// OK when `text` is dot-separated tokens within the limits, else why not
+// (bad_request); wildcards are allowed as whole tokens when `wildcards`.
+Status check(std::string_view text, bool wildcards) {
+  if (text.empty()) return invalid("the subject is empty");
+  if (text.size() > kMaxSubjectLength) return invalid("the subject is longer than 255 bytes");
   size_t tokens = 0;
   size_t start = 0;
   for (;;) {
     const size_t dot = text.find('.', start);
     const std::string_view token =
         text.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-    if (token.empty()) return "the subject has an empty token (two dots, or a dot at an end)";
-    if (++tokens > kMaxTokens) return "the subject has more than 32 tokens";
+    if (token.empty())
+      return invalid("the subject has an empty token (two dots, or a dot at an end)");
+    if (++tokens > kMaxTokens) return invalid("the subject has more than 32 tokens");
     for (char c : token)
-      if (!tokenChar(c)) return "the subject has a character that is not printable ASCII";
+      if (!tokenChar(c)) return invalid("the subject has a character that is not printable ASCII");
     const bool star = token == "*", rest = token == ">";
     if (!wildcards && (star || rest))
-      return "a published subject has no wildcard ('*' and '>' are for subscriptions)";
+      return invalid("a published subject has no wildcard ('*' and '>' are for subscriptions)");
     if (token.size() > 1 && token.find_first_of("*>") != std::string_view::npos)
-      return "'*' and '>' are wildcards only as whole tokens";
+      return invalid("'*' and '>' are wildcards only as whole tokens");
     if (dot == std::string_view::npos) break;
-    if (rest) return "'>' is only the last token";
+    if (rest) return invalid("'>' is only the last token");
     start = dot + 1;
   }
-  return nullptr;
+  return Status();
 }
 
 }  // namespace
 
-const char* checkSubject(std::string_view text) {
+Status checkSubject(std::string_view text) {
   return check(text, false);
 }
 
-const char* checkPattern(std::string_view text) {
+Status checkPattern(std::string_view text) {
   return check(text, true);
 }
 

@@ -16,15 +16,19 @@
 #include <cstddef>
 #include <string_view>
 
+#include "common/status.h"
+
 namespace rdmamsg::subject {
 
 inline constexpr size_t kMaxSubjectLength = 255;
 inline constexpr size_t kMaxTokens = 32;
 
-// Why `text` is not a subject a publish may name (nullptr: it is one).
-const char* checkSubject(std::string_view text);
-// Why `text` is not a pattern a subscription may name (nullptr: it is one).
-const char* checkPattern(std::string_view text);
+// OK when `text` is a subject a publish may name, else bad_request saying
+// why (the message is only built then: checking allocates nothing).
+Status checkSubject(std::string_view text);
+// OK when `text` is a pattern a subscription may name, else bad_request
+// saying why.
+Status checkPattern(std::string_view text);
 
 // Whether subject `s` (valid) matches pattern `p` (valid), token by token:
 // the reference the subject trie is tested against.

@@ -358,8 +358,8 @@ std::vector<SubjectPattern> readSubjectPatterns(const FieldMap& map) {
   size_t i = 0;
   for (const YAML::Node& item : items) {
     const std::string where = map.pathOf("subjects") + "[" + std::to_string(i++) + "]";
-    if (const char* why = subject::checkPattern(item.Scalar()); why != nullptr)
-      map.sink().add(item.Mark(), where + ": '" + item.Scalar() + "': " + why);
+    if (Status st = subject::checkPattern(item.Scalar()); !st.ok())
+      map.sink().add(item.Mark(), where + ": '" + item.Scalar() + "': " + st.message());
     else
       out.push_back({item.Scalar()});
   }

@@ -96,7 +96,8 @@ Check rdmaCm(const config::Config& cfg, bool bindListen) {
   }
   c.detail = "event channel opened";
   if (bindListen) {
-    if (rdma::CmIdPtr id = rdma::createCmId(ch.get())) {
+    if (Result<rdma::CmIdPtr> created = rdma::createCmId(ch.get()); created.ok()) {
+      rdma::CmIdPtr id = std::move(created).value();
       sockaddr_storage ss{};
       cfg.listen.toSockaddr(ss);
       if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&ss)) == 0) {

@@ -50,7 +50,7 @@ void startReceiver(BatchAuth& a, BatchProtection p = BatchProtection::kMac) {
 // A received batch is a buffer of its own (verify decrypts in place).
 BatchAuth::Verdict check(BatchAuth& receiver, std::span<const std::byte> bytes) {
   std::vector<std::byte> copy(bytes.begin(), bytes.end());
-  return receiver.verify(copy);
+  return receiver.verify(copy).value();
 }
 
 // A body made a batch: at least a header, its length field its own size.
@@ -69,13 +69,13 @@ void received(uint8_t op, std::span<const uint8_t> input) {
   const unsigned taken = op % 4;
   for (unsigned i = 0; i < taken; i++) {
     std::vector<std::byte> b = sealable({});
-    sender.seal(b.data(), b.size() - kBatchTrailerSize);
-    FUZZ_CHECK(!receiver.verify(b).reject);
+    sender.seal(b.data(), b.size() - kBatchTrailerSize).value();
+    FUZZ_CHECK(!receiver.verify(b).value().reject);
   }
   // A copy of its own, so that AddressSanitizer sees any read past it.
   std::vector<std::byte> bytes(input.size());
   if (!input.empty()) std::memcpy(bytes.data(), input.data(), input.size());
-  const BatchAuth::Verdict v = receiver.verify(bytes);
+  const BatchAuth::Verdict v = receiver.verify(bytes).value();
   if (v.reject) {
     FUZZ_CHECK(receiver.expected() == taken + 1);
     return;
@@ -84,7 +84,7 @@ void received(uint8_t op, std::span<const uint8_t> input) {
   FUZZ_CHECK(v.length + kBatchTrailerSize == bytes.size());
   std::vector<std::byte> genuine(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(v.length));
   genuine.resize(bytes.size());
-  FUZZ_CHECK(sender.seal(genuine.data(), v.length) == bytes.size());
+  FUZZ_CHECK(sender.seal(genuine.data(), v.length).value() == bytes.size());
   FUZZ_CHECK(genuine == bytes);
 }
 
@@ -97,8 +97,8 @@ void altered(uint8_t op, std::span<const uint8_t> input) {
   BatchAuth sender, receiver;
   startSender(sender, p);
   startReceiver(receiver, p);
-  FUZZ_CHECK(sender.seal(one.data(), length) == one.size());
-  sender.seal(two.data(), length);
+  FUZZ_CHECK(sender.seal(one.data(), length).value() == one.size());
+  sender.seal(two.data(), length).value();
   switch (op % 8) {  // 6, 7: as sealed
     case 1: {        // one bit flipped anywhere
       std::vector<std::byte> flipped = one;
@@ -131,7 +131,7 @@ void altered(uint8_t op, std::span<const uint8_t> input) {
   }
   // Nothing rejected moved the receiver: the genuine batches verify, in
   // order, and give back the bytes that were sealed.
-  const BatchAuth::Verdict v = receiver.verify(one);
+  const BatchAuth::Verdict v = receiver.verify(one).value();
   FUZZ_CHECK(!v.reject && v.length == length && v.seq == 1);
   FUZZ_CHECK(std::memcmp(one.data(), plain.data(), length) == 0);
   FUZZ_CHECK(!check(receiver, two).reject);

@@ -371,7 +371,7 @@ void batchAuths(const fs::path& dir) {
   const auto seal = [&](std::vector<std::byte> b, uint8_t op) {
     const size_t length = b.size();
     b.resize(length + peer::kBatchTrailerSize);
-    b.resize(sender.seal(b.data(), length));
+    b.resize(sender.seal(b.data(), length).value());
     b.insert(b.begin(), std::byte{op});
     return b;
   };

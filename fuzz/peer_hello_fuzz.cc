@@ -19,7 +19,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace rdmamsg::peer;
-  FUZZ_CHECK(!decodeHello(nullptr, size).has_value());
+  FUZZ_CHECK(!decodeHello(nullptr, size).ok());
 
   uint32_t magic = 0;
   uint8_t version = 0;
@@ -30,8 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool isHello =
       size >= 8 && magic == kHelloMagic && (version != kProtocolVersion || size >= kHelloSize);
 
-  const std::optional<Hello> hello = decodeHello(data, size);
-  FUZZ_CHECK(hello.has_value() == isHello);
+  const rdmamsg::Result<Hello> hello = decodeHello(data, size);
+  FUZZ_CHECK(hello.ok() == isHello);
   if (!hello) return 0;
 
   // The fields are the wire bytes; what the data does not cover is zero.

@@ -17,8 +17,8 @@ uint8_t kindOf(proto::FrameKind k) {
   return static_cast<uint8_t>(k);
 }
 
-Status badSubject(const char* why, std::string_view text) {
-  return Status(Errc::bad_request, std::string(why) + ": '" + std::string(text.substr(0, 64)) +
+Status badSubject(const Status& why, std::string_view text) {
+  return Status(Errc::bad_request, why.message() + ": '" + std::string(text.substr(0, 64)) +
                                        (text.size() > 64 ? "…'" : "'"));
 }
 
@@ -29,7 +29,7 @@ void LocalServer::onSub(Client& c, const proto::Frame& f) {
   Status st;
   if (f.msgId == 0) {
     st = Status(Errc::bad_request, "subscription id 0 is reserved");
-  } else if (const char* why = subject::checkPattern(f.subject); why != nullptr) {
+  } else if (Status why = subject::checkPattern(f.subject); !why.ok()) {
     st = badSubject(why, f.subject);
   } else if (st = maySubscribe(c, f.subject); st.ok()) {
     SubscribeRequest req;
@@ -65,7 +65,7 @@ void LocalServer::onPub(Client& c, const proto::Frame& f) {
                        "message id 0 is reserved");
     return markDirty(c);
   }
-  if (const char* why = subject::checkSubject(f.subject); why != nullptr) {
+  if (Status why = subject::checkSubject(f.subject); !why.ok()) {
     st = badSubject(why, f.subject);
   } else if (st = mayPublish(c, f.subject); !st.ok()) {
   } else if (f.payload.size() > config_.maxMessageSize) {

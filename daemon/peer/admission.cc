@@ -33,7 +33,7 @@ Admission refuse(RejectReason reason, std::string who) {
 Admission admitRequest(const config::Config& cfg, std::span<const uint8_t> privateData,
                        const sockaddr* source) {
   std::string from = config::Address::textOf(source);
-  auto hello = decodeHello(privateData.data(), privateData.size());
+  const Result<Hello> hello = decodeHello(privateData.data(), privateData.size());
   if (!hello) return refuse(RejectReason::kBadHandshake, from);
   if (hello->version != kProtocolVersion)
     return refuse(RejectReason::kVersion, from + " (it speaks protocol version " +

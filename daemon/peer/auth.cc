@@ -2,6 +2,7 @@
 #include "daemon/peer/auth.h"
 
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -68,14 +69,25 @@ Result<Proof> prove(std::string_view key, Role role, const Transcript& t) {
   unsigned int len = 0;
   if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
            reinterpret_cast<const unsigned char*>(m.data()), m.size(), p.data(), &len) == nullptr ||
-      len != p.size())
-    return Status(Errc::io_error, "HMAC-SHA256 failed");
+      len != p.size()) {
+    std::string why = "HMAC(EVP_sha256) of the authentication transcript failed";
+    if (const unsigned long e = ERR_get_error(); e != 0) {
+      char text[256];
+      ERR_error_string_n(e, text, sizeof text);
+      why += std::string(": ") + text;
+    }
+    ERR_clear_error();
+    return Status(Errc::io_error, std::move(why));
+  }
   return p;
 }
 
-bool verify(std::string_view key, Role role, const Transcript& t, const uint8_t* proof) {
+Status verify(std::string_view key, Role role, const Transcript& t, const uint8_t* proof) {
   const Result<Proof> expected = prove(key, role, t);
-  return expected.ok() && CRYPTO_memcmp(expected->data(), proof, expected->size()) == 0;
+  if (!expected) return expected.status();
+  if (CRYPTO_memcmp(expected->data(), proof, expected->size()) != 0)
+    return Status(Errc::permission_denied, "the proof does not verify");
+  return Status();
 }
 
 }  // namespace rdmamsg::peer::auth

@@ -57,8 +57,10 @@ std::string encode(const Transcript& t);
 
 // HMAC-SHA256 of the transcript under `key`; io_error when libcrypto fails.
 Result<Proof> prove(std::string_view key, Role role, const Transcript& t);
-// True when `proof` is prove(key, role, t) (false when it cannot be
-// computed); constant time in the proof.
-bool verify(std::string_view key, Role role, const Transcript& t, const uint8_t* proof);
+// OK when `proof` is prove(key, role, t), compared in constant time;
+// permission_denied when it is not (the prover does not hold `key`, or
+// the proof is not for this transcript), io_error when this node cannot
+// compute the proof (libcrypto failed: not the peer's fault).
+Status verify(std::string_view key, Role role, const Transcript& t, const uint8_t* proof);
 
 }  // namespace rdmamsg::peer::auth

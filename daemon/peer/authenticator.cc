@@ -94,7 +94,9 @@ Authenticator::Step Authenticator::onRecord(const AuthBody& body) {
   // The acceptor's proof, under whichever of our secrets it matched.
   const auth::Transcript t = transcript();
   for (size_t k = 0; k < secrets_.size(); k++) {
-    if (auth::verify(secrets_[k].bytes, auth::Role::kAcceptor, t, body.proofs[0])) {
+    const Status v = auth::verify(secrets_[k].bytes, auth::Role::kAcceptor, t, body.proofs[0]);
+    if (v.code() == Errc::io_error) return error(v);  // this node's libcrypto, not the peer
+    if (v.ok()) {
       Step s;
       s.kind = Step::Kind::kProven;
       s.secret = k;
@@ -110,7 +112,9 @@ Authenticator::Step Authenticator::answer(const AuthBody& body) {
   const auth::Transcript t = transcript();
   for (size_t k = 0; k < secrets_.size(); k++) {
     for (uint8_t j = 0; j < body.proofCount && j < 2; j++) {
-      if (!auth::verify(secrets_[k].bytes, auth::Role::kDialer, t, body.proofs[j])) continue;
+      const Status v = auth::verify(secrets_[k].bytes, auth::Role::kDialer, t, body.proofs[j]);
+      if (v.code() == Errc::io_error) return error(v);  // this node's libcrypto, not the peer
+      if (!v.ok()) continue;
       Step s;
       s.kind = Step::Kind::kAnswer;
       s.secret = k;

@@ -3,6 +3,7 @@
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 #include <openssl/params.h>
@@ -35,13 +36,27 @@ uint64_t get64(const std::byte* p) {
   return v;
 }
 
+// A libcrypto call that failed for a reason of this node's (not the
+// peer's): io_error naming the call, with OpenSSL's reason when it left one.
+Status cryptoFailure(const char* call) {
+  std::string why = std::string(call) + " failed";
+  if (const unsigned long e = ERR_get_error(); e != 0) {
+    char text[256];
+    ERR_error_string_n(e, text, sizeof text);
+    why += std::string(": ") + text;
+  }
+  ERR_clear_error();
+  return Status(Errc::io_error, std::move(why));
+}
+
 // HKDF-SHA256 into `out`: extract and expand (salt given) or expand only.
-bool hkdf(std::span<const uint8_t> key, std::span<const uint8_t> salt, std::string_view info,
-          std::span<uint8_t> out) {
+Status hkdf(std::span<const uint8_t> key, std::span<const uint8_t> salt, std::string_view info,
+            std::span<uint8_t> out) {
   EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
-  EVP_KDF_CTX* ctx = kdf != nullptr ? EVP_KDF_CTX_new(kdf) : nullptr;
+  if (kdf == nullptr) return cryptoFailure("EVP_KDF_fetch(HKDF)");
+  EVP_KDF_CTX* ctx = EVP_KDF_CTX_new(kdf);
   EVP_KDF_free(kdf);
-  if (ctx == nullptr) return false;
+  if (ctx == nullptr) return cryptoFailure("EVP_KDF_CTX_new");
   char digest[] = "SHA256";
   char expandOnly[] = "EXPAND_ONLY";
   OSSL_PARAM params[6];
@@ -57,9 +72,11 @@ bool hkdf(std::span<const uint8_t> key, std::span<const uint8_t> salt, std::stri
     params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT,
                                                     const_cast<uint8_t*>(salt.data()), salt.size());
   params[n] = OSSL_PARAM_construct_end();
-  const bool ok = EVP_KDF_derive(ctx, out.data(), out.size(), params) == 1;
+  Status st;
+  if (EVP_KDF_derive(ctx, out.data(), out.size(), params) != 1)
+    st = cryptoFailure("EVP_KDF_derive(HKDF-SHA256)");
   EVP_KDF_CTX_free(ctx);
-  return ok;
+  return st;
 }
 
 }  // namespace
@@ -106,8 +123,10 @@ Result<SessionKeys> deriveSessionKeys(std::string_view secret, const auth::Trans
   std::memcpy(salt, t.dialerNonce.data(), kNonceSize);
   std::memcpy(salt + kNonceSize, t.acceptorNonce.data(), kNonceSize);
   uint8_t out[2 * kSessionKeySize];
-  if (!hkdf({reinterpret_cast<const uint8_t*>(secret.data()), secret.size()}, salt, info, out))
-    return Status(Errc::io_error, "HKDF-SHA256 failed");
+  if (Status st =
+          hkdf({reinterpret_cast<const uint8_t*>(secret.data()), secret.size()}, salt, info, out);
+      !st.ok())
+    return st;
   SessionKeys keys;
   std::memcpy(keys.dialerToAcceptor.data(), out, kSessionKeySize);
   std::memcpy(keys.acceptorToDialer.data(), out + kSessionKeySize, kSessionKeySize);
@@ -132,32 +151,40 @@ struct BatchAuth::Direction {
     OPENSSL_cleanse(secret.data(), secret.size());
   }
 
-  bool key(const SessionKey& s, uint16_t e) {
+  Status key(const SessionKey& s, uint16_t e) {
     secret = s;
     epoch = e;
     bytes = 0;
     since = std::chrono::steady_clock::now();
-    if (cipher == nullptr && (cipher = EVP_CIPHER_CTX_new()) == nullptr) return false;
-    return sealing ? EVP_EncryptInit_ex(cipher, EVP_aes_256_gcm(), nullptr, s.data(), nullptr)
-                   : EVP_DecryptInit_ex(cipher, EVP_aes_256_gcm(), nullptr, s.data(), nullptr);
+    if (cipher == nullptr && (cipher = EVP_CIPHER_CTX_new()) == nullptr)
+      return cryptoFailure("EVP_CIPHER_CTX_new");
+    if (sealing) {
+      if (EVP_EncryptInit_ex(cipher, EVP_aes_256_gcm(), nullptr, s.data(), nullptr) != 1)
+        return cryptoFailure("EVP_EncryptInit_ex(AES-256-GCM)");
+    } else if (EVP_DecryptInit_ex(cipher, EVP_aes_256_gcm(), nullptr, s.data(), nullptr) != 1) {
+      return cryptoFailure("EVP_DecryptInit_ex(AES-256-GCM)");
+    }
+    return Status();
   }
 
   // The next epoch's key, HKDF-Expand of this one's, into `to`.
-  bool next(Direction& to) const {
+  Status next(Direction& to) const {
     SessionKey s{};
     to.protection = protection;
     to.sealing = sealing;
-    const bool ok =
-        hkdf(secret, {}, kUpdateLabel, s) && to.key(s, static_cast<uint16_t>(epoch + 1));
+    Status st = hkdf(secret, {}, kUpdateLabel, s);
+    if (st.ok()) st = to.key(s, static_cast<uint16_t>(epoch + 1));
     OPENSSL_cleanse(s.data(), s.size());
-    return ok;
+    return st;
   }
 
   // AES-256-GCM in place, the IV 4 zero bytes and the word: the word and
   // the header are associated data, and the records too without
   // encryption (GMAC), else they are encrypted (or decrypted). `tag`: out
   // when sealing, in when opening (checked in constant time by OpenSSL).
-  bool gcm(const std::byte* word, std::byte* batch, size_t length, uint8_t* tag) {
+  // A call that fails is this node's io_error, naming it; a tag that does
+  // not verify is the peer's: protocol_error.
+  Status gcm(const std::byte* word, std::byte* batch, size_t length, uint8_t* tag) {
     uint8_t iv[12] = {};
     std::memcpy(iv + 4, word, 8);
     const auto* w = reinterpret_cast<const uint8_t*>(word);
@@ -169,29 +196,41 @@ struct BatchAuth::Direction {
     int n = 0;
     uint8_t end[16];
     if (sealing) {
-      return EVP_EncryptInit_ex(cipher, nullptr, nullptr, nullptr, iv) == 1 &&
-             EVP_EncryptUpdate(cipher, nullptr, &n, w, 8) == 1 &&
-             EVP_EncryptUpdate(cipher, nullptr, &n, b, clear) == 1 &&
-             (body == 0 || EVP_EncryptUpdate(cipher, records, &n, records, body) == 1) &&
-             EVP_EncryptFinal_ex(cipher, end, &n) == 1 &&
-             EVP_CIPHER_CTX_ctrl(cipher, EVP_CTRL_GCM_GET_TAG, kBatchTagSize, tag) == 1;
+      if (EVP_EncryptInit_ex(cipher, nullptr, nullptr, nullptr, iv) != 1)
+        return cryptoFailure("EVP_EncryptInit_ex");
+      if (EVP_EncryptUpdate(cipher, nullptr, &n, w, 8) != 1 ||
+          EVP_EncryptUpdate(cipher, nullptr, &n, b, clear) != 1 ||
+          (body != 0 && EVP_EncryptUpdate(cipher, records, &n, records, body) != 1))
+        return cryptoFailure("EVP_EncryptUpdate");
+      if (EVP_EncryptFinal_ex(cipher, end, &n) != 1) return cryptoFailure("EVP_EncryptFinal_ex");
+      if (EVP_CIPHER_CTX_ctrl(cipher, EVP_CTRL_GCM_GET_TAG, kBatchTagSize, tag) != 1)
+        return cryptoFailure("EVP_CIPHER_CTX_ctrl(EVP_CTRL_GCM_GET_TAG)");
+      return Status();
     }
-    return EVP_DecryptInit_ex(cipher, nullptr, nullptr, nullptr, iv) == 1 &&
-           EVP_DecryptUpdate(cipher, nullptr, &n, w, 8) == 1 &&
-           EVP_DecryptUpdate(cipher, nullptr, &n, b, clear) == 1 &&
-           (body == 0 || EVP_DecryptUpdate(cipher, records, &n, records, body) == 1) &&
-           EVP_CIPHER_CTX_ctrl(cipher, EVP_CTRL_GCM_SET_TAG, kBatchTagSize, tag) == 1 &&
-           EVP_DecryptFinal_ex(cipher, end, &n) > 0;
+    if (EVP_DecryptInit_ex(cipher, nullptr, nullptr, nullptr, iv) != 1)
+      return cryptoFailure("EVP_DecryptInit_ex");
+    if (EVP_DecryptUpdate(cipher, nullptr, &n, w, 8) != 1 ||
+        EVP_DecryptUpdate(cipher, nullptr, &n, b, clear) != 1 ||
+        (body != 0 && EVP_DecryptUpdate(cipher, records, &n, records, body) != 1))
+      return cryptoFailure("EVP_DecryptUpdate");
+    if (EVP_CIPHER_CTX_ctrl(cipher, EVP_CTRL_GCM_SET_TAG, kBatchTagSize, tag) != 1)
+      return cryptoFailure("EVP_CIPHER_CTX_ctrl(EVP_CTRL_GCM_SET_TAG)");
+    // The tag is checked here: a failure is the batch's, not this node's.
+    if (EVP_DecryptFinal_ex(cipher, end, &n) <= 0) {
+      ERR_clear_error();
+      return Status(Errc::protocol_error, toString(BatchReject::kBadMac));
+    }
+    return Status();
   }
 
   // Seals a batch: the tag lands after the word.
-  bool seal(std::byte* word, std::byte* batch, size_t length) {
+  Status seal(std::byte* word, std::byte* batch, size_t length) {
     bytes += length;
     return gcm(word, batch, length, reinterpret_cast<uint8_t*>(word + 8));
   }
 
   // Whether a received batch's tag verifies (decrypting it in place).
-  bool open(const std::byte* word, std::byte* batch, size_t length) {
+  Status open(const std::byte* word, std::byte* batch, size_t length) {
     uint8_t tag[kBatchTagSize];
     std::memcpy(tag, word + 8, kBatchTagSize);
     return gcm(word, batch, length, tag);
@@ -209,11 +248,12 @@ Status BatchAuth::start(const SessionKey& send, const SessionKey& receive,
   receive_ = std::make_unique<Direction>();
   send_->protection = receive_->protection = protection;
   receive_->sealing = false;
-  if (!send_->key(send, 0) || !receive_->key(receive, 0)) {
+  Status st = send_->key(send, 0);
+  if (st.ok()) st = receive_->key(receive, 0);
+  if (!st.ok()) {
     reset();
     return Status(Errc::io_error, std::string(toString(protection)) +
-                                      " is not available from "
-                                      "OpenSSL");
+                                      " is not available from OpenSSL: " + st.message());
   }
   active_ = true;
   return Status();
@@ -238,28 +278,34 @@ bool BatchAuth::spent() const {
 
 // The send side moves to its next key when this one has sealed enough, or
 // is old enough (and has not reached the last epoch).
-bool BatchAuth::rotateSend() {
+Status BatchAuth::rotateSend() {
   if (send_->epoch == kLastEpoch || (send_->bytes < limits_.bytes &&
                                      std::chrono::steady_clock::now() - send_->since < limits_.age))
-    return true;
+    return Status();
   auto next = std::make_unique<Direction>();
-  if (!send_->next(*next)) return false;
+  if (Status st = send_->next(*next); !st.ok()) return st;
   send_ = std::move(next);
   rotations_++;
-  return true;
+  return Status();
 }
 
-size_t BatchAuth::seal(std::byte* batch, size_t length) {
+Result<size_t> BatchAuth::seal(std::byte* batch, size_t length) {
   std::byte* trailer = batch + length;
-  // A context that was keyed does not fail; if one did, a zero tag makes
-  // the peer reject the batch and close the connection.
-  const bool rotated = rotateSend();
-  put64(trailer, (nextSend_++ & kSeqMask) | uint64_t{send_->epoch} << kSeqBits);
-  if (!rotated || !send_->seal(trailer, batch, length)) std::memset(trailer + 8, 0, kBatchTagSize);
+  const uint64_t seq = nextSend_++;
+  Status st = rotateSend();
+  if (st.ok()) {
+    put64(trailer, (seq & kSeqMask) | uint64_t{send_->epoch} << kSeqBits);
+    st = send_->seal(trailer, batch, length);
+  }
+  if (!st.ok()) {
+    // Nothing of it is sent: the connection fails with this reason.
+    std::memset(trailer, 0, kBatchTrailerSize);
+    return Status(st.code(), "sealing batch " + std::to_string(seq) + ": " + st.message());
+  }
   return length + kBatchTrailerSize;
 }
 
-BatchAuth::Verdict BatchAuth::verify(std::span<std::byte> bytes) {
+Result<BatchAuth::Verdict> BatchAuth::verify(std::span<std::byte> bytes) {
   Verdict v;
   if (bytes.size() < sizeof(BatchHeader) + kBatchTrailerSize) {
     v.reject = BatchReject::kTruncated;
@@ -281,7 +327,11 @@ BatchAuth::Verdict BatchAuth::verify(std::span<std::byte> bytes) {
   if (epoch == receive_->epoch + 1u) {
     if (!next_ || next_->epoch != epoch) {
       next_ = std::make_unique<Direction>();
-      if (!receive_->next(*next_)) next_.reset();
+      if (Status st = receive_->next(*next_); !st.ok()) {
+        next_.reset();
+        return Status(st.code(), "deriving the receive key of epoch " + std::to_string(epoch) +
+                                     ": " + st.message());
+      }
     }
     key = next_.get();
   } else if (epoch != receive_->epoch) {
@@ -289,7 +339,13 @@ BatchAuth::Verdict BatchAuth::verify(std::span<std::byte> bytes) {
   }
   // Anything but the header's length and a trailer is not what was sealed.
   if (key == nullptr || length < sizeof(BatchHeader) ||
-      length + kBatchTrailerSize != bytes.size() || !key->open(trailer, bytes.data(), length)) {
+      length + kBatchTrailerSize != bytes.size()) {
+    v.reject = BatchReject::kBadMac;
+    return v;
+  }
+  if (Status st = key->open(trailer, bytes.data(), length); !st.ok()) {
+    if (st.code() != Errc::protocol_error)  // this node's libcrypto, not the batch
+      return Status(st.code(), "verifying batch " + std::to_string(v.seq) + ": " + st.message());
     v.reject = BatchReject::kBadMac;
     return v;
   }

@@ -111,8 +111,9 @@ class BatchAuth {
 
   // Seals the next batch sent: its `length` bytes at `batch` (encrypted in
   // place with encryption), then its trailer (kBatchTrailerSize bytes of
-  // room must follow); returns the bytes to send.
-  size_t seal(std::byte* batch, size_t length);
+  // room must follow); returns the bytes to send, or io_error naming the
+  // libcrypto call that failed (this node's failure: nothing may be sent).
+  Result<size_t> seal(std::byte* batch, size_t length);
 
   struct Verdict {
     std::optional<BatchReject> reject;  // nullopt: it verifies
@@ -122,7 +123,9 @@ class BatchAuth {
   // Checks a received batch (the bytes its completion reported; decrypted
   // in place with encryption). A batch that verifies is the next one
   // expected from then on; a rejected one changes nothing that counts.
-  Verdict verify(std::span<std::byte> bytes);
+  // A Verdict is the batch's (a rejection is the peer's fault); an error
+  // is this node's: io_error naming the libcrypto call that failed.
+  Result<Verdict> verify(std::span<std::byte> bytes);
 
   uint64_t sent() const { return nextSend_ - 1; }
   uint64_t expected() const { return nextReceive_; }
@@ -134,7 +137,7 @@ class BatchAuth {
 
  private:
   struct Direction;
-  bool rotateSend();
+  Status rotateSend();
 
   KeyLimits limits_;
   BatchProtection protection_ = BatchProtection::kMac;

@@ -87,6 +87,7 @@ ConnCounters Connection::counters() const {
 // The one place a connection changes state (StateMachine: every edge is
 // checked and reported), and the owner is marked for its service step.
 void Connection::setState(ConnState s) {
+  if (s == ConnState::kEstablished) wasEstablished_ = true;
   if (state_.set(s, "peer " + name_ + ": connection")) wake_();
 }
 
@@ -117,8 +118,9 @@ void Connection::startActive(rdma_event_channel* channel, const sockaddr* src,
   connectTimer_->arm(params_.connectTimeout);
   setState(ConnState::kResolvingAddress);
   // Before resolving: the route, and so the path's traffic class, comes from it.
-  if (params_.tos && !rdma::setTos(id_.get(), *params_.tos))
-    return fail("rdma_set_option(RDMA_OPTION_ID_TOS): " + errnoText(errno));
+  if (params_.tos) {
+    if (Status st = rdma::setTos(id_.get(), *params_.tos); !st.ok()) return fail(st.message());
+  }
   if (rdma_resolve_addr(id_.get(), const_cast<sockaddr*>(src), const_cast<sockaddr*>(dst), 2000) !=
       0)
     fail("rdma_resolve_addr: " + errnoText(errno));
@@ -258,7 +260,7 @@ void Connection::useDevice(rdma::Device* device) {
 }
 
 void Connection::onRejected(const rdma::CmEvent& e) {
-  auto h = decodeHello(e.privateData.data(), e.privateData.size());
+  const Result<Hello> h = decodeHello(e.privateData.data(), e.privateData.size());
   rejected_ = h ? h->reason : RejectReason::kNone;
   disconnected_ = true;
   fail(h ? std::string("rejected by peer: ") + toString(h->reason)
@@ -283,7 +285,7 @@ void Connection::onDisconnected() {
     }
     rdma_disconnect(id_.get());  // our QP to error (flush) and the reply to the peer
     setState(ConnState::kDisconnecting);
-    postBeacon();
+    if (Status st = postBeacon(); !st.ok()) closeReason_ += "; " + st.message();
     closeTimer_->arm(kFlushWait);
   }
   maybeFinishClose();
@@ -294,13 +296,16 @@ void Connection::onDisconnected() {
 // one it authenticates first.
 void Connection::onHandshakeDone(const rdma::CmEvent& e) {
   if (active_) {
-    remote_ = decodeHello(e.privateData.data(), e.privateData.size());
-    if (!remote_ || remote_->version != kProtocolVersion)
-      return fail("peer answered with an invalid handshake");
+    Result<Hello> h = decodeHello(e.privateData.data(), e.privateData.size());
+    if (!h) return fail("peer answered with an invalid handshake: " + h.status().message());
+    remote_ = *h;
+    if (remote_->version != kProtocolVersion)
+      return fail("peer answered with an invalid handshake: protocol version " +
+                  std::to_string(remote_->version) + ", this daemon's " +
+                  std::to_string(kProtocolVersion));
     ledger_.knowPeer(*remote_);
   }
-  if (!ledger_.takeInitialCredits())
-    return fail("peer returned more credits than it has receive buffers");
+  if (Status st = ledger_.takeInitialCredits(); !st.ok()) return fail(st.message());
   // With a mesh secret every batch after the handshake's ends in a trailer.
   const size_t capacity = std::min<size_t>(params_.bufferSize, remote_->bufferSize) -
                           (auth_.required() ? kBatchTrailerSize : 0);
@@ -427,7 +432,6 @@ void Connection::fail(const std::string& why) {
 void Connection::close(const std::string& why) {
   if (down()) return;
   closeReason_ = why;
-  bool wasUp = state_.get() == ConnState::kEstablished;
   connectTimer_->cancel();
   if (qp_) {
     // Established: disconnect and wait for DISCONNECTED (the seeds' order).
@@ -448,9 +452,10 @@ void Connection::close(const std::string& why) {
     disconnected_ = true;
   }
   setState(ConnState::kDisconnecting);
-  postBeacon();
+  if (Status st = postBeacon(); !st.ok()) closeReason_ += "; " + st.message();
   closeTimer_->arm(kFlushWait);
-  if (wasUp) spdlog::info("peer {}: closing connection: {}", name_, why);
+  // The reason is the Peer's to log (Peer::onDown), once.
+  spdlog::debug("peer {}: closing connection: {}", name_, closeReason_);
   maybeFinishClose();
 }
 
@@ -468,15 +473,21 @@ void Connection::abandon(const std::string& why) {
 
 // After the QP went to error: a signaled request posted behind every other
 // one. Its (flushed) completion means all earlier sends are done, including
-// unsignaled ones that completed without a completion entry.
-void Connection::postBeacon() {
-  if (!qp_ || beaconPosted_) return;
+// unsignaled ones that completed without a completion entry. Without it
+// the close waits for the flush timeout: io_error naming the call, which
+// the caller adds to the close reason.
+Status Connection::postBeacon() {
+  if (!qp_ || beaconPosted_) return Status();
   ibv_send_wr w{};
   w.wr_id = kBeaconTag;
   w.opcode = IBV_WR_SEND;
   w.send_flags = IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
-  if (ibv_post_send(id_->qp, &w, &bad) == 0) beaconPosted_ = true;
+  if (const int rc = ibv_post_send(id_->qp, &w, &bad); rc != 0)
+    return Status(Errc::io_error,
+                  "the teardown beacon was not posted (ibv_post_send: " + errnoText(rc) + ")");
+  beaconPosted_ = true;
+  return Status();
 }
 
 void Connection::maybeFinishClose() {
@@ -528,22 +539,26 @@ void Connection::onFailedCompletion(const ibv_wc& wc, uint32_t idx, bool isSend,
 }
 
 void Connection::onSendDone(uint32_t index) {
-  if (!sender_.onCompleted(index)) fail("send completion for a buffer that was not posted");
+  if (Status st = sender_.onCompleted(index); !st.ok()) fail(st.message());
 }
 
 void Connection::onReceived(const ibv_wc& wc) {
-  const Receiver::Arrival arrival = receiver_.onReceived(wc, params_.bufferSize, down());
-  if (arrival.rejected && state_.get() == ConnState::kAuthenticating)
-    return authFail(arrival.error);
-  if (!arrival.error.empty()) return fail(arrival.error);
-  if (!arrival.batch) return;
+  const Result<Receiver::Arrival> arrival = receiver_.onReceived(wc, params_.bufferSize, down());
+  if (!arrival) {
+    // A batch the peer sent that did not verify, while authenticating, is
+    // an authentication failure; anything else fails the connection.
+    if (receiver_.rejected() && state_.get() == ConnState::kAuthenticating)
+      return authFail(arrival.status().message());
+    return fail(arrival.status().message());
+  }
+  if (*arrival != Receiver::Arrival::kBatch) return;
   lastReceived_ = std::chrono::steady_clock::now();
   if (state_.get() == ConnState::kAuthenticating) processAuth();
   wake_();
 }
 
 bool Connection::openBatch(bool dataRecord) {
-  if (state_.get() != ConnState::kEstablished) return false;
+  if (state_.get() != ConnState::kEstablished || !sealFailure_.ok()) return false;
   return sender_.open(dataRecord);
 }
 
@@ -560,7 +575,7 @@ bool Connection::canPostInPlace(ExternalArea& area) {
 }
 
 void Connection::sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes) {
-  sender_.sealInPlace(payload, bytes, *device_->lkeyFor(payload.area()));
+  noteSealed(sender_.sealInPlace(payload, bytes, *device_->lkeyFor(payload.area())));
 }
 
 void Connection::post() {
@@ -571,7 +586,8 @@ void Connection::post() {
   if (!postReceives()) return;
   // A credit-only batch.
   if (!sender_.hasOpen() && !sender_.hasSealed() && ledger_.wantsCreditReturn()) openBatch(false);
-  sender_.seal();
+  noteSealed(sender_.seal());
+  if (!sealFailure_.ok()) return fail(sealFailure_.message());
   postSends();
 }
 

@@ -131,6 +131,8 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   // --- state
   ConnState state() const { return state_.get(); }
   bool established() const { return state_.get() == ConnState::kEstablished; }
+  // It was established at some point (its Peer may not have seen it yet).
+  bool wasEstablished() const { return wasEstablished_; }
   bool down() const {
     return state_.get() == ConnState::kDisconnecting || state_.get() == ConnState::kClosed;
   }
@@ -191,7 +193,9 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   bool openBatch(bool dataRecord);
   BatchWriter& batch() override { return sender_.batch(); }
   bool hasOpenBatch() const { return sender_.hasOpen(); }
-  void sealBatch() override { sender_.seal(); }  // the open batch is full: queue it for posting
+  // The open batch is full: queue it for posting (a batch that could not
+  // be sealed fails the connection at the next post()).
+  void sealBatch() override { noteSealed(sender_.seal()); }
   bool canPostInPlace(ExternalArea& area) override;
   void sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes) override;
   // Reposts consumed receive buffers, adds a credit-only batch when enough
@@ -224,9 +228,14 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   void onSendDone(uint32_t index);
   void onReceived(const ibv_wc& wc);
   void maybeFinishClose();
-  void postBeacon();
+  Status postBeacon();
   void fail(const std::string& why);
   void postSends();
+  // Keeps the first failure to seal a batch: post() fails the connection
+  // with it (the writers that seal are in the middle of their records).
+  void noteSealed(Status st) {
+    if (!st.ok() && sealFailure_.ok()) sealFailure_ = std::move(st);
+  }
 
   ConnParams params_;
   std::string name_;
@@ -236,6 +245,7 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   std::optional<Hello> remote_;
   std::optional<RejectReason> rejected_;
   std::string closeReason_;
+  Status sealFailure_;  // a batch that could not be sealed: nothing more is posted
   std::string remoteAddress_;
   Authenticator auth_;
   BatchAuth batchAuth_;
@@ -250,6 +260,7 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   rdma::CmQpPtr qp_;           // holds id_.get(); destroys its QP
   bool disconnected_ = false;  // DISCONNECTED seen (or never connected)
   bool beaconPosted_ = false;
+  bool wasEstablished_ = false;
   bool deviceWanted_ = false;  // route resolved: waiting for useDevice()
 
   std::chrono::steady_clock::time_point lastSent_, lastReceived_;

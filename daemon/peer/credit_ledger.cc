@@ -81,9 +81,11 @@ void CreditLedger::knowPeer(const Hello& remote) {
   peerMost_ = remote.maxCredits != 0 ? remote.maxCredits : remote.bufferCount;
 }
 
-bool CreditLedger::takeInitialCredits() {
+Status CreditLedger::takeInitialCredits() {
   credits_ += peerInitial_;  // plus any returned by batches already here
-  return credits_ <= peerMost_;
+  if (credits_ > peerMost_)
+    return Status(Errc::protocol_error, "peer returned more credits than it has receive buffers");
+  return Status();
 }
 
 void CreditLedger::open(bool forMessages) {

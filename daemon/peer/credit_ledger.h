@@ -73,8 +73,8 @@ class CreditLedger {
   // The peer's Hello: its buffers and whether it takes back idle credits.
   void knowPeer(const Hello& remote);
   // The handshake is done: the peer's initial grant is ours to spend;
-  // false when that is more than its buffers.
-  bool takeInitialCredits();
+  // protocol_error when that is more than its buffers.
+  Status takeInitialCredits();
   uint32_t credits() const { return credits_; }
   // Whether a batch may open for a record of this kind.
   bool mayOpen(bool forMessages) const { return credits_ >= (forMessages ? 2u : 1u); }

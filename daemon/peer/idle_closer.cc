@@ -18,7 +18,7 @@ bool IdleCloser::agreedToClose() const {
 // A request is accepted when this node may agree; it then starts no
 // message until the connection closes. On an accept of this node's
 // request, it disconnects.
-const char* IdleCloser::handle(bool mayAgree, Clock::time_point now) {
+Result<IdleCloser::Decision> IdleCloser::handle(bool mayAgree, Clock::time_point now) {
   std::vector<IdleClose> in;
   in.swap(in_);
   for (IdleClose action : in) {
@@ -36,17 +36,21 @@ const char* IdleCloser::handle(bool mayAgree, Clock::time_point now) {
         }
         break;
       case IdleClose::kAccept:
-        if (!askedByThisNode()) return "idle close accepted without a request from this node";
+        if (!askedByThisNode())
+          return Status(Errc::protocol_error,
+                        "idle close accepted without a request from this node");
         set(IdleAgreement::kClosing);
-        return "idle-closed";
+        return Decision::kClose;
       case IdleClose::kRefuse:
-        if (!askedByThisNode()) return "idle close refused without a request from this node";
+        if (!askedByThisNode())
+          return Status(Errc::protocol_error,
+                        "idle close refused without a request from this node");
         set(agreement_.is(IdleAgreement::kAsked) ? IdleAgreement::kNone : IdleAgreement::kAgreed);
         lastActivity_ = now;  // asks again after another idle_timeout
         break;
     }
   }
-  return nullptr;
+  return Decision::kGoOn;
 }
 
 void IdleCloser::written(size_t n) {
@@ -59,11 +63,11 @@ void IdleCloser::noteActivity(uint64_t activity, Clock::time_point now) {
   lastActivity_ = now;
 }
 
-const char* IdleCloser::expire(std::chrono::milliseconds limit, Clock::time_point now) {
+Status IdleCloser::expire(std::chrono::milliseconds limit, Clock::time_point now) {
   if (!committed() || agreement_.is(IdleAgreement::kClosing) || now - committedAt_ <= limit)
-    return nullptr;
+    return Status();
   set(IdleAgreement::kClosing);
-  return "idle close not completed by the peer within heartbeat_timeout";
+  return Status(Errc::timeout, "idle close not completed by the peer within heartbeat_timeout");
 }
 
 void IdleCloser::asked(Clock::time_point now) {

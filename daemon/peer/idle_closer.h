@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/state_machine.h"
+#include "common/status.h"
 #include "daemon/peer/peer_state.h"
 #include "daemon/peer/protocol.h"
 
@@ -45,11 +46,16 @@ class IdleCloser {
   bool hasReceived() const { return !in_.empty(); }
   // Whether anything is received or owed: no request is made meanwhile.
   bool busy() const { return !in_.empty() || !out_.empty(); }
+  // What the peer's requests and answers decide: go on, or close the
+  // connection now by agreement (the peer accepted this node's request;
+  // the close reason is kClosedByAgreement).
+  enum class Decision : uint8_t { kGoOn, kClose };
+  static constexpr const char* kClosedByAgreement = "idle-closed";
   // The peer's requests and answers, in order. `mayAgree`: this node
-  // connects on demand and has nothing queued or pending either way. The
-  // reason to close the connection now (an answer accepting this node's
-  // request, or one without a request), or nullptr.
-  const char* handle(bool mayAgree, Clock::time_point now);
+  // connects on demand and has nothing queued or pending either way.
+  // protocol_error for an answer without a request from this node: the
+  // connection closes with it.
+  Result<Decision> handle(bool mayAgree, Clock::time_point now);
   // The answers owed, to write in order; written() drops the first `n`.
   const std::vector<IdleClose>& answers() const { return out_; }
   void written(size_t n);
@@ -60,9 +66,9 @@ class IdleCloser {
   bool idleFor(std::chrono::milliseconds t, Clock::time_point now) const {
     return now - lastActivity_ >= t;
   }
-  // A commitment not completed within `limit`: the reason to close the
-  // connection (nothing is in flight either way), or nullptr.
-  const char* expire(std::chrono::milliseconds limit, Clock::time_point now);
+  // A commitment not completed within `limit`: timeout, and the connection
+  // closes with it (nothing is in flight either way); ok otherwise.
+  Status expire(std::chrono::milliseconds limit, Clock::time_point now);
   // This node wrote its request.
   void asked(Clock::time_point now);
 

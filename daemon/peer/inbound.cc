@@ -14,12 +14,12 @@ void Inbound::reset() {
   room_.reset();
 }
 
-Inbound::Result Inbound::onRecord(const Record& r) {
+Result<Inbound::Part> Inbound::onRecord(const Record& r) {
   const bool last = (r.flags & kLastFragment) != 0;
   return (r.flags & kFirstFragment) != 0 ? first(r, last) : next(r, last);
 }
 
-Inbound::Result Inbound::first(const Record& r, bool last) {
+Result<Inbound::Part> Inbound::first(const Record& r, bool last) {
   if (r.seq != expectedSeq_ || active_) return violation("message out of sequence from peer");
   const uint64_t total = last ? r.payload.size() : r.totalLength;
   if (!last && r.payload.size() > r.totalLength)
@@ -31,9 +31,10 @@ Inbound::Result Inbound::first(const Record& r, bool last) {
     if (last) return tooLarge(r.seq);
     active_ = discard_ = true;
     seq_ = r.seq;
-    return {};
+    return Part{};
   }
-  if (last) return {Result::Kind::kMessage, r.seq, r.srcService, r.dstService, r.payload, "", {}};
+  if (last)
+    return Part{Part::Kind::kMessage, r.seq, r.srcService, r.dstService, r.payload, nullptr};
   active_ = true;
   discard_ = false;
   seq_ = r.seq;
@@ -45,7 +46,7 @@ Inbound::Result Inbound::first(const Record& r, bool last) {
   if (rooms_) room_ = rooms_(src_, dst_, total_);
   if (room_ && room_->payload().size() != total_) room_.reset();  // not what was asked for
   keep(r.payload);
-  return {};
+  return Part{};
 }
 
 // The room's bytes are the listener's: the one copy of the message, which
@@ -60,22 +61,22 @@ void Inbound::keep(std::span<const std::byte> fragment) {
   filled_ += fragment.size();
 }
 
-Inbound::Result Inbound::next(const Record& r, bool last) {
+Result<Inbound::Part> Inbound::next(const Record& r, bool last) {
   if (!active_ || r.seq != seq_) return violation("fragment out of sequence from peer");
   if (discard_) {
-    if (!last) return {};
+    if (!last) return Part{};
     active_ = discard_ = false;
     return tooLarge(r.seq);
   }
   if (filled_ + r.payload.size() > total_)
     return violation("fragments exceed the announced message length");
   keep(r.payload);
-  if (!last) return {};
+  if (!last) return Part{};
   if (filled_ != total_)
     return violation("fragments do not add up to the announced message length");
   active_ = false;
-  if (room_) return {Result::Kind::kMessage, seq_, src_, dst_, room_->payload(), "", room_.get()};
-  return {Result::Kind::kMessage, seq_, src_, dst_, bytes_, "", nullptr};
+  if (room_) return Part{Part::Kind::kMessage, seq_, src_, dst_, room_->payload(), room_.get()};
+  return Part{Part::Kind::kMessage, seq_, src_, dst_, bytes_, nullptr};
 }
 
 }  // namespace rdmamsg::peer

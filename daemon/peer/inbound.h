@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
 #include "config/config.h"
 #include "daemon/delivery_room.h"
 #include "daemon/peer/protocol.h"
@@ -32,23 +33,24 @@ class Inbound {
       std::function<std::unique_ptr<DeliveryRoom>(std::string_view, std::string_view, uint64_t)>;
   void setRoomSource(RoomSource source) { rooms_ = std::move(source); }
 
-  struct Result {
+  // What a record made of the message it belongs to.
+  struct Part {
     enum class Kind {
-      kMore,       // a fragment kept; the message is not whole yet
-      kMessage,    // seq, src, dst, payload: a whole message
-      kTooLarge,   // seq: over max_message_size, to be answered too_large
-      kViolation,  // why: the connection must close
+      kMore,      // a fragment kept; the message is not whole yet
+      kMessage,   // seq, src, dst, payload: a whole message
+      kTooLarge,  // seq: over max_message_size, to be answered too_large
     };
     Kind kind = Kind::kMore;
     uint64_t seq = 0;
     std::string_view src, dst;
     std::span<const std::byte> payload;  // valid until the next record
-    const char* why = "";                // kViolation
     DeliveryRoom* room = nullptr;        // kMessage: the room `payload` fills, if any
   };
 
-  // The next kMessage record of this connection.
-  Result onRecord(const Record& r);
+  // The next kMessage record of this connection; protocol_error naming the
+  // violation (out of sequence, fragments that do not add up) when the
+  // connection must close.
+  Result<Part> onRecord(const Record& r);
   // A new connection: sequence numbers start at 1, nothing partly received.
   void reset();
   // A message is partly received.
@@ -57,14 +59,10 @@ class Inbound {
   void dropRoom() { room_.reset(); }
 
  private:
-  Result first(const Record& r, bool last);
-  Result next(const Record& r, bool last);
-  static Result violation(const char* why) {
-    return {Result::Kind::kViolation, 0, {}, {}, {}, why, nullptr};
-  }
-  static Result tooLarge(uint64_t seq) {
-    return {Result::Kind::kTooLarge, seq, {}, {}, {}, "", nullptr};
-  }
+  Result<Part> first(const Record& r, bool last);
+  Result<Part> next(const Record& r, bool last);
+  static Status violation(const char* why) { return Status(Errc::protocol_error, why); }
+  static Part tooLarge(uint64_t seq) { return {Part::Kind::kTooLarge, seq, {}, {}, {}, nullptr}; }
   void keep(std::span<const std::byte> fragment);  // the next fragment's bytes
 
   const config::Config& cfg_;

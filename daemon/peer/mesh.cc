@@ -197,9 +197,10 @@ Status Mesh::listen() {
   rdma::CmIdPtr id(raw);
   sockaddr_storage addr{};
   config_.listen.toSockaddr(addr);
-  if (config_.tos && !rdma::setTos(id.get(), *config_.tos))
-    return Status(Errc::io_error,
-                  "rdma_set_option(RDMA_OPTION_ID_TOS) on the listener: " + errnoText());
+  if (config_.tos) {
+    if (Status st = rdma::setTos(id.get(), *config_.tos); !st.ok())
+      return Status(st.code(), st.message() + " on the listener");
+  }
   if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0)
     return Status(Errc::io_error,
                   "cannot bind rdma_cm to " + config_.listen.toString() + ": " + errnoText());

@@ -97,9 +97,9 @@ class Outbound final : public ExternalHolder {
   // only the turn ended it, and the caller runs another (the peer marks
   // itself for service again). Service step only.
   bool pump(SendRoom& room);
-  // The peer confirmed [first, last] with `errc`. False: it named a message
-  // that is not in flight (a protocol error).
-  bool settle(uint64_t first, uint64_t last, Errc errc);
+  // The peer confirmed [first, last] with `errc`. protocol_error when it
+  // named a message that is not in flight (or confirmed one twice).
+  Status settle(uint64_t first, uint64_t last, Errc errc);
   // Fails what has passed message_timeout (queued or unconfirmed).
   // `notConnected`: why there is no connection, for queued messages' errors.
   void expire(std::string_view notConnected = {});

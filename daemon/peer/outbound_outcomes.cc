@@ -55,12 +55,20 @@ std::string Outbound::timeoutText(const std::string& service, std::string_view n
          std::to_string(config_.timers.messageTimeout.count()) + " ms";
 }
 
-bool Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
-  if (first < baseSeq_ || last >= baseSeq_ + inflight_.size() || first > last) return false;
+// The close reason's words are the protocol's (docs/protocol.md); what was
+// named follows in parentheses.
+Status Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
+  if (first < baseSeq_ || last >= baseSeq_ + inflight_.size() || first > last)
+    return Status(Errc::protocol_error, "confirmation for a message not in flight (messages " +
+                                            std::to_string(first) + " to " + std::to_string(last) +
+                                            "; in flight from " + std::to_string(baseSeq_) + ", " +
+                                            std::to_string(inflight_.size()) + ")");
   Clock::time_point now{};
   for (uint64_t seq = first; seq <= last; seq++) {
     InFlight& m = inflight_[seq - baseSeq_];
-    if (m.done) return false;  // confirmed twice
+    if (m.done)
+      return Status(Errc::protocol_error, "confirmation for a message not in flight (message " +
+                                              std::to_string(seq) + " confirmed twice)");
     if (m.sentAt != Clock::time_point{} && errc == Errc::ok) {
       if (now == Clock::time_point{}) now = Clock::now();
       latency_.observe(now - m.sentAt);
@@ -80,7 +88,7 @@ bool Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
     inflight_.popFront();
     baseSeq_++;
   }
-  return true;
+  return Status();
 }
 
 void Outbound::expire(std::string_view notConnected) {

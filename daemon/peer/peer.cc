@@ -218,11 +218,15 @@ void Peer::settleCandidates() {
     candidates_.erase(candidates_.begin() + static_cast<std::ptrdiff_t>(i));
     if (c->down()) {
       countRejectedBatch(*c);
+      if (c->wasEstablished() && logs_.lost.admit())  // proven, then lost before it was settled
+        spdlog::warn("peer {}: connection lost: {}{}", name(), c->closeReason(),
+                     logs_.lost.suffix());
       continue;
     }
     if (conn_ != nullptr && conn_->established() && conn_->remote() && c->remote() &&
         conn_->remote()->incarnation == c->remote()->incarnation) {
       c->close("duplicate connection: the peer's other connection is established");
+      spdlog::info("peer {}: closing connection: {}", name(), c->closeReason());
       continue;
     }
     makeCurrent(c, connUp_ ? "replaced by an authenticated connection from a restarted peer"
@@ -310,6 +314,8 @@ void Peer::onDown() {
   countRejectedBatch(*conn_);
   std::string why = conn_->closeReason();
   bool wasUp = connUp_;
+  // Established, if not yet seen up by this Peer: its close is a loss too.
+  const bool wasEstablished = wasUp || conn_->wasEstablished();
   connUp_ = false;
   // Closed by agreement for being idle: nothing was in flight either way, and
   // what was queued since stays queued.
@@ -325,9 +331,9 @@ void Peer::onDown() {
                  out_.queuedBytes() > 0 ? ": messages queued meanwhile, dialing again" : "");
   } else if (wasUp && (state_.get() == PeerState::kStopping || redial_.closingToRedialPending()))
     spdlog::info("peer {}: connection closed: {}", name(), why);
-  else if (wasUp && logs_.lost.admit())
+  else if (wasEstablished && logs_.lost.admit())
     spdlog::warn("peer {}: connection lost: {}{}", name(), why, logs_.lost.suffix());
-  else if (wasUp)
+  else if (wasEstablished)
     spdlog::debug("peer {}: connection lost: {}", name(), why);
   else if (auto r = conn_->rejectReason();
            r && *r != RejectReason::kNone && *r != RejectReason::kDuplicate) {
@@ -470,8 +476,9 @@ bool Peer::onRecord(const Record& r) {
         conn_->close("confirmation with an unknown outcome " + std::to_string(r.confirm.errc));
         return false;
       }
-      if (!out_.settle(r.seq, r.confirm.lastSeq, static_cast<Errc>(r.confirm.errc))) {
-        conn_->close("confirmation for a message not in flight");
+      if (Status st = out_.settle(r.seq, r.confirm.lastSeq, static_cast<Errc>(r.confirm.errc));
+          !st.ok()) {
+        conn_->close(st.message());
         return false;
       }
       return true;
@@ -500,17 +507,19 @@ bool Peer::onRecord(const Record& r) {
 }
 
 bool Peer::handleMessage(const Record& r) {
-  const Inbound::Result m = in_.onRecord(r);
+  const Result<Inbound::Part> part = in_.onRecord(r);
+  if (!part) {
+    conn_->close(part.status().message());
+    return false;
+  }
+  const Inbound::Part& m = *part;
   switch (m.kind) {
-    case Inbound::Result::Kind::kMore:
+    case Inbound::Part::Kind::kMore:
       return true;
-    case Inbound::Result::Kind::kViolation:
-      conn_->close(m.why);
-      return false;
-    case Inbound::Result::Kind::kTooLarge:
+    case Inbound::Part::Kind::kTooLarge:
       confirm(m.seq, Errc::too_large);
       return true;
-    case Inbound::Result::Kind::kMessage:
+    case Inbound::Part::Kind::kMessage:
       break;
   }
   const Delivery d = events_.deliverIncoming(*this, epoch_, m.seq, m.src, m.dst, m.payload, m.room);

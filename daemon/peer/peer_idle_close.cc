@@ -23,7 +23,11 @@ bool Peer::quiet() const {
 // disconnects (what it queued meanwhile dials again at once).
 void Peer::handleIdleClose() {
   const bool mayAgree = onDemand() && out_.queuedBytes() == 0 && quiet();
-  if (const char* close = idle_.handle(mayAgree, Clock::now())) conn_->close(close);
+  const Result<IdleCloser::Decision> d = idle_.handle(mayAgree, Clock::now());
+  if (!d)
+    conn_->close(d.status().message());
+  else if (*d == IdleCloser::Decision::kClose)
+    conn_->close(IdleCloser::kClosedByAgreement);
 }
 
 void Peer::writeIdleAnswers() {
@@ -46,7 +50,8 @@ void Peer::idleTick(Clock::time_point now) {
   idle_.noteActivity(counters_.messagesSent + counters_.messagesReceived + out_.confirmed(), now);
   if (idle_.committed()) {
     // Nothing is in flight either way: closing loses nothing.
-    if (const char* close = idle_.expire(config_.timers.heartbeatTimeout, now)) conn_->close(close);
+    if (Status st = idle_.expire(config_.timers.heartbeatTimeout, now); !st.ok())
+      conn_->close(st.message());
     return;
   }
   if (!onDemand() || config_.timers.idleTimeout.count() == 0 || !conn_->established()) return;

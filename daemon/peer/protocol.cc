@@ -76,13 +76,17 @@ bool isConfirmOutcome(uint16_t errc) {
   }
 }
 
-std::optional<Hello> decodeHello(const void* data, size_t len) {
+Result<Hello> decodeHello(const void* data, size_t len) {
   constexpr size_t kPrefix = 8;  // magic, version, reason, reserved: the same in every version
-  if (data == nullptr || len < kPrefix) return std::nullopt;
+  if (data == nullptr || len < kPrefix)
+    return Status(Errc::protocol_error,
+                  "no Hello (" + std::to_string(data == nullptr ? 0 : len) + " bytes)");
   Hello h{};
   std::memcpy(&h, data, std::min(len, kHelloSize));
-  if (h.magic != kHelloMagic) return std::nullopt;
-  if (h.version == kProtocolVersion && len < kHelloSize) return std::nullopt;
+  if (h.magic != kHelloMagic) return Status(Errc::protocol_error, "not a Hello (wrong magic)");
+  if (h.version == kProtocolVersion && len < kHelloSize)
+    return Status(Errc::protocol_error, "a Hello of " + std::to_string(len) + " bytes, not " +
+                                            std::to_string(kHelloSize));
   return h;
 }
 

@@ -29,6 +29,8 @@
 #include <span>
 #include <string_view>
 
+#include "common/status.h"
+
 namespace rdmamsg::peer {
 
 inline constexpr uint32_t kHelloMagic = 0x47534d52;  // "RMSG"
@@ -111,7 +113,7 @@ uint64_t nodeId(std::string_view name);
 // magic and version, or wrong magic). A Hello of another version decodes
 // with its version set, so that it can be rejected with that reason; its
 // other fields are not meaningful.
-std::optional<Hello> decodeHello(const void* data, size_t len);
+Result<Hello> decodeHello(const void* data, size_t len);
 
 // ------------------------------------------------------------------ data
 

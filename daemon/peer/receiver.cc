@@ -30,59 +30,61 @@ Status Receiver::post(ibv_qp* qp, bool initial) {
 
 // Seed 004: a successful completion is checked for what it is and how much
 // it carries.
-Receiver::Arrival Receiver::onReceived(const ibv_wc& wc, size_t bufferSize, bool closing) {
+Result<Receiver::Arrival> Receiver::onReceived(const ibv_wc& wc, size_t bufferSize, bool closing) {
   supply_->completed();
   const auto index = static_cast<uint32_t>(wc.wr_id & 0xffffffff);
   const bool known = supply_->owns(index);
   if (wc.opcode != IBV_WC_RECV || !known || wc.byte_len > bufferSize) {
     if (known) supply_->discard(index);
-    return {false, "receive completion with an unexpected opcode, id or length", std::nullopt};
+    return Status(Errc::protocol_error,
+                  "receive completion with an unexpected opcode, id or length");
   }
   if (closing) {
     supply_->discard(index);  // arrived as it closes: nobody reads it
-    return {};
+    return Arrival::kNothing;
   }
-  Arrival arrival;
-  const std::optional<uint32_t> bytes = verified(index, wc.byte_len, arrival);
-  if (!bytes) return arrival;
+  const Result<uint32_t> bytes = verified(index, wc.byte_len);
+  if (!bytes) return bytes.status();
   // On the passive side the first batches may complete before ESTABLISHED
   // is read from the event channel: they wait here like any other.
   counters_.batchesReceived++;
   received_.push_back({index, *bytes});
   BatchReader reader({supply_->at(index), *bytes});
-  if (!reader.open()) return {false, "malformed batch from peer", std::nullopt};
-  Status st = ledger_.onBatch(reader);
-  return {true, st.ok() ? std::string() : st.message(), std::nullopt};
+  if (!reader.open()) return Status(Errc::protocol_error, "malformed batch from peer");
+  if (Status st = ledger_.onBatch(reader); !st.ok()) return st;
+  return Arrival::kBatch;
 }
 
 // Without keys, one batch is taken unverified: the handshake's (its proof
 // is checked by the Authenticator); any other is refused, as nothing but
 // the handshake may come before the keys.
-std::optional<uint32_t> Receiver::verified(uint32_t index, uint32_t bytes, Arrival& arrival) {
+Result<uint32_t> Receiver::verified(uint32_t index, uint32_t bytes) {
   if (auth_ == nullptr) return bytes;
   if (!auth_->active()) {
     if (unverified_++ == 0) return bytes;
-    arrival = reject(index, BatchReject::kBadMac, "a batch before the session keys");
-    return std::nullopt;
+    return reject(index, BatchReject::kBadMac, "a batch before the session keys");
   }
-  const BatchAuth::Verdict v = auth_->verify({supply_->at(index), bytes});  // decrypts in place
+  Result<BatchAuth::Verdict> verdict = auth_->verify({supply_->at(index), bytes});  // in place
+  if (!verdict) {
+    // This node's libcrypto failed, not the batch: no rejection to count.
+    supply_->discard(index);
+    return verdict.status();
+  }
+  const BatchAuth::Verdict& v = *verdict;
   if (!v.reject) return static_cast<uint32_t>(v.length);
   std::string detail = "batch " + std::to_string(auth_->expected()) + " expected";
   if (*v.reject == BatchReject::kReplayed || *v.reject == BatchReject::kReordered)
     detail = "it carries batch " + std::to_string(v.seq) + ", " + detail;
-  arrival = reject(index, *v.reject, detail);
-  return std::nullopt;
+  return reject(index, *v.reject, detail);
 }
 
 // A batch that failed is never read: its buffer goes back, and the
 // connection fails with the reason.
-Receiver::Arrival Receiver::reject(uint32_t index, BatchReject why, const std::string& detail) {
+Status Receiver::reject(uint32_t index, BatchReject why, const std::string& detail) {
   supply_->discard(index);
   rejected_ = why;
-  Arrival a;
-  a.error = std::string("batch rejected: ") + toString(why) + "; " + detail;
-  a.rejected = why;
-  return a;
+  return Status(Errc::protocol_error,
+                std::string("batch rejected: ") + toString(why) + "; " + detail);
 }
 
 std::span<const std::byte> Receiver::batchAt(size_t i) const {

@@ -52,13 +52,16 @@ class Receiver {
   // Completions: whether a wr_id tag is this side's; a flushed one.
   bool isReceive(uint64_t tag) const { return supply_ && tag == supply_->tag(); }
   void onFlushed() { supply_->completed(); }
-  struct Arrival {
-    bool batch = false;                   // a batch to read arrived
-    std::string error;                    // or the connection fails
-    std::optional<BatchReject> rejected;  // failed: the batch did not verify
+  enum class Arrival : uint8_t {
+    kNothing,  // nothing to read (it arrived as the connection closes)
+    kBatch,    // a batch to read arrived
   };
-  // A successful receive completion. `closing`: nobody reads it.
-  Arrival onReceived(const ibv_wc& wc, size_t bufferSize, bool closing);
+  // A successful receive completion. `closing`: nobody reads it. An error
+  // fails the connection: protocol_error for the peer's (a completion not
+  // of its own or too long, a malformed batch, its credits, a batch that
+  // did not verify: then rejected() says why), io_error for this node's (a
+  // libcrypto call failed verifying it).
+  Result<Arrival> onReceived(const ibv_wc& wc, size_t bufferSize, bool closing);
 
   bool hasBatch() const { return !received_.empty(); }
   size_t pending() const { return received_.size(); }
@@ -84,9 +87,10 @@ class Receiver {
   std::optional<BatchReject> rejected() const { return rejected_; }
 
  private:
-  Arrival reject(uint32_t index, BatchReject why, const std::string& detail);
-  // The batch's bytes, its trailer checked and cut off; nullopt: rejected.
-  std::optional<uint32_t> verified(uint32_t index, uint32_t bytes, Arrival& arrival);
+  Status reject(uint32_t index, BatchReject why, const std::string& detail);
+  // The batch's bytes, its trailer checked and cut off; an error: rejected
+  // (its buffer is back), or this node could not verify it.
+  Result<uint32_t> verified(uint32_t index, uint32_t bytes);
 
   CreditLedger& ledger_;
   BatchAuth* auth_ = nullptr;

@@ -29,15 +29,22 @@ bool Sender::open(bool forMessages) {
   return true;
 }
 
-void Sender::seal() {
-  if (!batches_.hasOpen()) return;
+Status Sender::seal() {
+  if (!batches_.hasOpen()) return Status();
   const CreditLedger::Seal s = ledger_.seal(std::chrono::steady_clock::now());
   size_t bytes = writer_.finish(s.returned, s.released);
   // A batch posted in place has no trailer: the connection posts none in
   // place once it authenticates batches.
-  if (auth_ != nullptr && auth_->active() && writer_.external() == 0)
-    bytes = auth_->seal(pool_->buffers().at(batches_.openIndex()), bytes);
+  Status st;
+  if (auth_ != nullptr && auth_->active() && writer_.external() == 0) {
+    Result<size_t> sealed = auth_->seal(pool_->buffers().at(batches_.openIndex()), bytes);
+    if (sealed)
+      bytes = *sealed;
+    else
+      st = sealed.status();  // the batch is queued (its buffer accounted) but must not be posted
+  }
   batches_.seal(static_cast<uint32_t>(bytes));
+  return st;
 }
 
 void Sender::sealBare() {
@@ -46,12 +53,12 @@ void Sender::sealBare() {
   batches_.seal(static_cast<uint32_t>(writer_.finish(0, 0)));
 }
 
-void Sender::sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes,
-                         uint32_t lkey) {
+Status Sender::sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes,
+                           uint32_t lkey) {
   inPlace_[batches_.openIndex()] = {
       payload.share(),
       {reinterpret_cast<uint64_t>(bytes.data()), static_cast<uint32_t>(bytes.size()), lkey}};
-  seal();
+  return seal();
 }
 
 void Sender::give(uint32_t index) {
@@ -116,10 +123,13 @@ Status Sender::post(ibv_qp* qp) {
 }
 
 // A completion frees its buffer and every unsignaled one posted before it.
-bool Sender::onCompleted(uint32_t index) {
+Status Sender::onCompleted(uint32_t index) {
   const uint32_t n = batches_.complete(index, [this](uint32_t idx) { give(idx); });
   outstanding_ -= std::min(outstanding_, n);
-  return n != 0;
+  if (n == 0)
+    return Status(Errc::io_error, "send completion for a buffer that was not posted (buffer " +
+                                      std::to_string(index) + ")");
+  return Status();
 }
 
 void Sender::onBeacon() {

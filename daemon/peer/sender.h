@@ -60,7 +60,10 @@ class Sender {
   BatchWriter& batch() { return writer_; }
   bool hasOpen() const { return batches_.hasOpen(); }
   bool hasSealed() const { return !batches_.sealed().empty(); }
-  void seal();
+  // Seals the open batch (with session keys, its trailer); io_error naming
+  // the libcrypto call when sealing failed: then nothing sealed may be
+  // posted, and the connection fails.
+  Status seal();
   // Seals the open batch with no credits and no trailer (the handshake's
   // authentication batch).
   void sealBare();
@@ -68,13 +71,14 @@ class Sender {
   // (BatchWriter::addMessageHead), with its payload: `bytes` of `payload`
   // posted from where they lie (lkey: their memory's on this device). The
   // send holds the payload until its completion, or until giveBack().
-  void sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes, uint32_t lkey);
+  Status sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes, uint32_t lkey);
   // Posts every sealed batch in one list; an io_error naming the call when
   // ibv_post_send refused it.
   Status post(ibv_qp* qp);
 
-  // A send completion for buffer `index`; false when it was not posted.
-  bool onCompleted(uint32_t index);
+  // A send completion for buffer `index`; io_error when it was not posted
+  // (the device reported a send this side never made).
+  Status onCompleted(uint32_t index);
   // The teardown beacon came back: every posted send is done.
   void onBeacon();
   // Sends posted and not yet known complete.

@@ -75,7 +75,7 @@ Status decodePub(std::span<const std::byte> m, PubEnvelope& out) {
   out.token = get<uint64_t>(m.data() + 8);
   size_t at = kPubHeader;
   if (!str8(m, at, out.subject) || !str8(m, at, out.replyTo)) return bad("truncated names");
-  if (subject::checkSubject(out.subject) != nullptr) return bad("invalid subject");
+  if (!subject::checkSubject(out.subject).ok()) return bad("invalid subject");
   if (out.request != !out.replyTo.empty()) return bad("a reply token without a request");
   out.groups.clear();
   for (size_t i = 0; i < groups; i++) {

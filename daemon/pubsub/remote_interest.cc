@@ -7,8 +7,8 @@
 namespace rdmamsg::pubsub {
 
 Status RemoteInterest::add(uint64_t peer, std::string_view group, std::string_view pattern) {
-  if (const char* why = subject::checkPattern(pattern); why != nullptr)
-    return Status(Errc::protocol_error, std::string("interest in an invalid pattern: ") + why);
+  if (Status st = subject::checkPattern(pattern); !st.ok())
+    return Status(Errc::protocol_error, "interest in an invalid pattern: " + st.message());
   if (!group.empty() && !proto::isValidName(group))
     return Status(Errc::protocol_error, "interest with an invalid queue group name");
   auto& mine = byPeer_[peer];

@@ -6,22 +6,26 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <stdexcept>
 #include <system_error>
 
 #include "daemon/loop/counters.h"
 
 namespace rdmamsg::rdma {
 
-bool setNonBlocking(int fd) {
-  int flags = fcntl(fd, F_GETFL);
-  return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
+Status setNonBlocking(int fd) {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0) return callFailed("fcntl(F_GETFL)", errno);
+  if (fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)
+    return callFailed("fcntl(F_SETFL, O_NONBLOCK)", errno);
+  return Status();
 }
 
 CmEventPump::CmEventPump(loop::EventLoop& loop) : channel_(rdma_create_event_channel()) {
   if (!channel_)
     throw std::system_error(errno, std::generic_category(), "rdma_create_event_channel");
-  if (!setNonBlocking(channel_->fd))
-    throw std::system_error(errno, std::generic_category(), "event channel O_NONBLOCK");
+  if (Status st = setNonBlocking(channel_->fd); !st.ok())
+    throw std::runtime_error("event channel O_NONBLOCK: " + st.message());
   io_ = std::make_unique<loop::IoEvent>(loop, channel_->fd, EV_READ | EV_PERSIST | EV_ET,
                                         [this](short) { drain(); });
 }

@@ -41,7 +41,8 @@ Status Device::create(loop::EventLoop& loop, int cqEntries) {
   external_ = std::make_shared<ExternalRegistrations>(pd_.get(), budget_, counters_);
   channel_.reset(ibv_create_comp_channel(context_));
   if (!channel_) return ioError("ibv_create_comp_channel");
-  if (!setNonBlocking(channel_->fd)) return ioError("completion channel O_NONBLOCK");
+  if (Status st = setNonBlocking(channel_->fd); !st.ok())
+    return Status(st.code(), "completion channel O_NONBLOCK: " + st.message());
   int entries = std::max(1, std::min(cqEntries, attr_.max_cqe));
   cq_.reset(ibv_create_cq(context_, entries, this, channel_.get(), 0));
   if (!cq_) return ioError("ibv_create_cq");
@@ -56,14 +57,14 @@ Status Device::create(loop::EventLoop& loop, int cqEntries) {
       loop, loop::SpinHooks{[this] { return !failed_ && pollCompletions(); },
                             [this] { return failed_ || armBeforeSleep(); },
                             {}});
-  if (setNonBlocking(context_->async_fd))
+  if (Status st = setNonBlocking(context_->async_fd); st.ok())
     asyncIo_ = std::make_unique<loop::IoEvent>(
         loop, context_->async_fd, EV_READ | EV_PERSIST | EV_ET, [this](short) { onAsyncEvents(); });
   else
     spdlog::warn(
-        "RDMA device {}: async events fd cannot be made nonblocking; device events "
+        "RDMA device {}: async events fd cannot be made nonblocking ({}); device events "
         "are not watched",
-        name());
+        name(), st.message());
   return Status();
 }
 

@@ -120,8 +120,9 @@ Result<DeviceInfo> firstDevice() {
 Result<DeviceInfo> probeDevice(const config::Address& listen) {
   EventChannelPtr channel(rdma_create_event_channel());
   if (!channel) return firstDevice();
-  CmIdPtr id = createCmId(channel.get());
-  if (!id) return firstDevice();
+  Result<CmIdPtr> created = createCmId(channel.get());
+  if (!created) return firstDevice();
+  CmIdPtr id = std::move(created).value();
   sockaddr_storage addr{};
   listen.toSockaddr(addr);
   reinterpret_cast<sockaddr_in*>(&addr)->sin_port = 0;  // same offset for IPv6: a running

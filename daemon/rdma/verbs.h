@@ -8,7 +8,13 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <system_error>
+
+#include "common/status.h"
 
 namespace rdmamsg::rdma {
 
@@ -54,22 +60,33 @@ using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;
 using CmIdPtr = std::unique_ptr<rdma_cm_id, CmIdDeleter>;
 using CmQpPtr = std::unique_ptr<rdma_cm_id, CmQpDeleter>;  // holds the id whose QP it owns
 
-// A new rdma_cm id on `channel` (RDMA_PS_TCP); null with errno set when
-// rdma_create_id fails.
-inline CmIdPtr createCmId(rdma_event_channel* channel, void* context = nullptr) {
+// io_error for a call that failed with `err` (an errno value): "<call>:
+// <strerror>".
+inline Status callFailed(const char* call, int err) {
+  return Status(Errc::io_error,
+                std::string(call) + ": " + std::error_code(err, std::generic_category()).message());
+}
+
+// A new rdma_cm id on `channel` (RDMA_PS_TCP); io_error naming
+// rdma_create_id when it fails.
+inline Result<CmIdPtr> createCmId(rdma_event_channel* channel, void* context = nullptr) {
   rdma_cm_id* id = nullptr;
-  if (rdma_create_id(channel, &id, context, RDMA_PS_TCP) != 0) return nullptr;
+  if (rdma_create_id(channel, &id, context, RDMA_PS_TCP) != 0)
+    return callFailed("rdma_create_id", errno);
   return CmIdPtr(id);
 }
 
 // Sets the ToS byte of `id`'s connections (rdma_set_option,
 // RDMA_OPTION_ID_TOS): before resolving an address, or on a listening id
-// for the connections it accepts. False with errno set when refused.
-inline bool setTos(rdma_cm_id* id, uint8_t tos) {
-  return rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos) == 0;
+// for the connections it accepts. io_error naming the call when refused.
+inline Status setTos(rdma_cm_id* id, uint8_t tos) {
+  if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos) != 0)
+    return callFailed("rdma_set_option(RDMA_OPTION_ID_TOS)", errno);
+  return Status();
 }
 
-// Makes an rdma-core fd nonblocking (channels are blocking by default).
-bool setNonBlocking(int fd);
+// Makes an rdma-core fd nonblocking (channels are blocking by default);
+// io_error naming fcntl when it cannot.
+Status setNonBlocking(int fd);
 
 }  // namespace rdmamsg::rdma

@@ -53,6 +53,17 @@ TEST(Auth, AProofVerifiesUnderItsOwnKeyRoleAndTranscriptOnly) {
   EXPECT_FALSE(auth::verify(kKey, Role::kDialer, t, tampered.data()));
 }
 
+// A proof that does not verify is the peer's fault (permission_denied), not
+// this node's (io_error, for a libcrypto failure).
+TEST(Auth, AProofThatDoesNotVerifyIsPermissionDeniedNotALocalFailure) {
+  const auth::Transcript t = transcript();
+  const auth::Proof p = auth::prove(kKey, Role::kDialer, t).value();
+  EXPECT_EQ(auth::verify(kKey, Role::kDialer, t, p.data()), Status());
+  const Status st = auth::verify(kKey + "x", Role::kDialer, t, p.data());
+  EXPECT_EQ(st.code(), Errc::permission_denied) << st.toString();
+  EXPECT_NE(st.code(), Errc::io_error);
+}
+
 TEST(Auth, ProofsAreHmacSha256AndNoncesAreFresh) {
   const auth::Transcript t = transcript();
   EXPECT_EQ(auth::prove(kKey, Role::kDialer, t).value(),

@@ -60,7 +60,7 @@ struct Batch {
 // A received batch is its own buffer (verify decrypts it in place): a copy.
 BatchAuth::Verdict check(BatchAuth& receiver, std::span<const std::byte> bytes) {
   std::vector<std::byte> copy(bytes.begin(), bytes.end());
-  return receiver.verify(copy);
+  return receiver.verify(copy).value();
 }
 
 // A dialer and an acceptor of one connection, each with its end's keys.
@@ -75,7 +75,7 @@ struct Ends {
   // The dialer seals a fresh batch.
   Batch send(size_t payload = 40) {
     Batch b(payload);
-    b.size = dialer.seal(b.buf.data(), b.size);
+    b.size = dialer.seal(b.buf.data(), b.size).value();
     return b;
   }
 };
@@ -117,7 +117,7 @@ TEST_P(BatchAuthTest, GenuineBatchesVerifyInOrderAndKeepTheirBytes) {
     const Batch b = e.send();
     ASSERT_EQ(b.size, Batch().size + kBatchTrailerSize);
     Batch received = b;
-    const BatchAuth::Verdict v = e.acceptor.verify({received.buf.data(), received.size});
+    const BatchAuth::Verdict v = e.acceptor.verify({received.buf.data(), received.size}).value();
     ASSERT_FALSE(v.reject) << keyOf(*v.reject);
     EXPECT_EQ(v.seq, seq);
     EXPECT_EQ(v.length, Batch().size);
@@ -151,6 +151,21 @@ TEST_P(BatchAuthTest, AForgedBatchIsRejected) {
   EXPECT_EQ(check(e.acceptor, relayed.send().bytes()).reject, BatchReject::kBadMac);
   // Reflected: the dialer's own batch sent back to it.
   EXPECT_EQ(check(e.dialer, e.send().bytes()).reject, BatchReject::kBadMac);
+}
+
+// A batch that does not verify is the peer's doing: a verdict, never this
+// node's io_error (kept for a libcrypto call that fails here).
+TEST_P(BatchAuthTest, ABatchThatDoesNotVerifyIsAVerdictNotALocalFailure) {
+  Ends e = ends();
+  const Batch genuine = e.send();
+  Batch forged = genuine;
+  forged.buf[forged.size - 1] ^= std::byte{1};  // the tag's last byte
+  std::vector<std::byte> copy(forged.bytes().begin(), forged.bytes().end());
+  const Result<BatchAuth::Verdict> v = e.acceptor.verify(copy);
+  ASSERT_TRUE(v.ok()) << v.status().toString();
+  EXPECT_EQ(v->reject, BatchReject::kBadMac);
+  // The genuine one still verifies after it.
+  EXPECT_FALSE(check(e.acceptor, genuine.bytes()).reject);
 }
 
 TEST_P(BatchAuthTest, EveryFlippedBitIsRejected) {
@@ -274,8 +289,8 @@ TEST_P(BatchAuthTest, CostPerBatch) {
     constexpr int kRounds = 2000;
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < kRounds; i++) {
-      b.size = e.dialer.seal(b.buf.data(), length);
-      ASSERT_FALSE(e.acceptor.verify({b.buf.data(), b.size}).reject);
+      b.size = e.dialer.seal(b.buf.data(), length).value();
+      ASSERT_FALSE(e.acceptor.verify({b.buf.data(), b.size}).value().reject);
     }
     const double ns =
         std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /

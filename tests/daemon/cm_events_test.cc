@@ -28,9 +28,10 @@ class CmEventPumpTest : public ::testing::Test {
   // Starts address resolution of a new id with `handler` as its context:
   // softrdma queues ADDR_RESOLVED on the channel at once.
   CmIdPtr resolving(CmHandler* handler) {
-    CmIdPtr id = createCmId(pump_.channel(), handler);
-    EXPECT_TRUE(id);
-    if (!id) return id;
+    Result<CmIdPtr> created = createCmId(pump_.channel(), handler);
+    EXPECT_TRUE(created.ok()) << created.status().toString();
+    if (!created) return nullptr;
+    CmIdPtr id = std::move(created).value();
     sockaddr_in dst = test::ipv4("127.0.0.1", 7471);
     EXPECT_EQ(rdma_resolve_addr(id.get(), nullptr, test::asSockaddr(dst), 2000), 0);
     return id;
@@ -96,11 +97,11 @@ TEST_F(CmEventPumpTest, AConnectRequestGoesToTheListenersHandlerWithItsPrivateDa
   test::RecordingHandler listener, client;
   const uint16_t port = test::freePort();
   ASSERT_NE(port, 0);
-  CmIdPtr listen = createCmId(pump_.channel(), static_cast<CmHandler*>(&listener));
+  CmIdPtr listen = createCmId(pump_.channel(), static_cast<CmHandler*>(&listener)).value();
   sockaddr_in a = test::ipv4("127.0.0.1", port);
   ASSERT_EQ(rdma_bind_addr(listen.get(), test::asSockaddr(a)), 0);
   ASSERT_EQ(rdma_listen(listen.get(), 4), 0);
-  CmIdPtr dial = createCmId(pump_.channel(), static_cast<CmHandler*>(&client));
+  CmIdPtr dial = createCmId(pump_.channel(), static_cast<CmHandler*>(&client)).value();
   ASSERT_EQ(rdma_resolve_addr(dial.get(), nullptr, test::asSockaddr(a), 2000), 0);
   ASSERT_TRUE(test::stepUntil(loop_, [&] { return client.saw(RDMA_CM_EVENT_ADDR_RESOLVED); }));
   ASSERT_EQ(rdma_resolve_route(dial.get(), 2000), 0);

@@ -100,10 +100,13 @@ class ConnectionTest : public ::testing::Test {
     acceptorParams_ = std::move(acceptor);
     accept_ = accept;
     listener_.then = [this](const rdma::CmEvent& e) { onRequest(e); };
-    listenId_ = rdma::createCmId(pump_.channel(), static_cast<rdma::CmHandler*>(&listener_));
+    Result<rdma::CmIdPtr> id =
+        rdma::createCmId(pump_.channel(), static_cast<rdma::CmHandler*>(&listener_));
+    ASSERT_TRUE(id.ok()) << id.status().toString();
+    listenId_ = std::move(id).value();
     port_ = peer::test::freePort();
     sockaddr_in a = ipv4("127.0.0.1", port_);
-    ASSERT_TRUE(listenId_ && port_ != 0);
+    ASSERT_NE(port_, 0);
     ASSERT_EQ(rdma_bind_addr(listenId_.get(), asSockaddr(a)), 0);
     ASSERT_EQ(rdma_listen(listenId_.get(), 4), 0);
     dialTo(std::move(dialer), port_);

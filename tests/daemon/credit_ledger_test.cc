@@ -272,7 +272,10 @@ TEST(CreditLedger, APeerThatBreaksTheRulesIsRefused) {
   {
     CreditLedger l(64, 1000ms, kStart);
     l.knowPeer(peerHello(8, 4, false));
-    EXPECT_FALSE(l.takeInitialCredits()) << "a grant beyond its own buffers";
+    EXPECT_EQ(
+        l.takeInitialCredits(),
+        Status(Errc::protocol_error, "peer returned more credits than it has receive buffers"))
+        << "a grant beyond its own buffers";
   }
 }
 

@@ -21,13 +21,13 @@ TEST(IdleCloserTest, ARequestIsAcceptedOnlyWhenThisNodeMayAgree) {
   const auto t0 = Clock::now();
   idle.reset(t0);
   idle.received(IdleClose::kRequest);
-  EXPECT_EQ(idle.handle(false, t0), nullptr);
+  EXPECT_EQ(idle.handle(false, t0).value(), IdleCloser::Decision::kGoOn);
   ASSERT_EQ(idle.answers().size(), 1u);
   EXPECT_EQ(idle.answers()[0], IdleClose::kRefuse);
   EXPECT_FALSE(idle.committed()) << "a refusal commits to nothing";
   idle.written(1);
   idle.received(IdleClose::kRequest);
-  EXPECT_EQ(idle.handle(true, t0), nullptr);
+  EXPECT_EQ(idle.handle(true, t0).value(), IdleCloser::Decision::kGoOn);
   ASSERT_EQ(idle.answers().size(), 1u);
   EXPECT_EQ(idle.answers()[0], IdleClose::kAccept);
   EXPECT_TRUE(idle.committed()) << "having agreed, this node starts no message";
@@ -42,13 +42,13 @@ TEST(IdleCloserTest, ThisNodesRequestClosesOnAnAcceptAndIsForgottenOnARefusal) {
   idle.asked(t0);
   EXPECT_TRUE(idle.committed());
   idle.received(IdleClose::kRefuse);
-  EXPECT_EQ(idle.handle(true, t0 + 1s), nullptr);
+  EXPECT_EQ(idle.handle(true, t0 + 1s).value(), IdleCloser::Decision::kGoOn);
   EXPECT_FALSE(idle.committed());
   EXPECT_FALSE(idle.idleFor(500ms, t0 + 1s)) << "a refusal starts another idle period";
   EXPECT_TRUE(idle.idleFor(500ms, t0 + 1500ms));
   idle.asked(t0 + 2s);
   idle.received(IdleClose::kAccept);
-  EXPECT_STREQ(idle.handle(true, t0 + 2s), "idle-closed");
+  EXPECT_EQ(idle.handle(true, t0 + 2s).value(), IdleCloser::Decision::kClose);
   EXPECT_EQ(idle.state(), IdleAgreement::kClosing);
 }
 
@@ -56,9 +56,10 @@ TEST(IdleCloserTest, AnAnswerWithoutARequestClosesTheConnection) {
   IdleCloser idle("test");
   idle.reset(Clock::now());
   idle.received(IdleClose::kAccept);
-  const char* why = idle.handle(true, Clock::now());
-  ASSERT_NE(why, nullptr);
-  EXPECT_NE(std::string(why).find("without a request"), std::string::npos);
+  const Result<IdleCloser::Decision> d = idle.handle(true, Clock::now());
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), Errc::protocol_error);
+  EXPECT_NE(d.status().message().find("without a request"), std::string::npos);
 }
 
 TEST(IdleCloserTest, BothAskingAtOnceAgreeAndARefusalOfOursKeepsTheAgreement) {
@@ -68,7 +69,7 @@ TEST(IdleCloserTest, BothAskingAtOnceAgreeAndARefusalOfOursKeepsTheAgreement) {
   idle.asked(t0);
   idle.received(IdleClose::kRequest);
   idle.received(IdleClose::kRefuse);  // the peer had asked too: it refuses ours
-  EXPECT_EQ(idle.handle(true, t0), nullptr);
+  EXPECT_EQ(idle.handle(true, t0).value(), IdleCloser::Decision::kGoOn);
   EXPECT_EQ(idle.state(), IdleAgreement::kAgreed);
   EXPECT_TRUE(idle.agreedToClose());
 }
@@ -78,8 +79,10 @@ TEST(IdleCloserTest, AnAgreementNotCompletedExpiresAndANewConnectionStartsAfresh
   const auto t0 = Clock::now();
   idle.reset(t0);
   idle.asked(t0);
-  EXPECT_EQ(idle.expire(1s, t0 + 500ms), nullptr);
-  ASSERT_NE(idle.expire(1s, t0 + 2s), nullptr);
+  EXPECT_TRUE(idle.expire(1s, t0 + 500ms).ok());
+  const Status expired = idle.expire(1s, t0 + 2s);
+  ASSERT_FALSE(expired.ok());
+  EXPECT_EQ(expired.code(), Errc::timeout);
   EXPECT_EQ(idle.state(), IdleAgreement::kClosing);
   idle.reset(t0 + 3s);
   EXPECT_EQ(idle.state(), IdleAgreement::kNone);

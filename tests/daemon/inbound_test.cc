@@ -11,7 +11,20 @@
 namespace rdmamsg::peer {
 namespace {
 
-using Kind = Inbound::Result::Kind;
+// What a record made: Inbound::Part's kinds, or a violation (an error).
+enum class Kind { kMore, kMessage, kTooLarge, kViolation };
+Kind kindOf(const Result<Inbound::Part>& r) {
+  if (!r.ok()) return Kind::kViolation;
+  switch (r->kind) {
+    case Inbound::Part::Kind::kMore:
+      return Kind::kMore;
+    case Inbound::Part::Kind::kMessage:
+      return Kind::kMessage;
+    case Inbound::Part::Kind::kTooLarge:
+      return Kind::kTooLarge;
+  }
+  return Kind::kViolation;
+}
 
 class InboundTest : public ::testing::Test {
  protected:
@@ -44,26 +57,26 @@ class InboundTest : public ::testing::Test {
 TEST_F(InboundTest, WholeMessagesComeOutInSequenceWithTheirNames) {
   for (uint64_t seq = 1; seq <= 3; seq++) {
     auto m = in.onRecord(whole(seq, "m" + std::to_string(seq)));
-    ASSERT_EQ(m.kind, Kind::kMessage);
-    EXPECT_EQ(m.seq, seq);
-    EXPECT_EQ(m.src, "src");
-    EXPECT_EQ(m.dst, "dst");
-    EXPECT_EQ(text(m.payload), "m" + std::to_string(seq));
+    ASSERT_EQ(kindOf(m), Kind::kMessage);
+    EXPECT_EQ(m->seq, seq);
+    EXPECT_EQ(m->src, "src");
+    EXPECT_EQ(m->dst, "dst");
+    EXPECT_EQ(text(m->payload), "m" + std::to_string(seq));
   }
   EXPECT_FALSE(in.midMessage());
 }
 
 TEST_F(InboundTest, FragmentsAreReassembledIntoOneMessage) {
-  EXPECT_EQ(in.onRecord(fragment(1, kFirstFragment, "abc", 9)).kind, Kind::kMore);
+  EXPECT_EQ(kindOf(in.onRecord(fragment(1, kFirstFragment, "abc", 9))), Kind::kMore);
   EXPECT_TRUE(in.midMessage());
-  EXPECT_EQ(in.onRecord(fragment(1, 0, "def")).kind, Kind::kMore);
+  EXPECT_EQ(kindOf(in.onRecord(fragment(1, 0, "def"))), Kind::kMore);
   auto m = in.onRecord(fragment(1, kLastFragment, "ghi"));
-  ASSERT_EQ(m.kind, Kind::kMessage);
-  EXPECT_EQ(m.seq, 1u);
-  EXPECT_EQ(m.dst, "dst");
-  EXPECT_EQ(text(m.payload), "abcdefghi");
+  ASSERT_EQ(kindOf(m), Kind::kMessage);
+  EXPECT_EQ(m->seq, 1u);
+  EXPECT_EQ(m->dst, "dst");
+  EXPECT_EQ(text(m->payload), "abcdefghi");
   EXPECT_FALSE(in.midMessage());
-  EXPECT_EQ(in.onRecord(whole(2, "next")).kind, Kind::kMessage);
+  EXPECT_EQ(kindOf(in.onRecord(whole(2, "next"))), Kind::kMessage);
 }
 
 // A room offered at the first fragment (the listener's delivery block):
@@ -86,86 +99,98 @@ TEST_F(InboundTest, FragmentsArePutTogetherInTheRoomTheListenerOffers) {
     asked.emplace_back(std::string(src) + ">" + std::string(dst), total);
     return std::make_unique<TestRoom>(sizeGiven != 0 ? sizeGiven : total, &alive);
   });
-  EXPECT_EQ(in.onRecord(whole(1, "small")).room, nullptr) << "a whole message needs no room";
+  EXPECT_EQ(in.onRecord(whole(1, "small"))->room, nullptr) << "a whole message needs no room";
   EXPECT_TRUE(asked.empty());
 
-  EXPECT_EQ(in.onRecord(fragment(2, kFirstFragment, "abc", 9)).kind, Kind::kMore);
+  EXPECT_EQ(kindOf(in.onRecord(fragment(2, kFirstFragment, "abc", 9))), Kind::kMore);
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_EQ(asked[0], std::make_pair(std::string("src>dst"), uint64_t{9}));
-  EXPECT_EQ(in.onRecord(fragment(2, 0, "def")).kind, Kind::kMore);
+  EXPECT_EQ(kindOf(in.onRecord(fragment(2, 0, "def"))), Kind::kMore);
   auto m = in.onRecord(fragment(2, kLastFragment, "ghi"));
-  ASSERT_EQ(m.kind, Kind::kMessage);
-  ASSERT_NE(m.room, nullptr);
-  EXPECT_EQ(m.payload.data(), m.room->payload().data()) << "the payload lies in the room";
-  EXPECT_EQ(text(m.payload), "abcdefghi");
+  ASSERT_EQ(kindOf(m), Kind::kMessage);
+  ASSERT_NE(m->room, nullptr);
+  EXPECT_EQ(m->payload.data(), m->room->payload().data()) << "the payload lies in the room";
+  EXPECT_EQ(text(m->payload), "abcdefghi");
   in.dropRoom();
   EXPECT_EQ(alive, 0);
 
   sizeGiven = 4;  // not the message's size: the own buffer instead
-  EXPECT_EQ(in.onRecord(fragment(3, kFirstFragment, "abc", 6)).kind, Kind::kMore);
+  EXPECT_EQ(kindOf(in.onRecord(fragment(3, kFirstFragment, "abc", 6))), Kind::kMore);
   m = in.onRecord(fragment(3, kLastFragment, "def"));
-  ASSERT_EQ(m.kind, Kind::kMessage);
-  EXPECT_EQ(m.room, nullptr);
-  EXPECT_EQ(text(m.payload), "abcdef");
+  ASSERT_EQ(kindOf(m), Kind::kMessage);
+  EXPECT_EQ(m->room, nullptr);
+  EXPECT_EQ(text(m->payload), "abcdef");
 
   sizeGiven = 0;
-  EXPECT_EQ(in.onRecord(fragment(4, kFirstFragment, "abc", 5)).kind, Kind::kMore);
-  EXPECT_EQ(in.onRecord(fragment(4, kLastFragment, "defgh")).kind, Kind::kViolation);
+  EXPECT_EQ(kindOf(in.onRecord(fragment(4, kFirstFragment, "abc", 5))), Kind::kMore);
+  EXPECT_EQ(kindOf(in.onRecord(fragment(4, kLastFragment, "defgh"))), Kind::kViolation);
   in.reset();
   EXPECT_EQ(alive, 0) << "a connection's end gives the room back";
 }
 
 TEST_F(InboundTest, AMessageOverTheLimitIsAnsweredTooLargeAndNothingOfItIsKept) {
   auto m = in.onRecord(whole(1, std::string(101, 'x')));
-  EXPECT_EQ(m.kind, Kind::kTooLarge);
-  EXPECT_EQ(m.seq, 1u);
+  EXPECT_EQ(kindOf(m), Kind::kTooLarge);
+  EXPECT_EQ(m->seq, 1u);
   // Announced over the limit: its fragments are skipped, the last answers.
-  EXPECT_EQ(in.onRecord(fragment(2, kFirstFragment, "abc", 500)).kind, Kind::kMore);
-  EXPECT_EQ(in.onRecord(fragment(2, 0, std::string(90, 'y'))).kind, Kind::kMore);
+  EXPECT_EQ(kindOf(in.onRecord(fragment(2, kFirstFragment, "abc", 500))), Kind::kMore);
+  EXPECT_EQ(kindOf(in.onRecord(fragment(2, 0, std::string(90, 'y')))), Kind::kMore);
   m = in.onRecord(fragment(2, kLastFragment, "z"));
-  EXPECT_EQ(m.kind, Kind::kTooLarge);
-  EXPECT_EQ(m.seq, 2u);
-  EXPECT_EQ(in.onRecord(whole(3, "fine")).kind, Kind::kMessage) << "the connection goes on";
+  EXPECT_EQ(kindOf(m), Kind::kTooLarge);
+  EXPECT_EQ(m->seq, 2u);
+  EXPECT_EQ(kindOf(in.onRecord(whole(3, "fine"))), Kind::kMessage) << "the connection goes on";
 }
 
 TEST_F(InboundTest, TheLimitIsReadAtEachMessageSoAReloadApplies) {
   cfg.buffers.maxMessageSize = 4;
-  EXPECT_EQ(in.onRecord(whole(1, "12345")).kind, Kind::kTooLarge);
+  EXPECT_EQ(kindOf(in.onRecord(whole(1, "12345"))), Kind::kTooLarge);
   cfg.buffers.maxMessageSize = 5;
-  EXPECT_EQ(in.onRecord(whole(2, "12345")).kind, Kind::kMessage);
+  EXPECT_EQ(kindOf(in.onRecord(whole(2, "12345"))), Kind::kMessage);
 }
 
 TEST_F(InboundTest, OutOfSequenceRecordsAreViolations) {
-  EXPECT_EQ(in.onRecord(whole(2, "skipped one")).kind, Kind::kViolation);
+  EXPECT_EQ(kindOf(in.onRecord(whole(2, "skipped one"))), Kind::kViolation);
   Inbound b{cfg};
-  EXPECT_EQ(b.onRecord(fragment(1, 0, "no first")).kind, Kind::kViolation);
+  EXPECT_EQ(kindOf(b.onRecord(fragment(1, 0, "no first"))), Kind::kViolation);
   Inbound c{cfg};
-  ASSERT_EQ(c.onRecord(fragment(1, kFirstFragment, "ab", 4)).kind, Kind::kMore);
-  EXPECT_EQ(c.onRecord(whole(2, "interleaved")).kind, Kind::kViolation);
+  ASSERT_EQ(kindOf(c.onRecord(fragment(1, kFirstFragment, "ab", 4))), Kind::kMore);
+  EXPECT_EQ(kindOf(c.onRecord(whole(2, "interleaved"))), Kind::kViolation);
   Inbound d{cfg};
-  ASSERT_EQ(d.onRecord(fragment(1, kFirstFragment, "ab", 4)).kind, Kind::kMore);
-  EXPECT_EQ(d.onRecord(fragment(2, kLastFragment, "cd")).kind, Kind::kViolation)
+  ASSERT_EQ(kindOf(d.onRecord(fragment(1, kFirstFragment, "ab", 4))), Kind::kMore);
+  EXPECT_EQ(kindOf(d.onRecord(fragment(2, kLastFragment, "cd"))), Kind::kViolation)
       << "a fragment of another message";
 }
 
 TEST_F(InboundTest, FragmentsThatDoNotAddUpToTheAnnouncedLengthAreViolations) {
-  EXPECT_EQ(in.onRecord(fragment(1, kFirstFragment, "abcdef", 4)).kind, Kind::kViolation)
+  EXPECT_EQ(kindOf(in.onRecord(fragment(1, kFirstFragment, "abcdef", 4))), Kind::kViolation)
       << "a first fragment longer than its message";
   Inbound b{cfg};
-  ASSERT_EQ(b.onRecord(fragment(1, kFirstFragment, "ab", 4)).kind, Kind::kMore);
-  EXPECT_EQ(b.onRecord(fragment(1, kLastFragment, "cde")).kind, Kind::kViolation);
+  ASSERT_EQ(kindOf(b.onRecord(fragment(1, kFirstFragment, "ab", 4))), Kind::kMore);
+  EXPECT_EQ(kindOf(b.onRecord(fragment(1, kLastFragment, "cde"))), Kind::kViolation);
   Inbound c{cfg};
-  ASSERT_EQ(c.onRecord(fragment(1, kFirstFragment, "ab", 4)).kind, Kind::kMore);
-  EXPECT_EQ(c.onRecord(fragment(1, kLastFragment, "c")).kind, Kind::kViolation)
+  ASSERT_EQ(kindOf(c.onRecord(fragment(1, kFirstFragment, "ab", 4))), Kind::kMore);
+  EXPECT_EQ(kindOf(c.onRecord(fragment(1, kLastFragment, "c"))), Kind::kViolation)
       << "a message that ends short";
 }
 
 TEST_F(InboundTest, ANewConnectionStartsAtSequenceOneWithNothingPartlyReceived) {
-  ASSERT_EQ(in.onRecord(whole(1, "a")).kind, Kind::kMessage);
-  ASSERT_EQ(in.onRecord(fragment(2, kFirstFragment, "ab", 4)).kind, Kind::kMore);
+  ASSERT_EQ(kindOf(in.onRecord(whole(1, "a"))), Kind::kMessage);
+  ASSERT_EQ(kindOf(in.onRecord(fragment(2, kFirstFragment, "ab", 4))), Kind::kMore);
   in.reset();
   EXPECT_FALSE(in.midMessage());
-  EXPECT_EQ(in.onRecord(whole(1, "again")).kind, Kind::kMessage);
+  EXPECT_EQ(kindOf(in.onRecord(whole(1, "again"))), Kind::kMessage);
+}
+
+// A violation is the peer's: protocol_error naming it, the connection's
+// close reason (the integration tests grep the log for it).
+TEST_F(InboundTest, AViolationIsAProtocolErrorNamingIt) {
+  const Result<Inbound::Part> m = in.onRecord(whole(2, "skipped one"));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status(), Status(Errc::protocol_error, "message out of sequence from peer"));
+  ASSERT_EQ(kindOf(in.onRecord(whole(1, "a"))), Kind::kMessage);
+  ASSERT_EQ(kindOf(in.onRecord(fragment(2, kFirstFragment, "ab", 4))), Kind::kMore);
+  EXPECT_EQ(in.onRecord(fragment(2, kLastFragment, "cde")).status().message(),
+            "fragments exceed the announced message length");
 }
 
 }  // namespace

@@ -446,6 +446,14 @@ TEST_F(OutboundTest, ConfirmationsGiveEachMessageOneOutcome) {
   ASSERT_TRUE(out_->settle(3, 3, Errc::unknown_service));  // before 2: out of order
   EXPECT_FALSE(out_->settle(3, 3, Errc::ok)) << "confirmed twice";
   EXPECT_FALSE(out_->settle(9, 9, Errc::ok)) << "never sent";
+  const Status twice = out_->settle(3, 3, Errc::ok);
+  EXPECT_EQ(twice.code(), Errc::protocol_error);
+  EXPECT_EQ(twice.message(),
+            "confirmation for a message not in flight (message 3 confirmed twice)");
+  EXPECT_EQ(
+      out_->settle(9, 9, Errc::ok).message().rfind("confirmation for a message not in flight", 0),
+      0u)
+      << "the words the connection closes with";
   ASSERT_TRUE(out_->settle(2, 2, Errc::ok));
   EXPECT_EQ(events_.deliveredIds, (std::vector<uint64_t>{1, 2}));
   ASSERT_EQ(events_.outcomes.count(3), 1u);

@@ -53,7 +53,7 @@ TEST_P(HelloPadding, DecodesFromZeroPaddedPrivateData) {
   std::vector<std::byte> pd(GetParam(), std::byte{0});
   std::memcpy(pd.data(), &h, sizeof h);
   auto d = decodeHello(pd.data(), pd.size());
-  ASSERT_TRUE(d.has_value());
+  ASSERT_TRUE(d.ok());
   expectSameHello(*d, h);
 }
 
@@ -74,20 +74,20 @@ TEST(Hello, ShortDataIsNotAHello) {
   std::vector<std::byte> pd(sizeof h);
   std::memcpy(pd.data(), &h, sizeof h);
   for (size_t len = 0; len < kHelloSize; len++)
-    EXPECT_FALSE(decodeHello(pd.data(), len).has_value()) << len;
-  EXPECT_FALSE(decodeHello(nullptr, 0).has_value());
-  EXPECT_FALSE(decodeHello(nullptr, 56).has_value());
+    EXPECT_FALSE(decodeHello(pd.data(), len).ok()) << len;
+  EXPECT_FALSE(decodeHello(nullptr, 0).ok());
+  EXPECT_FALSE(decodeHello(nullptr, 56).ok());
 }
 
 TEST(Hello, WrongMagicIsNotAHello) {
   std::vector<std::byte> pd(56, std::byte{0});
-  EXPECT_FALSE(decodeHello(pd.data(), pd.size()).has_value()) << "all zeros";
+  EXPECT_FALSE(decodeHello(pd.data(), pd.size()).ok()) << "all zeros";
   Hello h = sampleHello();
   for (int bit = 0; bit < 32; bit++) {
     Hello bad = h;
     bad.magic ^= 1u << bit;
     std::memcpy(pd.data(), &bad, sizeof bad);
-    EXPECT_FALSE(decodeHello(pd.data(), pd.size()).has_value()) << bit;
+    EXPECT_FALSE(decodeHello(pd.data(), pd.size()).ok()) << bit;
   }
 }
 
@@ -97,7 +97,7 @@ TEST(Hello, OtherVersionsDecodeSoThatTheyCanBeRejectedWithAReason) {
   std::byte pd[56]{};
   std::memcpy(pd, &h, sizeof h);
   auto d = decodeHello(pd, sizeof pd);
-  ASSERT_TRUE(d.has_value());
+  ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->version, kProtocolVersion + 1);
 }
 

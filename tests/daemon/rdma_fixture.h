@@ -103,8 +103,10 @@ class Loopback {
       : loop_(loop), device_(std::move(device)), shape_(std::move(shape)) {
     listener_.then = [this](const CmEvent& e) { onRequest(e); };
     client_.then = [this](const CmEvent& e) { onClient(e); };
-    listenId_ = createCmId(pump.channel(), static_cast<CmHandler*>(&listener_));
-    clientId_ = createCmId(pump.channel(), static_cast<CmHandler*>(&client_));
+    if (Result<CmIdPtr> id = createCmId(pump.channel(), static_cast<CmHandler*>(&listener_)))
+      listenId_ = std::move(id).value();
+    if (Result<CmIdPtr> id = createCmId(pump.channel(), static_cast<CmHandler*>(&client_)))
+      clientId_ = std::move(id).value();
     port_ = freePort();
     sockaddr_in a = ipv4("127.0.0.1", port_);
     ok_ = listenId_ && clientId_ && port_ != 0 &&

@@ -39,6 +39,15 @@ rdma::PoolParams pools(bool sharedReceive) {
   return p;
 }
 
+// A batch to read arrived.
+bool isBatch(const Result<Receiver::Arrival>& a) {
+  return a.ok() && *a == Receiver::Arrival::kBatch;
+}
+// The reason the connection fails ("" when it does not).
+std::string errorOf(const Result<Receiver::Arrival>& a) {
+  return a.ok() ? std::string() : a.status().message();
+}
+
 class ReceiverTest : public ::testing::Test {
  protected:
   // Connects the link, the server's receive side a Receiver of at most 6
@@ -68,7 +77,7 @@ class ReceiverTest : public ::testing::Test {
     w.reset(sendBufs_->at(slot), kBuffer - kBatchTrailerSize);
     w.addConfirm(seq, seq, 0);
     size_t bytes = w.finish(credits);
-    if (auth != nullptr) bytes = auth->seal(sendBufs_->at(slot), bytes);
+    if (auth != nullptr) bytes = auth->seal(sendBufs_->at(slot), bytes).value();
     return static_cast<uint32_t>(bytes);
   }
   // Sends `bytes` of client buffer `slot` and waits for the server's completion.
@@ -86,8 +95,8 @@ class ReceiverTest : public ::testing::Test {
     if (link_.server.completions.size() == before) link_.server.completions.push_back(ibv_wc{});
     return link_.server.completions.back();
   }
-  Receiver::Arrival receive(uint32_t slot, uint64_t seq, uint32_t credits = 0,
-                            BatchAuth* auth = nullptr) {
+  Result<Receiver::Arrival> receive(uint32_t slot, uint64_t seq, uint32_t credits = 0,
+                                    BatchAuth* auth = nullptr) {
     const ibv_wc wc = send(slot, write(slot, seq, credits, auth));
     EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
     return receiver_.onReceived(wc, kBuffer, false);
@@ -132,9 +141,9 @@ TEST_F(ReceiverTest, WithASharedQueueTheGrantIsTheInitialOneAndMoreMayBeLent) {
 TEST_F(ReceiverTest, BatchesAreKeptInArrivalOrderWithTheirCreditsTakenAtOnce) {
   connect();
   for (uint32_t i = 0; i < 3; i++) {
-    const Receiver::Arrival a = receive(i, 10 + i, 2);
-    EXPECT_TRUE(a.batch);
-    EXPECT_EQ(a.error, "");
+    const Result<Receiver::Arrival> a = receive(i, 10 + i, 2);
+    EXPECT_TRUE(isBatch(a));
+    EXPECT_EQ(errorOf(a), "");
     EXPECT_EQ(ledger_.credits(), 2 * (i + 1)) << "batch " << i;
   }
   ASSERT_EQ(receiver_.pending(), 3u);
@@ -163,9 +172,9 @@ TEST_F(ReceiverTest, BatchesAreKeptInArrivalOrderWithTheirCreditsTakenAtOnce) {
   for (uint32_t i = 0; i < 6; i++) {
     ledger_.open(false);  // a batch of this end's returns what is owed
     EXPECT_GT(ledger_.seal(std::chrono::steady_clock::now()).returned, 0u);
-    const Receiver::Arrival a = receive(i % 8, 20 + i);
-    ASSERT_TRUE(a.batch) << "batch " << i;
-    EXPECT_EQ(a.error, "") << "batch " << i;
+    const Result<Receiver::Arrival> a = receive(i % 8, 20 + i);
+    ASSERT_TRUE(isBatch(a)) << "batch " << i;
+    EXPECT_EQ(errorOf(a), "") << "batch " << i;
     EXPECT_EQ(seqAt(0), 20 + i);
     receiver_.consume(0);
     ASSERT_TRUE(receiver_.post(link_.serverQp(), false).ok());
@@ -178,15 +187,15 @@ TEST_F(ReceiverTest, ACompletionNotOfItsOwnOrTooLongFailsTheConnection) {
   const ibv_wc good = send(0, write(0, 1, 0));
   ibv_wc wrongOpcode = good;
   wrongOpcode.opcode = IBV_WC_SEND;
-  EXPECT_NE(receiver_.onReceived(wrongOpcode, kBuffer, false).error, "");
+  EXPECT_NE(errorOf(receiver_.onReceived(wrongOpcode, kBuffer, false)), "");
   ibv_wc unknown = good;
   unknown.wr_id = rdma::kQpRecvTag | 6;  // beyond its six buffers
-  EXPECT_NE(receiver_.onReceived(unknown, kBuffer, false).error, "");
+  EXPECT_NE(errorOf(receiver_.onReceived(unknown, kBuffer, false)), "");
   ibv_wc tooLong = good;
   tooLong.byte_len = kBuffer + 1;
-  const Receiver::Arrival a = receiver_.onReceived(tooLong, kBuffer, false);
-  EXPECT_FALSE(a.batch);
-  EXPECT_EQ(a.error, "receive completion with an unexpected opcode, id or length");
+  const Result<Receiver::Arrival> a = receiver_.onReceived(tooLong, kBuffer, false);
+  EXPECT_FALSE(isBatch(a));
+  EXPECT_EQ(errorOf(a), "receive completion with an unexpected opcode, id or length");
   EXPECT_FALSE(receiver_.hasBatch()) << "none of them is read";
   EXPECT_EQ(ledger_.credits(), 0u);
 }
@@ -195,16 +204,16 @@ TEST_F(ReceiverTest, BytesThatAreNoBatchFailTheConnection) {
   connect();
   std::memset(sendBufs_->at(0), 0x5a, 64);
   const ibv_wc wc = send(0, 64);
-  const Receiver::Arrival a = receiver_.onReceived(wc, kBuffer, false);
-  EXPECT_EQ(a.error, "malformed batch from peer");
+  const Result<Receiver::Arrival> a = receiver_.onReceived(wc, kBuffer, false);
+  EXPECT_EQ(errorOf(a), "malformed batch from peer");
 }
 
 TEST_F(ReceiverTest, ABatchArrivingAsItClosesIsNeverRead) {
   connect();
   const ibv_wc wc = send(0, write(0, 1, 3));
-  const Receiver::Arrival a = receiver_.onReceived(wc, kBuffer, true);
-  EXPECT_FALSE(a.batch);
-  EXPECT_EQ(a.error, "");
+  const Result<Receiver::Arrival> a = receiver_.onReceived(wc, kBuffer, true);
+  EXPECT_FALSE(isBatch(a));
+  EXPECT_EQ(errorOf(a), "");
   EXPECT_FALSE(receiver_.hasBatch());
   EXPECT_EQ(ledger_.credits(), 0u) << "its credits are not taken";
 }
@@ -213,12 +222,11 @@ TEST_F(ReceiverTest, BeforeTheKeysOnlyTheHandshakesBatchIsTaken) {
   connect();
   BatchAuth auth;  // not started: no keys yet
   receiver_.authenticate(&auth);
-  EXPECT_TRUE(receive(0, 1, 1).batch) << "the handshake's";
-  const Receiver::Arrival a = receive(1, 2, 1);
-  EXPECT_FALSE(a.batch);
-  ASSERT_TRUE(a.rejected);
-  EXPECT_EQ(*a.rejected, BatchReject::kBadMac);
-  EXPECT_NE(a.error.find("a batch before the session keys"), std::string::npos) << a.error;
+  EXPECT_TRUE(isBatch(receive(0, 1, 1))) << "the handshake's";
+  const Result<Receiver::Arrival> a = receive(1, 2, 1);
+  EXPECT_FALSE(isBatch(a));
+  EXPECT_EQ(a.status().code(), Errc::protocol_error) << "the peer's doing";
+  EXPECT_NE(errorOf(a).find("a batch before the session keys"), std::string::npos) << errorOf(a);
   EXPECT_EQ(receiver_.rejected(), BatchReject::kBadMac);
   EXPECT_EQ(receiver_.pending(), 1u);
   EXPECT_EQ(ledger_.credits(), 1u) << "the refused batch's credit is not taken";
@@ -235,7 +243,7 @@ TEST_F(ReceiverTest, VerifiedBatchesLoseTheirTrailerAndOthersAreNeverRead) {
   receiver_.authenticate(&server);
 
   const uint32_t plain = write(7, 1, 0);  // its length without a trailer
-  EXPECT_TRUE(receive(0, 1, 2, &client).batch);
+  EXPECT_TRUE(isBatch(receive(0, 1, 2, &client)));
   ASSERT_EQ(receiver_.pending(), 1u);
   EXPECT_EQ(receiver_.batchAt(0).size(), plain) << "the trailer is cut off";
   EXPECT_EQ(seqAt(0), 1u);
@@ -244,27 +252,28 @@ TEST_F(ReceiverTest, VerifiedBatchesLoseTheirTrailerAndOthersAreNeverRead) {
   // Replayed: the same sealed bytes again.
   const uint32_t sealed = write(1, 2, 2, &client);
   const ibv_wc first = send(1, sealed);
-  EXPECT_TRUE(receiver_.onReceived(first, kBuffer, false).batch);
-  const Receiver::Arrival again = receiver_.onReceived(send(1, sealed), kBuffer, false);
-  ASSERT_TRUE(again.rejected);
-  EXPECT_EQ(*again.rejected, BatchReject::kReplayed);
-  EXPECT_NE(again.error.find("it carries batch 2, batch 3 expected"), std::string::npos)
-      << again.error;
+  EXPECT_TRUE(isBatch(receiver_.onReceived(first, kBuffer, false)));
+  const Result<Receiver::Arrival> again = receiver_.onReceived(send(1, sealed), kBuffer, false);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(receiver_.rejected(), BatchReject::kReplayed);
+  EXPECT_NE(errorOf(again).find("it carries batch 2, batch 3 expected"), std::string::npos)
+      << errorOf(again);
 
   // Sealed under another key: forged.
   BatchAuth forger;
   ASSERT_TRUE(forger.start(toClient, toClient).ok());
-  const Receiver::Arrival forged = receive(2, 3, 3, &forger);
-  ASSERT_TRUE(forged.rejected);
-  EXPECT_EQ(*forged.rejected, BatchReject::kBadMac);
+  const Result<Receiver::Arrival> forged = receive(2, 3, 3, &forger);
+  ASSERT_FALSE(forged.ok());
+  EXPECT_EQ(forged.status().code(), Errc::protocol_error);
+  EXPECT_EQ(receiver_.rejected(), BatchReject::kBadMac);
   EXPECT_EQ(receiver_.pending(), 2u) << "neither rejected batch is read";
   EXPECT_EQ(ledger_.credits(), 4u) << "nor are their credits taken";
 }
 
 TEST_F(ReceiverTest, GiveBackReturnsEveryBufferReadOrNot) {
   connect();
-  ASSERT_TRUE(receive(0, 1).batch);
-  ASSERT_TRUE(receive(1, 2).batch);
+  ASSERT_TRUE(isBatch(receive(0, 1)));
+  ASSERT_TRUE(isBatch(receive(1, 2)));
   receiver_.consume(0);  // read, not yet reposted
   EXPECT_EQ(link_.device->counters().bufferSetsReused, 0u);
   receiver_.forgetPosted();
@@ -283,8 +292,8 @@ TEST_F(ReceiverTest, GiveBackOnASharedQueueRepostsWhatWasUnread) {
   rdma::SharedReceiveQueue* srq = link_.device->srq();
   ASSERT_NE(srq, nullptr);
   const uint32_t posted = srq->stats().posted;
-  ASSERT_TRUE(receive(0, 1).batch);
-  ASSERT_TRUE(receive(1, 2).batch);
+  ASSERT_TRUE(isBatch(receive(0, 1)));
+  ASSERT_TRUE(isBatch(receive(1, 2)));
   receiver_.consume(1);
   EXPECT_EQ(srq->stats().posted, posted - 2);
   receiver_.onLastWqe();

@@ -76,7 +76,7 @@ class SenderTest : public ::testing::Test {
   static bool fill(Sender& s, uint64_t seq, bool forMessages = true) {
     if (!s.open(forMessages)) return false;
     s.batch().addConfirm(seq, seq, 0);
-    s.seal();
+    EXPECT_TRUE(s.seal().ok());
     return true;
   }
   // Send completions as the connection reads them: true when each was
@@ -126,7 +126,7 @@ TEST_F(SenderTest, BatchesOpenOnlyWithinThePeersCredits) {
   EXPECT_FALSE(s.open(true)) << "and the batch open on it takes no message";
   EXPECT_TRUE(s.open(false)) << "but does take other records";
   s.batch().addHeartbeat();
-  s.seal();
+  EXPECT_TRUE(s.seal().ok());
   EXPECT_FALSE(s.open(false)) << "no credit left";
   EXPECT_FALSE(s.open(true));
   EXPECT_EQ(l.ledger.credits(), 0u);

@@ -100,14 +100,14 @@ TEST_F(SendPoolTest, AConnectionHoldsAtMostItsCapOfThePool) {
   remote.bufferCount = 16;
   remote.maxCredits = 16;
   ledger.knowPeer(remote);
-  ASSERT_TRUE(ledger.takeInitialCredits());
+  ASSERT_TRUE(ledger.takeInitialCredits().ok());
   peer::Sender sender(ledger, q.waker(0));
   sender.attach(pool, 3);
   sender.setBatchCapacity(kBuffer);
   int opened = 0;
   for (int i = 0; i < 8 && sender.open(true); i++) {
     opened++;
-    sender.seal();
+    EXPECT_TRUE(sender.seal().ok());
   }
   EXPECT_EQ(opened, 3) << "its cap, with credits and buffers to spare";
   EXPECT_EQ(pool.available(), 5u) << "the rest of the pool stays for the other connections";

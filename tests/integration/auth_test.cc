@@ -167,7 +167,7 @@ TEST_F(MeshSecret, ANewIncarnationThatProvesTheSecretReplacesTheEstablishedConne
   EXPECT_EQ(p.wait(30s), std::optional<ExitCode>(0)) << readFile(o.stderrPath);
   EXPECT_EQ(readFile(o.stdoutPath), "established\nauthenticated\ndisconnected\n");
   EXPECT_TRUE(c()["alpha"].waitLog(
-      "peer beta: closing connection: replaced by an authenticated connection from a restarted "
+      "peer beta: connection lost: replaced by an authenticated connection from a restarted "
       "peer"))
       << c()["alpha"].log();
   // The real beta is still beta: its next connection is proven and replaces that one.

@@ -259,7 +259,7 @@ TEST(Netns, AnAddressChangeMovesTheListenerAndRedialsTheConnection) {
   EXPECT_TRUE(m.d[1]->waitLog(
       "listening for peers on " + TwoHosts::ip(1) + ":" + std::to_string(m.port) + " again", 5s))
       << m.d[1]->log();
-  EXPECT_TRUE(m.d[1]->waitLog("closing connection: the local address's device changed", 5s))
+  EXPECT_TRUE(m.d[1]->waitLog("connection lost: the local address's device changed", 5s))
       << m.d[1]->log();
   ASSERT_TRUE(test::waitFor([&] { return connects(1) > before; }, 10s)) << m.d[1]->log();
   ASSERT_TRUE(m.connected(10s)) << m.d[0]->log() << m.d[1]->log();
