@@ -199,7 +199,7 @@ Status Mesh::listen() {
   config_.listen.toSockaddr(addr);
   if (config_.tos) {
     if (Status st = rdma::setTos(id.get(), *config_.tos); !st.ok())
-      return Status(st.code(), st.message() + " on the listener");
+      return Status(st.code(), "on the listener: " + st.message());
   }
   if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0)
     return Status(Errc::io_error,

@@ -218,9 +218,7 @@ void Peer::settleCandidates() {
     candidates_.erase(candidates_.begin() + static_cast<std::ptrdiff_t>(i));
     if (c->down()) {
       countRejectedBatch(*c);
-      if (c->wasEstablished() && logs_.lost.admit())  // proven, then lost before it was settled
-        spdlog::warn("peer {}: connection lost: {}{}", name(), c->closeReason(),
-                     logs_.lost.suffix());
+      if (c->wasEstablished()) logDown(*c, c->closeReason());  // proven, then gone before settled
       continue;
     }
     if (conn_ != nullptr && conn_->established() && conn_->remote() && c->remote() &&
@@ -308,6 +306,16 @@ void Peer::countRejectedBatch(const Connection& c) {
   if (auto r = c.batchRejected()) counters_.batchesRejected[static_cast<size_t>(*r)]++;
 }
 
+void Peer::logDown(const Connection& c, const std::string& why) {
+  if (state_.get() == PeerState::kStopping || redial_.closingToRedialPending())
+    return spdlog::info("peer {}: connection closed: {}", name(), why);
+  LogLimit& limit = c.batchRejected() ? logs_.batchRejected : logs_.lost;
+  if (limit.admit())
+    spdlog::warn("peer {}: connection lost: {}{}", name(), why, limit.suffix());
+  else
+    spdlog::debug("peer {}: connection lost: {}", name(), why);
+}
+
 // The current connection is down (or replaced): everything on it is failed
 // back, what the router holds from it is dropped, and the next dial is due.
 void Peer::onDown() {
@@ -329,12 +337,8 @@ void Peer::onDown() {
     counters_.idleCloses++;
     spdlog::info("peer {}: idle connection closed{}", name(),
                  out_.queuedBytes() > 0 ? ": messages queued meanwhile, dialing again" : "");
-  } else if (wasUp && (state_.get() == PeerState::kStopping || redial_.closingToRedialPending()))
-    spdlog::info("peer {}: connection closed: {}", name(), why);
-  else if (wasEstablished && logs_.lost.admit())
-    spdlog::warn("peer {}: connection lost: {}{}", name(), why, logs_.lost.suffix());
-  else if (wasEstablished)
-    spdlog::debug("peer {}: connection lost: {}", name(), why);
+  } else if (wasEstablished)
+    logDown(*conn_, why);
   else if (auto r = conn_->rejectReason();
            r && *r != RejectReason::kNone && *r != RejectReason::kDuplicate) {
     if (logs_.rejected.admit())

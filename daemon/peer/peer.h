@@ -240,6 +240,10 @@ class Peer {
   void onUp();
   void onDown();
   void countRejectedBatch(const Connection& c);
+  // An established connection (current or candidate) is gone: "closed" at
+  // info when this peer closed it on purpose (stopping, or to dial again),
+  // else "lost" at warning within its kind's bound.
+  void logDown(const Connection& c, const std::string& why);
   void receive();
   bool readBatch(size_t i);
   bool onRecord(const Record& r);
@@ -262,9 +266,11 @@ class Peer {
   uint64_t epoch_ = 0;                   // counts established connections
   bool connUp_ = false;                  // conn_ reached established
   std::string lastError_ = "not connected yet";
-  // Lines about its connections' failures, bounded: a flapping link, a refusing peer.
+  // Lines about its connections' failures, bounded per kind (a flapping
+  // link, a refusing peer), so that one cause never hides another: a
+  // connection closed for a batch that failed verification has its own.
   struct FailureLogs {
-    LogLimit lost, rejected;
+    LogLimit lost, rejected, batchRejected;
   } logs_;
   Redial redial_;  // when the next dial goes
   std::unique_ptr<loop::Timer> tickTimer_, confirmTimer_;

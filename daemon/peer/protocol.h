@@ -109,10 +109,10 @@ static_assert(sizeof(AcceptData) <= 196, "must fit a REP's private data");
 // 64-bit FNV-1a of a node name: node names do not fit in a REQ.
 uint64_t nodeId(std::string_view name);
 
-// Decodes private data; nullopt when it is not a Hello (too short for the
-// magic and version, or wrong magic). A Hello of another version decodes
-// with its version set, so that it can be rejected with that reason; its
-// other fields are not meaningful.
+// Decodes private data; protocol_error, naming what is wrong, when it is
+// not a Hello (too short for the magic and version, or wrong magic). A
+// Hello of another version decodes with its version set, so that it can be
+// rejected with that reason; its other fields are not meaningful.
 Result<Hello> decodeHello(const void* data, size_t len);
 
 // ------------------------------------------------------------------ data

@@ -32,7 +32,7 @@ class CmHandler {
 
 class CmEventPump {
  public:
-  explicit CmEventPump(loop::EventLoop& loop);  // throws std::system_error
+  explicit CmEventPump(loop::EventLoop& loop);  // throws std::system_error or std::runtime_error
   rdma_event_channel* channel() const { return channel_.get(); }
   uint64_t eventsHandled() const { return handled_; }
 
