@@ -121,7 +121,8 @@ void LocalServer::serviceSession(Client& c) {
   processInput(c);
   // Frames before the end are handled first; a paused session reads its
   // end again when it resumes.
-  if (s.inputEnded() && !s.closing() && !s.paused()) beginClose(c, s.endStatus(), s.endReason());
+  if (s.inputEnded() && !s.closing() && !s.paused())
+    beginClose(c, s.endStatus(), s.inputEnd().message());
 }
 
 void LocalServer::processInput(Client& c) {
@@ -494,8 +495,8 @@ void LocalServer::closeAll(const Status& reason) {
 void LocalServer::beginClose(Client& c, const Status& reason, std::string_view logWhy) {
   Session& s = *c.session;
   if (s.closing()) return;
-  localLog().debug("{}: disconnecting: {}{}{}", s.name(), logWhy, s.lastErrno() ? ": " : "",
-                   s.lastErrno() ? std::strerror(s.lastErrno()) : "");
+  localLog().debug("{}: disconnecting: {}{}{}", s.name(), logWhy,
+                   s.writeError().ok() ? "" : "; last write failed: ", s.writeError().message());
   s.close(reason);
   s.deliveries().unconsumed([this, &s](const Receipt& r, size_t bytes) {
     trackedBytes_ -= bytes;

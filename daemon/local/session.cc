@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include "common/fd_passing.h"
@@ -24,6 +25,18 @@ constexpr size_t kReadChunk = 64 * 1024;
 std::string nameOf(SessionId id, const PeerCred& cred) {
   return "client#" + std::to_string(id) + " (pid " + std::to_string(cred.pid) + ", uid " +
          std::to_string(cred.uid) + ")";
+}
+
+// A read from the client's socket failed: the session ends without an
+// error frame for the client (it cannot be told), the log says why.
+Status readFailed(int err) {
+  return Status(Errc::ok, std::string("read failed: ") + std::strerror(err));
+}
+
+// The doorbell could not be read: the shared-memory link is broken (its
+// channel keeps why), and the session ends as after a failed read.
+Status doorbellFailed() {
+  return Status(Errc::ok, "reading the doorbell failed");
 }
 
 }  // namespace
@@ -150,11 +163,12 @@ void Session::onReadable() {
       // What the client wrote before it closed (its last CONSUMED, its BYE)
       // is in the ring: all of it is read before the end.
       link_->drain(in_);
-      endInput("client closed the connection", 0);
+      endInput(Status(Errc::ok, "client closed the connection"));
     }
-    if (n > 0) endInput("bytes on the control socket after SHM_ACCEPT", 0, Errc::protocol_error);
+    if (n > 0)
+      endInput(Status(Errc::protocol_error, "bytes on the control socket after SHM_ACCEPT"));
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-      endInput("read failed", errno);
+      endInput(readFailed(errno));
     if (inputEnded()) wake_();
     return;
   }
@@ -177,13 +191,14 @@ void Session::readSocket(size_t budget) {
       loop::syscalls().socketReads++;
       if (!got) {
         if (got.status().code() == Errc::would_block) return;
-        return endInput("receiving descriptors failed", 0, got.status().code());
+        return endInput(
+            Status(got.status().code(), "receiving descriptors failed: " + got.status().message()));
       }
       n = static_cast<ssize_t>(got->bytes);
       for (UniqueFd& fd : got->fds)
         passedFds_.push_back(std::move(fd));
       if (passedFds_.size() > shm_channel::kFdCount)
-        return endInput("too many descriptors passed", 0, Errc::protocol_error);
+        return endInput(Status(Errc::protocol_error, "too many descriptors passed"));
     } else {
       n = ::read(fd_.get(), room.data(), room.size());
       loop::syscalls().socketReads++;
@@ -193,11 +208,11 @@ void Session::readSocket(size_t budget) {
       loop::copies().clientIn += static_cast<size_t>(n);
       budget -= std::min(budget, static_cast<size_t>(n));
     } else if (n == 0) {
-      return endInput("client closed the connection", 0);
+      return endInput(Status(Errc::ok, "client closed the connection"));
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       return;
     } else if (errno != EINTR) {
-      return endInput("read failed", errno);
+      return endInput(readFailed(errno));
     }
   }
 }
@@ -206,12 +221,12 @@ void Session::readSocket(size_t budget) {
 void Session::onDoorbell() {
   if (closing() || inputEnded()) return;
   if (!link_->disarm()) {
-    endInput("reading the doorbell failed", 0);
+    endInput(doorbellFailed());
     return wake_();
   }
   if (!out_.empty()) writable_ = true;
   if (pauseMask_ == 0 && !link_->read(in_, kReadBudget))
-    endInput("the client's shared-memory ring is corrupt", 0, Errc::protocol_error);
+    endInput(Status(Errc::protocol_error, "the client's shared-memory ring is corrupt"));
   wake_();
 }
 
@@ -240,19 +255,18 @@ bool Session::armForSleep() {
 void Session::disarmAfterSleep() {
   if (!link_ || closing()) return;
   if (!link_->disarm()) {
-    endInput("reading the doorbell failed", 0);
+    endInput(doorbellFailed());
     wake_();
   }
 }
 
-void Session::endInput(const char* why, int err, Errc code) {
-  end_ = {why, code};
-  lastErrno_ = err;
+void Session::endInput(Status why) {
+  end_ = std::move(why);
 }
 
 Status Session::endStatus() const {
-  if (end_.code == Errc::ok || end_.reason == nullptr) return {};
-  return Status(end_.code, end_.reason);
+  if (!end_ || end_->ok()) return {};
+  return *end_;
 }
 
 // --- output -----------------------------------------------------------------------
@@ -286,7 +300,7 @@ FlushResult Session::flushToSocket() {
       if (!closing()) writeEvent_.enable();
       return FlushResult::blocked;
     } else if (errno != EINTR) {
-      lastErrno_ = errno;
+      writeError_ = Status(Errc::io_error, std::string("sendmsg: ") + std::strerror(errno));
       return FlushResult::failed;
     }
   }
@@ -316,7 +330,7 @@ void Session::close(const Status& why) {
   proto::encodeError(frame, 0, why.code(), 0, why.message());
   const ssize_t n = ::send(fd_.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   loop::syscalls().socketWrites++;
-  if (n < 0) lastErrno_ = errno;
+  if (n < 0) writeError_ = Status(Errc::io_error, std::string("send: ") + std::strerror(errno));
 }
 
 }  // namespace rdmamsg::local

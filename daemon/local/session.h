@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -88,19 +89,24 @@ class Session {
   void close(const Status& why);
 
   // What the reads left for the owner: bytes not yet parsed, and whether
-  // the input ended (the client closed, or a read failed: endReason()).
+  // the input ended (the client closed, or a read failed: inputEnd()).
   std::span<const std::byte> input() const { return in_.readable(); }
   void consumeInput(size_t n) { in_.consume(n); }
   uint32_t maxBody() const { return maxBody_; }
-  bool inputEnded() const { return end_.reason != nullptr; }
-  const char* endReason() const { return end_.reason; }
+  bool inputEnded() const { return end_.has_value(); }
+  // Why the input ended (inputEnded() only): ok for an orderly end, its
+  // message saying which; an error for a failed read or a broken protocol,
+  // with the call and strerror or what the client did.
+  const Status& inputEnd() const { return *end_; }
   // Why the input ended, for the client: ok for an orderly end, an error
   // (protocol_error) when the client broke the protocol.
   Status endStatus() const;
   bool helloExpired() const { return helloExpired_; }
   // The socket (or the ring) has room again (once per edge).
   bool takeWritable() { return std::exchange(writable_, false); }
-  int lastErrno() const { return lastErrno_; }
+  // The last write to the client that failed (sendmsg/send and strerror);
+  // ok when none did.
+  const Status& writeError() const { return writeError_; }
 
   // Services this client registered (few: a linear search is fastest).
   bool ownsService(std::string_view service) const;
@@ -176,7 +182,7 @@ class Session {
   void readSocket(size_t budget);
   void onDoorbell();
   FlushResult flushToSocket();
-  void endInput(const char* why, int err, Errc code = Errc::ok);
+  void endInput(Status why);
 
   loop::EventLoop& loop_;
   const SessionId id_;
@@ -189,11 +195,8 @@ class Session {
   uint8_t pauseMask_ = 0;
   bool writable_ = false;
   bool helloExpired_ = false;
-  int lastErrno_ = 0;
-  struct InputEnd {
-    const char* reason = nullptr;
-    Errc code = Errc::ok;
-  } end_;
+  std::optional<Status> end_;  // inputEnd()
+  Status writeError_;
   ByteBuffer in_;
   ByteBuffer out_;
   AckQueue acks_;
