@@ -96,7 +96,12 @@ Check rdmaCm(const config::Config& cfg, bool bindListen) {
   }
   c.detail = "event channel opened";
   if (bindListen) {
-    if (Result<rdma::CmIdPtr> created = rdma::createCmId(ch.get()); created.ok()) {
+    Result<rdma::CmIdPtr> created = rdma::createCmId(ch.get());
+    if (!created.ok()) {
+      c.outcome = Outcome::kHostProblem;
+      c.detail += "; no rdma_cm id can be made to bind the listen address (" +
+                  created.status().message() + ")";
+    } else {
       rdma::CmIdPtr id = std::move(created).value();
       sockaddr_storage ss{};
       cfg.listen.toSockaddr(ss);

@@ -117,6 +117,9 @@ Result<DeviceInfo> firstDevice() {
 
 }  // namespace
 
+// Without an rdma_cm id to bind (no event channel, no id) the listen
+// address's device cannot be found: the first device stands for it, as for
+// a wildcard address.
 Result<DeviceInfo> probeDevice(const config::Address& listen) {
   EventChannelPtr channel(rdma_create_event_channel());
   if (!channel) return firstDevice();
