@@ -52,11 +52,13 @@ Authenticator::Step Authenticator::startAcceptor(const Hello& remote,
   return s;
 }
 
-bool Authenticator::takeAcceptorNonce(std::span<const uint8_t> rep) {
+Status Authenticator::takeAcceptorNonce(std::span<const uint8_t> rep) {
   dialer_ = true;
-  if (rep.size() < sizeof(AcceptData)) return false;
+  if (rep.size() < sizeof(AcceptData))
+    return Status(Errc::protocol_error, "its answer carries no nonce (" +
+                                            std::to_string(rep.size()) + " bytes of private data)");
   std::memcpy(remoteNonce_.data(), rep.data() + offsetof(AcceptData, nonce), kNonceSize);
-  return true;
+  return Status();
 }
 
 Authenticator::Step Authenticator::startDialer(const Hello& remote) {
@@ -134,9 +136,9 @@ void Authenticator::settle(size_t secret) {
 }
 
 void Authenticator::onPeerClosed() {
-  failure_ = dialer_ ? "the peer closed the connection after this node's proof "
-                       "(does it hold the same mesh secret? its log says)"
-                     : "the peer closed the connection before proving the mesh secret";
+  refuse(dialer_ ? "the peer closed the connection after this node's proof "
+                   "(does it hold the same mesh secret? its log says)"
+                 : "the peer closed the connection before proving the mesh secret");
 }
 
 Result<SessionKeys> Authenticator::sessionKeys(BatchProtection protection) const {

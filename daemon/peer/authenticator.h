@@ -60,8 +60,8 @@ class Authenticator {
 
   // Acceptor: its nonce, for the REP (kError when there is none).
   Step startAcceptor(const Hello& remote, uint8_t (&nonce)[kNonceSize]);
-  // Dialer: the acceptor's nonce from its REP; false when it has none.
-  bool takeAcceptorNonce(std::span<const uint8_t> rep);
+  // Dialer: the acceptor's nonce from its REP; protocol_error when it has none.
+  Status takeAcceptorNonce(std::span<const uint8_t> rep);
   // Dialer: its nonce and proofs, for its first batch.
   Step startDialer(const Hello& remote);
   // The peer's authentication batch (its first, alone).
@@ -70,7 +70,7 @@ class Authenticator {
   // The peer proved `secret`: it is authenticated.
   void settle(size_t secret);
   // Authentication failed, and why (the connection is then down).
-  void refuse(std::string why) { failure_ = std::move(why); }
+  void refuse(std::string why) { failure_ = Status(Errc::permission_denied, std::move(why)); }
   // The peer closed the connection during the handshake: counted as an
   // authentication failure (it refused this node's proof, or went away
   // before it proved itself).
@@ -84,7 +84,8 @@ class Authenticator {
   size_t secretIndex() const { return secretIndex_; }
   // The fingerprint of the secret it was proven with (authenticated only).
   std::string fingerprint() const;
-  const std::string& failure() const { return failure_; }
+  // Why authentication failed (permission_denied); ok while it has not.
+  const Status& failure() const { return failure_; }
 
  private:
   Step onRecord(const AuthBody& body);
@@ -102,7 +103,7 @@ class Authenticator {
   auth::Binding binding_;
   bool authenticated_ = false;
   size_t secretIndex_ = 0;
-  std::string failure_;
+  Status failure_;
 };
 
 }  // namespace rdmamsg::peer

@@ -281,7 +281,7 @@ void Connection::onDisconnected() {
     closeReason_ = "peer disconnected";
     if (state_.get() == ConnState::kAuthenticating) {
       auth_.onPeerClosed();
-      closeReason_ = "authentication failed: " + auth_.failure();
+      closeReason_ = "authentication failed: " + auth_.failure().message();
     }
     rdma_disconnect(id_.get());  // our QP to error (flush) and the reply to the peer
     setState(ConnState::kDisconnecting);
@@ -321,8 +321,8 @@ void Connection::onHandshakeDone(const rdma::CmEvent& e) {
 }
 
 void Connection::startAuthentication(const rdma::CmEvent& e) {
-  if (active_ && !auth_.takeAcceptorNonce(e.privateData))
-    return authFail("its answer carries no nonce");
+  if (active_)
+    if (Status st = auth_.takeAcceptorNonce(e.privateData); !st.ok()) return authFail(st.message());
   setState(ConnState::kAuthenticating);
   if (!bindAuthentication()) return;
   if (active_) {

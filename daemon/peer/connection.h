@@ -152,7 +152,7 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   // The fingerprint of the secret it was proven with (authenticated only).
   std::string secretFingerprint() const { return auth_.fingerprint(); }
   // Why authentication failed, if it did (the connection is then down).
-  const std::string& authFailure() const { return auth_.failure(); }
+  const Status& authFailure() const { return auth_.failure(); }
   // Why a batch from the peer was rejected, if one was (it then closed).
   std::optional<BatchReject> batchRejected() const { return receiver_.rejected(); }
   // What protects its batches: nullptr before session keys (or without a

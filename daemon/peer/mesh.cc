@@ -428,7 +428,7 @@ void Mesh::service(uint32_t key) {
   std::erase_if(conns, [&](const auto& c) {
     bool reap =
         c->reapable() && !p.owns(c.get()) && (c->device() == nullptr || !c->device()->failed());
-    if (reap && !c->authFailure().empty()) countAuthFailure(p, *c);
+    if (reap && !c->authFailure().ok()) countAuthFailure(p, *c);
     return reap;
   });
   freeIfRetired(i);
@@ -539,7 +539,7 @@ void Mesh::countAuthFailure(const Peer& peer, const Connection& c) {
   rejected_[static_cast<size_t>(RejectReason::kAuthentication)]++;
   if (rejectLog_.admit())
     spdlog::warn("peer {}: authentication failed on the connection {} {}: {}{}", peer.name(),
-                 c.active() ? "to" : "from", c.remoteAddress(), c.authFailure(),
+                 c.active() ? "to" : "from", c.remoteAddress(), c.authFailure().message(),
                  rejectLog_.suffix());
 }
 

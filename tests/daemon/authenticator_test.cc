@@ -55,7 +55,8 @@ struct Pair {
   Authenticator::Step toAcceptor() {
     AcceptData rep{};
     EXPECT_EQ(acceptor.startAcceptor(hello(0x1111, true), rep.nonce).kind, Kind::kSend);
-    EXPECT_TRUE(dialer.takeAcceptorNonce({reinterpret_cast<const uint8_t*>(&rep), sizeof rep}));
+    EXPECT_TRUE(
+        dialer.takeAcceptorNonce({reinterpret_cast<const uint8_t*>(&rep), sizeof rep}).ok());
     const Authenticator::Step proofs = dialer.startDialer(hello(0x2222, true));
     EXPECT_EQ(proofs.kind, Kind::kSend);
     return acceptor.onBatch(AuthBatch(proofs.record).bytes());
@@ -137,7 +138,9 @@ TEST(Authenticator, TheFirstBatchMustBeAnAuthenticationRecordAlone) {
   EXPECT_EQ(step.kind, Kind::kRefused);
   EXPECT_EQ(step.why, "its first batch is not an authentication record");
   // A REP without a nonce.
-  EXPECT_FALSE(p.dialer.takeAcceptorNonce({reinterpret_cast<const uint8_t*>(&rep), sizeof(Hello)}));
+  EXPECT_EQ(
+      p.dialer.takeAcceptorNonce({reinterpret_cast<const uint8_t*>(&rep), sizeof(Hello)}).code(),
+      Errc::protocol_error);
 }
 
 // Proofs and session keys are bound to the connection: a handshake relayed
@@ -174,7 +177,8 @@ TEST(Authenticator, AnAuthenticationBatchWithCreditsIsRefused) {
   Pair p({secret('a')}, {secret('a')});
   AcceptData rep{};
   ASSERT_EQ(p.acceptor.startAcceptor(hello(0x1111, true), rep.nonce).kind, Kind::kSend);
-  ASSERT_TRUE(p.dialer.takeAcceptorNonce({reinterpret_cast<const uint8_t*>(&rep), sizeof rep}));
+  ASSERT_TRUE(
+      p.dialer.takeAcceptorNonce({reinterpret_cast<const uint8_t*>(&rep), sizeof rep}).ok());
   const Authenticator::Step proofs = p.dialer.startDialer(hello(0x2222, true));
   std::array<std::byte, 256> buf{};
   BatchWriter w;

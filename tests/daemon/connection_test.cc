@@ -354,7 +354,7 @@ TEST_F(ConnectionTest, SecretsThatDifferFailAuthenticationOnBothEnds) {
       loop_, [&] { return dialer_->down() && acceptor_ != nullptr && acceptor_->down(); }));
   EXPECT_FALSE(dialer_->authenticated());
   EXPECT_FALSE(acceptor_->authenticated());
-  EXPECT_FALSE(dialer_->authFailure().empty() && acceptor_->authFailure().empty());
+  EXPECT_FALSE(dialer_->authFailure().ok() && acceptor_->authFailure().ok());
   EXPECT_NE(dialer_->closeReason().find("authentication failed"), std::string::npos)
       << dialer_->closeReason();
   EXPECT_TRUE(stepUntil(loop_, [&] { return dialer_->reapable() && acceptor_->reapable(); }));
