@@ -70,14 +70,7 @@ Result<Proof> prove(std::string_view key, Role role, const Transcript& t) {
   if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
            reinterpret_cast<const unsigned char*>(m.data()), m.size(), p.data(), &len) == nullptr ||
       len != p.size()) {
-    std::string why = "HMAC(EVP_sha256) of the authentication transcript failed";
-    if (const unsigned long e = ERR_get_error(); e != 0) {
-      char text[256];
-      ERR_error_string_n(e, text, sizeof text);
-      why += std::string(": ") + text;
-    }
-    ERR_clear_error();
-    return Status(Errc::io_error, std::move(why));
+    return cryptoFailure("HMAC(EVP_sha256) of the authentication transcript");
   }
   return p;
 }
@@ -88,6 +81,17 @@ Status verify(std::string_view key, Role role, const Transcript& t, const uint8_
   if (CRYPTO_memcmp(expected->data(), proof, expected->size()) != 0)
     return Status(Errc::permission_denied, "the proof does not verify");
   return Status();
+}
+
+Status cryptoFailure(std::string_view call) {
+  std::string why = std::string(call) + " failed";
+  if (const unsigned long e = ERR_get_error(); e != 0) {
+    char text[256];
+    ERR_error_string_n(e, text, sizeof text);
+    why += std::string(": ") + text;
+  }
+  ERR_clear_error();
+  return Status(Errc::io_error, std::move(why));
 }
 
 }  // namespace rdmamsg::peer::auth

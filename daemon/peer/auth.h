@@ -63,4 +63,9 @@ Result<Proof> prove(std::string_view key, Role role, const Transcript& t);
 // compute the proof (libcrypto failed: not the peer's fault).
 Status verify(std::string_view key, Role role, const Transcript& t, const uint8_t* proof);
 
+// A libcrypto call that failed for a reason of this node's (not the
+// peer's): io_error naming the call, with OpenSSL's reason when it left
+// one (the error queue is cleared).
+Status cryptoFailure(std::string_view call);
+
 }  // namespace rdmamsg::peer::auth

@@ -36,18 +36,7 @@ uint64_t get64(const std::byte* p) {
   return v;
 }
 
-// A libcrypto call that failed for a reason of this node's (not the
-// peer's): io_error naming the call, with OpenSSL's reason when it left one.
-Status cryptoFailure(const char* call) {
-  std::string why = std::string(call) + " failed";
-  if (const unsigned long e = ERR_get_error(); e != 0) {
-    char text[256];
-    ERR_error_string_n(e, text, sizeof text);
-    why += std::string(": ") + text;
-  }
-  ERR_clear_error();
-  return Status(Errc::io_error, std::move(why));
-}
+using auth::cryptoFailure;
 
 // HKDF-SHA256 into `out`: extract and expand (salt given) or expand only.
 Status hkdf(std::span<const uint8_t> key, std::span<const uint8_t> salt, std::string_view info,
