@@ -155,10 +155,10 @@ void checkRoundTrip(const std::vector<Record>& records, uint32_t credits, uint16
              reader.released() == released);
   Record again;
   for (const Record& r : records) {
-    FUZZ_CHECK(reader.next(again) == 1);
+    FUZZ_CHECK(reader.next(again));
     FUZZ_CHECK(sameRecord(again, r));
   }
-  FUZZ_CHECK(reader.next(again) == 0);
+  FUZZ_CHECK(!reader.next(again) && reader.status().ok());
 }
 
 }  // namespace
@@ -180,15 +180,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   std::vector<Record> records;
   Record r;
-  int rc = 0;
-  while ((rc = reader.next(r)) == 1) {
+  while (reader.next(r)) {
     FUZZ_CHECK(records.size() < reader.records());
     checkRecord(r, batch.subspan(sizeof header));
     records.push_back(r);
   }
-  FUZZ_CHECK(rc == 0 || rc == -1);
-  FUZZ_CHECK(reader.next(r) == rc);  // the end, or the fault, stays where it is
-  if (rc == 0) {
+  const bool clean = reader.status().ok();
+  FUZZ_CHECK(clean || reader.status().code() == rdmamsg::Errc::protocol_error);
+  FUZZ_CHECK(!reader.next(r) && reader.status().ok() == clean);  // the end, or the fault, stays
+  if (clean) {
     FUZZ_CHECK(records.size() == reader.records());
     checkRoundTrip(records, reader.credits(), reader.released(), header.length);
   }

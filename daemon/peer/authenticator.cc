@@ -25,27 +25,17 @@ Status Authenticator::agree(const Hello& remote) const {
                            : "it authenticates with a mesh secret, and this node has none");
 }
 
-Authenticator::Step Authenticator::refused(std::string why) {
-  Step s;
-  s.kind = Step::Kind::kRefused;
-  s.why = std::move(why);
-  return s;
+Status Authenticator::refused(std::string why) {
+  return Status(Errc::permission_denied, std::move(why));
 }
 
-Authenticator::Step Authenticator::error(const Status& st) {
-  Step s;
-  s.kind = Step::Kind::kError;
-  s.why = st.message();
-  return s;
-}
-
-Authenticator::Step Authenticator::startAcceptor(const Hello& remote,
-                                                 uint8_t (&nonce)[kNonceSize]) {
+Result<Authenticator::Step> Authenticator::startAcceptor(const Hello& remote,
+                                                         uint8_t (&nonce)[kNonceSize]) {
   dialer_ = false;
   remoteIncarnation_ = remote.incarnation;
   Step s;
   Result<auth::Nonce> n = auth::freshNonce();
-  if (!n) return error(n.status());
+  if (!n) return n.status();
   ownNonce_ = *n;
   std::memcpy(nonce, ownNonce_.data(), kNonceSize);
   s.kind = Step::Kind::kSend;
@@ -61,18 +51,18 @@ Status Authenticator::takeAcceptorNonce(std::span<const uint8_t> rep) {
   return Status();
 }
 
-Authenticator::Step Authenticator::startDialer(const Hello& remote) {
+Result<Authenticator::Step> Authenticator::startDialer(const Hello& remote) {
   dialer_ = true;
   remoteIncarnation_ = remote.incarnation;
   Step s;
   Result<auth::Nonce> n = auth::freshNonce();
-  if (!n) return error(n.status());
+  if (!n) return n.status();
   ownNonce_ = *n;
   std::memcpy(s.record.nonce, ownNonce_.data(), kNonceSize);
   const auth::Transcript t = transcript();
   for (size_t k = 0; k < secrets_.size() && k < 2; k++) {
     Result<auth::Proof> proof = auth::prove(secrets_[k].bytes, auth::Role::kDialer, t);
-    if (!proof) return error(proof.status());
+    if (!proof) return proof.status();
     std::memcpy(s.record.proofs[k], proof->data(), kProofSize);
     s.record.proofCount++;
   }
@@ -80,24 +70,24 @@ Authenticator::Step Authenticator::startDialer(const Hello& remote) {
   return s;
 }
 
-Authenticator::Step Authenticator::onBatch(std::span<const std::byte> batch) {
+Result<Authenticator::Step> Authenticator::onBatch(std::span<const std::byte> batch) {
   BatchReader reader(batch);
   Record rec;
-  if (!reader.open() || reader.records() != 1 || reader.next(rec) != 1 ||
-      rec.type != RecordType::kAuth || reader.next(rec) != 0)
+  if (!reader.open().ok() || reader.records() != 1 || !reader.next(rec) ||
+      rec.type != RecordType::kAuth || reader.next(rec) || !reader.status().ok())
     return refused("its first batch is not an authentication record");
   if (reader.credits() != 0 || reader.released() != 0)
     return refused("its authentication batch carries credits");
   return onRecord(rec.auth);
 }
 
-Authenticator::Step Authenticator::onRecord(const AuthBody& body) {
+Result<Authenticator::Step> Authenticator::onRecord(const AuthBody& body) {
   if (!dialer_) return answer(body);
   // The acceptor's proof, under whichever of our secrets it matched.
   const auth::Transcript t = transcript();
   for (size_t k = 0; k < secrets_.size(); k++) {
     const Status v = auth::verify(secrets_[k].bytes, auth::Role::kAcceptor, t, body.proofs[0]);
-    if (v.code() == Errc::io_error) return error(v);  // this node's libcrypto, not the peer
+    if (v.code() == Errc::io_error) return v;  // this node's libcrypto, not the peer
     if (v.ok()) {
       Step s;
       s.kind = Step::Kind::kProven;
@@ -109,20 +99,20 @@ Authenticator::Step Authenticator::onRecord(const AuthBody& body) {
 }
 
 // The dialer's proofs (one per secret it holds), against ours, current first.
-Authenticator::Step Authenticator::answer(const AuthBody& body) {
+Result<Authenticator::Step> Authenticator::answer(const AuthBody& body) {
   std::memcpy(remoteNonce_.data(), body.nonce, kNonceSize);
   const auth::Transcript t = transcript();
   for (size_t k = 0; k < secrets_.size(); k++) {
     for (uint8_t j = 0; j < body.proofCount && j < 2; j++) {
       const Status v = auth::verify(secrets_[k].bytes, auth::Role::kDialer, t, body.proofs[j]);
-      if (v.code() == Errc::io_error) return error(v);  // this node's libcrypto, not the peer
+      if (v.code() == Errc::io_error) return v;  // this node's libcrypto, not the peer
       if (!v.ok()) continue;
       Step s;
       s.kind = Step::Kind::kAnswer;
       s.secret = k;
       s.record.proofCount = 1;
       Result<auth::Proof> proof = auth::prove(secrets_[k].bytes, auth::Role::kAcceptor, t);
-      if (!proof) return error(proof.status());
+      if (!proof) return proof.status();
       std::memcpy(s.record.proofs[0], proof->data(), kProofSize);
       return s;
     }

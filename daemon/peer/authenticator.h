@@ -43,29 +43,29 @@ class Authenticator {
   // does, else why the connection fails.
   Status agree(const Hello& remote) const;
 
-  // What a step of the handshake asks of the connection.
+  // What a step of the handshake asks of the connection. A step that fails
+  // is the Result's Status instead: permission_denied when authentication
+  // failed (the peer's proof or batch), io_error when this node has no
+  // randomness or HMAC (not the peer's fault).
   struct Step {
     enum class Kind {
-      kSend,     // send `record`, the dialer's proofs, and wait for the answer
-      kAnswer,   // the dialer is proven: send `record`, the answer, then established
-      kProven,   // the acceptor is proven: established
-      kRefused,  // authentication failed: `why`
-      kError,    // no randomness or HMAC: `why` (not the peer's fault)
+      kSend,    // send `record`, the dialer's proofs, and wait for the answer
+      kAnswer,  // the dialer is proven: send `record`, the answer, then established
+      kProven,  // the acceptor is proven: established
     };
-    Kind kind = Kind::kError;
+    Kind kind = Kind::kSend;
     AuthBody record{};
-    std::string why;
     size_t secret = 0;  // kAnswer, kProven: the secret that matched
   };
 
-  // Acceptor: its nonce, for the REP (kError when there is none).
-  Step startAcceptor(const Hello& remote, uint8_t (&nonce)[kNonceSize]);
+  // Acceptor: its nonce, for the REP (io_error when there is none).
+  Result<Step> startAcceptor(const Hello& remote, uint8_t (&nonce)[kNonceSize]);
   // Dialer: the acceptor's nonce from its REP; protocol_error when it has none.
   Status takeAcceptorNonce(std::span<const uint8_t> rep);
   // Dialer: its nonce and proofs, for its first batch.
-  Step startDialer(const Hello& remote);
+  Result<Step> startDialer(const Hello& remote);
   // The peer's authentication batch (its first, alone).
-  Step onBatch(std::span<const std::byte> batch);
+  Result<Step> onBatch(std::span<const std::byte> batch);
 
   // The peer proved `secret`: it is authenticated.
   void settle(size_t secret);
@@ -88,12 +88,11 @@ class Authenticator {
   const Status& failure() const { return failure_; }
 
  private:
-  Step onRecord(const AuthBody& body);
-  Step answer(const AuthBody& body);
+  Result<Step> onRecord(const AuthBody& body);
+  Result<Step> answer(const AuthBody& body);
   auth::Transcript transcript() const;
   std::string mismatch() const;
-  static Step refused(std::string why);
-  static Step error(const Status& st);
+  static Status refused(std::string why);
 
   std::vector<config::Secret> secrets_;
   std::string selfName_, peerName_;

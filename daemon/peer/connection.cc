@@ -141,8 +141,8 @@ void Connection::accept(rdma_cm_id* id, const Hello& remote, rdma::Device* devic
   p.private_data = &data.hello;
   p.private_data_len = sizeof(Hello);
   if (auth_.required()) {
-    const Authenticator::Step step = auth_.startAcceptor(remote, data.nonce);
-    if (step.kind == Authenticator::Step::Kind::kError) return fail(step.why);
+    const Status nonce = auth_.startAcceptor(remote, data.nonce).status();
+    if (!nonce.ok()) return fail(nonce.message());
     p.private_data = &data;
     p.private_data_len = sizeof data;
   }
@@ -375,14 +375,20 @@ void Connection::becomeEstablished() {
 // Reads the peer's authentication record: the first batch, alone.
 void Connection::processAuth() {
   while (state_.get() == ConnState::kAuthenticating && receiver_.hasBatch()) {
-    const Authenticator::Step step = auth_.onBatch(frontBatch());
+    const Result<Authenticator::Step> step = auth_.onBatch(frontBatch());
     consumeBatch(0);
     onAuthStep(step);
   }
 }
 
-void Connection::onAuthStep(const Authenticator::Step& step) {
+void Connection::onAuthStep(const Result<Authenticator::Step>& result) {
   using Kind = Authenticator::Step::Kind;
+  if (!result) {
+    const Status& st = result.status();
+    // permission_denied: authentication failed; else this node's own failure.
+    return st.code() == Errc::permission_denied ? authFail(st.message()) : fail(st.message());
+  }
+  const Authenticator::Step& step = *result;
   switch (step.kind) {
     case Kind::kSend:
       return sendAuth(step.record);
@@ -393,10 +399,6 @@ void Connection::onAuthStep(const Authenticator::Step& step) {
     case Kind::kProven:
       auth_.settle(step.secret);
       return startSession();
-    case Kind::kRefused:
-      return authFail(step.why);
-    case Kind::kError:
-      return fail(step.why);
   }
 }
 
@@ -571,7 +573,7 @@ size_t Connection::messageRoom() {
 // could change in its shared memory between the MAC and the NIC's read —
 // the peer would reject the batch and close the link for every flow.
 bool Connection::canPostInPlace(ExternalArea& area) {
-  return !auth_.required() && device_ != nullptr && device_->lkeyFor(area).has_value();
+  return !auth_.required() && device_ != nullptr && device_->lkeyFor(area).ok();
 }
 
 void Connection::sealInPlace(const PayloadHandle& payload, std::span<const std::byte> bytes) {

@@ -219,7 +219,7 @@ class Connection final : public rdma::CmHandler, public rdma::CompletionSink, pu
   bool bindAuthentication();
   void startSession();
   void processAuth();
-  void onAuthStep(const Authenticator::Step& step);
+  void onAuthStep(const Result<Authenticator::Step>& result);
   void sendAuth(const AuthBody& body);
   void authFail(const std::string& why);
   void becomeEstablished();

@@ -69,7 +69,7 @@ void CreditLedger::maybeLend(const BatchReader& batch) {
 // heartbeats come first, when a batch has them).
 bool CreditLedger::carriesMessages(BatchReader batch) {
   Record rec;
-  for (int i = 0; i < 4 && batch.next(rec) == 1; i++)
+  for (int i = 0; i < 4 && batch.next(rec); i++)
     if (rec.type == RecordType::kMessage) return true;
   return false;
 }

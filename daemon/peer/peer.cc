@@ -458,13 +458,12 @@ void Peer::receive() {
 // Reads every record of batch i; false when the connection was closed.
 bool Peer::readBatch(size_t i) {
   BatchReader reader(conn_->batchAt(i));
-  reader.open();  // checked on arrival
+  (void)reader.open();  // checked on arrival
   Record rec;
-  int rc;
-  while ((rc = reader.next(rec)) == 1)
+  while (reader.next(rec))
     if (!onRecord(rec)) return false;
-  if (rc < 0) {
-    conn_->close("malformed record from peer");
+  if (!reader.status().ok()) {
+    conn_->close("malformed record from peer: " + reader.status().message());
     return false;
   }
   conn_->consumeBatch(i);

@@ -90,24 +90,46 @@ Result<Hello> decodeHello(const void* data, size_t len) {
   return h;
 }
 
-bool BatchReader::open() {
-  if (bytes_.size() < sizeof(BatchHeader)) return false;
+Status BatchReader::open() {
+  if (bytes_.size() < sizeof(BatchHeader))
+    return Status(Errc::protocol_error, "a batch of " + std::to_string(bytes_.size()) +
+                                            " bytes, shorter than its header");
   std::memcpy(&header_, bytes_.data(), sizeof header_);
-  if (header_.magic != kBatchMagic || header_.length < sizeof(BatchHeader) ||
-      header_.length > bytes_.size())
-    return false;
+  if (header_.magic != kBatchMagic)
+    return Status(Errc::protocol_error, "not a batch (wrong magic)");
+  if (header_.length < sizeof(BatchHeader) || header_.length > bytes_.size())
+    return Status(Errc::protocol_error, "a batch header of length " +
+                                            std::to_string(header_.length) + " in " +
+                                            std::to_string(bytes_.size()) + " bytes");
   bytes_ = bytes_.first(header_.length);
   offset_ = sizeof(BatchHeader);
-  return true;
+  return Status();
 }
 
-int BatchReader::next(Record& out) {
-  if (read_ == header_.records) return offset_ == bytes_.size() ? 0 : -1;
-  if (bytes_.size() - offset_ < sizeof(RecordHeader)) return -1;
+bool BatchReader::malformed(std::string what) {
+  done_ = true;
+  status_ =
+      Status(Errc::protocol_error, "record " + std::to_string(read_ + 1) + " of " +
+                                       std::to_string(header_.records) + ": " + std::move(what));
+  return false;
+}
+
+bool BatchReader::next(Record& out) {
+  if (done_) return false;
+  if (read_ == header_.records) {
+    done_ = true;
+    if (offset_ != bytes_.size())
+      status_ = Status(Errc::protocol_error, std::to_string(bytes_.size() - offset_) +
+                                                 " bytes after the batch's " +
+                                                 std::to_string(header_.records) + " records");
+    return false;
+  }
+  if (bytes_.size() - offset_ < sizeof(RecordHeader))
+    return malformed("the batch ends in its header");
   RecordHeader h;
   std::memcpy(&h, bytes_.data() + offset_, sizeof h);
   size_t body = offset_ + sizeof h;
-  if (h.length > bytes_.size() - body) return -1;
+  if (h.length > bytes_.size() - body) return malformed("its length runs past the batch");
   auto bodyBytes = bytes_.subspan(body, h.length);
   out = Record{};
   out.type = h.type;
@@ -118,7 +140,8 @@ int BatchReader::next(Record& out) {
       size_t names = size_t{h.srcLen} + h.dstLen;
       bool first = hasTotalLength(h.flags);
       size_t fixed = names + (first ? 8 : 0);
-      if (h.dstLen == 0 || fixed > bodyBytes.size()) return -1;
+      if (h.dstLen == 0 || fixed > bodyBytes.size())
+        return malformed("a message without a destination or room for its names");
       const char* p = reinterpret_cast<const char*>(bodyBytes.data());
       out.srcService = std::string_view(p, h.srcLen);
       out.dstService = std::string_view(p + h.srcLen, h.dstLen);
@@ -127,49 +150,59 @@ int BatchReader::next(Record& out) {
       break;
     }
     case RecordType::kConfirm:
-      if (h.length != sizeof(ConfirmBody)) return -1;
+      if (h.length != sizeof(ConfirmBody)) return malformed("a confirmation of the wrong length");
       std::memcpy(&out.confirm, bodyBytes.data(), sizeof out.confirm);
-      if (out.confirm.lastSeq < h.seq) return -1;
+      if (out.confirm.lastSeq < h.seq)
+        return malformed("a confirmation whose range ends before it starts");
       break;
     case RecordType::kHeartbeat:
-      if (h.length != 0) return -1;
+      if (h.length != 0) return malformed("a heartbeat with a body");
       break;
     case RecordType::kAuth:
-      if (h.length != sizeof(AuthBody)) return -1;
+      if (h.length != sizeof(AuthBody))
+        return malformed("an authentication record of the wrong length");
       std::memcpy(&out.auth, bodyBytes.data(), sizeof out.auth);
-      if (out.auth.proofCount < 1 || out.auth.proofCount > 2) return -1;
+      if (out.auth.proofCount < 1 || out.auth.proofCount > 2)
+        return malformed("an authentication record with " + std::to_string(out.auth.proofCount) +
+                         " proofs");
       break;
     case RecordType::kIdleClose: {
-      if (h.length != sizeof(IdleCloseBody)) return -1;
+      if (h.length != sizeof(IdleCloseBody))
+        return malformed("an idle-close record of the wrong length");
       IdleCloseBody b;
       std::memcpy(&b, bodyBytes.data(), sizeof b);
       if (b.action != IdleClose::kRequest && b.action != IdleClose::kAccept &&
           b.action != IdleClose::kRefuse)
-        return -1;
+        return malformed("an idle-close record with action " +
+                         std::to_string(static_cast<int>(b.action)));
       out.idleClose = b.action;
       break;
     }
     case RecordType::kInterest: {
       const auto op = static_cast<InterestOp>(h.flags);
-      if (op != InterestOp::kAdd && op != InterestOp::kRemove) return -1;
-      if (h.dstLen == 0 || size_t{h.srcLen} + h.dstLen != h.length) return -1;
+      if (op != InterestOp::kAdd && op != InterestOp::kRemove)
+        return malformed("an interest record with operation " + std::to_string(int{h.flags}));
+      if (h.dstLen == 0 || size_t{h.srcLen} + h.dstLen != h.length)
+        return malformed("an interest record whose names do not fill it");
       const char* p = reinterpret_cast<const char*>(bodyBytes.data());
       out.srcService = std::string_view(p, h.srcLen);
       out.dstService = std::string_view(p + h.srcLen, h.dstLen);
       break;
     }
     case RecordType::kPubResult:
-      if (h.length != sizeof(PubResultBody)) return -1;
+      if (h.length != sizeof(PubResultBody))
+        return malformed("a publish result of the wrong length");
       std::memcpy(&out.pubResult, bodyBytes.data(), sizeof out.pubResult);
-      if (uint64_t{out.pubResult.taken} + out.pubResult.dropped > out.pubResult.matched) return -1;
+      if (uint64_t{out.pubResult.taken} + out.pubResult.dropped > out.pubResult.matched)
+        return malformed("a publish result that took or dropped more than it matched");
       break;
     default:
-      return -1;
+      return malformed("unknown record type " + std::to_string(static_cast<int>(h.type)));
   }
   size_t end = align8(body + h.length);
   offset_ = end < bytes_.size() ? end : bytes_.size();
   read_++;
-  return 1;
+  return true;
 }
 
 void BatchWriter::reset(std::byte* buffer, size_t capacity) {

@@ -237,19 +237,27 @@ class BatchReader {
  public:
   // `bytes` is what the completion reported (byte_len).
   explicit BatchReader(std::span<const std::byte> bytes) : bytes_(bytes) {}
-  // Validates the header; false when the batch is malformed.
-  bool open();
+  // Validates the header: protocol_error naming what is wrong when the
+  // batch is malformed.
+  Status open();
   uint32_t credits() const { return header_.credits; }
   uint16_t released() const { return header_.released; }
   uint16_t records() const { return header_.records; }
-  // Next record: 1 read, 0 no more, -1 malformed.
-  int next(Record& out);
+  // Reads the next record: false at the end of the batch or at a malformed
+  // record, and status() says which (ok at the end; protocol_error naming
+  // the record and its fault). Once false, it stays false.
+  bool next(Record& out);
+  const Status& status() const { return status_; }
 
  private:
+  bool malformed(std::string what);
+
   std::span<const std::byte> bytes_;
   BatchHeader header_{};
   size_t offset_ = 0;
   uint16_t read_ = 0;
+  bool done_ = false;
+  Status status_;
 };
 
 // Fills one send buffer. The caller checks room() before adding.

@@ -50,7 +50,8 @@ Result<Receiver::Arrival> Receiver::onReceived(const ibv_wc& wc, size_t bufferSi
   counters_.batchesReceived++;
   received_.push_back({index, *bytes});
   BatchReader reader({supply_->at(index), *bytes});
-  if (!reader.open()) return Status(Errc::protocol_error, "malformed batch from peer");
+  if (Status st = reader.open(); !st.ok())
+    return Status(Errc::protocol_error, "malformed batch from peer: " + st.message());
   if (Status st = ledger_.onBatch(reader); !st.ok()) return st;
   return Arrival::kBatch;
 }

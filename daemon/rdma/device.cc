@@ -105,38 +105,40 @@ ExternalRegistrations::~ExternalRegistrations() {
     budget_.give(e.bytes);
 }
 
-std::optional<uint32_t> ExternalRegistrations::lkey(
+const Result<uint32_t>& ExternalRegistrations::lkey(
     const std::shared_ptr<ExternalRegistrations>& self, ExternalArea& area) {
   auto it = self->areas_.find(&area);
   if (it == self->areas_.end()) {
     Entry e;
     const std::span<const std::byte> bytes = area.bytes();
     if (!self->budget_.take(bytes.size())) {
-      spdlog::warn(
-          "a client's shared memory of {} bytes is not registered ({}): its messages are copied",
-          bytes.size(), self->budget_.exhausted(bytes.size()));
+      e.lkey = Status(Errc::busy, "a client's shared memory of " + std::to_string(bytes.size()) +
+                                      " bytes is not registered (" +
+                                      self->budget_.exhausted(bytes.size()) + ")");
     } else {
       // Only read by the device (local read needs no access flag).
       e.mr.reset(ibv_reg_mr(self->pd_, const_cast<std::byte*>(bytes.data()), bytes.size(), 0));
       if (!e.mr) {
-        spdlog::warn(
-            "ibv_reg_mr of a client's shared memory of {} bytes failed ({}): its messages are "
-            "copied",
-            bytes.size(), std::error_code(errno, std::generic_category()).message());
+        const int err = errno;
+        e.lkey = Status(Errc::io_error,
+                        "ibv_reg_mr of a client's shared memory of " +
+                            std::to_string(bytes.size()) + " bytes failed (" +
+                            std::error_code(err, std::generic_category()).message() + ")");
         self->budget_.give(bytes.size());
       } else {
+        e.lkey = e.mr->lkey;
         e.bytes = bytes.size();
         self->counters_.clientBytesRegistered += e.bytes;
         self->counters_.clientRegistrations++;
       }
     }
+    if (!e.lkey) spdlog::warn("{}: its messages are copied", e.lkey.status().message());
     it = self->areas_.emplace(&area, std::move(e)).first;
     area.onDeath([weak = std::weak_ptr<ExternalRegistrations>(self), key = &area] {
       if (auto regs = weak.lock()) regs->forget(key);
     });
   }
-  if (!it->second.mr) return std::nullopt;
-  return it->second.mr->lkey;
+  return it->second.lkey;
 }
 
 void ExternalRegistrations::forget(const ExternalArea* area) {

@@ -83,9 +83,11 @@ class ExternalRegistrations {
   ExternalRegistrations(const ExternalRegistrations&) = delete;
   ExternalRegistrations& operator=(const ExternalRegistrations&) = delete;
 
-  // The area's lkey, registering it the first time; nullopt when it cannot
-  // be (the budget, or ibv_reg_mr failed: said once per area).
-  static std::optional<uint32_t> lkey(const std::shared_ptr<ExternalRegistrations>& self,
+  // The area's lkey, registering it the first time; why it cannot be when
+  // it cannot (busy: the registered_memory_limit; io_error: ibv_reg_mr).
+  // Decided once per area, and logged then (a warning: its messages are
+  // copied instead); the same answer after, without building it again.
+  static const Result<uint32_t>& lkey(const std::shared_ptr<ExternalRegistrations>& self,
                                       ExternalArea& area);
 
  private:
@@ -93,6 +95,7 @@ class ExternalRegistrations {
   struct Entry {
     MrPtr mr;  // null: the area cannot be registered (copied instead)
     size_t bytes = 0;
+    Result<uint32_t> lkey{0u};
   };
   ibv_pd* pd_;
   MemoryBudget& budget_;
@@ -164,7 +167,7 @@ class Device {
 
   SendPool& sendPool() { return *sendPool_; }
   // The lkey of a client's memory on this device (ExternalRegistrations).
-  std::optional<uint32_t> lkeyFor(ExternalArea& area) {
+  const Result<uint32_t>& lkeyFor(ExternalArea& area) {
     return ExternalRegistrations::lkey(external_, area);
   }
   // The shared receive queue; nullptr with receive_queue: per_peer.

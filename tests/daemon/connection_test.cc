@@ -81,7 +81,7 @@ std::vector<Message> messagesIn(std::span<const std::byte> batch) {
   BatchReader reader(batch);
   if (!reader.open()) return out;
   Record r;
-  while (reader.next(r) == 1)
+  while (reader.next(r))
     if (r.type == RecordType::kMessage)
       out.push_back(
           {r.seq, std::string(r.srcService), std::string(r.dstService),

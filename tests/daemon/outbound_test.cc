@@ -87,7 +87,7 @@ class MemoryRoom final : public SendRoom {
       BatchReader reader(sealed_[b]);
       EXPECT_TRUE(reader.open());
       Record r;
-      while (reader.next(r) == 1) {
+      while (reader.next(r)) {
         if (r.type != RecordType::kMessage) continue;
         out.push_back(
             {r.seq, r.flags, std::string(r.srcService), std::string(r.dstService), r.totalLength,

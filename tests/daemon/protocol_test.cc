@@ -14,6 +14,12 @@
 namespace rdmamsg::peer {
 namespace {
 
+// One BatchReader::next as a number: 1 a record, 0 the end, -1 malformed.
+int nextOf(BatchReader& r, Record& rec) {
+  if (r.next(rec)) return 1;
+  return r.status().ok() ? 0 : -1;
+}
+
 std::span<const std::byte> bytes(std::string_view s) {
   return std::as_bytes(std::span(s));
 }
@@ -145,7 +151,7 @@ class Batch : public ::testing::Test {
       return out;
     }
     Record rec;
-    while ((rc = r.next(rec)) == 1)
+    while ((rc = nextOf(r, rec)) == 1)
       out.push_back(rec);
     // Views into `copy` die here; callers look only at scalar fields.
     for (auto& o : out)
@@ -166,8 +172,8 @@ TEST_F(Batch, EmptyBatchCarriesCredits) {
   EXPECT_EQ(r.credits(), 17u);
   EXPECT_EQ(r.records(), 0);
   Record rec;
-  EXPECT_EQ(r.next(rec), 0);
-  EXPECT_EQ(r.next(rec), 0);
+  EXPECT_EQ(nextOf(r, rec), 0);
+  EXPECT_EQ(nextOf(r, rec), 0);
 }
 
 TEST_F(Batch, MessagesRoundTrip) {
@@ -183,22 +189,22 @@ TEST_F(Batch, MessagesRoundTrip) {
   EXPECT_EQ(r.credits(), 5u);
   EXPECT_EQ(r.records(), 3);
   Record rec;
-  ASSERT_EQ(r.next(rec), 1);
+  ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_EQ(rec.type, RecordType::kMessage);
   EXPECT_EQ(rec.flags, kFirstFragment | kLastFragment);
   EXPECT_EQ(rec.seq, 1u);
   EXPECT_EQ(rec.srcService, "src");
   EXPECT_EQ(rec.dstService, "dst");
   EXPECT_EQ(text(rec.payload), "hello");
-  ASSERT_EQ(r.next(rec), 1);
+  ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_EQ(rec.seq, 2u);
   EXPECT_EQ(rec.srcService, "");
   EXPECT_EQ(rec.dstService, "service.name-1");
   EXPECT_TRUE(rec.payload.empty());
-  ASSERT_EQ(r.next(rec), 1);
+  ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_EQ(rec.seq, 3u);
   EXPECT_EQ(text(rec.payload), big);
-  EXPECT_EQ(r.next(rec), 0);
+  EXPECT_EQ(nextOf(r, rec), 0);
 }
 
 // A client that registered no service sends with an empty sender name, which
@@ -210,7 +216,7 @@ TEST_F(Batch, EmptyNamesWithNullDataAreWritten) {
   BatchReader r(b);
   ASSERT_TRUE(r.open());
   Record rec;
-  ASSERT_EQ(r.next(rec), 1);
+  ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_TRUE(rec.srcService.empty());
   EXPECT_EQ(rec.dstService, "dst");
   EXPECT_TRUE(rec.payload.empty());
@@ -243,20 +249,20 @@ TEST_F(Batch, FragmentsCarryTheTotalLengthInTheFirstOnly) {
   ASSERT_TRUE(r.open());
   Record rec;
   std::string joined;
-  ASSERT_EQ(r.next(rec), 1);
+  ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_TRUE(hasTotalLength(rec.flags));
   EXPECT_EQ(rec.totalLength, all.size());
   joined += text(rec.payload);
-  ASSERT_EQ(r.next(rec), 1);
+  ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_FALSE(hasTotalLength(rec.flags));
   EXPECT_EQ(rec.flags, 0);
   EXPECT_EQ(rec.totalLength, 0u);
   joined += text(rec.payload);
-  ASSERT_EQ(r.next(rec), 1);
+  ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_EQ(rec.flags, kLastFragment);
   EXPECT_EQ(rec.seq, 7u);
   joined += text(rec.payload);
-  EXPECT_EQ(r.next(rec), 0);
+  EXPECT_EQ(nextOf(r, rec), 0);
   EXPECT_EQ(joined, all);
   EXPECT_FALSE(hasTotalLength(kFirstFragment | kLastFragment));
   EXPECT_FALSE(hasTotalLength(kLastFragment));
@@ -273,22 +279,22 @@ TEST_F(Batch, ConfirmsAndHeartbeatsRoundTrip) {
   ASSERT_TRUE(r.open());
   EXPECT_EQ(r.records(), 4);
   Record rec;
-  ASSERT_EQ(r.next(rec), 1);
+  ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_EQ(rec.type, RecordType::kConfirm);
   EXPECT_EQ(rec.seq, 10u);
   EXPECT_EQ(rec.confirm.lastSeq, 20u);
   EXPECT_EQ(rec.confirm.errc, 0);
-  ASSERT_EQ(r.next(rec), 1);
+  ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_EQ(rec.type, RecordType::kHeartbeat);
-  ASSERT_EQ(r.next(rec), 1);
+  ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_EQ(rec.type, RecordType::kConfirm);
   EXPECT_EQ(rec.seq, 21u);
   EXPECT_EQ(rec.confirm.lastSeq, 21u);
   EXPECT_EQ(rec.confirm.errc, 2);
-  ASSERT_EQ(r.next(rec), 1);
+  ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_EQ(rec.type, RecordType::kMessage);
   EXPECT_EQ(text(rec.payload), "m");
-  EXPECT_EQ(r.next(rec), 0);
+  EXPECT_EQ(nextOf(r, rec), 0);
   EXPECT_EQ(kConfirmRecordSize, 32u);
 }
 
@@ -359,7 +365,7 @@ int readToEnd(const std::vector<std::byte>& b) {
   Record rec;
   int rc;
   int guard = 0;
-  while ((rc = r.next(rec)) == 1 && ++guard < 100000) {
+  while ((rc = nextOf(r, rec)) == 1 && ++guard < 100000) {
   }
   return rc;
 }
@@ -402,6 +408,43 @@ TEST(BatchMalformed, RecordLengthBeyondTheBatch) {
   EXPECT_EQ(readToEnd(build(header(1, 16 + 24), rec)), 0) << "the same record, well formed";
   // A record header cut short by the batch length.
   EXPECT_EQ(readToEnd(build(header(1, 16 + 8), std::vector<std::byte>(8))), -1);
+}
+
+// The connection is closed with the reader's status as its reason: it names
+// what is wrong, and a reader that stopped stays stopped.
+TEST(BatchMalformed, TheStatusSaysWhatIsWrong) {
+  auto openOf = [](std::vector<std::byte> b) { return BatchReader(b).open(); };
+  EXPECT_EQ(openOf(std::vector<std::byte>(15)).message(),
+            "a batch of 15 bytes, shorter than its header");
+  auto h = header(0, 16);
+  h.magic ^= 1;
+  EXPECT_EQ(openOf(build(h, {})).message(), "not a batch (wrong magic)");
+  EXPECT_EQ(openOf(build(header(0, 17), {})).message(), "a batch header of length 17 in 16 bytes");
+
+  RecordHeader hb{};
+  hb.type = RecordType::kHeartbeat;
+  std::vector<std::byte> extra = build(header(0, 32), recordBytes(hb, 0));
+  BatchReader trailing(extra);
+  ASSERT_TRUE(trailing.open().ok());
+  Record rec;
+  EXPECT_FALSE(trailing.next(rec));
+  EXPECT_EQ(trailing.status().code(), Errc::protocol_error);
+  EXPECT_EQ(trailing.status().message(), "16 bytes after the batch's 0 records");
+
+  RecordHeader unknown{};
+  unknown.type = static_cast<RecordType>(99);
+  std::vector<std::byte> bad = build(header(2, 48), [&] {
+    std::vector<std::byte> two = recordBytes(hb, 0), second = recordBytes(unknown, 0);
+    two.insert(two.end(), second.begin(), second.end());
+    return two;
+  }());
+  BatchReader r(bad);
+  ASSERT_TRUE(r.open().ok());
+  EXPECT_TRUE(r.next(rec)) << "the heartbeat before it";
+  EXPECT_FALSE(r.next(rec));
+  EXPECT_EQ(r.status().message(), "record 2 of 2: unknown record type 99");
+  EXPECT_FALSE(r.next(rec)) << "stopped";
+  EXPECT_EQ(r.status().message(), "record 2 of 2: unknown record type 99");
 }
 
 TEST(BatchMalformed, UnknownRecordType) {
@@ -489,7 +532,7 @@ void checkBounded(const std::vector<std::byte>& b) {
     auto* q = static_cast<const std::byte*>(p);
     return n == 0 || (q >= lo && q + n <= hi);
   };
-  while ((rc = r.next(rec)) == 1) {
+  while ((rc = nextOf(r, rec)) == 1) {
     ASSERT_LE(++steps, static_cast<int>(r.records())) << "more records than announced";
     ASSERT_TRUE(inside(rec.payload.data(), rec.payload.size()));
     ASSERT_TRUE(inside(rec.srcService.data(), rec.srcService.size()));

@@ -466,7 +466,7 @@ int main(int argc, char** argv) {
       BatchReader r(bytes);
       if (!r.open()) continue;
       Record rec;
-      while (r.next(rec) == 1) {
+      while (r.next(rec)) {
         if (rec.type == RecordType::kAuth && !goodKey.empty() &&
             rdmamsg::peer::auth::verify(goodKey, rdmamsg::peer::auth::Role::kAcceptor, transcript,
                                         rec.auth.proofs[0])) {

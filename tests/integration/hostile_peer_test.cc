@@ -82,8 +82,8 @@ TEST_F(HostilePeer, EveryProtocolViolationIsDisconnectedWithItsReasonAndOthersAr
   ASSERT_TRUE(s);
   const uint64_t gammaConnects = peerEntry(*s, "gamma")->value("connects", uint64_t{0});
   const std::pair<const char*, const char*> cases[] = {
-      {"bad-batch", "malformed batch from peer"},
-      {"bad-record", "malformed record from peer"},
+      {"bad-batch", "malformed batch from peer: not a batch (wrong magic)"},
+      {"bad-record", "malformed record from peer: record 1 of 1: unknown record type 99"},
       {"credits", "peer returned more credits than it has receive buffers"},
       {"release", "peer released more credits than it holds"},
       {"sequence", "message out of sequence from peer"},
