@@ -381,23 +381,21 @@ void Connection::processAuth() {
   }
 }
 
-void Connection::onAuthStep(const Result<Authenticator::Step>& result) {
+// A failed step is permission_denied (authentication failed) or this node's own failure.
+void Connection::onAuthStep(const Result<Authenticator::Step>& step) {
   using Kind = Authenticator::Step::Kind;
-  if (!result) {
-    const Status& st = result.status();
-    // permission_denied: authentication failed; else this node's own failure.
-    return st.code() == Errc::permission_denied ? authFail(st.message()) : fail(st.message());
-  }
-  const Authenticator::Step& step = *result;
-  switch (step.kind) {
+  if (!step)
+    return step.status().code() == Errc::permission_denied ? authFail(step.status().message())
+                                                           : fail(step.status().message());
+  switch (step->kind) {
     case Kind::kSend:
-      return sendAuth(step.record);
+      return sendAuth(step->record);
     case Kind::kAnswer:
-      sendAuth(step.record);
+      sendAuth(step->record);
       if (down()) return;
       [[fallthrough]];
     case Kind::kProven:
-      auth_.settle(step.secret);
+      auth_.settle(step->secret);
       return startSession();
   }
 }
