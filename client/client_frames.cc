@@ -13,24 +13,24 @@ using proto::FrameKind;
 
 void Client::Impl::parseInput(ByteBuffer& from) {
   while (conn.ok()) {
-    const proto::DecodeResult res = proto::decodeFrame(from.readable(), maxBody);
-    if (res.outcome == proto::DecodeOutcome::need_more) return;
-    if (res.outcome == proto::DecodeOutcome::error && res.version != 0) {
+    const Result<proto::Decoded> res = proto::decodeFrame(from.readable(), maxBody);
+    if (!res) {
+      return lose(Status(Errc::protocol_error, "from rdmamsgd: " + res.status().message()));
+    }
+    if (res->kind == proto::Decoded::Kind::need_more) return;
+    if (res->kind == proto::Decoded::Kind::other_version) {
       return lose(Status(Errc::protocol_error,
-                         "rdmamsgd speaks local protocol version " + std::to_string(res.version) +
+                         "rdmamsgd speaks local protocol version " + std::to_string(res->version) +
                              ", this client " + std::to_string(proto::kProtocolVersion) +
                              ": use a client library and daemon of the same release"));
     }
-    if (res.outcome == proto::DecodeOutcome::error) {
-      return lose(Status(Errc::protocol_error, std::string("from rdmamsgd: ") + res.reason));
-    }
     // receiveView() reads the next message where it lies.
-    if (view.wanted() && res.frame.kind == FrameKind::deliver && &from == &in && inbox.empty()) {
+    if (view.wanted() && res->frame.kind == FrameKind::deliver && &from == &in && inbox.empty()) {
       view.readyInInput();
       return;
     }
-    handleFrame(res.frame);
-    from.consume(res.consumed);
+    handleFrame(res->frame);
+    from.consume(res->consumed);
   }
 }
 
@@ -154,8 +154,9 @@ void Client::Impl::afterTaken() {
 }
 
 bool Client::Impl::allReadTaken() const {
-  return inbox.empty() &&
-         proto::decodeFrame(in.readable(), maxBody).outcome == proto::DecodeOutcome::need_more;
+  if (!inbox.empty()) return false;
+  const Result<proto::Decoded> next = proto::decodeFrame(in.readable(), maxBody);
+  return next && next->kind == proto::Decoded::Kind::need_more;
 }
 
 }  // namespace rdmamsg

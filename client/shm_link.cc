@@ -244,11 +244,11 @@ Result<proto::Frame> ShmLink::delivery(std::span<const std::byte> unparsed, uint
     return Status(Errc::protocol_error, "from rdmamsgd: a payload record inside a frame");
   Result<std::span<const std::byte>> record = channel_->frameRecord();
   if (!record) return record.status();
-  const proto::DecodeResult res = proto::decodeFrame(*record, maxBody);
-  if (res.outcome != proto::DecodeOutcome::frame || res.consumed != record->size() ||
-      res.frame.kind != proto::FrameKind::deliver)
+  const Result<proto::Decoded> res = proto::decodeFrame(*record, maxBody);
+  if (!res || res->kind != proto::Decoded::Kind::frame || res->consumed != record->size() ||
+      res->frame.kind != proto::FrameKind::deliver)
     return Status(Errc::protocol_error, "from rdmamsgd: a delivery block that is not one DELIVER");
-  return res.frame;
+  return res->frame;
 }
 
 // --- Doorbells ---------------------------------------------------------------

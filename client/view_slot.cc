@@ -27,15 +27,16 @@ void ViewSlot::take(MessageView& v, uint64_t handle, ByteBuffer& in, uint32_t ma
 }
 
 void ViewSlot::takeInPlace(MessageView& v, ByteBuffer& in, uint32_t maxBody) {
-  const proto::DecodeResult res = proto::decodeFrame(in.readable(), maxBody);
-  const proto::Frame& f = res.frame;  // decoded before, from the same bytes: a DELIVER
+  // Decoded before, from the same bytes: a DELIVER.
+  const Result<proto::Decoded> res = proto::decodeFrame(in.readable(), maxBody);
+  const proto::Frame& f = res->frame;
   v.srcNode = f.node;
   v.srcService = f.service;
   v.service = f.otherService;
   v.payload = f.payload;
   v.inPlace = true;
   in.pin();  // before consume(), which would reuse an emptied buffer from its start
-  in.consume(res.consumed);
+  in.consume(res->consumed);
 }
 
 // Decoded and checked once, when it was found; the daemon does not write

@@ -207,88 +207,97 @@ AckRange Frame::ackRange(size_t i) const {
 
 namespace {
 
-// The header's problem, or nullptr; the body's length and the kind.
-const char* checkHeader(std::span<const std::byte> in, uint32_t maxBody, DecodeResult& res,
-                        uint32_t& bodyLength, uint8_t& kind) {
-  bodyLength = getLe<uint32_t>(in.data());
-  const uint8_t version = getLe<uint8_t>(in.data() + 4);
-  kind = getLe<uint8_t>(in.data() + 5);
-  const uint16_t reserved = getLe<uint16_t>(in.data() + 6);
-  if (version != kProtocolVersion) {
-    res.version = version;
-    return "unsupported protocol version";
-  }
-  if (reserved != 0) return "reserved header bits set";
-  if (kind == 0 || kind > kMaxFrameKind) return "unknown frame kind";
-  if (bodyLength > maxBody) return "frame longer than the maximum message size";
+constexpr const char* kUnsupportedVersion = "unsupported protocol version";
+
+struct Header {
+  uint32_t bodyLength = 0;
+  uint8_t version = 0;
+  uint8_t kind = 0;
+  uint16_t reserved = 0;
+};
+
+Header readHeader(std::span<const std::byte> in) {
+  return {getLe<uint32_t>(in.data()), getLe<uint8_t>(in.data() + 4), getLe<uint8_t>(in.data() + 5),
+          getLe<uint16_t>(in.data() + 6)};
+}
+
+// A header of another protocol version (version 0 is none).
+bool otherVersion(const Header& h) {
+  return h.version != kProtocolVersion && h.version != 0;
+}
+
+// The header's problem, or nullptr.
+const char* checkHeader(const Header& h, uint32_t maxBody) {
+  if (h.version != kProtocolVersion) return kUnsupportedVersion;
+  if (h.reserved != 0) return "reserved header bits set";
+  if (h.kind == 0 || h.kind > kMaxFrameKind) return "unknown frame kind";
+  if (h.bodyLength > maxBody) return "frame longer than the maximum message size";
   return nullptr;
 }
 
-DecodeResult& failed(DecodeResult& res, const char* problem) {
-  res.outcome = DecodeOutcome::error;
-  res.errc = Errc::protocol_error;
-  res.reason = problem;
-  res.frame = Frame{};
-  res.consumed = 0;
-  return res;
+// Fills `d` from the frame at the front of `in`; the problem, or nullptr.
+const char* parseFrame(std::span<const std::byte> in, uint32_t maxBody, Decoded& d) {
+  if (in.size() < kHeaderSize) return nullptr;
+  const Header h = readHeader(in);
+  if (otherVersion(h)) {
+    d.kind = Decoded::Kind::other_version;
+    d.version = h.version;
+    return nullptr;
+  }
+  if (const char* problem = checkHeader(h, maxBody)) return problem;
+  if (in.size() - kHeaderSize < h.bodyLength) return nullptr;
+  d.frame.kind = static_cast<FrameKind>(h.kind);
+  Reader reader(in.subspan(kHeaderSize, h.bodyLength));
+  parseBody(d.frame.kind, reader, d.frame);
+  if (const char* problem = reader.reason()) return problem;
+  d.kind = Decoded::Kind::frame;
+  d.consumed = kHeaderSize + h.bodyLength;
+  return nullptr;
+}
+
+const char* parseRecordHead(std::span<const std::byte> head, size_t frameSize, uint32_t maxBody,
+                            Decoded& d, size_t& payloadOffset) {
+  if (head.size() < kHeaderSize) return "frame record shorter than a frame header";
+  const Header h = readHeader(head);
+  if (const char* problem = checkHeader(h, maxBody)) return problem;
+  const auto k = static_cast<FrameKind>(h.kind);
+  if (k != FrameKind::send && k != FrameKind::pub)
+    return "a frame record holds a frame other than SEND or PUB";
+  if (kHeaderSize + uint64_t{h.bodyLength} != frameSize)
+    return "frame record length differs from its frame's";
+  d.frame.kind = k;
+  Reader reader(
+      head.subspan(kHeaderSize, std::min<size_t>(h.bodyLength, head.size() - kHeaderSize)));
+  parseBody(k, reader, d.frame);
+  if (const char* problem = reader.reason()) return problem;
+  payloadOffset = static_cast<size_t>(d.frame.payload.data() - head.data());
+  d.frame.payload = {};
+  d.kind = Decoded::Kind::frame;
+  d.consumed = frameSize;
+  return nullptr;
 }
 
 }  // namespace
 
-DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
-  // One result object, returned from every path (so it is built in the
-  // caller's storage): frames are decoded once per message on the fast path.
-  DecodeResult res;
-  if (in.size() < kHeaderSize) return res;
-  uint32_t bodyLength = 0;
-  uint8_t kind = 0;
-  const char* problem = checkHeader(in, maxBody, res, bodyLength, kind);
-  if (problem == nullptr && in.size() - kHeaderSize < bodyLength) return res;
-  if (problem == nullptr) {
-    res.frame.kind = static_cast<FrameKind>(kind);
-    Reader reader(in.subspan(kHeaderSize, bodyLength));
-    parseBody(res.frame.kind, reader, res.frame);
-    problem = reader.reason();
-  }
-  if (problem != nullptr) {
-    failed(res, problem);
-    return res;  // the same named object on every path: built in the caller's storage
-  }
-  res.outcome = DecodeOutcome::frame;
-  res.consumed = kHeaderSize + bodyLength;
+Status unsupportedVersion() {
+  return Status(Errc::protocol_error, kUnsupportedVersion);
+}
+
+// One Result, returned from every path (so it is built in the caller's
+// storage): frames are decoded once per message on the fast path. Only a
+// failure builds a message.
+Result<Decoded> decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
+  Result<Decoded> res = Decoded{};
+  if (const char* problem = parseFrame(in, maxBody, *res))
+    res = Status(Errc::protocol_error, problem);
   return res;
 }
 
-DecodeResult decodeRecordHead(std::span<const std::byte> head, size_t frameSize, uint32_t maxBody,
-                              size_t& payloadOffset) {
-  DecodeResult res;
-  if (head.size() < kHeaderSize) {
-    failed(res, "frame record shorter than a frame header");
-    return res;
-  }
-  uint32_t bodyLength = 0;
-  uint8_t kind = 0;
-  const char* problem = checkHeader(head, maxBody, res, bodyLength, kind);
-  const auto k = static_cast<FrameKind>(kind);
-  if (problem == nullptr && k != FrameKind::send && k != FrameKind::pub)
-    problem = "a frame record holds a frame other than SEND or PUB";
-  if (problem == nullptr && kHeaderSize + uint64_t{bodyLength} != frameSize)
-    problem = "frame record length differs from its frame's";
-  if (problem == nullptr) {
-    res.frame.kind = k;
-    Reader reader(
-        head.subspan(kHeaderSize, std::min<size_t>(bodyLength, head.size() - kHeaderSize)));
-    parseBody(k, reader, res.frame);
-    problem = reader.reason();
-  }
-  if (problem != nullptr) {
-    failed(res, problem);
-    return res;  // the same named object on every path: built in the caller's storage
-  }
-  payloadOffset = static_cast<size_t>(res.frame.payload.data() - head.data());
-  res.frame.payload = {};
-  res.outcome = DecodeOutcome::frame;
-  res.consumed = frameSize;
+Result<Decoded> decodeRecordHead(std::span<const std::byte> head, size_t frameSize,
+                                 uint32_t maxBody, size_t& payloadOffset) {
+  Result<Decoded> res = Decoded{};
+  if (const char* problem = parseRecordHead(head, frameSize, maxBody, *res, payloadOffset))
+    res = Status(Errc::protocol_error, problem);
   return res;
 }
 

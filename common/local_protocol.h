@@ -12,8 +12,9 @@
 //
 // decodeFrame() parses at most one frame from the front of a byte span that
 // may hold a partial frame or many frames; it checks the length against the
-// receiver's limit before anything else and never allocates. The encode*()
-// functions append one frame to a caller-owned ByteBuffer.
+// receiver's limit before anything else and allocates nothing unless it
+// fails (the failure's message). The encode*() functions append one frame to
+// a caller-owned ByteBuffer.
 #pragma once
 
 #include <cstddef>
@@ -137,28 +138,39 @@ struct Frame {
   AckRange ackRange(size_t i) const;
 };
 
-enum class DecodeOutcome : uint8_t { need_more, frame, error };
-
-struct DecodeResult {
-  DecodeOutcome outcome = DecodeOutcome::need_more;
-  size_t consumed = 0;      // bytes of the frame (only for `frame`)
-  Frame frame;              // only for `frame`
-  Errc errc = Errc::ok;     // only for `error`: protocol_error
-  const char* reason = "";  // only for `error`: static text naming the problem
-  uint8_t version = 0;      // only for `error`: the header's version when it is not ours
+// What a decoder found that is not a failure. A failure (a malformed frame,
+// a body longer than the limit) is the Result's Status: protocol_error and
+// a static text naming the problem.
+struct Decoded {
+  enum class Kind : uint8_t {
+    need_more,      // the input holds part of a frame
+    frame,          // a whole frame: `frame`, `consumed`
+    other_version,  // a frame header of another protocol version (1..255, not ours): `version`
+  };
+  Kind kind = Kind::need_more;
+  size_t consumed = 0;  // frame: its bytes
+  Frame frame;          // frame
+  uint8_t version = 0;  // other_version: the header's version
 };
 
-// Parses the frame at the front of `in`. A body longer than `maxBody` is an
-// error as soon as its header is complete, before the body arrives.
-DecodeResult decodeFrame(std::span<const std::byte> in, uint32_t maxBody);
+// The failure of a reader that does not answer another protocol version
+// (Decoded::Kind::other_version): protocol_error, "unsupported protocol
+// version". A header of version 0 is this failure too.
+Status unsupportedVersion();
+
+// Parses the frame at the front of `in`. A body longer than `maxBody` is a
+// failure as soon as its header is complete, before the body arrives;
+// another version's header is other_version as soon as it is complete.
+Result<Decoded> decodeFrame(std::span<const std::byte> in, uint32_t maxBody);
 // The head of a SEND or PUB frame of `frameSize` bytes whose payload stays
 // where it lies (a shared-memory frame record): `head` is a private copy of
 // the frame's first bytes (at least its fixed fields and names, or all of
-// it: kMaxRecordHead). An error unless it is a SEND or PUB of exactly
-// frameSize bytes; else the frame with an empty payload, and the payload's
+// it: kMaxRecordHead). A failure unless it is a SEND or PUB of our protocol
+// version of exactly frameSize bytes (a record is never need_more or
+// other_version); else the frame with an empty payload, and the payload's
 // offset in the frame.
-DecodeResult decodeRecordHead(std::span<const std::byte> head, size_t frameSize, uint32_t maxBody,
-                              size_t& payloadOffset);
+Result<Decoded> decodeRecordHead(std::span<const std::byte> head, size_t frameSize,
+                                 uint32_t maxBody, size_t& payloadOffset);
 
 // Encoders: append one complete frame to `out`. They do not validate names
 // (callers do, with isValidName) but never write a field that overflows its

@@ -31,6 +31,10 @@ bool sameBytes(Bytes a, Bytes b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
 }
 
+bool isFrame(const Result<Decoded>& r) {
+  return r.ok() && r->kind == Decoded::Kind::frame;
+}
+
 bool sameFrame(const Frame& a, const Frame& b) {
   return a.kind == b.kind && a.msgId == b.msgId && a.errc == b.errc && a.inReplyTo == b.inReplyTo &&
          a.maxMessageSize == b.maxMessageSize && a.ringVersion == b.ringVersion &&
@@ -241,28 +245,28 @@ bool encodeAgain(const Frame& f, ByteBuffer& out) {
 void checkRoundTrip(const Frame& f, Bytes frameBytes) {
   ByteBuffer out;
   const bool exact = encodeAgain(f, out);
-  const DecodeResult again = decodeFrame(out.readable(), kDefaultMaxBody);
-  FUZZ_CHECK(again.outcome == DecodeOutcome::frame && again.consumed == out.size());
+  const Result<Decoded> again = decodeFrame(out.readable(), kDefaultMaxBody);
+  FUZZ_CHECK(isFrame(again) && again->consumed == out.size());
   if (exact) {
     FUZZ_CHECK(sameBytes(out.readable(), frameBytes));
-    FUZZ_CHECK(sameFrame(again.frame, f));
+    FUZZ_CHECK(sameFrame(again->frame, f));
   } else {
     Frame clipped = f;
     clipped.text = f.text.substr(0, f.kind == FrameKind::hello ? kMaxNameLength : kMaxErrorText);
-    FUZZ_CHECK(sameFrame(again.frame, clipped));
+    FUZZ_CHECK(sameFrame(again->frame, clipped));
   }
 }
 
 // The receiver's limit is applied from the header, and a frame that fits
 // decodes the same under any larger limit.
-void checkLimits(Bytes in, const DecodeResult& res) {
+void checkLimits(Bytes in, const Decoded& res) {
   const uint32_t bodyLength = static_cast<uint32_t>(res.consumed - kHeaderSize);
-  const DecodeResult unlimited = decodeFrame(in, UINT32_MAX);
-  FUZZ_CHECK(unlimited.outcome == DecodeOutcome::frame && unlimited.consumed == res.consumed);
-  FUZZ_CHECK(sameFrame(unlimited.frame, res.frame));
+  const Result<Decoded> unlimited = decodeFrame(in, UINT32_MAX);
+  FUZZ_CHECK(isFrame(unlimited) && unlimited->consumed == res.consumed);
+  FUZZ_CHECK(sameFrame(unlimited->frame, res.frame));
   if (bodyLength > 0) {
-    const DecodeResult tooLong = decodeFrame(in.first(kHeaderSize), bodyLength - 1);
-    FUZZ_CHECK(tooLong.outcome == DecodeOutcome::error && tooLong.errc == Errc::protocol_error);
+    const Result<Decoded> tooLong = decodeFrame(in.first(kHeaderSize), bodyLength - 1);
+    FUZZ_CHECK(!tooLong.ok() && tooLong.status().code() == Errc::protocol_error);
   }
 }
 
@@ -270,8 +274,8 @@ void checkLimits(Bytes in, const DecodeResult& res) {
 void checkPrefixes(Bytes frameBytes) {
   for (size_t n : {size_t{0}, kHeaderSize - 1, kHeaderSize, frameBytes.size() - 1}) {
     if (n >= frameBytes.size()) continue;
-    const DecodeResult part = decodeFrame(frameBytes.first(n), kDefaultMaxBody);
-    FUZZ_CHECK(part.outcome == DecodeOutcome::need_more && part.consumed == 0);
+    const Result<Decoded> part = decodeFrame(frameBytes.first(n), kDefaultMaxBody);
+    FUZZ_CHECK(part.ok() && part->kind == Decoded::Kind::need_more && part->consumed == 0);
   }
 }
 
@@ -288,24 +292,29 @@ namespace {
 void checkRecordHead(Bytes record) {
   const Bytes head = record.first(std::min(record.size(), kMaxRecordHead));
   size_t payloadAt = 0;
-  const DecodeResult rec = decodeRecordHead(head, record.size(), kDefaultMaxBody, payloadAt);
-  const DecodeResult whole = decodeFrame(record, kDefaultMaxBody);
-  const bool one = whole.outcome == DecodeOutcome::frame && whole.consumed == record.size() &&
-                   (whole.frame.kind == FrameKind::send || whole.frame.kind == FrameKind::pub);
-  FUZZ_CHECK((rec.outcome == DecodeOutcome::frame) == one);
+  const Result<Decoded> rec = decodeRecordHead(head, record.size(), kDefaultMaxBody, payloadAt);
+  const Result<Decoded> wholeRes = decodeFrame(record, kDefaultMaxBody);
+  const bool one =
+      isFrame(wholeRes) && wholeRes->consumed == record.size() &&
+      (wholeRes->frame.kind == FrameKind::send || wholeRes->frame.kind == FrameKind::pub);
+  // A record is a frame or a failure, never need_more or other_version.
+  FUZZ_CHECK(!rec.ok() || rec->kind == Decoded::Kind::frame);
+  FUZZ_CHECK(rec.ok() == one);
   if (!one) {
-    FUZZ_CHECK(rec.reason != nullptr && std::strlen(rec.reason) > 0);
+    FUZZ_CHECK(rec.status().code() == Errc::protocol_error && !rec.status().message().empty());
     return;
   }
   FUZZ_CHECK(payloadAt <= head.size() && payloadAt <= record.size());
-  Frame f = rec.frame;
+  FUZZ_CHECK(rec->consumed == record.size());
+  const Frame& whole = wholeRes->frame;
+  Frame f = rec->frame;
   FUZZ_CHECK(f.payload.empty());
   f.payload = record.subspan(payloadAt);
   // Views into the private head: compared by value.
-  FUZZ_CHECK(f.kind == whole.frame.kind && f.msgId == whole.frame.msgId &&
-             f.node == whole.frame.node && f.service == whole.frame.service &&
-             f.otherService == whole.frame.otherService && f.subject == whole.frame.subject &&
-             f.limit == whole.frame.limit && sameBytes(f.payload, whole.frame.payload));
+  FUZZ_CHECK(f.kind == whole.kind && f.msgId == whole.msgId && f.node == whole.node &&
+             f.service == whole.service && f.otherService == whole.otherService &&
+             f.subject == whole.subject && f.limit == whole.limit &&
+             sameBytes(f.payload, whole.payload));
 }
 
 }  // namespace
@@ -318,15 +327,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // kDefaultMaxBody: the client's limit before WELCOME, above every limit
   // the inputs can reach; checkLimits covers smaller ones.
   for (;;) {
-    const DecodeResult res = decodeFrame(in, kDefaultMaxBody);
-    if (res.outcome == DecodeOutcome::need_more) {
+    const rdmamsg::Result<Decoded> decoded = decodeFrame(in, kDefaultMaxBody);
+    if (!decoded) {
+      // The receiver reports the reason and closes the connection.
+      FUZZ_CHECK(decoded.status().code() == rdmamsg::Errc::protocol_error);
+      FUZZ_CHECK(!decoded.status().message().empty());
+      return 0;
+    }
+    const Decoded& res = *decoded;
+    if (res.kind == Decoded::Kind::need_more) {
       FUZZ_CHECK(res.consumed == 0);
       return 0;
     }
-    if (res.outcome == DecodeOutcome::error) {
-      // The receiver reports the reason and closes the connection.
-      FUZZ_CHECK(res.errc == rdmamsg::Errc::protocol_error && res.consumed == 0);
-      FUZZ_CHECK(res.reason != nullptr && std::strlen(res.reason) > 0);
+    if (res.kind == Decoded::Kind::other_version) {
+      // The receiver names both versions and closes the connection; the
+      // header alone says it.
+      FUZZ_CHECK(in.size() >= kHeaderSize && res.consumed == 0);
+      FUZZ_CHECK(res.version != 0 && res.version != kProtocolVersion &&
+                 res.version == static_cast<uint8_t>(in[4]));
       return 0;
     }
     FUZZ_CHECK(res.consumed >= kHeaderSize && res.consumed <= in.size());

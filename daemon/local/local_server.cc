@@ -128,22 +128,23 @@ void LocalServer::serviceSession(Client& c) {
 void LocalServer::processInput(Client& c) {
   Session& s = *c.session;
   while (!s.closing() && !s.paused()) {
-    const proto::DecodeResult res = proto::decodeFrame(s.input(), s.maxBody());
-    switch (res.outcome) {
-      case proto::DecodeOutcome::need_more:
+    const Result<proto::Decoded> res = proto::decodeFrame(s.input(), s.maxBody());
+    if (!res) return protocolError(c, res.status());
+    switch (res->kind) {
+      case proto::Decoded::Kind::need_more:
         if (!s.frameRecordWaiting()) return;
         // A frame record comes between frames, never inside one.
         if (!s.input().empty()) return protocolError(c, "a frame record cut a frame");
         if (!handleFrameRecord(c)) return;
         break;
-      case proto::DecodeOutcome::error:
-        // An older client reads why in its own framing; other bytes are garbage.
-        if (res.version >= 1 && res.version < proto::kProtocolVersion)
-          return versionMismatch(c, res.version);
-        return protocolError(c, res.reason);
-      case proto::DecodeOutcome::frame:
-        handleFrame(c, res.frame);
-        s.consumeInput(res.consumed);
+      case proto::Decoded::Kind::other_version:
+        // An older client reads why in its own framing; a newer one gets the
+        // protocol error in ours, as for any bad header.
+        if (res->version < proto::kProtocolVersion) return versionMismatch(c, res->version);
+        return protocolError(c, proto::unsupportedVersion());
+      case proto::Decoded::Kind::frame:
+        handleFrame(c, res->frame);
+        s.consumeInput(res->consumed);
         break;
     }
   }

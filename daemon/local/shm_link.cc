@@ -191,12 +191,13 @@ ShmLink::FrameRecord ShmLink::takeFrameRecord(uint32_t maxBody) {
   frameCopy_.assign(record.begin(), record.begin() + static_cast<std::ptrdiff_t>(copied));
   loop::copies().clientIn += copied;
   size_t payloadAt = 0;
-  proto::DecodeResult d = proto::decodeRecordHead(frameCopy_, record.size(), maxBody, payloadAt);
-  if (d.outcome != proto::DecodeOutcome::frame) {
-    out.error = Status(Errc::protocol_error, d.reason);
+  const Result<proto::Decoded> d =
+      proto::decodeRecordHead(frameCopy_, record.size(), maxBody, payloadAt);
+  if (!d) {
+    out.error = d.status();
     return out;
   }
-  out.frame = d.frame;
+  out.frame = d->frame;
   const Status corrupt(Errc::protocol_error, "the client's shared-memory ring is corrupt");
   if (!hold) {
     out.frame.payload = std::span<const std::byte>(frameCopy_).subspan(payloadAt);

@@ -45,10 +45,12 @@ bool within(std::span<const std::byte> view, std::span<const std::byte> area) {
 }
 
 proto::Frame decodeOne(std::span<const std::byte> bytes) {
-  const proto::DecodeResult res = proto::decodeFrame(bytes, proto::maxBodyFor(8u << 20));
-  EXPECT_EQ(res.outcome, proto::DecodeOutcome::frame);
-  EXPECT_EQ(res.consumed, bytes.size());
-  return res.frame;
+  const Result<proto::Decoded> res = proto::decodeFrame(bytes, proto::maxBodyFor(8u << 20));
+  EXPECT_TRUE(res.ok()) << res.status().toString();
+  if (!res) return {};
+  EXPECT_EQ(res->kind, proto::Decoded::Kind::frame);
+  EXPECT_EQ(res->consumed, bytes.size());
+  return res->frame;
 }
 
 class ShmLinkTest : public ::testing::Test {

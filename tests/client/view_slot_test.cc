@@ -43,10 +43,11 @@ TEST(ViewSlotTest, ADeliverInTheInputIsViewedInPlaceAndStaysPutWhileHeld) {
   for (int i = 0; i < 100; ++i)
     appendDeliver(in, std::string(100, 'n'));
   EXPECT_EQ(v.text(), "in place");
-  const proto::DecodeResult next = proto::decodeFrame(in.readable(), proto::kDefaultMaxBody);
-  ASSERT_EQ(next.outcome, proto::DecodeOutcome::frame);
-  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(next.frame.payload.data()),
-                             next.frame.payload.size()),
+  const Result<proto::Decoded> next = proto::decodeFrame(in.readable(), proto::kDefaultMaxBody);
+  ASSERT_TRUE(next.ok()) << next.status().toString();
+  ASSERT_EQ(next->kind, proto::Decoded::Kind::frame);
+  EXPECT_EQ(std::string_view(reinterpret_cast<const char*>(next->frame.payload.data()),
+                             next->frame.payload.size()),
             "behind it")
       << "the frames behind the view stay unparsed, in order";
   EXPECT_EQ(slot.release(v, in), std::nullopt) << "no block to give back";

@@ -17,18 +17,23 @@ constexpr int kIterations = 20000;
 size_t drain(std::span<const std::byte> in, uint32_t maxBody) {
   size_t frames = 0;
   while (!in.empty()) {
-    DecodeResult r = decodeFrame(in, maxBody);
-    if (r.outcome != DecodeOutcome::frame) break;
-    EXPECT_GE(r.consumed, kHeaderSize);
-    EXPECT_LE(r.consumed, in.size());
-    if (r.frame.kind == FrameKind::ack) {
-      for (size_t i = 0; i < r.frame.ackRangeCount(); ++i) {
-        const AckRange a = r.frame.ackRange(i);
+    Result<Decoded> r = decodeFrame(in, maxBody);
+    if (!r) {
+      EXPECT_EQ(r.status().code(), Errc::protocol_error);
+      EXPECT_FALSE(r.status().message().empty());
+      break;
+    }
+    if (r->kind != Decoded::Kind::frame) break;
+    EXPECT_GE(r->consumed, kHeaderSize);
+    EXPECT_LE(r->consumed, in.size());
+    if (r->frame.kind == FrameKind::ack) {
+      for (size_t i = 0; i < r->frame.ackRangeCount(); ++i) {
+        const AckRange a = r->frame.ackRange(i);
         EXPECT_NE(a.first, 0u);
         EXPECT_NE(a.count, 0u);
       }
     }
-    in = in.subspan(r.consumed);
+    in = in.subspan(r->consumed);
     ++frames;
   }
   return frames;

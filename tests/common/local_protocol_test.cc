@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,14 +20,31 @@ std::string_view textOf(std::span<const std::byte> b) {
 }
 
 Frame decodeOne(const ByteBuffer& buf, uint32_t maxBody = kDefaultMaxBody) {
-  DecodeResult r = decodeFrame(buf.readable(), maxBody);
-  EXPECT_EQ(r.outcome, DecodeOutcome::frame) << r.reason;
-  EXPECT_EQ(r.consumed, buf.size());
-  return r.frame;
+  Result<Decoded> r = decodeFrame(buf.readable(), maxBody);
+  EXPECT_TRUE(r.ok()) << r.status().toString();
+  if (!r) return {};
+  EXPECT_EQ(r->kind, Decoded::Kind::frame);
+  EXPECT_EQ(r->consumed, buf.size());
+  return r->frame;
 }
 
-DecodeResult decodeRaw(const std::vector<uint8_t>& raw, uint32_t maxBody = kDefaultMaxBody) {
+Result<Decoded> decodeRaw(const std::vector<uint8_t>& raw, uint32_t maxBody = kDefaultMaxBody) {
   return decodeFrame(std::as_bytes(std::span(raw.data(), raw.size())), maxBody);
+}
+
+// What a decode that did not fail found; nullopt for a failure.
+std::optional<Decoded::Kind> kindOf(const Result<Decoded>& r) {
+  if (!r) return std::nullopt;
+  return r->kind;
+}
+
+// A failure, as every malformed input is: protocol_error and a text naming
+// the problem.
+::testing::AssertionResult fails(const Result<Decoded>& r) {
+  if (r.ok()) return ::testing::AssertionFailure() << "decoded, kind " << static_cast<int>(r->kind);
+  if (r.status().code() != Errc::protocol_error || r.status().message().empty())
+    return ::testing::AssertionFailure() << "failed with " << r.status().toString();
+  return ::testing::AssertionSuccess() << r.status().toString();
 }
 
 TEST(LocalProtocolTest, NamesFollowTheRules) {
@@ -119,9 +137,9 @@ TEST(LocalProtocolTest, AckRangesThatNameNoValidIdAreRejected) {
   for (const auto& runs : bad) {
     ByteBuffer b;
     encodeAck(b, runs);
-    DecodeResult r = decodeFrame(b.readable(), 1 << 20);
-    EXPECT_EQ(r.outcome, DecodeOutcome::error) << runs.back().first << "+" << runs.back().count;
-    EXPECT_STREQ(r.reason, "ack: empty or overflowing range of message ids");
+    Result<Decoded> r = decodeFrame(b.readable(), 1 << 20);
+    ASSERT_TRUE(fails(r)) << runs.back().first << "+" << runs.back().count;
+    EXPECT_EQ(r.status().message(), "ack: empty or overflowing range of message ids");
   }
 }
 
@@ -163,17 +181,17 @@ TEST(LocalProtocolTest, DecodesByteByByteAndManyFramesInOneSpan) {
     encodeSend(b, i, "n", "s", "", bytesOf("x"));
   auto all = b.readable();
   // Every strict prefix of the first frame needs more.
-  DecodeResult first = decodeFrame(all, kDefaultMaxBody);
-  ASSERT_EQ(first.outcome, DecodeOutcome::frame);
-  for (size_t n = 0; n < first.consumed; ++n) {
-    EXPECT_EQ(decodeFrame(all.first(n), kDefaultMaxBody).outcome, DecodeOutcome::need_more) << n;
+  Result<Decoded> first = decodeFrame(all, kDefaultMaxBody);
+  ASSERT_EQ(kindOf(first), Decoded::Kind::frame);
+  for (size_t n = 0; n < first->consumed; ++n) {
+    EXPECT_EQ(kindOf(decodeFrame(all.first(n), kDefaultMaxBody)), Decoded::Kind::need_more) << n;
   }
   uint64_t expect = 1;
   while (!all.empty()) {
-    DecodeResult r = decodeFrame(all, kDefaultMaxBody);
-    ASSERT_EQ(r.outcome, DecodeOutcome::frame);
-    EXPECT_EQ(r.frame.msgId, expect++);
-    all = all.subspan(r.consumed);
+    Result<Decoded> r = decodeFrame(all, kDefaultMaxBody);
+    ASSERT_EQ(kindOf(r), Decoded::Kind::frame);
+    EXPECT_EQ(r->frame.msgId, expect++);
+    all = all.subspan(r->consumed);
   }
   EXPECT_EQ(expect, 51u);
 }
@@ -184,24 +202,51 @@ TEST(LocalProtocolMalformedTest, OversizedLengthRejectedFromTheHeaderAlone) {
   // Claims 4 GiB; only the 8 header bytes are present. Must fail now (not
   // wait for, or allocate, the claimed body).
   auto r = decodeRaw({0xff, 0xff, 0xff, 0xff, kProtocolVersion, 6, 0, 0});
-  EXPECT_EQ(r.outcome, DecodeOutcome::error);
-  EXPECT_EQ(r.errc, Errc::protocol_error);
+  ASSERT_TRUE(fails(r));
+  EXPECT_EQ(r.status().code(), Errc::protocol_error);
+  EXPECT_EQ(r.status().message(), "frame longer than the maximum message size");
   // Just over a small limit.
   ByteBuffer b;
   encodeSend(b, 1, "n", "s", "", bytesOf(std::string(101, 'x')));
-  EXPECT_EQ(decodeFrame(b.readable().first(kHeaderSize), 100).outcome, DecodeOutcome::error);
-  EXPECT_EQ(decodeFrame(b.readable(), maxBodyFor(101)).outcome, DecodeOutcome::frame);
+  EXPECT_TRUE(fails(decodeFrame(b.readable().first(kHeaderSize), 100)));
+  EXPECT_EQ(kindOf(decodeFrame(b.readable(), maxBodyFor(101))), Decoded::Kind::frame);
 }
 
 TEST(LocalProtocolMalformedTest, BadVersionUnknownKindReservedBits) {
-  EXPECT_EQ(decodeRaw({0, 0, 0, 0, 1, 12, 0, 0}).outcome, DecodeOutcome::error);
-  EXPECT_EQ(decodeRaw({0, 0, 0, 0, 1, 12, 0, 0}).version, 1);
-  EXPECT_EQ(decodeRaw({0, 0, 0, 0, 3, 12, 0, 0}).outcome, DecodeOutcome::error);
-  EXPECT_EQ(decodeRaw({0, 0, 0, 0, 0, 12, 0, 0}).outcome, DecodeOutcome::error);
-  EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 0, 0, 0}).outcome, DecodeOutcome::error);
-  EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 16, 0, 0}).outcome, DecodeOutcome::error);
-  EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 12, 1, 0}).outcome, DecodeOutcome::error);
-  EXPECT_EQ(decodeRaw({0, 0, 0, 0, kProtocolVersion, 12, 0, 0}).outcome, DecodeOutcome::frame);
+  // Another version's header (1..255): its version, from the header alone.
+  auto older = decodeRaw({0xff, 0, 0, 0, 1, 12, 0, 0});
+  ASSERT_EQ(kindOf(older), Decoded::Kind::other_version);
+  EXPECT_EQ(older->version, 1);
+  EXPECT_EQ(older->consumed, 0u);
+  auto newer = decodeRaw({0, 0, 0, 0, 3, 12, 0, 0});
+  ASSERT_EQ(kindOf(newer), Decoded::Kind::other_version);
+  EXPECT_EQ(newer->version, 3);
+  // Version 0 is none: a failure, the one a reader reports for another version.
+  auto none = decodeRaw({0, 0, 0, 0, 0, 12, 0, 0});
+  ASSERT_TRUE(fails(none));
+  EXPECT_EQ(none.status().message(), "unsupported protocol version");
+  EXPECT_EQ(none.status(), unsupportedVersion());
+  EXPECT_TRUE(fails(decodeRaw({0, 0, 0, 0, kProtocolVersion, 0, 0, 0})));
+  EXPECT_TRUE(fails(decodeRaw({0, 0, 0, 0, kProtocolVersion, 16, 0, 0})));
+  EXPECT_TRUE(fails(decodeRaw({0, 0, 0, 0, kProtocolVersion, 12, 1, 0})));
+  EXPECT_EQ(kindOf(decodeRaw({0, 0, 0, 0, kProtocolVersion, 12, 0, 0})), Decoded::Kind::frame);
+}
+
+TEST(LocalProtocolMalformedTest, AFrameRecordOfAnotherVersionIsAFailure) {
+  ByteBuffer b;
+  encodeSend(b, 1, "node", "svc", "", bytesOf("payload"));
+  std::vector<std::byte> record(b.readable().begin(), b.readable().end());
+  size_t payloadAt = 0;
+  Result<Decoded> ours = decodeRecordHead(record, record.size(), kDefaultMaxBody, payloadAt);
+  ASSERT_EQ(kindOf(ours), Decoded::Kind::frame);
+  EXPECT_EQ(ours->consumed, record.size());
+  EXPECT_EQ(textOf(std::span<const std::byte>(record).subspan(payloadAt)), "payload");
+  for (int version : {0, 1, 3}) {
+    record[4] = static_cast<std::byte>(version);
+    Result<Decoded> other = decodeRecordHead(record, record.size(), kDefaultMaxBody, payloadAt);
+    ASSERT_TRUE(fails(other)) << version;
+    EXPECT_EQ(other.status().message(), "unsupported protocol version");
+  }
 }
 
 TEST(LocalProtocolMalformedTest, TruncatedBodiesAreErrorsNotReadsPastTheEnd) {
@@ -213,49 +258,47 @@ TEST(LocalProtocolMalformedTest, TruncatedBodiesAreErrorsNotReadsPastTheEnd) {
   for (uint32_t body = 0; body + kHeaderSize < raw.size(); ++body) {
     std::vector<uint8_t> cut(raw.begin(), raw.begin() + kHeaderSize + body);
     cut[0] = static_cast<uint8_t>(body);
-    EXPECT_EQ(decodeRaw(cut).outcome, DecodeOutcome::error) << body;
+    EXPECT_TRUE(fails(decodeRaw(cut))) << body;
   }
 }
 
 TEST(LocalProtocolMalformedTest, BadNames) {
   ByteBuffer b;
   encodeSend(b, 1, "bad node", "svc", "", {});
-  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+  EXPECT_TRUE(fails(decodeFrame(b.readable(), kDefaultMaxBody)));
   b.clear();
   encodeSend(b, 1, "node", "", "", {});
-  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+  EXPECT_TRUE(fails(decodeFrame(b.readable(), kDefaultMaxBody)));
   b.clear();
   encodeRegister(b, "s/x");
-  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+  EXPECT_TRUE(fails(decodeFrame(b.readable(), kDefaultMaxBody)));
   b.clear();
   encodeSend(b, 1, "node", "svc", "from!", {});
-  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+  EXPECT_TRUE(fails(decodeFrame(b.readable(), kDefaultMaxBody)));
 }
 
 TEST(LocalProtocolMalformedTest, AckCountMismatchAndEmptyAck) {
   // count 2 but one id.
   auto r = decodeRaw({12, 0, 0, 0, kProtocolVersion, 8, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0});
-  EXPECT_EQ(r.outcome, DecodeOutcome::error);
-  EXPECT_EQ(decodeRaw({4, 0, 0, 0, kProtocolVersion, 8, 0, 0, 0, 0, 0, 0}).outcome,
-            DecodeOutcome::error);
+  EXPECT_TRUE(fails(r));
+  EXPECT_TRUE(fails(decodeRaw({4, 0, 0, 0, kProtocolVersion, 8, 0, 0, 0, 0, 0, 0})));
   // A huge count in a tiny frame must not be trusted.
-  EXPECT_EQ(decodeRaw({4, 0, 0, 0, kProtocolVersion, 8, 0, 0, 0xff, 0xff, 0xff, 0xff}).outcome,
-            DecodeOutcome::error);
+  EXPECT_TRUE(fails(decodeRaw({4, 0, 0, 0, kProtocolVersion, 8, 0, 0, 0xff, 0xff, 0xff, 0xff})));
 }
 
 TEST(LocalProtocolMalformedTest, ErrorWithUnknownCodeOrKind) {
   ByteBuffer b;
   encodeError(b, 0, static_cast<Errc>(999), 0, "x");
-  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+  EXPECT_TRUE(fails(decodeFrame(b.readable(), kDefaultMaxBody)));
   b.clear();
   encodeError(b, 0, Errc::busy, 200, "x");
-  EXPECT_EQ(decodeFrame(b.readable(), kDefaultMaxBody).outcome, DecodeOutcome::error);
+  EXPECT_TRUE(fails(decodeFrame(b.readable(), kDefaultMaxBody)));
 }
 
 TEST(LocalProtocolMalformedTest, TrailingBytesAfterFixedFields) {
   auto r = decodeRaw({1, 0, 0, 0, kProtocolVersion, 12, 0, 0, 0});  // BYE with a body byte
-  EXPECT_EQ(r.outcome, DecodeOutcome::error);
-  EXPECT_NE(std::string(r.reason), "");
+  ASSERT_TRUE(fails(r));
+  EXPECT_NE(r.status().message(), "");
 }
 
 }  // namespace

@@ -80,14 +80,15 @@ class RawSession {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       auto r = proto::decodeFrame(in_.readable(), 64u << 20);
-      if (r.outcome == proto::DecodeOutcome::frame) {
-        RawFrame f{r.frame.kind, r.frame.msgId, r.frame.errc, std::string(r.frame.text)};
-        in_.consume(r.consumed);
-        return f;
-      }
-      if (r.outcome == proto::DecodeOutcome::error) {
-        error_ = std::string("undecodable frame: ") + r.reason;
+      if (r && r->kind == proto::Decoded::Kind::other_version) r = proto::unsupportedVersion();
+      if (!r) {
+        error_ = "undecodable frame: " + r.status().message();
         return std::nullopt;
+      }
+      if (r->kind == proto::Decoded::Kind::frame) {
+        RawFrame f{r->frame.kind, r->frame.msgId, r->frame.errc, std::string(r->frame.text)};
+        in_.consume(r->consumed);
+        return f;
       }
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());

@@ -55,9 +55,9 @@ class RawClient {
     pending_ = 0;
     readAvailable();
     auto r = proto::decodeFrame(in_.readable(), 1u << 24);
-    if (r.outcome != proto::DecodeOutcome::frame) return false;
-    f = r.frame;
-    pending_ = r.consumed;
+    if (!r || r->kind != proto::Decoded::Kind::frame) return false;
+    f = r->frame;
+    pending_ = r->consumed;
     if (f.kind == proto::FrameKind::deliver || f.kind == proto::FrameKind::msg ||
         f.kind == proto::FrameKind::reply)
       ++delivered_;

@@ -15,13 +15,15 @@ std::vector<proto::AckRange> acksIn(const ByteBuffer& out) {
   std::vector<proto::AckRange> runs;
   std::span<const std::byte> in = out.readable();
   while (!in.empty()) {
-    const proto::DecodeResult d = proto::decodeFrame(in, 1 << 20);
-    EXPECT_EQ(d.outcome, proto::DecodeOutcome::frame);
-    if (d.outcome != proto::DecodeOutcome::frame) break;
-    EXPECT_EQ(d.frame.kind, proto::FrameKind::ack);
-    for (size_t i = 0; i < d.frame.ackRangeCount(); i++)
-      runs.push_back(d.frame.ackRange(i));
-    in = in.subspan(d.consumed);
+    const Result<proto::Decoded> d = proto::decodeFrame(in, 1 << 20);
+    EXPECT_TRUE(d.ok()) << d.status().toString();
+    if (!d) break;
+    EXPECT_EQ(d->kind, proto::Decoded::Kind::frame);
+    if (d->kind != proto::Decoded::Kind::frame) break;
+    EXPECT_EQ(d->frame.kind, proto::FrameKind::ack);
+    for (size_t i = 0; i < d->frame.ackRangeCount(); i++)
+      runs.push_back(d->frame.ackRange(i));
+    in = in.subspan(d->consumed);
   }
   return runs;
 }

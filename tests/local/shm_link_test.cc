@@ -76,10 +76,11 @@ TEST_F(ShmLinkTest, TheClientsRingRunsTheSessionsCallbackAndRecordsAreReadIntoIt
   ASSERT_TRUE(link_->disarm());
   ByteBuffer in;
   ASSERT_TRUE(link_->read(in, 1 << 20));
-  const proto::DecodeResult d = proto::decodeFrame(in.readable(), 1 << 20);
-  ASSERT_EQ(d.outcome, proto::DecodeOutcome::frame);
-  EXPECT_EQ(d.frame.kind, proto::FrameKind::consumed);
-  EXPECT_EQ(d.frame.msgId, 7u);
+  const Result<proto::Decoded> d = proto::decodeFrame(in.readable(), 1 << 20);
+  ASSERT_TRUE(d.ok()) << d.status().toString();
+  ASSERT_EQ(d->kind, proto::Decoded::Kind::frame);
+  EXPECT_EQ(d->frame.kind, proto::FrameKind::consumed);
+  EXPECT_EQ(d->frame.msgId, 7u);
   EXPECT_EQ(link_->state(), ShmLink::State::open);
 }
 
