@@ -283,9 +283,9 @@ Status unsupportedVersion() {
   return Status(Errc::protocol_error, kUnsupportedVersion);
 }
 
-// One Result, returned from every path (so it is built in the caller's
-// storage): frames are decoded once per message on the fast path. Only a
-// failure builds a message.
+// One Result, returned from every path (no copy on return): frames are
+// decoded once per message on the fast path. A success allocates nothing;
+// only a failure builds a message.
 Result<Decoded> decodeFrame(std::span<const std::byte> in, uint32_t maxBody) {
   Result<Decoded> res = Decoded{};
   if (const char* problem = parseFrame(in, maxBody, *res))

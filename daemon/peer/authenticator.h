@@ -39,8 +39,8 @@ class Authenticator {
   bool required() const { return !secrets_.empty(); }
   // The connection the handshake runs on (before any proof is made or checked).
   void bind(const auth::Binding& binding) { binding_ = binding; }
-  // Whether the peer's Hello agrees: "" when both authenticate or neither
-  // does, else why the connection fails.
+  // Whether the peer's Hello agrees: ok when both authenticate or neither
+  // does, else permission_denied and why the connection fails.
   Status agree(const Hello& remote) const;
 
   // What a step of the handshake asks of the connection. A step that fails

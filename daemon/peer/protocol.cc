@@ -92,18 +92,22 @@ Result<Hello> decodeHello(const void* data, size_t len) {
 
 Status BatchReader::open() {
   if (bytes_.size() < sizeof(BatchHeader))
-    return Status(Errc::protocol_error, "a batch of " + std::to_string(bytes_.size()) +
-                                            " bytes, shorter than its header");
+    return stop("a batch of " + std::to_string(bytes_.size()) + " bytes, shorter than its header");
   std::memcpy(&header_, bytes_.data(), sizeof header_);
-  if (header_.magic != kBatchMagic)
-    return Status(Errc::protocol_error, "not a batch (wrong magic)");
+  if (header_.magic != kBatchMagic) return stop("not a batch (wrong magic)");
   if (header_.length < sizeof(BatchHeader) || header_.length > bytes_.size())
-    return Status(Errc::protocol_error, "a batch header of length " +
-                                            std::to_string(header_.length) + " in " +
-                                            std::to_string(bytes_.size()) + " bytes");
+    return stop("a batch header of length " + std::to_string(header_.length) + " in " +
+                std::to_string(bytes_.size()) + " bytes");
   bytes_ = bytes_.first(header_.length);
   offset_ = sizeof(BatchHeader);
   return Status();
+}
+
+// A batch that cannot be opened reads no record.
+Status BatchReader::stop(std::string why) {
+  done_ = true;
+  status_ = Status(Errc::protocol_error, std::move(why));
+  return status_;
 }
 
 bool BatchReader::malformed(std::string what) {
@@ -124,8 +128,7 @@ bool BatchReader::next(Record& out) {
                                                  std::to_string(header_.records) + " records");
     return false;
   }
-  if (bytes_.size() - offset_ < sizeof(RecordHeader))
-    return malformed("the batch ends in its header");
+  if (bytes_.size() - offset_ < sizeof(RecordHeader)) return malformed("the batch ends before it");
   RecordHeader h;
   std::memcpy(&h, bytes_.data() + offset_, sizeof h);
   size_t body = offset_ + sizeof h;

@@ -250,6 +250,7 @@ class BatchReader {
   const Status& status() const { return status_; }
 
  private:
+  Status stop(std::string why);
   bool malformed(std::string what);
 
   std::span<const std::byte> bytes_;

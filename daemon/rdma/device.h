@@ -87,6 +87,8 @@ class ExternalRegistrations {
   // it cannot (busy: the registered_memory_limit; io_error: ibv_reg_mr).
   // Decided once per area, and logged then (a warning: its messages are
   // copied instead); the same answer after, without building it again.
+  // The reference lives as long as the area: use it at once, never keep it
+  // across a send or a service step.
   static const Result<uint32_t>& lkey(const std::shared_ptr<ExternalRegistrations>& self,
                                       ExternalArea& area);
 

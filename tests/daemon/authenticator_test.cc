@@ -198,6 +198,7 @@ TEST(Authenticator, AnAuthenticationBatchWithCreditsIsRefused) {
   ASSERT_TRUE(
       p.dialer.takeAcceptorNonce({reinterpret_cast<const uint8_t*>(&rep), sizeof rep}).ok());
   const Result<Authenticator::Step> proofs = p.dialer.startDialer(hello(0x2222, true));
+  ASSERT_TRUE(isStep(proofs, Kind::kSend));
   std::array<std::byte, 256> buf{};
   BatchWriter w;
   w.reset(buf.data(), buf.size());

@@ -420,6 +420,12 @@ TEST(BatchMalformed, TheStatusSaysWhatIsWrong) {
   h.magic ^= 1;
   EXPECT_EQ(openOf(build(h, {})).message(), "not a batch (wrong magic)");
   EXPECT_EQ(openOf(build(header(0, 17), {})).message(), "a batch header of length 17 in 16 bytes");
+  const std::vector<std::byte> cut(40);  // zeros: no magic
+  BatchReader unopened(cut);
+  Record none;
+  EXPECT_FALSE(unopened.open().ok());
+  EXPECT_FALSE(unopened.next(none)) << "a batch that cannot be opened reads no record";
+  EXPECT_EQ(unopened.status().message(), "not a batch (wrong magic)");
 
   RecordHeader hb{};
   hb.type = RecordType::kHeartbeat;
