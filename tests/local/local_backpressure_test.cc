@@ -232,6 +232,26 @@ TEST_F(LocalBackpressureTest, AClientOfAnotherVersionIsToldInItsOwnFraming) {
   EXPECT_NE(raw.find("local protocol version 2, the client version 1"), std::string::npos) << raw;
 }
 
+// A client of a newer version (or of version 0) cannot be answered in its
+// framing: it gets the protocol error in the daemon's, as any bad header.
+TEST_F(LocalBackpressureTest, AClientOfANewerVersionIsToldInTheDaemonsFraming) {
+  for (uint8_t version : {uint8_t{3}, uint8_t{0}}) {
+    SCOPED_TRACE(int{version});
+    auto newer = std::make_unique<RawClient>(server_->socketPath());
+    ASSERT_TRUE(newer->connected());
+    proto::encodeHello(newer->out(), "newer");
+    auto bytes = std::span(const_cast<std::byte*>(newer->out().data()), newer->out().size());
+    bytes[4] = std::byte{version};
+    newer->write();
+    ASSERT_TRUE(stepUntil([&] { return newer->sawEof(); }));
+    const std::string raw = newer->rawInput();
+    ASSERT_GE(raw.size(), proto::kHeaderSize);
+    EXPECT_EQ(static_cast<uint8_t>(raw[4]), proto::kProtocolVersion);
+    EXPECT_EQ(static_cast<uint8_t>(raw[5]), static_cast<uint8_t>(FrameKind::error));
+    EXPECT_NE(raw.find("unsupported protocol version"), std::string::npos) << raw;
+  }
+}
+
 TEST_F(LocalBackpressureTest, RouterCallsForUnknownSessionsAreIgnored) {
   EXPECT_FALSE(server_->ack(12345, 1));
   EXPECT_FALSE(server_->fail(12345, 1, Status(Errc::timeout, "x")));
