@@ -118,6 +118,82 @@ bool BatchReader::malformed(std::string what) {
   return false;
 }
 
+namespace {
+
+Status fault(std::string what) {
+  return Status(Errc::protocol_error, std::move(what));
+}
+
+// Checks a record's body against its type and reads it into `out`.
+Status readBody(const RecordHeader& h, std::span<const std::byte> bodyBytes, Record& out) {
+  switch (h.type) {
+    case RecordType::kMessage: {
+      size_t names = size_t{h.srcLen} + h.dstLen;
+      bool first = hasTotalLength(h.flags);
+      size_t fixed = names + (first ? 8 : 0);
+      if (h.dstLen == 0 || fixed > bodyBytes.size())
+        return fault("a message without a destination or room for its names");
+      const char* p = reinterpret_cast<const char*>(bodyBytes.data());
+      out.srcService = std::string_view(p, h.srcLen);
+      out.dstService = std::string_view(p + h.srcLen, h.dstLen);
+      if (first) std::memcpy(&out.totalLength, p + names, 8);
+      out.payload = bodyBytes.subspan(fixed);
+      break;
+    }
+    case RecordType::kConfirm:
+      if (h.length != sizeof(ConfirmBody)) return fault("a confirmation of the wrong length");
+      std::memcpy(&out.confirm, bodyBytes.data(), sizeof out.confirm);
+      if (out.confirm.lastSeq < h.seq)
+        return fault("a confirmation whose range ends before it starts");
+      break;
+    case RecordType::kHeartbeat:
+      if (h.length != 0) return fault("a heartbeat with a body");
+      break;
+    case RecordType::kAuth:
+      if (h.length != sizeof(AuthBody))
+        return fault("an authentication record of the wrong length");
+      std::memcpy(&out.auth, bodyBytes.data(), sizeof out.auth);
+      if (out.auth.proofCount < 1 || out.auth.proofCount > 2)
+        return fault("an authentication record with " + std::to_string(out.auth.proofCount) +
+                     " proofs");
+      break;
+    case RecordType::kIdleClose: {
+      if (h.length != sizeof(IdleCloseBody))
+        return fault("an idle-close record of the wrong length");
+      IdleCloseBody b;
+      std::memcpy(&b, bodyBytes.data(), sizeof b);
+      if (b.action != IdleClose::kRequest && b.action != IdleClose::kAccept &&
+          b.action != IdleClose::kRefuse)
+        return fault("an idle-close record with action " +
+                     std::to_string(static_cast<int>(b.action)));
+      out.idleClose = b.action;
+      break;
+    }
+    case RecordType::kInterest: {
+      const auto op = static_cast<InterestOp>(h.flags);
+      if (op != InterestOp::kAdd && op != InterestOp::kRemove)
+        return fault("an interest record with operation " + std::to_string(int{h.flags}));
+      if (h.dstLen == 0 || size_t{h.srcLen} + h.dstLen != h.length)
+        return fault("an interest record whose names do not fill it");
+      const char* p = reinterpret_cast<const char*>(bodyBytes.data());
+      out.srcService = std::string_view(p, h.srcLen);
+      out.dstService = std::string_view(p + h.srcLen, h.dstLen);
+      break;
+    }
+    case RecordType::kPubResult:
+      if (h.length != sizeof(PubResultBody)) return fault("a publish result of the wrong length");
+      std::memcpy(&out.pubResult, bodyBytes.data(), sizeof out.pubResult);
+      if (uint64_t{out.pubResult.taken} + out.pubResult.dropped > out.pubResult.matched)
+        return fault("a publish result that took or dropped more than it matched");
+      break;
+    default:
+      return fault("unknown record type " + std::to_string(static_cast<int>(h.type)));
+  }
+  return Status();
+}
+
+}  // namespace
+
 bool BatchReader::next(Record& out) {
   if (done_) return false;
   if (read_ == header_.records) {
@@ -138,70 +214,7 @@ bool BatchReader::next(Record& out) {
   out.type = h.type;
   out.flags = h.flags;
   out.seq = h.seq;
-  switch (h.type) {
-    case RecordType::kMessage: {
-      size_t names = size_t{h.srcLen} + h.dstLen;
-      bool first = hasTotalLength(h.flags);
-      size_t fixed = names + (first ? 8 : 0);
-      if (h.dstLen == 0 || fixed > bodyBytes.size())
-        return malformed("a message without a destination or room for its names");
-      const char* p = reinterpret_cast<const char*>(bodyBytes.data());
-      out.srcService = std::string_view(p, h.srcLen);
-      out.dstService = std::string_view(p + h.srcLen, h.dstLen);
-      if (first) std::memcpy(&out.totalLength, p + names, 8);
-      out.payload = bodyBytes.subspan(fixed);
-      break;
-    }
-    case RecordType::kConfirm:
-      if (h.length != sizeof(ConfirmBody)) return malformed("a confirmation of the wrong length");
-      std::memcpy(&out.confirm, bodyBytes.data(), sizeof out.confirm);
-      if (out.confirm.lastSeq < h.seq)
-        return malformed("a confirmation whose range ends before it starts");
-      break;
-    case RecordType::kHeartbeat:
-      if (h.length != 0) return malformed("a heartbeat with a body");
-      break;
-    case RecordType::kAuth:
-      if (h.length != sizeof(AuthBody))
-        return malformed("an authentication record of the wrong length");
-      std::memcpy(&out.auth, bodyBytes.data(), sizeof out.auth);
-      if (out.auth.proofCount < 1 || out.auth.proofCount > 2)
-        return malformed("an authentication record with " + std::to_string(out.auth.proofCount) +
-                         " proofs");
-      break;
-    case RecordType::kIdleClose: {
-      if (h.length != sizeof(IdleCloseBody))
-        return malformed("an idle-close record of the wrong length");
-      IdleCloseBody b;
-      std::memcpy(&b, bodyBytes.data(), sizeof b);
-      if (b.action != IdleClose::kRequest && b.action != IdleClose::kAccept &&
-          b.action != IdleClose::kRefuse)
-        return malformed("an idle-close record with action " +
-                         std::to_string(static_cast<int>(b.action)));
-      out.idleClose = b.action;
-      break;
-    }
-    case RecordType::kInterest: {
-      const auto op = static_cast<InterestOp>(h.flags);
-      if (op != InterestOp::kAdd && op != InterestOp::kRemove)
-        return malformed("an interest record with operation " + std::to_string(int{h.flags}));
-      if (h.dstLen == 0 || size_t{h.srcLen} + h.dstLen != h.length)
-        return malformed("an interest record whose names do not fill it");
-      const char* p = reinterpret_cast<const char*>(bodyBytes.data());
-      out.srcService = std::string_view(p, h.srcLen);
-      out.dstService = std::string_view(p + h.srcLen, h.dstLen);
-      break;
-    }
-    case RecordType::kPubResult:
-      if (h.length != sizeof(PubResultBody))
-        return malformed("a publish result of the wrong length");
-      std::memcpy(&out.pubResult, bodyBytes.data(), sizeof out.pubResult);
-      if (uint64_t{out.pubResult.taken} + out.pubResult.dropped > out.pubResult.matched)
-        return malformed("a publish result that took or dropped more than it matched");
-      break;
-    default:
-      return malformed("unknown record type " + std::to_string(static_cast<int>(h.type)));
-  }
+  if (Status st = readBody(h, bodyBytes, out); !st.ok()) return malformed(st.message());
   size_t end = align8(body + h.length);
   offset_ = end < bytes_.size() ? end : bytes_.size();
   read_++;
