@@ -103,7 +103,7 @@ Status BatchReader::open() {
   return Status();
 }
 
-// A batch that cannot be opened reads no record.
+// The reader stops with `why` (a batch that cannot be opened reads no record).
 Status BatchReader::stop(std::string why) {
   done_ = true;
   status_ = Status(Errc::protocol_error, std::move(why));
@@ -199,9 +199,8 @@ bool BatchReader::next(Record& out) {
   if (read_ == header_.records) {
     done_ = true;
     if (offset_ != bytes_.size())
-      status_ = Status(Errc::protocol_error, std::to_string(bytes_.size() - offset_) +
-                                                 " bytes after the batch's " +
-                                                 std::to_string(header_.records) + " records");
+      (void)stop(std::to_string(bytes_.size() - offset_) + " bytes after the batch's " +
+                 std::to_string(header_.records) + " records");
     return false;
   }
   if (bytes_.size() - offset_ < sizeof(RecordHeader)) return malformed("the batch ends before it");
