@@ -10,21 +10,31 @@
 // receiveView). Meanwhile consumed space is not reused: when the back has
 // no room, the unread bytes move to other storage and the pinned storage is
 // set aside until unpin(), which keeps it as the spare for the next time.
+//
+// Growing is cheap at any size. Storage is never zero-filled, and from 1 MiB
+// on it is mapped memory that grows in place (mremap moves the pages, not the
+// bytes): a daemon's output to a client that reads nothing, which may reach
+// the sum of its flows' windows (hundreds of MiB), is written once when it is
+// appended — not again at each doubling, and not cleared first, which cost a
+// daemon's one thread seconds at that size.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <new>
 #include <span>
 #include <string_view>
-#include <vector>
+#include <utility>
+
+#include <sys/mman.h>
 
 namespace rdmamsg {
 
 class ByteBuffer {
  public:
   ByteBuffer() = default;
-  explicit ByteBuffer(size_t capacity) { storage_.resize(capacity); }
+  explicit ByteBuffer(size_t capacity) : storage_(capacity) {}
 
   // Unread bytes.
   std::span<const std::byte> readable() const { return {storage_.data() + begin_, end_ - begin_}; }
@@ -79,10 +89,15 @@ class ByteBuffer {
     const size_t used = end_ - begin_;
     if (pinnedHere()) {
       moveToSpare(used + n);
-    } else if (begin_ > 0 && storage_.size() - used >= n && begin_ >= used) {
+      return;
+    }
+    if (begin_ > 0 && storage_.size() - used >= n && begin_ >= used) {
       std::memmove(storage_.data(), storage_.data() + begin_, used);  // cheap: little to move
+    } else if (storage_.mapped()) {
+      storage_.grow(std::max(storage_.size() * 2, end_ + n));  // the bytes stay where they are
+      return;
     } else {
-      std::vector<std::byte> bigger(std::max({storage_.size() * 2, used + n, kMinCapacity}));
+      Storage bigger(std::max({storage_.size() * 2, used + n, kMinCapacity}));
       if (used > 0) std::memcpy(bigger.data(), storage_.data() + begin_, used);
       storage_.swap(bigger);
     }
@@ -94,7 +109,7 @@ class ByteBuffer {
   // smaller); the pinned storage is set aside.
   void moveToSpare(size_t need) {
     const size_t used = end_ - begin_;
-    if (spare_.size() < need) spare_.resize(std::max({storage_.size(), need, kMinCapacity}));
+    if (spare_.size() < need) spare_ = Storage(std::max({storage_.size(), need, kMinCapacity}));
     if (used > 0) std::memcpy(spare_.data(), storage_.data() + begin_, used);
     setAside_.swap(storage_);
     storage_.swap(spare_);
@@ -102,10 +117,72 @@ class ByteBuffer {
     end_ = used;
   }
 
+  // Bytes that are not initialised (every byte is written before it is
+  // read): allocated below kMapAt, mapped from there on.
+  class Storage {
+   public:
+    static constexpr size_t kMapAt = size_t{1} << 20;
+
+    Storage() = default;
+    explicit Storage(size_t n) : size_(n), mapped_(n >= kMapAt) {
+      if (n == 0) return;
+      if (!mapped_) {
+        bytes_ = new std::byte[n];
+        return;
+      }
+      void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      bytes_ = static_cast<std::byte*>(p);
+    }
+    Storage(Storage&& o) noexcept { swap(o); }
+    Storage& operator=(Storage&& o) noexcept {
+      Storage(std::move(o)).swap(*this);
+      return *this;
+    }
+    Storage(const Storage& o) : Storage(o.size_) {
+      if (size_ > 0) std::memcpy(bytes_, o.bytes_, size_);
+    }
+    Storage& operator=(const Storage& o) {
+      if (this != &o) Storage(o).swap(*this);
+      return *this;
+    }
+    ~Storage() {
+      if (mapped_)
+        ::munmap(bytes_, size_);
+      else
+        delete[] bytes_;
+    }
+
+    std::byte* data() { return bytes_; }
+    const std::byte* data() const { return bytes_; }
+    size_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    bool mapped() const { return mapped_; }
+
+    // Mapped storage grown to n bytes, every byte where it was.
+    void grow(size_t n) {
+      void* p = ::mremap(bytes_, size_, n, MREMAP_MAYMOVE);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      bytes_ = static_cast<std::byte*>(p);
+      size_ = n;
+    }
+
+    void swap(Storage& o) noexcept {
+      std::swap(bytes_, o.bytes_);
+      std::swap(size_, o.size_);
+      std::swap(mapped_, o.mapped_);
+    }
+
+   private:
+    std::byte* bytes_ = nullptr;
+    size_t size_ = 0;
+    bool mapped_ = false;
+  };
+
   static constexpr size_t kMinCapacity = 4096;
-  std::vector<std::byte> storage_;
-  std::vector<std::byte> spare_;     // reused by moveToSpare()
-  std::vector<std::byte> setAside_;  // the pinned storage, once moved away from
+  Storage storage_;
+  Storage spare_;     // reused by moveToSpare()
+  Storage setAside_;  // the pinned storage, once moved away from
   bool pinned_ = false;
   size_t begin_ = 0;
   size_t end_ = 0;

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <string>
 
 namespace rdmamsg {
@@ -71,6 +74,55 @@ TEST(ByteBufferTest, PinnedBytesStayWhereTheyAre) {
     b.unpin();
   }
   EXPECT_LE(b.capacity(), 8192u);
+}
+
+// Past the size where storage is mapped and grows in place, the unread
+// bytes stay in order whatever was consumed before the growth.
+TEST(ByteBufferTest, UnreadBytesSurviveGrowthAtEverySize) {
+  ByteBuffer b;
+  std::string model;
+  size_t chunk = 1000;
+  for (int round = 0; round < 24; ++round) {  // up to about 17 MB a piece
+    std::string piece(chunk, static_cast<char>('a' + round % 26));
+    piece.front() = '<';
+    piece.back() = '>';
+    b.append(std::string_view(piece));
+    model += piece;
+    const size_t drop = model.size() / 3;  // unread bytes left in front of the growth
+    b.consume(drop);
+    model.erase(0, drop);
+    ASSERT_EQ(b.size(), model.size());
+    chunk = chunk * 3 / 2;
+  }
+  EXPECT_GT(b.capacity(), size_t{8} << 20);
+  EXPECT_TRUE(text(b) == model);
+}
+
+// Resident memory of this process, in bytes (0 if /proc cannot say).
+size_t residentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long size = 0, resident = 0;
+  const int got = std::fscanf(f, "%lu %lu", &size, &resident);
+  std::fclose(f);
+  return got == 2 ? resident * static_cast<size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+// Growing to hundreds of MiB (a daemon's output to a client that reads
+// nothing, up to its flows' windows) touches the bytes the buffer holds, not
+// its whole new capacity: clearing it first cost a daemon seconds of its one
+// thread, long enough for its peers to give it up.
+TEST(ByteBufferTest, GrowingTouchesOnlyTheBytesItHolds) {
+  const size_t before = residentBytes();
+  ASSERT_GT(before, 0u);
+  ByteBuffer b;
+  b.append(std::string_view("front"));
+  constexpr size_t kHuge = size_t{512} << 20;
+  auto room = b.prepare(kHuge);
+  ASSERT_GE(room.size(), kHuge);
+  room[kHuge - 1] = std::byte{'z'};  // all of it is there to be written
+  EXPECT_EQ(text(b), "front");
+  EXPECT_LT(residentBytes(), before + (kHuge / 4)) << "resident before: " << before;
 }
 
 }  // namespace
