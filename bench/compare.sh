@@ -22,6 +22,8 @@
 #                  authentication's in auth.json beside it
 #   --no-subjects  skip bench/subjects.sh
 #   --no-auth      skip bench/auth.sh
+# ZMQ_BENCH=PATH in the environment runs that zmq_bench instead of the one built here: an A/B
+# of two rdmamsg builds then measures both against one and the same ZeroMQ program.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/mesh.sh
@@ -68,7 +70,7 @@ bin=build/bench
 run="$bin/softrdma/softrdma-run"
 rdmamsgd="$bin/daemon/rdmamsgd"
 rdmamsg="$bin/client/rdmamsg"
-zmq="$bin/bench/zmq_bench"
+zmq="${ZMQ_BENCH:-$bin/bench/zmq_bench}"
 uds="$bin/bench/uds_bench"
 
 # --- processes: everything started here is stopped on exit --------------------------------

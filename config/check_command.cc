@@ -15,8 +15,8 @@ int checkConfigCommand(const std::string& path, std::optional<std::string> node,
   }
   const Config& config = result.config();
   const std::size_t peers = config.peers.size();
-  out << path << ": OK: node " << config.node << ", listen " << config.listen.toString() << ", "
-      << peers << (peers == 1 ? " peer" : " peers") << '\n';
+  out << path << ": OK: node " << config.node << ", listen " << toString(config.listenRails())
+      << ", " << peers << (peers == 1 ? " peer" : " peers") << '\n';
   if (config.local.localPolicy)
     out << "local_policy: " << describe(config.local.localPolicy) << '\n';
   if (config.auth.secret) {

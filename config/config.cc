@@ -20,12 +20,31 @@ const Peer* Config::findPeer(std::string_view name) const {
   return nullptr;
 }
 
+std::vector<Address> Peer::rails() const {
+  std::vector<Address> all{address};
+  all.insert(all.end(), extraRails.begin(), extraRails.end());
+  return all;
+}
+
+std::vector<Address> Config::listenRails() const {
+  std::vector<Address> all{listen};
+  all.insert(all.end(), extraListen.begin(), extraListen.end());
+  return all;
+}
+
+std::string toString(const std::vector<Address>& rails) {
+  std::string text;
+  for (const Address& a : rails)
+    text += (text.empty() ? "" : ", ") + a.toString();
+  return rails.size() == 1 ? text : "[" + text + "]";
+}
+
 std::vector<Setting> settings(const Config& config) {
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(config.local.socketMode));
   std::string peers;
   for (const Peer& peer : config.peers) {
-    peers += (peers.empty() ? "" : ",") + peer.name + "@" + peer.address.toString() +
+    peers += (peers.empty() ? "" : ",") + peer.name + "@" + toString(peer.rails()) +
              (peer.verifyAddress ? "" : "(any address)");
   }
   const auto secretText = [](const std::optional<Secret>& s) {
@@ -33,7 +52,7 @@ std::vector<Setting> settings(const Config& config) {
   };
   return {
       {"node", config.node},
-      {"listen", config.listen.toString()},
+      {"listen", toString(config.listenRails())},
       {"socket", config.local.socket},
       {"socket_mode", mode},
       {"socket_group", config.local.socketGroup.value_or("-")},

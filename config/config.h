@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,14 +27,25 @@ namespace rdmamsg::config {
 
 using std::chrono::milliseconds;
 
+// The most rails (addresses, one per NIC) a node may list in `listen` or a
+// peer's `address` (docs/configuration.md, "Rails").
+inline constexpr std::size_t kMaxRails = 8;
+
 // Another daemon of the mesh (never this node itself: the loader removes it).
 struct Peer {
   std::string name;  // satisfies isValidName()
-  Address address;   // where its rdma_cm listens
-  // An incoming connection that names this peer must come from address's
-  // host (verify_address; off only for peers behind address translation).
+  Address address;   // where its rdma_cm listens: its first rail
+  // An incoming connection that names this peer must come from the host of
+  // one of its rails (verify_address; off only for peers behind address
+  // translation).
   bool verifyAddress = true;
+  // Its further rails (`address` as a list), in order: rail i of this node
+  // connects to rail i of the peer.
+  std::vector<Address> extraRails{};
 
+  std::size_t railCount() const { return 1 + extraRails.size(); }
+  const Address& rail(std::size_t i) const { return i == 0 ? address : extraRails.at(i - 1); }
+  std::vector<Address> rails() const;
   bool operator==(const Peer&) const = default;
 };
 
@@ -161,7 +173,10 @@ struct Config {
 
   // Identity and endpoints.
   std::string node;  // this daemon's name in the mesh
-  Address listen;    // rdma_cm bind address
+  Address listen;    // rdma_cm bind address: the first rail
+  // Further rails (`listen` as a list, one address per NIC), in order; each
+  // has its own listener, and connections over rail i leave from rail i.
+  std::vector<Address> extraListen;
   // The local Unix socket: socket, socket_mode, socket_group, local_policy, shared_memory.
   LocalSocket local;
   // What the event loop does when it has nothing to do.
@@ -190,7 +205,17 @@ struct Config {
 
   // The peer named `name`, or nullptr.
   const Peer* findPeer(std::string_view name) const;
+  // This node's rails: `listen` and its further entries.
+  std::size_t railCount() const { return 1 + extraListen.size(); }
+  const Address& listenRail(std::size_t i) const { return i == 0 ? listen : extraListen.at(i - 1); }
+  std::vector<Address> listenRails() const;
+  // The rails this node shares with `peer`: its rail i pairs with the peer's
+  // rail i, as many as the shorter list has.
+  std::size_t railsWith(const Peer& peer) const { return std::min(railCount(), peer.railCount()); }
 };
+
+// "10.0.0.1:7471" for one rail, "[10.0.0.1:7471, 10.0.1.1:7471]" for several.
+std::string toString(const std::vector<Address>& rails);
 
 // Every setting as (key, value text), in the file's key names and order
 // ("credits" is derived from buffer_count).

@@ -284,7 +284,7 @@ LoadResult loadDocument(const YAML::Node& root, const std::string& file,
   self.node = readNode(top, nodeOverride);
   self.fromOverride = nodeOverride.has_value();
   self.listenGiven = top.has("listen");
-  self.listen = top.parsed("listen", parseAddress);
+  self.listen = detail::readRails(top, "listen", /*required=*/false);
   readLocalSocket(top, config);
   readSecrets(top, config);
   readTos(top, config);

@@ -1,6 +1,8 @@
 // Reading `peers` and working out which entry is this node.
 #include "config/mesh.h"
 
+#include <algorithm>
+
 #include "config/loader.h"
 
 namespace rdmamsg::config::detail {
@@ -26,9 +28,16 @@ PeerEntry readPeer(const YAML::Node& node, std::string path, ProblemSink& sink) 
                   "invalid node name '" + *entry.name + "' (" + std::string(kNameRule) + ")");
     entry.name.reset();
   }
-  entry.address = fields.parsed("address", parseAddress, /*required=*/true);
+  entry.address = readRails(fields, "address", /*required=*/true);
   if (auto verify = fields.parsed("verify_address", parseBool)) entry.verifyAddress = *verify;
   return entry;
+}
+
+// An address both lists hold, or nullptr.
+const Address* firstShared(const std::vector<Address>& a, const std::vector<Address>& b) {
+  for (const Address& x : b)
+    if (std::find(a.begin(), a.end(), x) != a.end()) return &x;
+  return nullptr;
 }
 
 void checkDuplicates(const std::vector<PeerEntry>& entries, ProblemSink& sink) {
@@ -45,10 +54,11 @@ void checkDuplicates(const std::vector<PeerEntry>& entries, ProblemSink& sink) {
     for (std::size_t j = 0; j < i; ++j) {
       const PeerEntry& a = entries[j];
       const PeerEntry& b = entries[i];
-      if (a.address && b.address && *a.address == *b.address) {
-        sink.add(b.addressMark, b.path + ".address: duplicate peer address " +
-                                    b.address->toString() + " (also at line " +
-                                    lineOf(a.addressMark) + ")");
+      const Address* shared =
+          a.address && b.address ? firstShared(*a.address, *b.address) : nullptr;
+      if (shared != nullptr) {
+        sink.add(b.addressMark, b.path + ".address: duplicate peer address " + shared->toString() +
+                                    " (also at line " + lineOf(a.addressMark) + ")");
         break;
       }
     }
@@ -71,9 +81,21 @@ std::string knownNames(const std::vector<PeerEntry>& entries) {
 }
 
 // The listen address: `listen:` if given, else this node's own peers entry.
-std::optional<Address> resolveListen(const FieldMap& top, const SelfInput& self,
-                                     const PeerEntry* own) {
-  if (self.listenGiven) return self.listen;
+std::optional<std::vector<Address>> resolveListen(const FieldMap& top, const SelfInput& self,
+                                                  const PeerEntry* own) {
+  if (self.listenGiven) {
+    // Its own entry names the same rails: where the others dial each of them.
+    if (self.listen && own != nullptr && own->address &&
+        own->address->size() != self.listen->size()) {
+      top.report("listen", "lists " + std::to_string(self.listen->size()) +
+                               " rail(s), but this node's entry in peers (line " +
+                               lineOf(own->addressMark) + ") lists " +
+                               std::to_string(own->address->size()) +
+                               ": give both the same rails, in the same order");
+      return std::nullopt;
+    }
+    return self.listen;
+  }
   if (own != nullptr) return own->address;  // nullopt if invalid: already reported
   if (self.node && !self.fromOverride) {    // with --node, a missing entry is reported already
     top.report("listen",
@@ -83,6 +105,49 @@ std::optional<Address> resolveListen(const FieldMap& top, const SelfInput& self,
 }
 
 }  // namespace
+
+std::optional<std::vector<Address>> readRails(const FieldMap& fields, std::string_view key,
+                                              bool required) {
+  const YAML::Node list = fields.value(key);
+  if (!list.IsSequence()) {
+    auto one = fields.parsed(key, parseAddress, required);
+    if (!one) return std::nullopt;
+    return std::vector<Address>{*one};
+  }
+  const std::string path = fields.pathOf(key);
+  if (list.size() == 0 || list.size() > kMaxRails) {
+    fields.report(key, "expected one address, or a list of 1 to " + std::to_string(kMaxRails) +
+                           " (one per rail), got a list of " + std::to_string(list.size()));
+    return std::nullopt;
+  }
+  std::vector<Address> rails;
+  bool ok = true;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node item = list[i];
+    const std::string at = path + "[" + std::to_string(i) + "]";
+    if (!item.IsScalar()) {
+      fields.sink().add(item.Mark(), at + ": expected an address, got " + describeNodeType(item));
+      ok = false;
+      continue;
+    }
+    Parsed<Address> a = parseAddress(item.Scalar());
+    if (!a) {
+      fields.sink().add(item.Mark(), at + ": " + a.error);
+      ok = false;
+    } else if (list.size() > 1 && a.value->isWildcard()) {
+      fields.sink().add(item.Mark(), at + ": " + a.value->toString() +
+                                         " is a wildcard; a rail is one interface's own address");
+      ok = false;
+    } else if (std::find(rails.begin(), rails.end(), *a.value) != rails.end()) {
+      fields.sink().add(item.Mark(), at + ": " + a.value->toString() + " is listed twice");
+      ok = false;
+    } else {
+      rails.push_back(*a.value);
+    }
+  }
+  if (!ok) return std::nullopt;
+  return rails;
+}
 
 std::vector<PeerEntry> readPeers(const FieldMap& top) {
   std::vector<PeerEntry> entries;
@@ -109,17 +174,26 @@ void resolveMesh(const FieldMap& top, const SelfInput& self, const std::vector<P
                        ": no entry with that name in peers (known: " + knownNames(entries) + ")");
   }
   if (self.node) config.node = *self.node;
-  if (own != nullptr && own->address) config.ownAddress = own->address;
-  if (auto listen = resolveListen(top, self, own)) config.listen = *listen;
+  if (own != nullptr && own->address) config.ownAddress = own->address->front();
+  if (auto listen = resolveListen(top, self, own)) {
+    config.listen = listen->front();
+    config.extraListen.assign(listen->begin() + 1, listen->end());
+  }
 
   for (const PeerEntry& entry : entries) {
     if (&entry == own || !entry.name || !entry.address) continue;
-    const bool ownAddress = own != nullptr && own->address == entry.address;
-    if (self.listenGiven && self.listen == entry.address && !ownAddress) {
-      top.sink().add(entry.addressMark, entry.path + ".address: " + entry.address->toString() +
+    const Address* shared =
+        self.listenGiven && self.listen ? firstShared(*self.listen, *entry.address) : nullptr;
+    const bool ownAddress = own != nullptr && own->address && shared != nullptr &&
+                            firstShared(*own->address, {*shared}) != nullptr;
+    if (shared != nullptr && !ownAddress) {
+      top.sink().add(entry.addressMark, entry.path + ".address: " + shared->toString() +
                                             " is this node's listen address");
     }
-    config.peers.push_back(Peer{*entry.name, *entry.address, entry.verifyAddress});
+    config.peers.push_back(Peer{*entry.name,
+                                entry.address->front(),
+                                entry.verifyAddress,
+                                {entry.address->begin() + 1, entry.address->end()}});
   }
 }
 

@@ -4,6 +4,10 @@
 // One mesh file may serve every host: it may list the node itself among the peers.
 // The loader drops that entry from Config::peers, and when `listen:` is absent it takes
 // the listen address from it.
+//
+// Rails: `listen` and a peer's `address` are one address or a list of them, one per
+// rail (NIC). In a list every address is a host's own (no wildcard) and appears once;
+// no address is two nodes'.
 #pragma once
 
 #include <optional>
@@ -19,7 +23,7 @@ namespace rdmamsg::config::detail {
 struct PeerEntry {
   std::string path;  // "peers[1]"
   std::optional<std::string> name;
-  std::optional<Address> address;
+  std::optional<std::vector<Address>> address;  // one per rail
   bool verifyAddress = true;
   YAML::Mark nameMark;
   YAML::Mark addressMark;
@@ -33,12 +37,19 @@ struct SelfInput {
   std::optional<std::string> node;  // valid name (from --node or `node:`), nullopt if not
   bool fromOverride = false;        // node came from --node
   bool listenGiven = false;         // `listen:` is in the file (valid or not)
-  std::optional<Address> listen;    // its parsed value, when valid
+  std::optional<std::vector<Address>> listen;  // its parsed value (one per rail), when valid
 };
 
+// `key` of `fields`: one address, or a list of them, one per rail. Every problem is
+// reported (nullopt then): an empty or too long list, an entry that is not an
+// address, a wildcard in a list, an address listed twice.
+std::optional<std::vector<Address>> readRails(const FieldMap& fields, std::string_view key,
+                                              bool required);
+
 // Sets config.node, config.listen and config.peers (self removed); reports duplicate
-// names and addresses, a --node missing from peers, a missing listen address, and a
-// peer that claims this node's listen address.
+// names and addresses, a --node missing from peers, a missing listen address, a
+// peer that claims this node's listen address, and a `listen` list whose length is
+// not that of this node's own entry (the same rails, in the same order).
 void resolveMesh(const FieldMap& top, const SelfInput& self, const std::vector<PeerEntry>& entries,
                  Config& config);
 

@@ -20,6 +20,7 @@ std::variant<ReloadPlan, std::string> planReload(const Config& running, const Co
   ReloadPlan plan;
   plan.next = file;
   plan.next.listen = running.listen;
+  plan.next.extraListen = running.extraListen;
   plan.next.local.socket = running.local.socket;
   plan.next.local.socketMode = running.local.socketMode;
   plan.next.local.socketGroup = running.local.socketGroup;
@@ -55,7 +56,7 @@ std::variant<ReloadPlan, std::string> planReload(const Config& running, const Co
     const Peer* now = file.findPeer(p.name);
     if (now == nullptr)
       plan.removed.push_back(p.name);
-    else if (!(now->address == p.address))
+    else if (now->rails() != p.rails())
       plan.readdressed.push_back(p.name);
     if (now != nullptr && now->verifyAddress != p.verifyAddress)
       plan.changed.push_back("peers[" + p.name +

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "config/check_command.h"
 #include "config/loader.h"
@@ -66,16 +69,32 @@ int checkConfig(const std::string& path, const std::optional<std::string>& node)
   if (rc != 0) return rc;
   auto loaded = rdmamsg::config::loadConfig(path, node);
   if (!loaded.ok()) return rdmamsg::config::kExitConfig;
-  auto device = rdmamsg::rdma::probeDevice(loaded.config().listen);
-  if (!device) {
-    std::cerr << path << ": note: RDMA device limits not checked: " << device.status().message()
-              << "\n";
-    return 0;
+  // Every rail's device must hold the configuration; two rails on one device
+  // are allowed (the device is then a failure they share) and noted.
+  const rdmamsg::config::Config& config = loaded.config();
+  std::vector<std::pair<size_t, std::string>> devices;  // (rail, its device)
+  bool fits = true;
+  for (size_t rail = 0; rail < config.railCount(); rail++) {
+    const auto& address = config.listenRail(rail);
+    auto device = rdmamsg::rdma::probeDevice(address);
+    if (!device) {
+      std::cerr << path << ": note: RDMA device limits not checked for " << address.toString()
+                << ": " << device.status().message() << "\n";
+      continue;
+    }
+    for (const auto& [other, name] : devices)
+      if (name == device->name)
+        std::cerr << path << ": note: rails " << other << " and " << rail << " ("
+                  << config.listenRail(other).toString() << ", " << address.toString()
+                  << ") are both on RDMA device " << name
+                  << ": a failure of that device takes both\n";
+    devices.emplace_back(rail, device->name);
+    for (const auto& p : rdmamsg::rdma::checkLimits(config, device->attr, device->name)) {
+      std::cerr << path << ": " << p << "\n";
+      fits = false;
+    }
   }
-  auto problems = rdmamsg::rdma::checkLimits(loaded.config(), device->attr, device->name);
-  for (const auto& p : problems)
-    std::cerr << path << ": " << p << "\n";
-  return problems.empty() ? 0 : rdmamsg::config::kExitConfig;
+  return fits ? 0 : rdmamsg::config::kExitConfig;
 }
 
 }  // namespace

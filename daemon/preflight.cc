@@ -81,6 +81,33 @@ Check devices() {
   return c;
 }
 
+// Whether this node's rail `address` binds (each rail of `listen` has its own listener).
+void bindRail(rdma_event_channel* ch, const config::Address& address, Check& c) {
+  Result<rdma::CmIdPtr> created = rdma::createCmId(ch);
+  if (!created.ok()) {
+    c.outcome = Outcome::kHostProblem;
+    c.detail += "; no rdma_cm id can be made to bind the listen address (" +
+                created.status().message() + ")";
+    return;
+  }
+  rdma::CmIdPtr id = std::move(created).value();
+  sockaddr_storage ss{};
+  address.toSockaddr(ss);
+  if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&ss)) == 0) {
+    c.detail += "; listen address " + address.toString() + " binds";
+    if (id->verbs != nullptr)
+      c.detail += std::string(" to RDMA device ") + ibv_get_device_name(id->verbs->device);
+    return;
+  }
+  const int e = errno;
+  if (c.outcome != Outcome::kConfigProblem)
+    c.outcome = e == EADDRINUSE ? Outcome::kWarning : Outcome::kConfigProblem;
+  c.detail += "; listen address " + address.toString() + " cannot be bound (" + errnoText(e) + ")";
+  c.detail += e == EADDRINUSE ? ": in use (is rdmamsgd already running?)"
+                              : ". Fix: set listen: to an address of an RDMA-capable interface "
+                                "(`rdma link` shows which netdev each device uses)";
+}
+
 Check rdmaCm(const config::Config& cfg, bool bindListen) {
   Check c{"rdma_cm", Outcome::kOk, ""};
   rdma::EventChannelPtr ch(rdma_create_event_channel());
@@ -95,32 +122,9 @@ Check rdmaCm(const config::Config& cfg, bool bindListen) {
     return c;
   }
   c.detail = "event channel opened";
-  if (bindListen) {
-    Result<rdma::CmIdPtr> created = rdma::createCmId(ch.get());
-    if (!created.ok()) {
-      c.outcome = Outcome::kHostProblem;
-      c.detail += "; no rdma_cm id can be made to bind the listen address (" +
-                  created.status().message() + ")";
-    } else {
-      rdma::CmIdPtr id = std::move(created).value();
-      sockaddr_storage ss{};
-      cfg.listen.toSockaddr(ss);
-      if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&ss)) == 0) {
-        c.detail += "; listen address " + cfg.listen.toString() + " binds";
-        if (id->verbs != nullptr)
-          c.detail += std::string(" to RDMA device ") + ibv_get_device_name(id->verbs->device);
-      } else {
-        const int e = errno;
-        c.outcome = e == EADDRINUSE ? Outcome::kWarning : Outcome::kConfigProblem;
-        c.detail +=
-            "; listen address " + cfg.listen.toString() + " cannot be bound (" + errnoText(e) + ")";
-        c.detail += e == EADDRINUSE
-                        ? ": in use (is rdmamsgd already running?)"
-                        : ". Fix: set listen: to an address of an RDMA-capable interface "
-                          "(`rdma link` shows which netdev each device uses)";
-      }
-    }
-  }
+  if (bindListen)
+    for (const config::Address& rail : cfg.listenRails())
+      bindRail(ch.get(), rail, c);
   return c;
 }
 

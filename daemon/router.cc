@@ -317,7 +317,7 @@ status::Snapshot Router::snapshot() const {
   status::Snapshot s;
   s.node = config_.node;
   s.version = RDMAMSG_VERSION;
-  s.listen = config_.listen.toString();
+  s.listen = config::toString(config_.listenRails());
   s.socket = config_.local.socket;
   s.configFile = config_.sourceFile;
   const auto level = spdlog::level::to_string_view(spdlog::get_level());

@@ -94,6 +94,7 @@ json peerJson(const Snapshot& s, const peer::PeerSnapshot& p) {
     }
     if (!p.link->device.empty()) e["device"] = p.link->device;
     if (p.link->trafficClass) e["traffic_class"] = *p.link->trafficClass;
+    if (!p.link->remoteAddress.empty()) e["remote_address"] = p.link->remoteAddress;
     e["rdma"] = rdmaJson(*p.link);
   }
   return e;

@@ -1,6 +1,7 @@
 // The checks of an incoming connect request (admission.h).
 #include "daemon/peer/admission.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "config/address.h"
@@ -47,10 +48,12 @@ Admission admitRequest(const config::Config& cfg, std::span<const uint8_t> priva
   // A name is only a claim: it must come from that node's address.
   if (peer->verifyAddress) {
     auto src = source != nullptr ? config::Address::fromSockaddr(*source) : std::nullopt;
-    if (!src || !sameHost(*src, peer->address))
+    const auto rails = peer->rails();
+    if (!src || std::none_of(rails.begin(), rails.end(),
+                             [&](const config::Address& a) { return sameHost(*src, a); }))
       return refuse(RejectReason::kWrongAddress, from + " (it claims to be node " + peer->name +
                                                      ", whose address is " +
-                                                     peer->address.toString() + ")");
+                                                     config::toString(rails) + ")");
   }
   const bool theirs = (hello->flags & kHelloAuthenticates) != 0;
   if (theirs != cfg.auth.secret.has_value())

@@ -133,7 +133,7 @@ void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
   for (const auto& c : config_.peers)
     if (peer(c.name) == nullptr && !stopping()) addPeer(c).start();
   for (const auto& name : readdressed)
-    if (Peer* p = peer(name)) p->readdress(config_.findPeer(name)->address);
+    if (Peer* p = peer(name)) p->readdress(*config_.findPeer(name));
   if (config_.auth.secret)
     forEachPeer([](Peer& p) {
       if (!p.removed()) p.requireAuthentication();
@@ -146,20 +146,23 @@ Mesh::~Mesh() {
   for (Slot& s : slots_)
     s.conns.clear();  // QPs and ids before the listener, the devices and the event channel
   slots_.clear();
-  listenId_.reset();
+  listeners_.clear();
   devices_.clear();
 }
 
 void Mesh::start() {
   setState(MeshState::kStarting);
   pump_ = std::make_unique<rdma::CmEventPump>(loop_);
-  if (Status st = listen(); !st.ok()) {
-    listenId_.reset();
-    if (st.code() == Errc::bad_request) throw LimitError(st.message());
-    throw std::runtime_error(st.message());
-  }
+  listeners_.resize(config_.railCount());
+  for (std::size_t rail = 0; rail < listeners_.size(); rail++)
+    if (Status st = listen(rail); !st.ok()) {
+      listeners_.clear();
+      if (st.code() == Errc::bad_request) throw LimitError(st.message());
+      throw std::runtime_error(st.message());
+    }
   setState(MeshState::kRunning);
-  spdlog::info("listening for peers on {} (rdma_cm)", config_.listen.toString());
+  spdlog::info("listening for peers on {} (rdma_cm{})", toString(config_.listenRails()),
+               listeners_.size() > 1 ? ", one listener per rail" : "");
   spdlog::info("{}", rdma::describe(memoryPlan(), config_, config_.peers.size()));
   warnUnverified();
   if (config_.connect == config::ConnectMode::kOnDemand)
@@ -190,34 +193,39 @@ void Mesh::warnUnverified() const {
           c.name, c.name, c.name);
 }
 
-Status Mesh::listen() {
+bool Mesh::listening() const {
+  return std::any_of(listeners_.begin(), listeners_.end(), [](const auto& id) { return !!id; });
+}
+
+Status Mesh::listen(std::size_t rail) {
+  const config::Address& address = config_.listenRail(rail);
   rdma_cm_id* raw = nullptr;
   if (rdma_create_id(pump_->channel(), &raw, static_cast<rdma::CmHandler*>(this), RDMA_PS_TCP) != 0)
     return Status(Errc::io_error, "rdma_create_id: " + errnoText());
   rdma::CmIdPtr id(raw);
   sockaddr_storage addr{};
-  config_.listen.toSockaddr(addr);
+  address.toSockaddr(addr);
   if (config_.tos) {
     if (Status st = rdma::setTos(id.get(), *config_.tos); !st.ok())
       return Status(st.code(), "on the listener: " + st.message());
   }
   if (rdma_bind_addr(id.get(), reinterpret_cast<sockaddr*>(&addr)) != 0)
     return Status(Errc::io_error,
-                  "cannot bind rdma_cm to " + config_.listen.toString() + ": " + errnoText());
+                  "cannot bind rdma_cm to " + address.toString() + ": " + errnoText());
   if (rdma_listen(id.get(), kListenBacklog) != 0)
-    return Status(Errc::io_error,
-                  "cannot listen on " + config_.listen.toString() + ": " + errnoText());
-  listenId_ = std::move(id);
-  if (listenId_->verbs != nullptr) {
-    rdma::Device* d = deviceFor(listenId_->verbs);
-    if (d == nullptr) return Status(Errc::io_error, "cannot open the RDMA device of the listener");
+    return Status(Errc::io_error, "cannot listen on " + address.toString() + ": " + errnoText());
+  listeners_[rail] = std::move(id);
+  if (ibv_context* verbs = listeners_[rail]->verbs; verbs != nullptr) {
+    rdma::Device* d = deviceFor(verbs);
+    if (d == nullptr)
+      return Status(Errc::io_error,
+                    "cannot open the RDMA device of the listener on " + address.toString());
     return checkLimits(d->attr(), d->name());
   }
   openAllDevices();
   if (checkedLimits_) return Status();
   // A wildcard address binds no device: check against the first one.
-  if (auto info = rdma::probeDevice(config_.listen); info.ok())
-    return checkLimits(info->attr, info->name);
+  if (auto info = rdma::probeDevice(address); info.ok()) return checkLimits(info->attr, info->name);
   return Status();
 }
 
@@ -236,21 +244,35 @@ void Mesh::openAllDevices() {
 // After a device was removed, or the address's device changed: listen
 // again as soon as a device answers.
 void Mesh::relisten() {
-  if (listenId_ || stopping()) return;
-  Status st = listen();
-  if (st.ok()) {
-    spdlog::info("listening for peers on {} again", config_.listen.toString());
-    forEachPeer([](Peer& p) { p.redialSoon(); });
-    return;
+  if (stopping()) return;
+  bool again = false, unfit = false, waiting = false;
+  for (std::size_t rail = 0; rail < listeners_.size(); rail++) {
+    if (listeners_[rail]) continue;
+    Status st = listen(rail);
+    if (st.ok()) {
+      spdlog::info("listening for peers on {} again", config_.listenRail(rail).toString());
+      again = true;
+      continue;
+    }
+    listeners_[rail].reset();
+    waiting = true;
+    if (st.code() == Errc::bad_request) {
+      spdlog::error("the RDMA device that came back cannot hold the configuration: {}",
+                    st.message());
+      unfit = true;
+    } else {
+      spdlog::debug("not listening on {} yet: {}", config_.listenRail(rail).toString(),
+                    st.message());
+    }
   }
-  listenId_.reset();
-  if (st.code() == Errc::bad_request) {
-    spdlog::error("the RDMA device that came back cannot hold the configuration: {}", st.message());
-    relistenTimer_->arm(kRelistenEvery * 10);
-    return;
-  }
-  spdlog::debug("not listening yet: {}", st.message());
-  relistenTimer_->arm(kRelistenEvery);
+  if (again) forEachPeer([](Peer& p) { p.redialSoon(); });
+  if (waiting) relistenTimer_->arm(unfit ? kRelistenEvery * 10 : kRelistenEvery);
+}
+
+std::size_t Mesh::railOf(const rdma_cm_id* id) const {
+  for (std::size_t rail = 0; rail < listeners_.size(); rail++)
+    if (listeners_[rail].get() == id) return rail;
+  return listeners_.size();
 }
 
 Status Mesh::checkLimits(const ibv_device_attr& attr, const std::string& device) {
@@ -392,13 +414,17 @@ Connection* Mesh::dial(Peer& peer) {
   Connection& c = newConnection(slotOf(peer));
   sockaddr_storage src{}, dst{};
   // Peers check that a connection comes from this node's address: leave
-  // from it, also when listening on every address.
-  const config::Address& from =
-      config_.listen.isWildcard() && config_.ownAddress ? *config_.ownAddress : config_.listen;
+  // from it (the rail's), also when listening on every address. Rail i
+  // of this node goes to rail i of the peer.
+  const std::size_t rail = std::min(peer.rail(), config_.railsWith(peer.config()) - 1);
+  const config::Address& from = rail == 0 && config_.listen.isWildcard() && config_.ownAddress
+                                    ? *config_.ownAddress
+                                    : config_.listenRail(rail);
   from.toSockaddr(src);
   reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;  // same offset for IPv6
-  peer.address().toSockaddr(dst);
-  spdlog::debug("peer {}: dialing {}", peer.name(), peer.address().toString());
+  const config::Address& to = peer.config().rail(rail);
+  to.toSockaddr(dst);
+  spdlog::debug("peer {}: dialing {} (rail {})", peer.name(), to.toString(), rail);
   c.startActive(pump_->channel(), reinterpret_cast<sockaddr*>(&src),
                 reinterpret_cast<sockaddr*>(&dst));
   return &c;
@@ -456,13 +482,14 @@ void Mesh::serviceDevices() {
           c->releaseVerbs(why);
           queue_.mark(keyOf(i));
         }
-    bool listenerOnIt = listenId_ && listenId_->verbs == d.context();
+    std::vector<rdma::CmIdPtr*> onIt;  // listeners bound to it: destroyed after its resources
+    for (auto& id : listeners_)
+      if (id && id->verbs == d.context()) onIt.push_back(&id);
     spdlog::warn("{}: its resources are released; waiting for a device to listen again", why);
     it = devices_.erase(it);
-    if (listenerOnIt) {
-      listenId_.reset();
-      relistenTimer_->arm(kRelistenEvery);
-    }
+    for (rdma::CmIdPtr* id : onIt)
+      id->reset();
+    if (!onIt.empty()) relistenTimer_->arm(kRelistenEvery);
   }
 }
 
@@ -500,20 +527,24 @@ void Mesh::onDeviceEvent(rdma::Device& device, ibv_event_type type) {
 // ------------------------------------------------------------ listener events
 
 void Mesh::onCmEvent(const rdma::CmEvent& e) {
+  if (e.type == RDMA_CM_EVENT_CONNECT_REQUEST) return onConnectRequest(e);
+  const std::size_t rail = railOf(e.id);
+  if (rail == listeners_.size()) {  // a listener already replaced
+    spdlog::debug("rdma_cm: {} on a former listener", rdma_event_str(e.type));
+    return;
+  }
+  const std::string where = config_.listenRail(rail).toString();
   switch (e.type) {
-    case RDMA_CM_EVENT_CONNECT_REQUEST:
-      onConnectRequest(e);
-      return;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      spdlog::error("RDMA device of the listener on {} removed", config_.listen.toString());
+      spdlog::error("RDMA device of the listener on {} removed", where);
       // The id must be destroyed (rdma_get_cm_event(3)): serviceDevices()
       // does it after the device's resources, which need its context.
-      if (rdma::Device* d = listenId_ ? devices_.find(listenId_->verbs) : nullptr) {
+      if (rdma::Device* d = devices_.find(listeners_[rail]->verbs)) {
         d->markFailed();
         queue_.mark(kDevicesKey);
         return;
       }
-      listenId_.reset();
+      listeners_[rail].reset();
       relistenTimer_->arm(kRelistenEvery);
       return;
     case RDMA_CM_EVENT_ADDR_CHANGE:
@@ -523,12 +554,12 @@ void Mesh::onCmEvent(const rdma::CmEvent& e) {
       spdlog::warn(
           "rdma_cm listener on {}: the address's device changed (ADDR_CHANGE): "
           "listening again",
-          config_.listen.toString());
-      listenId_.reset();
+          where);
+      listeners_[rail].reset();
       relisten();
       return;
     default:
-      spdlog::warn("rdma_cm listener: unexpected event {}", rdma_event_str(e.type));
+      spdlog::warn("rdma_cm listener on {}: unexpected event {}", where, rdma_event_str(e.type));
       return;
   }
 }

@@ -1,5 +1,6 @@
-// The mesh: this daemon's rdma_cm listener, its RDMA devices, every
-// configured peer and every connection, and the per-turn service step.
+// The mesh: this daemon's rdma_cm listeners (one per rail: config.h), its
+// RDMA devices, every configured peer and every connection, and the
+// per-turn service step.
 //
 // Incoming CONNECT_REQUESTs are checked (handshake magic and version, meant
 // for this node, from a configured peer) and then put to the peer's
@@ -70,7 +71,7 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events, uint64_t incarnation);
   ~Mesh() override;
 
-  // Binds and listens on config.listen, checks the device's limits, then
+  // Binds and listens on every rail of config.listen, checks the device's limits, then
   // starts dialing. At start-up only, so it throws (docs/development.md,
   // "Errors"): LimitError or std::runtime_error, with a clear message.
   void start();
@@ -112,7 +113,8 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // Incoming connections refused, by reason (index: RejectReason).
   const std::array<uint64_t, kRejectReasons>& rejected() const { return rejected_; }
   std::vector<DeviceStats> deviceStats() const;
-  bool listening() const { return listenId_ != nullptr; }
+  // Listening on at least one rail.
+  bool listening() const;
   bool stopping() const {
     return state_.get() == MeshState::kStopping || state_.get() == MeshState::kStopped;
   }
@@ -145,9 +147,11 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // Hands the devices that peer i's dialing connections asked for.
   void serveDeviceRequests(uint32_t i);
   Connection& newConnection(uint32_t index);
-  // bad_request: the configuration does not fit the device; io_error: no
-  // listener (yet).
-  Status listen();
+  // Listens on rail `rail` (config.listenRail). bad_request: the
+  // configuration does not fit the device; io_error: no listener (yet).
+  Status listen(std::size_t rail);
+  // The rail whose listener is `id`; listeners_.size() when none.
+  std::size_t railOf(const rdma_cm_id* id) const;
   void openAllDevices();
   void relisten();
   Status checkLimits(const ibv_device_attr& attr, const std::string& device);
@@ -172,8 +176,8 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // Declared parents first: destroyed children first.
   std::unique_ptr<rdma::CmEventPump> pump_;
   rdma::DeviceSet devices_;
-  rdma::CmIdPtr listenId_;
-  loop::ServiceQueue queue_;  // keys: kDevicesKey, keyOf(peer index)
+  std::vector<rdma::CmIdPtr> listeners_;  // one per rail; null: not listening there (yet)
+  loop::ServiceQueue queue_;              // keys: kDevicesKey, keyOf(peer index)
   // Peer slots: a removed peer is retired (its messages failed, its
   // connection closed) and freed once its last connection is reaped; its
   // slot is reused, under a new generation, by the next peer added. A

@@ -47,9 +47,12 @@ uint64_t Peer::remoteIncarnation() const {
 }
 
 PeerSnapshot Peer::snapshot() const {
-  PeerSnapshot s{cfg_.name,          cfg_.address.toString(), lastError_,       state_.get(),
-                 out_.queuedBytes(), out_.inFlight(),         counters_,        out_.confirmed(),
-                 out_.failed(),      out_.deliveryLatency(),  out_.flowStats(), std::nullopt};
+  PeerSnapshot s{cfg_.name,          config::toString(cfg_.rails()),
+                 lastError_,         state_.get(),
+                 out_.queuedBytes(), out_.inFlight(),
+                 counters_,          out_.confirmed(),
+                 out_.failed(),      out_.deliveryLatency(),
+                 out_.flowStats(),   std::nullopt};
   if (conn_ != nullptr)
     s.link = LinkSnapshot{remoteIncarnation(),
                           conn_->established(),
@@ -62,7 +65,8 @@ PeerSnapshot Peer::snapshot() const {
                           conn_->batchProtection(),
                           conn_->keyRotations(),
                           conn_->device() != nullptr ? conn_->device()->name() : std::string(),
-                          conn_->trafficClass()};
+                          conn_->trafficClass(),
+                          conn_->remoteAddress()};
   return s;
 }
 
@@ -96,15 +100,18 @@ void Peer::retire(const std::string& why) {
   shutdown(why);
 }
 
-void Peer::readdress(const config::Address& address) {
-  spdlog::info("peer {}: address changed from {} to {}", name(), cfg_.address.toString(),
-               address.toString());
-  cfg_.address = address;
+void Peer::readdress(const config::Peer& now) {
+  const std::string to = config::toString(now.rails());
+  spdlog::info("peer {}: address changed from {} to {}", name(), config::toString(cfg_.rails()),
+               to);
+  cfg_.address = now.address;
+  cfg_.extraRails = now.extraRails;
   redial_.startOver();
-  closeCandidates("its address changed to " + address.toString() + " (configuration reloaded)");
+  rails_.restart();
+  closeCandidates("its address changed to " + to + " (configuration reloaded)");
   if (conn_ != nullptr) {
     redial_.closingToRedial();
-    conn_->close("its address changed to " + address.toString() + " (configuration reloaded)");
+    conn_->close("its address changed to " + to + " (configuration reloaded)");
     wake_();  // the service step sees it down and dials again
   } else {
     redialSoon();
@@ -281,6 +288,7 @@ void Peer::observe() {
 void Peer::onUp() {
   const Hello& remote = *conn_->remote();
   redial_.startOver();
+  rails_.connected();
   epoch_++;
   in_.reset();
   confirms_.clear();
@@ -324,6 +332,8 @@ void Peer::onDown() {
   bool wasUp = connUp_;
   // Established, if not yet seen up by this Peer: its close is a loss too.
   const bool wasEstablished = wasUp || conn_->wasEstablished();
+  // Refused by the pair's tie-break: the rail works (the peer's dial wins).
+  const bool duplicate = conn_->rejectReason() == RejectReason::kDuplicate;
   connUp_ = false;
   // Closed by agreement for being idle: nothing was in flight either way, and
   // what was queued since stays queued.
@@ -375,6 +385,15 @@ void Peer::onDown() {
   if (redial_.takeClosingToRedial()) {  // closed to dial another address: no backoff
     redial_.now();
     return;
+  }
+  if (const std::size_t rails = config_.railsWith(cfg_); rails > 1 && !duplicate) {
+    const std::size_t from = rails_.current();
+    if (rails_.failed(rails)) {  // another rail to try: at once
+      spdlog::info("peer {}: rail {} failed: dialing rail {} ({})", name(), from, rails_.current(),
+                   cfg_.rail(rails_.current()).toString());
+      redial_.now();
+      return;
+    }
   }
   redial_.afterBackoff(config_.timers.reconnectBackoffMin, config_.timers.reconnectBackoffMax);
 }

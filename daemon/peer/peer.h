@@ -99,6 +99,7 @@ struct LinkSnapshot {
   uint64_t keyRotations = 0;
   std::string device;                   // the RDMA device it runs over ("" before it has one)
   std::optional<uint8_t> trafficClass;  // its QP's path (Connection::trafficClass)
+  std::string remoteAddress{};          // the peer's end: which of its rails it runs over
 };
 
 // A peer, for the status (daemon/status.h).
@@ -124,6 +125,10 @@ class Peer {
 
   const std::string& name() const { return cfg_.name; }
   const config::Address& address() const { return cfg_.address; }
+  const config::Peer& config() const { return cfg_; }
+  // The rail the next dial takes (RailRotation), in the rails this node
+  // shares with the peer (Config::railsWith).
+  std::size_t rail() const { return rails_.current(); }
   uint64_t id() const { return id_; }
   uint64_t handle() const { return handle_; }
   PeerState state() const { return state_.get(); }
@@ -155,9 +160,9 @@ class Peer {
   // found by name, dialed, or listed; the mesh frees it once it is closed.
   void retire(const std::string& why);
   bool removed() const { return removed_; }
-  // A reload gave it another address: the connection (or the attempt) is
-  // closed, and it dials the new address at once.
-  void readdress(const config::Address& address);
+  // A reload gave it other addresses (rails): the connection (or the
+  // attempt) is closed, and it dials the new first rail at once.
+  void readdress(const config::Peer& now);
   // A mesh secret is configured now (a reload): a connection made without
   // one is closed, and the peer dials again at once.
   void requireAuthentication();
@@ -272,7 +277,8 @@ class Peer {
   struct FailureLogs {
     LogLimit lost, rejected, batchRejected;
   } logs_;
-  Redial redial_;  // when the next dial goes
+  Redial redial_;       // when the next dial goes
+  RailRotation rails_;  // over which rail
   std::unique_ptr<loop::Timer> tickTimer_, confirmTimer_;
 
   Outbound out_;

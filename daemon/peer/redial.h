@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <random>
 #include <utility>
@@ -55,6 +56,31 @@ class Redial {
   int attempts_ = 0;
   bool asked_ = false;
   bool immediate_ = false;
+};
+
+// Which rail the peer dials (config.h, "rails"), active-standby: the same
+// rail while its connections work; after a failure (a dial that did not
+// connect, a connection lost) the next rail, at once, until every rail has
+// failed once since a connection was last made: then the backoff, and the
+// round starts over. With one rail every failure waits for the backoff.
+class RailRotation {
+ public:
+  std::size_t current() const { return rail_; }
+  // The connection over the current rail failed; `rails`: how many there
+  // are. True: dial the next rail at once.
+  bool failed(std::size_t rails) {
+    rail_ = rails == 0 ? 0 : (rail_ + 1) % rails;
+    if (++failures_ < rails) return true;
+    failures_ = 0;
+    return false;
+  }
+  void connected() { failures_ = 0; }
+  // The rails changed (a reload): the first one again.
+  void restart() { rail_ = failures_ = 0; }
+
+ private:
+  std::size_t rail_ = 0;
+  std::size_t failures_ = 0;
 };
 
 }  // namespace rdmamsg::peer

@@ -192,7 +192,7 @@ TEST_F(MeshPair, AConnectionClosedDuringItsHandshakeIgnoresALateEstablished) {
   ASSERT_TRUE(stepUntil(loop, [&] {
     return p.connection() != nullptr && p.connection()->state() == ConnState::kAccepting;
   })) << "alpha never accepted beta's request";
-  p.readdress(addressOf("127.0.0.2", port));
+  p.readdress(config::Peer{"beta", addressOf("127.0.0.2", port)});
   EXPECT_TRUE(stepUntil(
       loop,
       [&] {

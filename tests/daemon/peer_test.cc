@@ -99,7 +99,7 @@ TEST_F(PeerTest, AConfirmationOwedOnAnEarlierConnectionNeverConfirmsOneOfTheNext
   const uint64_t oldSeq = beta->events.incoming[0].seq;
 
   // The connection goes; the message in flight fails back to alpha's sender.
-  fromAlpha.readdress(addressOf("127.0.0.1", port));
+  fromAlpha.readdress(config::Peer{"alpha", addressOf("127.0.0.1", port)});
   ASSERT_TRUE(stepUntil(loop, [&] {
     return alpha->events.failures.size() == 1 && alpha->peer("beta").established() &&
            fromAlpha.established() && fromAlpha.epoch() != oldEpoch;

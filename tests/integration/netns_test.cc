@@ -12,56 +12,12 @@
 #include <set>
 
 #include "harness.h"
+#include "netns_hosts.h"
 #include "rdmamsg/client.h"
 #include "tests/support/wait.h"
 
 namespace rdmamsg::itest {
 namespace {
-
-// Two namespaces joined by a veth pair: host 0 is 198.51.100.1, host 1 is
-// 198.51.100.2. Removed (with the veth) when destroyed.
-class TwoHosts {
- public:
-  TwoHosts() {
-    std::string tag = std::to_string(getpid() % 100000) + std::to_string(counter_++);
-    ns_ = {"rmsg" + tag + "a", "rmsg" + tag + "b"};
-    veth_ = {"rm" + tag + "a", "rm" + tag + "b"};
-  }
-  ~TwoHosts() {
-    for (const auto& n : ns_)
-      sh("ip netns del " + n);
-  }
-  TwoHosts(const TwoHosts&) = delete;
-  TwoHosts& operator=(const TwoHosts&) = delete;
-
-  // Creates both hosts with their link down.
-  bool create() {
-    for (const auto& n : ns_)
-      if (!sh("ip netns add " + n) || !sh("ip -n " + n + " link set lo up")) return false;
-    if (!sh("ip link add " + veth_[0] + " netns " + ns_[0] + " type veth peer name " + veth_[1] +
-            " netns " + ns_[1]))
-      return false;
-    for (int i = 0; i < 2; i++)
-      if (!sh("ip -n " + ns_[i] + " addr add " + ip(i) + "/24 dev " + veth_[i])) return false;
-    return setLink(false);
-  }
-  bool setLink(bool up) {
-    for (int i = 0; i < 2; i++)
-      if (!sh("ip -n " + ns_[i] + " link set " + veth_[i] + (up ? " up" : " down"))) return false;
-    return true;
-  }
-  const std::string& ns(int i) const { return ns_[i]; }
-  const std::string& veth(int i) const { return veth_[i]; }
-  static std::string ip(int i) { return i == 0 ? "198.51.100.1" : "198.51.100.2"; }
-
- private:
-  static inline int counter_ = 0;
-  std::vector<std::string> ns_, veth_;
-};
-
-bool canMakeNamespaces() {
-  return geteuid() == 0 && sh("ip netns list");
-}
 
 struct Mesh2 {
   TempDir dir;

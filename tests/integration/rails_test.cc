@@ -1,0 +1,245 @@
+// Integration: two daemons on two hosts joined by two rails — network
+// namespaces made by the test, two veth pairs (198.51.100.0/24 and
+// 203.0.113.0/24), softrdma with one device per interface as rxe — whose
+// links go down and up for real. A peer whose rail fails is dialed over
+// the other one at once; a daemon whose first rail is down connects over
+// the second. Needs root (ip netns); skipped otherwise.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "harness.h"
+#include "netns_hosts.h"
+#include "rdmamsg/client.h"
+#include "tests/support/wait.h"
+
+namespace rdmamsg::itest {
+namespace {
+
+struct RailMesh {
+  TempDir dir;
+  TwoHosts hosts{2};
+  std::unique_ptr<DaemonProcess> d[2];
+  const char* names[2] = {"alpha", "beta"};
+  uint16_t port = 7471;
+
+  std::string socket(int i) const { return dir.file(std::string(names[i]) + ".sock"); }
+  std::string rails(int host) const {
+    return "[" + TwoHosts::ip(host, 0) + ":" + std::to_string(port) + ", " + TwoHosts::ip(host, 1) +
+           ":" + std::to_string(port) + "]";
+  }
+
+  // One mesh file for both hosts, each node listing its two rails.
+  bool start() {
+    std::string y = "peers:\n";
+    for (int j = 0; j < 2; j++)
+      y += "  - name: " + std::string(names[j]) + "\n    address: " + rails(j) + "\n";
+    y += "heartbeat_interval: 200ms\nheartbeat_timeout: 1s\nreconnect_backoff_min: 50ms\n"
+         "reconnect_backoff_max: 1s\nconnect_timeout: 2s\nmessage_timeout: 10s\n";
+    for (int i = 0; i < 2; i++) {
+      writeFile(dir.file(std::string(names[i]) + ".yaml"),
+                "node: " + std::string(names[i]) + "\nsocket: " + socket(i) + "\n" + y);
+      d[i] = std::make_unique<DaemonProcess>(names[i], dir.file(std::string(names[i]) + ".yaml"),
+                                             socket(i), dir.file(std::string(names[i]) + ".log"));
+      d[i]->setWrapper({ipBinary(), "netns", "exec", hosts.ns(i), "/usr/bin/env",
+                        "SOFTRDMA_DEVICES=" + hosts.devices(i)});
+      if (!d[i]->start(10s)) return false;
+    }
+    return true;
+  }
+  // Both ends established over `link`: each sees the other's address on it.
+  bool connectedOver(int link, std::chrono::milliseconds timeout) {
+    for (int i = 0; i < 2; i++) {
+      const std::string other = names[1 - i];
+      const std::string prefix = TwoHosts::ip(1 - i, link) + ":";
+      if (!waitForStatus(
+              socket(i),
+              [&](const Json& s) {
+                const Json* p = peerEntry(s, other);
+                return p != nullptr && p->value("state", "") == "established" &&
+                       p->value("remote_address", "").rfind(prefix, 0) == 0;
+              },
+              timeout))
+        return false;
+    }
+    return true;
+  }
+  std::string logs() const { return d[0]->log() + d[1]->log(); }
+};
+
+std::span<const std::byte> bytes(std::string_view s) {
+  return std::as_bytes(std::span(s));
+}
+
+// Messages from alpha's client to beta's service "svc", with every outcome
+// and every delivery recorded.
+class Stream {
+ public:
+  bool open(const RailMesh& m) {
+    auto l = Client::connect(m.socket(1));
+    auto s = Client::connect(m.socket(0));
+    if (!l || !s || !l->registerService("svc").ok()) return false;
+    listener_.emplace(std::move(*l));
+    sender_.emplace(std::move(*s));
+    return true;
+  }
+  void send(int n) {
+    for (int i = 0; i < n; i++) {
+      std::string text = "m" + std::to_string(++next_);
+      auto id = sender_->send("beta", "svc", text);
+      ASSERT_TRUE(id) << id.status().toString();
+      sent_[*id] = text;
+    }
+    (void)sender_->flush(5s);
+  }
+  void pump() {
+    Completion comp;
+    while (sender_->pollCompletion(comp))
+      outcome_[comp.msgId] = comp.status;
+    Message msg;
+    while (listener_->tryReceive(msg))
+      received_.insert(std::string(msg.text()));
+    (void)sender_->processIo();
+    (void)listener_->processIo();
+  }
+  bool settle(std::chrono::milliseconds timeout) {
+    return test::waitFor([&] { return pump(), outcome_.size() == sent_.size(); }, timeout);
+  }
+  size_t sent() const { return sent_.size(); }
+  size_t confirmed() const {
+    size_t n = 0;
+    for (const auto& [id, st] : outcome_)
+      n += st.ok() ? 1 : 0;
+    return n;
+  }
+  // Every failure is the peer's loss (nothing else); every confirmed
+  // message was received once; nothing was received twice or unsent.
+  void expectConsistent() {
+    test::waitFor([&] { return pump(), received_.size() >= confirmed(); }, 5s);
+    std::set<std::string> texts;
+    for (const auto& [id, t] : sent_)
+      texts.insert(t);
+    for (const auto& t : received_) {
+      EXPECT_EQ(received_.count(t), 1u) << t << " received twice";
+      EXPECT_TRUE(texts.count(t)) << t << " was never sent";
+    }
+    for (const auto& [id, st] : outcome_) {
+      if (st.ok())
+        EXPECT_EQ(received_.count(sent_[id]), 1u) << sent_[id] << " confirmed, not received";
+      else
+        EXPECT_EQ(st.code(), Errc::peer_unreachable) << st.toString();
+    }
+  }
+
+ private:
+  std::optional<Client> listener_, sender_;
+  int next_ = 0;
+  std::map<uint64_t, std::string> sent_;  // msgId → text
+  std::map<uint64_t, Status> outcome_;
+  std::multiset<std::string> received_;
+};
+
+// Rail 0 is cut in the middle of a stream: the peer is dialed over rail 1
+// at once (no backoff) and the stream goes on there; every message gets an
+// outcome and none is received twice. The rail brought back up stays
+// standby while rail 1 works.
+TEST(Rails, APeerWhoseRailGoesDownIsReachedOverTheOther) {
+  if (!canMakeNamespaces()) GTEST_SKIP() << "needs root and ip netns";
+  RailMesh m;
+  ASSERT_TRUE(m.hosts.create());
+  ASSERT_TRUE(m.hosts.setLink(true));
+  ASSERT_TRUE(m.start());
+  ASSERT_TRUE(m.connectedOver(0, 10s)) << m.logs();
+  auto status = statusOf(m.socket(0));
+  ASSERT_TRUE(status);
+  EXPECT_EQ(status->value("listen", ""), m.rails(0)) << status->dump();
+  const Json* beta = peerEntry(*status, "beta");
+  ASSERT_NE(beta, nullptr);
+  EXPECT_EQ(beta->value("address", ""), m.rails(1));
+  EXPECT_EQ(beta->value("device", ""), "softrdma0");
+
+  Stream stream;
+  ASSERT_TRUE(stream.open(m));
+  stream.send(200);
+  ASSERT_TRUE(stream.settle(10s));
+  ASSERT_EQ(stream.confirmed(), 200u);
+
+  stream.send(200);
+  ASSERT_TRUE(m.hosts.setLink(0, false));
+  stream.send(200);
+  EXPECT_TRUE(stream.settle(15s)) << "messages without an outcome after the cut";
+  ASSERT_TRUE(m.connectedOver(1, 10s)) << m.logs();
+  EXPECT_TRUE(m.d[0]->waitLog("peer beta: rail 0 failed: dialing rail 1", 1s) ||
+              m.d[1]->waitLog("peer alpha: rail 0 failed: dialing rail 1", 1s))
+      << m.logs();
+  status = statusOf(m.socket(0));
+  ASSERT_TRUE(status);
+  beta = peerEntry(*status, "beta");
+  ASSERT_NE(beta, nullptr);
+  EXPECT_EQ(beta->value("device", ""), "softrdma1") << status->dump();
+
+  const size_t before = stream.confirmed();
+  stream.send(200);
+  ASSERT_TRUE(stream.settle(10s));
+  EXPECT_EQ(stream.confirmed(), before + 200) << "messages over rail 1 failed\n" << m.logs();
+
+  // Rail 0 back: rail 1 keeps the connection (standby does not preempt).
+  ASSERT_TRUE(m.hosts.setLink(0, true));
+  stream.send(200);
+  ASSERT_TRUE(stream.settle(10s));
+  EXPECT_EQ(stream.confirmed(), before + 400);
+  EXPECT_TRUE(m.connectedOver(1, 2s)) << m.logs();
+  stream.expectConsistent();
+}
+
+// A daemon whose first rail is down when it starts connects over its
+// second, and messages flow both ways.
+TEST(Rails, AFirstRailDownAtStartConnectsOverTheSecond) {
+  if (!canMakeNamespaces()) GTEST_SKIP() << "needs root and ip netns";
+  RailMesh m;
+  ASSERT_TRUE(m.hosts.create());
+  ASSERT_TRUE(m.hosts.setLink(1, true));
+  ASSERT_TRUE(m.start());
+  ASSERT_TRUE(m.connectedOver(1, 10s)) << m.logs();
+  for (int from = 0; from < 2; from++) {
+    auto listener = Taker::start(m.socket(1 - from), "svc");
+    auto sender = Client::connect(m.socket(from));
+    ASSERT_TRUE(listener && sender);
+    const std::string text = std::string("over rail 1, from ") + m.names[from];
+    EXPECT_TRUE(sender->sendAndWait(m.names[1 - from], "svc", bytes(text), 5s).ok()) << text;
+    Message msg;
+    ASSERT_TRUE(listener->receive(msg, 5s).ok()) << text;
+    EXPECT_EQ(msg.text(), text);
+  }
+}
+
+// Both rails down: the peers keep dialing (each rail in turn, then the
+// backoff); one rail up is enough to connect.
+TEST(Rails, BothRailsDownThenOneUpConnects) {
+  if (!canMakeNamespaces()) GTEST_SKIP() << "needs root and ip netns";
+  RailMesh m;
+  ASSERT_TRUE(m.hosts.create());
+  ASSERT_TRUE(m.start());
+  EXPECT_TRUE(waitForStatus(
+      m.socket(0),
+      [&](const Json& s) {
+        const Json* p = peerEntry(s, "beta");
+        return p != nullptr && p->value("dials", 0) >= 4;
+      },
+      10s))
+      << m.logs();
+  ASSERT_TRUE(m.hosts.setLink(1, true));
+  // reconnect_backoff_max is 1 s: both rails are tried within two of them.
+  ASSERT_TRUE(m.connectedOver(1, 10s)) << m.logs();
+  auto listener = Taker::start(m.socket(1), "svc");
+  auto sender = Client::connect(m.socket(0));
+  ASSERT_TRUE(listener && sender);
+  EXPECT_TRUE(sender->sendAndWait("beta", "svc", bytes("one rail is enough"), 5s).ok());
+  Message msg;
+  ASSERT_TRUE(listener->receive(msg, 5s).ok());
+  EXPECT_EQ(msg.text(), "one rail is enough");
+}
+
+}  // namespace
+}  // namespace rdmamsg::itest
