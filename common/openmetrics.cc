@@ -111,7 +111,7 @@ const std::vector<Field> kDaemon = {
     {"rss_bytes", "rdmamsg_resident_memory_bytes", "gauge", "Resident memory of rdmamsgd."},
     {"heap_allocations", "rdmamsg_heap_allocations", "counter", "Heap allocations made."},
     {"listening", "rdmamsg_listening", "gauge",
-     "1 while the rdma_cm listener is up (0: waiting for a device)."},
+     "1 while an rdma_cm listener is up on at least one rail (0: waiting for a device)."},
 };
 const std::vector<Field> kConfig = {
     {"generation", "rdmamsg_config_generation", "gauge",
@@ -167,6 +167,10 @@ const std::vector<Field> kPeer = {
     {"idle_closes", "rdmamsg_peer_idle_closes", "counter",
      "Connections to the peer closed by agreement for being idle (connect: on_demand)."},
     {"heartbeats_sent", "rdmamsg_peer_heartbeats_sent", "counter", "Heartbeats sent to the peer."},
+    {"rail_failovers", "rdmamsg_peer_rail_failovers", "counter",
+     "Times an established connection was lost and the peer dialed over its next rail at once."},
+    {"rail", "rdmamsg_peer_rail", "gauge",
+     "The rail (0, 1, ...: its address in the peer's list) the current connection runs over."},
 };
 const std::vector<Field> kRdma = {
     {"credits", "rdmamsg_peer_send_credits", "gauge", "Send credits of the current connection."},
@@ -261,6 +265,12 @@ void daemonFamilies(Exposition& e, const json& s) {
     if (count.is_number())
       e.sample("rdmamsg_rejected_connections", "_total", label("reason", reason), number(count));
   fields(e, at(s, "unconsumed"), kUnconsumed, "");
+  e.family("rdmamsg_listener_up", "gauge",
+           "1 while the rdma_cm listener of the rail (listen address) is up.");
+  if (s.contains("listeners") && s["listeners"].is_array())
+    for (const auto& l : s["listeners"])
+      e.sample("rdmamsg_listener_up", "", label("address", l.value("address", "")),
+               l.value("listening", false) ? "1" : "0");
   if (s.contains("services") && s["services"].is_array()) {
     e.family("rdmamsg_services", "gauge", "Services registered by local clients.");
     e.sample("rdmamsg_services", "", "", std::to_string(s["services"].size()));

@@ -76,6 +76,7 @@ json peerJson(const Snapshot& s, const peer::PeerSnapshot& p) {
             {"heartbeats_sent", c.heartbeatsSent},
             {"dials", c.dials},
             {"idle_closes", c.idleCloses},
+            {"rail_failovers", c.railFailovers},
             {"confirmed", p.confirmed},
             {"delivery_seconds", histogramJson(p.deliveryLatency)},
             {"failed", p.failed},
@@ -95,6 +96,7 @@ json peerJson(const Snapshot& s, const peer::PeerSnapshot& p) {
     if (!p.link->device.empty()) e["device"] = p.link->device;
     if (p.link->trafficClass) e["traffic_class"] = *p.link->trafficClass;
     if (!p.link->remoteAddress.empty()) e["remote_address"] = p.link->remoteAddress;
+    if (p.link->rail) e["rail"] = *p.link->rail;
     e["rdma"] = rdmaJson(*p.link);
   }
   return e;
@@ -136,6 +138,13 @@ void meshJson(const Snapshot& s, json& j) {
                             {"send_pool_bytes", plan.sendPool}, {"lendable_bytes", plan.burst},
                             {"all_peers_bytes", plan.allPeers}};
   j["listening"] = s.mesh.listening;
+  json listeners = json::array();
+  for (const auto& l : s.mesh.listeners) {
+    json e = {{"address", l.address}, {"listening", l.listening}};
+    if (!l.device.empty()) e["device"] = l.device;
+    listeners.push_back(std::move(e));
+  }
+  j["listeners"] = std::move(listeners);
   j["incarnation"] = hex16(s.mesh.incarnation);
 }
 

@@ -336,6 +336,12 @@ MeshSnapshot Mesh::snapshot() const {
   MeshSnapshot s;
   s.incarnation = incarnation_;
   s.listening = listening();
+  for (std::size_t rail = 0; rail < config_.railCount(); rail++) {
+    const rdma_cm_id* id = rail < listeners_.size() ? listeners_[rail].get() : nullptr;
+    s.listeners.push_back(
+        {config_.listenRail(rail).toString(), id != nullptr,
+         id != nullptr && id->verbs != nullptr ? ibv_get_device_name(id->verbs->device) : ""});
+  }
   for (const Peer* p : configuredPeers())
     s.peers.push_back(p->snapshot());
   s.devices = deviceStats();

@@ -54,11 +54,19 @@ struct LimitError : std::runtime_error {
 
 using rdma::DeviceStats;
 
+// One rail's listener, for the status.
+struct ListenerSnapshot {
+  std::string address;
+  bool listening = false;
+  std::string device;  // the RDMA device it is bound to ("" for a wildcard or none)
+};
+
 // The mesh, for the status (daemon/status.h).
 struct MeshSnapshot {
   uint64_t incarnation = 0;
-  bool listening = false;
-  std::vector<PeerSnapshot> peers;  // the configured ones
+  bool listening = false;                   // on at least one rail
+  std::vector<ListenerSnapshot> listeners;  // one per rail
+  std::vector<PeerSnapshot> peers;          // the configured ones
   std::vector<DeviceStats> devices;
   std::array<uint64_t, kRejectReasons> rejected{};  // by RejectReason
   uint64_t droppedCompletions = 0;

@@ -66,8 +66,17 @@ PeerSnapshot Peer::snapshot() const {
                           conn_->keyRotations(),
                           conn_->device() != nullptr ? conn_->device()->name() : std::string(),
                           conn_->trafficClass(),
-                          conn_->remoteAddress()};
+                          conn_->remoteAddress(),
+                          railOf(*conn_)};
   return s;
+}
+
+std::optional<std::size_t> Peer::railOf(const Connection& c) const {
+  const config::Parsed<config::Address> remote = config::parseAddress(c.remoteAddress());
+  if (!remote) return std::nullopt;
+  for (std::size_t i = 0; i < cfg_.railCount(); i++)
+    if (cfg_.rail(i).host == remote.value->host) return i;
+  return std::nullopt;
 }
 
 std::chrono::milliseconds Peer::tickPeriod() const {
@@ -389,6 +398,7 @@ void Peer::onDown() {
   if (const std::size_t rails = config_.railsWith(cfg_); rails > 1 && !duplicate) {
     const std::size_t from = rails_.current();
     if (rails_.failed(rails)) {  // another rail to try: at once
+      if (wasEstablished) counters_.railFailovers++;  // not a dial that never connected
       spdlog::info("peer {}: rail {} failed: dialing rail {} ({})", name(), from, rails_.current(),
                    cfg_.rail(rails_.current()).toString());
       redial_.now();

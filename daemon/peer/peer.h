@@ -81,6 +81,9 @@ struct PeerCounters {
   uint64_t dials = 0;
   uint64_t heartbeatsSent = 0;
   uint64_t idleCloses = 0;  // connections closed by agreement for being idle
+  // Times an established connection over one rail was lost and the peer
+  // dialed over its next rail at once (RailRotation).
+  uint64_t railFailovers = 0;
   // Batches from the peer that failed verification (batch_auth.h), by
   // reason; each closed its connection.
   std::array<uint64_t, kBatchRejects> batchesRejected{};
@@ -100,6 +103,7 @@ struct LinkSnapshot {
   std::string device;                   // the RDMA device it runs over ("" before it has one)
   std::optional<uint8_t> trafficClass;  // its QP's path (Connection::trafficClass)
   std::string remoteAddress{};          // the peer's end: which of its rails it runs over
+  std::optional<std::size_t> rail{};    // the index of that rail (config::Peer::rail)
 };
 
 // A peer, for the status (daemon/status.h).
@@ -245,6 +249,8 @@ class Peer {
   void onUp();
   void onDown();
   void countRejectedBatch(const Connection& c);
+  // The rail `c` runs over: the one of the peer's rails its remote end is on.
+  std::optional<std::size_t> railOf(const Connection& c) const;
   // An established connection (current or candidate) is gone: "closed" at
   // info when this peer closed it on purpose (stopping, or to dial again),
   // else "lost" at warning within its kind's bound.

@@ -158,6 +158,16 @@ TEST(Rails, APeerWhoseRailGoesDownIsReachedOverTheOther) {
   ASSERT_NE(beta, nullptr);
   EXPECT_EQ(beta->value("address", ""), m.rails(1));
   EXPECT_EQ(beta->value("device", ""), "softrdma0");
+  EXPECT_EQ(beta->value("rail", -1), 0);
+  EXPECT_EQ(beta->value("rail_failovers", -1), 0);
+  ASSERT_TRUE(status->contains("listeners") && (*status)["listeners"].size() == 2)
+      << status->dump();
+  for (int l = 0; l < 2; l++) {
+    const Json& listener = (*status)["listeners"][l];
+    EXPECT_EQ(listener.value("address", ""), TwoHosts::ip(0, l) + ":" + std::to_string(m.port));
+    EXPECT_TRUE(listener.value("listening", false));
+    EXPECT_EQ(listener.value("device", ""), "softrdma" + std::to_string(l));
+  }
 
   Stream stream;
   ASSERT_TRUE(stream.open(m));
@@ -178,6 +188,20 @@ TEST(Rails, APeerWhoseRailGoesDownIsReachedOverTheOther) {
   beta = peerEntry(*status, "beta");
   ASSERT_NE(beta, nullptr);
   EXPECT_EQ(beta->value("device", ""), "softrdma1") << status->dump();
+  EXPECT_EQ(beta->value("rail", -1), 1);
+  // One side or both moved on at once (the other may have been accepted).
+  auto failovers = [&](int i) {
+    auto st = statusOf(m.socket(i));
+    const Json* p = st ? peerEntry(*st, m.names[1 - i]) : nullptr;
+    return p != nullptr ? p->value("rail_failovers", 0) : 0;
+  };
+  EXPECT_GE(failovers(0) + failovers(1), 1) << m.logs();
+  const std::string metrics = runCli(m.dir, {"--socket", m.socket(0), "metrics"}).out;
+  EXPECT_NE(metrics.find("rdmamsg_peer_rail{peer=\"beta\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("rdmamsg_listener_up{address=\"" + TwoHosts::ip(0, 1) + ":" +
+                         std::to_string(m.port) + "\"} 1"),
+            std::string::npos)
+      << metrics;
 
   const size_t before = stream.confirmed();
   stream.send(200);
@@ -191,6 +215,39 @@ TEST(Rails, APeerWhoseRailGoesDownIsReachedOverTheOther) {
   EXPECT_EQ(stream.confirmed(), before + 400);
   EXPECT_TRUE(m.connectedOver(1, 2s)) << m.logs();
   stream.expectConsistent();
+}
+
+// The rail in use fails again and again, each time while the other one is
+// back: the peer moves from one to the other every time, and the stream
+// stays whole (every message an outcome, none received twice).
+TEST(Rails, AFlappingRailMovesThePeerToTheOtherEveryTime) {
+  if (!canMakeNamespaces()) GTEST_SKIP() << "needs root and ip netns";
+  RailMesh m;
+  ASSERT_TRUE(m.hosts.create());
+  ASSERT_TRUE(m.hosts.setLink(true));
+  ASSERT_TRUE(m.start());
+  ASSERT_TRUE(m.connectedOver(0, 10s)) << m.logs();
+  Stream stream;
+  ASSERT_TRUE(stream.open(m));
+  for (int flap = 0; flap < 4; flap++) {
+    const int active = flap % 2;
+    stream.send(100);
+    ASSERT_TRUE(m.hosts.setLink(active, false));
+    stream.send(100);
+    ASSERT_TRUE(stream.settle(15s)) << "flap " << flap;
+    ASSERT_TRUE(m.connectedOver(1 - active, 10s)) << "flap " << flap << "\n" << m.logs();
+    ASSERT_TRUE(m.hosts.setLink(active, true));
+  }
+  const size_t before = stream.confirmed();
+  stream.send(100);
+  ASSERT_TRUE(stream.settle(10s));
+  EXPECT_EQ(stream.confirmed(), before + 100) << m.logs();
+  stream.expectConsistent();
+  auto status = statusOf(m.socket(0));
+  ASSERT_TRUE(status);
+  const Json* beta = peerEntry(*status, "beta");
+  ASSERT_NE(beta, nullptr);
+  EXPECT_GE(beta->value("connects", 0), 5) << status->dump();
 }
 
 // A daemon whose first rail is down when it starts connects over its
