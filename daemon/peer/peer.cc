@@ -398,7 +398,9 @@ void Peer::onDown() {
   if (const std::size_t rails = config_.railsWith(cfg_); rails > 1 && !duplicate) {
     const std::size_t from = rails_.current();
     if (rails_.failed(rails)) {  // another rail to try: at once
-      if (wasEstablished) counters_.railFailovers++;  // not a dial that never connected
+      // A failover moves an established connection; a dial that never
+      // connected only moves on.
+      if (wasEstablished) counters_.railFailovers++;
       spdlog::info("peer {}: rail {} failed: dialing rail {} ({})", name(), from, rails_.current(),
                    cfg_.rail(rails_.current()).toString());
       redial_.now();
