@@ -63,6 +63,24 @@ TEST(Config, CheckConfigReportsEveryProblemWithItsLine) {
   EXPECT_NE(r.err.find(path + ":8:"), std::string::npos) << r.err;
 }
 
+// Rails (docs/configuration.md): every rail's device is checked, and two
+// rails on one device — softrdma's one device for every address here — are
+// noted as a failure they share, not refused.
+TEST(Config, CheckConfigChecksEveryRailAndNotesASharedDevice) {
+  TempDir dir;
+  std::string path = dir.file("rails.yaml");
+  writeFile(path, "node: alpha\nlisten: [127.0.0.1:7471, 127.0.0.11:7471]\nsocket: " +
+                      dir.file("alpha.sock") +
+                      "\npeers:\n  - name: beta\n    address: [127.0.0.2:7471, 127.0.0.12:7471]\n");
+  CliResult r = runDaemon(dir, {"--check-config", path});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("listen [127.0.0.1:7471, 127.0.0.11:7471]"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("note: rails 0 and 1 (127.0.0.1:7471, 127.0.0.11:7471) are both on RDMA "
+                       "device softrdma0: a failure of that device takes both"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(Config, DaemonRefusesToStartOnABadFile) {
   TempDir dir;
   std::string path = dir.file("bad.yaml");
@@ -94,6 +112,23 @@ TEST(Config, DaemonRefusesToStartOnATakenRdmaCmAddress) {
       << all;
   EXPECT_NE(all.find("in use"), std::string::npos) << all;
   // alpha was not disturbed.
+  EXPECT_TRUE(c["alpha"].running());
+  EXPECT_TRUE(waitForStatus(c.socket("alpha"), allPeersEstablished, 10s));
+}
+
+// Every rail is bound at start: a second rail whose address is taken keeps
+// the daemon from starting, and the message names that rail.
+TEST(Config, DaemonRefusesToStartWhenOneOfItsRailsIsTaken) {
+  Cluster c({"alpha", "beta"});
+  ASSERT_TRUE(c.start());
+  const std::string taken = c.address("alpha") + ":" + std::to_string(c.port());
+  std::string path = c.dir().file("rails.yaml");
+  writeFile(path, "node: gamma\nlisten: [127.0.0.99:" + std::to_string(c.port()) + ", " + taken +
+                      "]\nsocket: " + c.dir().file("gamma.sock") + "\npeers: []\n");
+  CliResult r = runDaemon(c.dir(), {"-c", path});
+  EXPECT_GT(r.code, 0) << "started, or crashed: " << r.code;
+  std::string all = r.out + r.err;
+  EXPECT_NE(all.find("cannot bind rdma_cm to " + taken), std::string::npos) << all;
   EXPECT_TRUE(c["alpha"].running());
   EXPECT_TRUE(waitForStatus(c.socket("alpha"), allPeersEstablished, 10s));
 }
