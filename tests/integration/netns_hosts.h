@@ -7,7 +7,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness.h"
@@ -76,6 +78,79 @@ class TwoHosts {
   static inline int counter_ = 0;
   int links_;
   std::vector<std::string> ns_, veth_[2];
+};
+
+// Hosts joined through a switch: a namespace of its own with one bridge
+// per link. Host h joins links 0 .. links[h] - 1 (a host with one NIC
+// beside hosts with two); on link l it is TwoHosts::ip(h, l). A host's
+// port on a link goes down and up for real (both ends of its veth).
+class SwitchedHosts {
+ public:
+  explicit SwitchedHosts(std::vector<int> links) : links_(std::move(links)) {
+    tag_ = std::to_string(getpid() % 100000) + std::to_string(counter_++);
+    for (size_t h = 0; h < links_.size(); h++)
+      ns_.push_back("rmsg" + tag_ + "h" + std::to_string(h));
+    switch_ = "rmsg" + tag_ + "sw";
+  }
+  ~SwitchedHosts() {
+    for (const auto& n : ns_)
+      sh("ip netns del " + n);
+    sh("ip netns del " + switch_);
+  }
+  SwitchedHosts(const SwitchedHosts&) = delete;
+  SwitchedHosts& operator=(const SwitchedHosts&) = delete;
+
+  // Creates the switch and the hosts, every port up.
+  bool create() {
+    int most = 0;
+    for (int n : links_)
+      most = std::max(most, n);
+    if (!sh("ip netns add " + switch_)) return false;
+    for (int l = 0; l < most; l++)
+      if (!sh("ip -n " + switch_ + " link add br" + std::to_string(l) + " type bridge") ||
+          !sh("ip -n " + switch_ + " link set br" + std::to_string(l) + " up"))
+        return false;
+    for (size_t h = 0; h < links_.size(); h++) {
+      if (!sh("ip netns add " + ns_[h]) || !sh("ip -n " + ns_[h] + " link set lo up")) return false;
+      for (int l = 0; l < links_[h]; l++) {
+        const int host = static_cast<int>(h);
+        if (!sh("ip link add " + veth(host, l) + " netns " + ns_[h] + " type veth peer name " +
+                port(host, l) + " netns " + switch_) ||
+            !sh("ip -n " + switch_ + " link set " + port(host, l) + " master br" +
+                std::to_string(l)) ||
+            !sh("ip -n " + ns_[h] + " addr add " + TwoHosts::ip(host, l) + "/24 dev " +
+                veth(host, l)) ||
+            !setPort(host, l, true))
+          return false;
+      }
+    }
+    return true;
+  }
+  bool setPort(int host, int link, bool up) {
+    const std::string state = up ? " up" : " down";
+    return sh("ip -n " + ns_[host] + " link set " + veth(host, link) + state) &&
+           sh("ip -n " + switch_ + " link set " + port(host, link) + state);
+  }
+  const std::string& ns(int host) const { return ns_[host]; }
+  std::string veth(int host, int link) const {
+    return "rm" + tag_ + "h" + std::to_string(host) + "l" + std::to_string(link);
+  }
+  // SOFTRDMA_DEVICES for `host`: one device per link it joins.
+  std::string devices(int host) const {
+    std::string list;
+    for (int l = 0; l < links_[host]; l++)
+      list += (list.empty() ? "" : ",") + veth(host, l);
+    return list;
+  }
+
+ private:
+  std::string port(int host, int link) const {
+    return "rs" + tag_ + "h" + std::to_string(host) + "l" + std::to_string(link);
+  }
+  static inline int counter_ = 0;
+  std::vector<int> links_;
+  std::string tag_, switch_;
+  std::vector<std::string> ns_;
 };
 
 inline bool canMakeNamespaces() {
