@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/sys_error.h"
 #include "config/check_command.h"
 #include "config/units.h"
 #include "daemon/rdma/limits.h"
@@ -22,10 +23,6 @@ namespace rdmamsg::preflight {
 namespace {
 
 constexpr int kExitUnavailable = 69;  // sysexits.h EX_UNAVAILABLE
-
-std::string errnoText(int e) {
-  return std::strerror(e);
-}
 
 // CAP_IPC_LOCK in the effective set lifts RLIMIT_MEMLOCK for pinning.
 bool hasIpcLock() {

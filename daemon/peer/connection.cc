@@ -1,5 +1,6 @@
 // One RDMA connection to a peer daemon (connection.h).
 #include "daemon/peer/connection.h"
+#include "common/sys_error.h"
 #include "config/address.h"
 #include "daemon/logging.h"
 
@@ -10,7 +11,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
-#include <system_error>
 
 namespace rdmamsg::peer {
 
@@ -18,10 +18,6 @@ namespace {
 
 constexpr uint64_t kBeaconTag = 3ULL << 32;
 constexpr auto kFlushWait = std::chrono::seconds(2);
-
-std::string errnoText(int e) {
-  return std::error_code(e, std::generic_category()).message();
-}
 
 }  // namespace
 

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -134,6 +135,9 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   void onDeviceEvent(rdma::Device& device, ibv_event_type type) override;
 
  private:
+  // A listener that went away is set up again this often (and ten times
+  // less often while the device cannot hold the configuration).
+  static constexpr auto kRelistenEvery = std::chrono::milliseconds(500);
   // Service keys: the devices, then peer i at i + 1.
   static constexpr uint32_t kDevicesKey = 0;
   static uint32_t keyOf(uint32_t index) { return index + 1; }

@@ -42,43 +42,6 @@ void Peer::setState(PeerState s) {
   state_.set(s, "peer " + name());
 }
 
-uint64_t Peer::remoteIncarnation() const {
-  return conn_ != nullptr && conn_->remote() ? conn_->remote()->incarnation : 0;
-}
-
-PeerSnapshot Peer::snapshot() const {
-  PeerSnapshot s{cfg_.name,          config::toString(cfg_.rails()),
-                 lastError_,         state_.get(),
-                 out_.queuedBytes(), out_.inFlight(),
-                 counters_,          out_.confirmed(),
-                 out_.failed(),      out_.deliveryLatency(),
-                 out_.flowStats(),   std::nullopt};
-  if (conn_ != nullptr)
-    s.link = LinkSnapshot{remoteIncarnation(),
-                          conn_->established(),
-                          conn_->authenticated(),
-                          conn_->secretFingerprint(),
-                          conn_->credits(),
-                          conn_->allowance(),
-                          conn_->lent(),
-                          conn_->counters(),
-                          conn_->batchProtection(),
-                          conn_->keyRotations(),
-                          conn_->device() != nullptr ? conn_->device()->name() : std::string(),
-                          conn_->trafficClass(),
-                          conn_->remoteAddress(),
-                          railOf(*conn_)};
-  return s;
-}
-
-std::optional<std::size_t> Peer::railOf(const Connection& c) const {
-  const config::Parsed<config::Address> remote = config::parseAddress(c.remoteAddress());
-  if (!remote) return std::nullopt;
-  for (std::size_t i = 0; i < cfg_.railCount(); i++)
-    if (cfg_.rail(i).host == remote.value->host) return i;
-  return std::nullopt;
-}
-
 std::chrono::milliseconds Peer::tickPeriod() const {
   auto period = std::min(config_.timers.heartbeatInterval, std::chrono::milliseconds(1000));
   if (onDemand() && config_.timers.idleTimeout.count() > 0)
@@ -341,8 +304,9 @@ void Peer::onDown() {
   bool wasUp = connUp_;
   // Established, if not yet seen up by this Peer: its close is a loss too.
   const bool wasEstablished = wasUp || conn_->wasEstablished();
-  // Refused by the pair's tie-break: the rail works (the peer's dial wins).
-  const bool duplicate = conn_->rejectReason() == RejectReason::kDuplicate;
+  // Refused (nobody listening yet, the pair's tie-break, ...): the rail
+  // reached the peer's host, so it is not the rail that failed.
+  const bool refused = conn_->rejectReason().has_value();
   connUp_ = false;
   // Closed by agreement for being idle: nothing was in flight either way, and
   // what was queued since stays queued.
@@ -395,7 +359,7 @@ void Peer::onDown() {
     redial_.now();
     return;
   }
-  if (const std::size_t rails = config_.railsWith(cfg_); rails > 1 && !duplicate) {
+  if (const std::size_t rails = config_.railsWith(cfg_); rails > 1 && !refused) {
     const std::size_t from = rails_.current();
     if (rails_.failed(rails)) {  // another rail to try: at once
       // A failover moves an established connection; a dial that never

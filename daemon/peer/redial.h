@@ -60,9 +60,11 @@ class Redial {
 
 // Which rail the peer dials (config.h, "rails"), active-standby: the same
 // rail while its connections work; after a failure (a dial that did not
-// connect, a connection lost) the next rail, at once, until every rail has
-// failed once since a connection was last made: then the backoff, and the
-// round starts over. With one rail every failure waits for the backoff.
+// reach the peer, a connection lost) the next rail, at once, until every
+// rail has failed once since a connection was last made: then the backoff,
+// and the round starts over. With one rail every failure waits for the
+// backoff. A dial the peer refused (nobody listening yet, the tie-break)
+// reached it: not a failure of the rail (Peer::onDown).
 class RailRotation {
  public:
   std::size_t current() const { return rail_; }

@@ -31,23 +31,20 @@ struct RailMesh {
            ":" + std::to_string(port) + "]";
   }
 
-  // One mesh file for both hosts, each node listing its two rails.
-  bool start() {
-    std::string y = "peers:\n";
+  bool start() { return start(0) && start(1); }
+  // One daemon; one mesh file for both hosts, each node listing its two rails.
+  bool start(int i) {
+    std::string y = "node: " + std::string(names[i]) + "\nsocket: " + socket(i) + "\npeers:\n";
     for (int j = 0; j < 2; j++)
       y += "  - name: " + std::string(names[j]) + "\n    address: " + rails(j) + "\n";
     y += "heartbeat_interval: 200ms\nheartbeat_timeout: 1s\nreconnect_backoff_min: 50ms\n"
          "reconnect_backoff_max: 1s\nconnect_timeout: 2s\nmessage_timeout: 10s\n";
-    for (int i = 0; i < 2; i++) {
-      writeFile(dir.file(std::string(names[i]) + ".yaml"),
-                "node: " + std::string(names[i]) + "\nsocket: " + socket(i) + "\n" + y);
-      d[i] = std::make_unique<DaemonProcess>(names[i], dir.file(std::string(names[i]) + ".yaml"),
-                                             socket(i), dir.file(std::string(names[i]) + ".log"));
-      d[i]->setWrapper({ipBinary(), "netns", "exec", hosts.ns(i), "/usr/bin/env",
-                        "SOFTRDMA_DEVICES=" + hosts.devices(i)});
-      if (!d[i]->start(10s)) return false;
-    }
-    return true;
+    writeFile(dir.file(std::string(names[i]) + ".yaml"), y);
+    d[i] = std::make_unique<DaemonProcess>(names[i], dir.file(std::string(names[i]) + ".yaml"),
+                                           socket(i), dir.file(std::string(names[i]) + ".log"));
+    d[i]->setWrapper({ipBinary(), "netns", "exec", hosts.ns(i), "/usr/bin/env",
+                      "SOFTRDMA_DEVICES=" + hosts.devices(i)});
+    return d[i]->start(10s);
   }
   // Both ends established over `link`: each sees the other's address on it.
   bool connectedOver(int link, std::chrono::milliseconds timeout) {
@@ -66,7 +63,15 @@ struct RailMesh {
     }
     return true;
   }
-  std::string logs() const { return d[0]->log() + d[1]->log(); }
+  // The rail alpha's connection to beta runs over, once both are
+  // established (a dial that failed while a daemon was starting may have
+  // moved them to rail 1); -1 if they are not.
+  int railInUse(std::chrono::milliseconds timeout) {
+    for (int link = 0; link < 2; link++)
+      if (connectedOver(link, link == 0 ? timeout : 1s)) return link;
+    return -1;
+  }
+  std::string logs() const { return (d[0] ? d[0]->log() : "") + (d[1] ? d[1]->log() : ""); }
 };
 
 std::span<const std::byte> bytes(std::string_view s) {
@@ -141,25 +146,26 @@ class Stream {
   std::multiset<std::string> received_;
 };
 
-// Rail 0 is cut in the middle of a stream: the peer is dialed over rail 1
-// at once (no backoff) and the stream goes on there; every message gets an
-// outcome and none is received twice. The rail brought back up stays
-// standby while rail 1 works.
+// The rail in use is cut in the middle of a stream: the peer is dialed
+// over the other rail at once (no backoff) and the stream goes on there;
+// every message gets an outcome and none is received twice. The rail
+// brought back up stays standby while the other works.
 TEST(Rails, APeerWhoseRailGoesDownIsReachedOverTheOther) {
   if (!canMakeNamespaces()) GTEST_SKIP() << "needs root and ip netns";
   RailMesh m;
   ASSERT_TRUE(m.hosts.create());
   ASSERT_TRUE(m.hosts.setLink(true));
   ASSERT_TRUE(m.start());
-  ASSERT_TRUE(m.connectedOver(0, 10s)) << m.logs();
+  const int r = m.railInUse(10s), other = 1 - r;
+  ASSERT_GE(r, 0) << m.logs();
   auto status = statusOf(m.socket(0));
   ASSERT_TRUE(status);
   EXPECT_EQ(status->value("listen", ""), m.rails(0)) << status->dump();
   const Json* beta = peerEntry(*status, "beta");
   ASSERT_NE(beta, nullptr);
   EXPECT_EQ(beta->value("address", ""), m.rails(1));
-  EXPECT_EQ(beta->value("device", ""), "softrdma0");
-  EXPECT_EQ(beta->value("rail", -1), 0);
+  EXPECT_EQ(beta->value("device", ""), "softrdma" + std::to_string(r));
+  EXPECT_EQ(beta->value("rail", -1), r);
   EXPECT_EQ(beta->value("rail_failovers", -1), 0);
   ASSERT_TRUE(status->contains("listeners") && (*status)["listeners"].size() == 2)
       << status->dump();
@@ -177,19 +183,21 @@ TEST(Rails, APeerWhoseRailGoesDownIsReachedOverTheOther) {
   ASSERT_EQ(stream.confirmed(), 200u);
 
   stream.send(200);
-  ASSERT_TRUE(m.hosts.setLink(0, false));
+  ASSERT_TRUE(m.hosts.setLink(r, false));
   stream.send(200);
   EXPECT_TRUE(stream.settle(15s)) << "messages without an outcome after the cut";
-  ASSERT_TRUE(m.connectedOver(1, 10s)) << m.logs();
-  EXPECT_TRUE(m.d[0]->waitLog("peer beta: rail 0 failed: dialing rail 1", 1s) ||
-              m.d[1]->waitLog("peer alpha: rail 0 failed: dialing rail 1", 1s))
+  ASSERT_TRUE(m.connectedOver(other, 10s)) << m.logs();
+  const std::string moved =
+      "rail " + std::to_string(r) + " failed: dialing rail " + std::to_string(other);
+  EXPECT_TRUE(m.d[0]->waitLog("peer beta: " + moved, 1s) ||
+              m.d[1]->waitLog("peer alpha: " + moved, 1s))
       << m.logs();
   status = statusOf(m.socket(0));
   ASSERT_TRUE(status);
   beta = peerEntry(*status, "beta");
   ASSERT_NE(beta, nullptr);
-  EXPECT_EQ(beta->value("device", ""), "softrdma1") << status->dump();
-  EXPECT_EQ(beta->value("rail", -1), 1);
+  EXPECT_EQ(beta->value("device", ""), "softrdma" + std::to_string(other)) << status->dump();
+  EXPECT_EQ(beta->value("rail", -1), other);
   // One side or both moved on at once (the other may have been accepted).
   auto failovers = [&](int i) {
     auto st = statusOf(m.socket(i));
@@ -198,8 +206,10 @@ TEST(Rails, APeerWhoseRailGoesDownIsReachedOverTheOther) {
   };
   EXPECT_GE(failovers(0) + failovers(1), 1) << m.logs();
   const std::string metrics = runCli(m.dir, {"--socket", m.socket(0), "metrics"}).out;
-  EXPECT_NE(metrics.find("rdmamsg_peer_rail{peer=\"beta\"} 1"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("rdmamsg_listener_up{address=\"" + TwoHosts::ip(0, 1) + ":" +
+  EXPECT_NE(metrics.find("rdmamsg_peer_rail{peer=\"beta\"} " + std::to_string(other)),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("rdmamsg_listener_up{address=\"" + TwoHosts::ip(0, other) + ":" +
                          std::to_string(m.port) + "\"} 1"),
             std::string::npos)
       << metrics;
@@ -207,14 +217,15 @@ TEST(Rails, APeerWhoseRailGoesDownIsReachedOverTheOther) {
   const size_t before = stream.confirmed();
   stream.send(200);
   ASSERT_TRUE(stream.settle(10s));
-  EXPECT_EQ(stream.confirmed(), before + 200) << "messages over rail 1 failed\n" << m.logs();
+  EXPECT_EQ(stream.confirmed(), before + 200) << "messages over the other rail failed\n"
+                                              << m.logs();
 
-  // Rail 0 back: rail 1 keeps the connection (standby does not preempt).
-  ASSERT_TRUE(m.hosts.setLink(0, true));
+  // The rail back: the other keeps the connection (standby does not preempt).
+  ASSERT_TRUE(m.hosts.setLink(r, true));
   stream.send(200);
   ASSERT_TRUE(stream.settle(10s));
   EXPECT_EQ(stream.confirmed(), before + 400);
-  EXPECT_TRUE(m.connectedOver(1, 2s)) << m.logs();
+  EXPECT_TRUE(m.connectedOver(other, 2s)) << m.logs();
   stream.expectConsistent();
 }
 
@@ -227,11 +238,12 @@ TEST(Rails, AFlappingRailMovesThePeerToTheOtherEveryTime) {
   ASSERT_TRUE(m.hosts.create());
   ASSERT_TRUE(m.hosts.setLink(true));
   ASSERT_TRUE(m.start());
-  ASSERT_TRUE(m.connectedOver(0, 10s)) << m.logs();
+  const int first = m.railInUse(10s);
+  ASSERT_GE(first, 0) << m.logs();
   Stream stream;
   ASSERT_TRUE(stream.open(m));
   for (int flap = 0; flap < 4; flap++) {
-    const int active = flap % 2;
+    const int active = (first + flap) % 2;
     stream.send(100);
     ASSERT_TRUE(m.hosts.setLink(active, false));
     stream.send(100);
@@ -249,6 +261,28 @@ TEST(Rails, AFlappingRailMovesThePeerToTheOtherEveryTime) {
   const Json* beta = peerEntry(*status, "beta");
   ASSERT_NE(beta, nullptr);
   EXPECT_GE(beta->value("connects", 0), 5) << status->dump();
+}
+
+// A peer whose daemon is not listening yet refuses the dials: the rail
+// reached its host, so the dials stay on rail 0 (no move to rail 1); the
+// peers connect once it listens.
+TEST(Rails, APeerNotListeningYetIsDialedOnTheSameRail) {
+  if (!canMakeNamespaces()) GTEST_SKIP() << "needs root and ip netns";
+  RailMesh m;
+  ASSERT_TRUE(m.hosts.create());
+  ASSERT_TRUE(m.hosts.setLink(true));
+  ASSERT_TRUE(m.start(0));
+  EXPECT_TRUE(waitForStatus(
+      m.socket(0),
+      [&](const Json& s) {
+        const Json* p = peerEntry(s, "beta");
+        return p != nullptr && p->value("dials", 0) >= 4;
+      },
+      10s))
+      << m.logs();
+  EXPECT_EQ(m.d[0]->log().find("rail 0 failed"), std::string::npos) << m.logs();
+  ASSERT_TRUE(m.start(1));
+  EXPECT_GE(m.railInUse(10s), 0) << m.logs();
 }
 
 // A daemon whose first rail is down when it starts connects over its
@@ -364,7 +398,9 @@ TEST(Rails, APeerWithOneRailBesidePeersWithTwo) {
     return msg.text() == text ? Status() : Status(Errc::io_error, "received something else");
   };
 
-  ASSERT_TRUE(over(0, 1, 0) && over(1, 0, 0)) << logs();
+  ASSERT_TRUE(waitForStatus(socket(0), allPeersEstablished, 10s) &&
+              waitForStatus(socket(1), allPeersEstablished, 10s))
+      << logs();
   ASSERT_TRUE(over(0, 2, 0) && over(2, 0, 0) && over(1, 2, 0) && over(2, 1, 0)) << logs();
 
   ASSERT_TRUE(hosts.setPort(0, 0, false));  // alpha's rail 0
