@@ -184,8 +184,9 @@ void resolveMesh(const FieldMap& top, const SelfInput& self, const std::vector<P
     if (&entry == own || !entry.name || !entry.address) continue;
     const Address* shared =
         self.listenGiven && self.listen ? firstShared(*self.listen, *entry.address) : nullptr;
-    const bool ownAddress = own != nullptr && own->address && shared != nullptr &&
-                            firstShared(*own->address, {*shared}) != nullptr;
+    const bool ownAddress =
+        own != nullptr && own->address && shared != nullptr &&
+        std::find(own->address->begin(), own->address->end(), *shared) != own->address->end();
     if (shared != nullptr && !ownAddress) {
       top.sink().add(entry.addressMark, entry.path + ".address: " + shared->toString() +
                                             " is this node's listen address");

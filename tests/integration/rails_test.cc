@@ -71,6 +71,16 @@ struct RailMesh {
       if (connectedOver(link, link == 0 ? timeout : 1s)) return link;
     return -1;
   }
+  // Alpha has dialed beta `n` times (within `timeout`).
+  bool alphaDialed(int n, std::chrono::milliseconds timeout) {
+    return waitForStatus(
+        socket(0),
+        [&](const Json& s) {
+          const Json* p = peerEntry(s, "beta");
+          return p != nullptr && p->value("dials", 0) >= n;
+        },
+        timeout);
+  }
   std::string logs() const { return (d[0] ? d[0]->log() : "") + (d[1] ? d[1]->log() : ""); }
 };
 
@@ -272,14 +282,7 @@ TEST(Rails, APeerNotListeningYetIsDialedOnTheSameRail) {
   ASSERT_TRUE(m.hosts.create());
   ASSERT_TRUE(m.hosts.setLink(true));
   ASSERT_TRUE(m.start(0));
-  EXPECT_TRUE(waitForStatus(
-      m.socket(0),
-      [&](const Json& s) {
-        const Json* p = peerEntry(s, "beta");
-        return p != nullptr && p->value("dials", 0) >= 4;
-      },
-      10s))
-      << m.logs();
+  EXPECT_TRUE(m.alphaDialed(4, 10s)) << m.logs();
   EXPECT_EQ(m.d[0]->log().find("rail 0 failed"), std::string::npos) << m.logs();
   ASSERT_TRUE(m.start(1));
   EXPECT_GE(m.railInUse(10s), 0) << m.logs();
@@ -313,14 +316,7 @@ TEST(Rails, BothRailsDownThenOneUpConnects) {
   RailMesh m;
   ASSERT_TRUE(m.hosts.create());
   ASSERT_TRUE(m.start());
-  EXPECT_TRUE(waitForStatus(
-      m.socket(0),
-      [&](const Json& s) {
-        const Json* p = peerEntry(s, "beta");
-        return p != nullptr && p->value("dials", 0) >= 4;
-      },
-      10s))
-      << m.logs();
+  EXPECT_TRUE(m.alphaDialed(4, 10s)) << m.logs();
   ASSERT_TRUE(m.hosts.setLink(1, true));
   // reconnect_backoff_max is 1 s: both rails are tried within two of them.
   ASSERT_TRUE(m.connectedOver(1, 10s)) << m.logs();
