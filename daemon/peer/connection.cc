@@ -539,6 +539,10 @@ void Connection::onSendDone(uint32_t index) {
 }
 
 void Connection::onReceived(const ibv_wc& wc) {
+  // On the passive side a batch may complete before ESTABLISHED is read; it
+  // proves the connection up (without a secret, up is established), so its
+  // loss from here on is the loss of an established connection.
+  if (state_.get() == ConnState::kAccepting && !auth_.required()) wasEstablished_ = true;
   const Result<Receiver::Arrival> arrival = receiver_.onReceived(wc, params_.bufferSize, down());
   if (!arrival) {
     // A batch the peer sent that did not verify, while authenticating, is

@@ -96,12 +96,16 @@ class ConnectionTest : public ::testing::Test {
   // Listens on 127.0.0.1 (the acceptor is made from the first request) and
   // dials it. `accept`: whether requests are accepted (else they are kept,
   // unanswered).
-  void dial(ConnParams dialer, ConnParams acceptor, bool accept = true) {
+  // `listenerPump`: the event channel of the listener and of the acceptor
+  // made from its request (the test's own loop unless given).
+  void dial(ConnParams dialer, ConnParams acceptor, bool accept = true,
+            rdma::CmEventPump* listenerPump = nullptr) {
     acceptorParams_ = std::move(acceptor);
     accept_ = accept;
     listener_.then = [this](const rdma::CmEvent& e) { onRequest(e); };
     Result<rdma::CmIdPtr> id =
-        rdma::createCmId(pump_.channel(), static_cast<rdma::CmHandler*>(&listener_));
+        rdma::createCmId(listenerPump != nullptr ? listenerPump->channel() : pump_.channel(),
+                         static_cast<rdma::CmHandler*>(&listener_));
     ASSERT_TRUE(id.ok()) << id.status().toString();
     listenId_ = std::move(id).value();
     port_ = peer::test::freePort();
@@ -358,6 +362,37 @@ TEST_F(ConnectionTest, SecretsThatDifferFailAuthenticationOnBothEnds) {
   EXPECT_NE(dialer_->closeReason().find("authentication failed"), std::string::npos)
       << dialer_->closeReason();
   EXPECT_TRUE(stepUntil(loop_, [&] { return dialer_->reapable() && acceptor_->reapable(); }));
+}
+
+// On the passive side a batch can complete before ESTABLISHED is read from
+// the event channel (the dialer sends once its own ESTABLISHED is in): the
+// batch proves the connection up, so losing it then is a loss of an
+// established connection, logged and counted as one (and a peer that
+// breaks the protocol in its first batch is reported as such).
+TEST_F(ConnectionTest, ABatchBeforeTheAcceptorReadsEstablishedProvesTheConnectionUp) {
+  loop::EventLoop listenerLoop;  // stepped only until the request is accepted
+  rdma::CmEventPump listenerPump{listenerLoop};
+  dial(params("alpha", "beta"), params("beta", "alpha"), true, &listenerPump);
+  ASSERT_TRUE(stepUntil(loop_, [&] {
+    listenerLoop.runOnce(1ms);
+    return acceptor_ != nullptr;
+  }));
+  ASSERT_TRUE(stepUntil(loop_, [&] { return dialer_->established() || dialer_->down(); }));
+  ASSERT_TRUE(dialer_->established()) << dialer_->closeReason();
+  ASSERT_TRUE(send(*dialer_, 1, "early"));
+  ASSERT_TRUE(stepUntil(loop_, [&] { return acceptor_->hasBatch() || acceptor_->down(); }));
+  ASSERT_TRUE(acceptor_->hasBatch()) << acceptor_->closeReason();
+  EXPECT_FALSE(acceptor_->established()) << "its ESTABLISHED is still unread";
+  EXPECT_TRUE(acceptor_->wasEstablished());
+
+  acceptor_->close("the test is done");
+  EXPECT_TRUE(acceptor_->wasEstablished());
+  EXPECT_TRUE(stepUntil(loop_, [&] {
+    listenerLoop.runOnce(1ms);
+    return acceptor_->reapable() && dialer_->reapable();
+  }));
+  acceptor_.reset();  // its id and the listener's are on listenerPump's channel
+  listenId_.reset();
 }
 
 TEST_F(ConnectionTest, TheTosOfADialedIdIsTheTrafficClassOfItsQueuePair) {

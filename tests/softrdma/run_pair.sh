@@ -30,6 +30,24 @@ shift 2
 extra=("$@")  # perftest: the arguments of both sides
 deadline=20  # seconds for each program
 
+# perftest calibrates the CPU clock against usleep before it reports and gives up ("Correlation
+# coefficient r^2 < 0.9", "Can't produce a report") when the machine is too busy for a straight
+# line; that is the machine, not softrdma, so such a pair runs again (at most three times).
+case $pair in
+  ib_*)
+    if [ -z "${RUN_PAIR_ONCE:-}" ]; then
+      for attempt in 1 2 3; do
+        out=$(RUN_PAIR_ONCE=1 "$0" "$run" "$pair" "${extra[@]}" 2>&1)
+        status=$?
+        printf '%s\n' "$out"
+        [ $status -eq 0 ] && exit 0
+        grep -q "Correlation coefficient" <<<"$out" || exit $status
+        echo "attempt $attempt: perftest could not calibrate its clock (a busy machine)" >&2
+      done
+      exit $status
+    fi ;;
+esac
+
 log_dir=$(mktemp -d)
 server_pid=
 group=239.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1))  # mckey's
