@@ -169,6 +169,12 @@ const std::vector<Field> kPeer = {
     {"heartbeats_sent", "rdmamsg_peer_heartbeats_sent", "counter", "Heartbeats sent to the peer."},
     {"rail_failovers", "rdmamsg_peer_rail_failovers", "counter",
      "Times an established connection was lost and the peer dialed over its next rail at once."},
+    {"sessions_resumed", "rdmamsg_peer_sessions_resumed", "counter",
+     "Times the session with the peer went on over a new connection (rails) without losing a "
+     "message."},
+    {"messages_resent", "rdmamsg_peer_messages_resent", "counter",
+     "Messages sent again on a resumed session: unconfirmed, and not received whole by the peer, "
+     "when a connection was lost."},
     {"rail", "rdmamsg_peer_rail", "gauge",
      "The rail (0, 1, ...: its address in the peer's list) the current connection runs over."},
 };
@@ -312,8 +318,8 @@ void loopFamilies(Exposition& e, const json& s) {
   const json& copies = at(s, "copies");
   e.family("rdmamsg_bytes_copied", "counter",
            "Bytes the daemon copied, by stage of a message's way through it.");
-  for (const char* stage :
-       {"client_in", "flow_queue", "send_buffer", "reassembly", "deliver", "client_out"}) {
+  for (const char* stage : {"client_in", "flow_queue", "send_buffer", "reassembly", "deliver",
+                            "client_out", "kept_for_resume"}) {
     const std::string key = std::string(stage) + "_bytes";
     if (copies.contains(key))
       e.sample("rdmamsg_bytes_copied", "_total", label("stage", stage), number(copies[key]));

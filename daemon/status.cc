@@ -77,6 +77,8 @@ json peerJson(const Snapshot& s, const peer::PeerSnapshot& p) {
             {"dials", c.dials},
             {"idle_closes", c.idleCloses},
             {"rail_failovers", c.railFailovers},
+            {"sessions_resumed", c.sessionsResumed},
+            {"messages_resent", c.messagesResent},
             {"confirmed", p.confirmed},
             {"delivery_seconds", histogramJson(p.deliveryLatency)},
             {"failed", p.failed},
@@ -185,6 +187,7 @@ void processJson(const Snapshot& s, json& j) {
                  {"reassembly_bytes", cc.reassembly},
                  {"deliver_bytes", cc.deliver},
                  {"client_out_bytes", cc.clientOut},
+                 {"kept_for_resume_bytes", cc.keptForResume},
                  {"bytes", cc.total()},
                  {"sent_in_place_bytes", cc.sentInPlace},
                  {"delivered_in_area_bytes", cc.deliveredInArea}};

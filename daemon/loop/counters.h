@@ -57,13 +57,16 @@ struct CopyCounters {
   uint64_t reassembly = 0;   // payload of fragmented messages into their reassembly buffer
   uint64_t deliver = 0;      // payload into a receiving client's output buffer
   uint64_t clientOut = 0;    // from an output buffer to a client (socket write or ring write)
+  // Payload kept whole until confirmed, to be sent again after a failover
+  // (a peer with several rails: Outbound::retain).
+  uint64_t keptForResume = 0;
   // Not a copy: payload posted to the NIC straight from a client's ring.
   uint64_t sentInPlace = 0;
   // Of `deliver`: payload written into a client's delivery area, which the
   // client reads in place (no copy in the client).
   uint64_t deliveredInArea = 0;
   uint64_t total() const {
-    return clientIn + flowQueue + sendBuffers + reassembly + deliver + clientOut;
+    return clientIn + flowQueue + sendBuffers + reassembly + deliver + clientOut + keptForResume;
   }
 };
 

@@ -14,6 +14,14 @@ void Inbound::reset() {
   room_.reset();
 }
 
+void Inbound::dropPartial() {
+  if (!active_) return;
+  expectedSeq_ = seq_;
+  active_ = discard_ = false;
+  bytes_.clear();
+  room_.reset();
+}
+
 Result<Inbound::Part> Inbound::onRecord(const Record& r) {
   const bool last = (r.flags & kLastFragment) != 0;
   return (r.flags & kFirstFragment) != 0 ? first(r, last) : next(r, last);

@@ -55,6 +55,11 @@ class Inbound {
   void reset();
   // A message is partly received.
   bool midMessage() const { return active_; }
+  // A resume (peer.h): the first message not received whole (a message
+  // partly received counts as not received), and forgetting such a part —
+  // the sender sends that message again from its start, under its number.
+  uint64_t resumePoint() const { return active_ ? seq_ : expectedSeq_; }
+  void dropPartial();
   // Gives back the room of the last message (after it was delivered).
   void dropRoom() { room_.reset(); }
 

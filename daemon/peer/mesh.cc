@@ -298,6 +298,8 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   p.selfName = config_.node;
   p.tos = config_.tos;
   p.hello.flags |= kHelloIdleClose | kHelloSubjects;
+  if (peer.resumes()) p.hello.flags |= kHelloResume;
+  if (peer.holdsSession()) p.hello.flags |= kHelloResuming;
   if (config_.auth.secret) {
     p.hello.flags |= kHelloAuthenticates | kHelloBatchMac;
     if (config_.auth.encryption) p.hello.flags |= kHelloEncrypts;

@@ -123,10 +123,14 @@ void Outbound::spill(ExternalArea& area) {
     letGo(std::move(p), bytes);
 }
 
-void Outbound::reset(uint64_t remoteWindow, uint64_t remoteMaxMessage) {
+void Outbound::reset(uint64_t remoteWindow, uint64_t remoteMaxMessage, bool keepSequence) {
   remoteWindow_ = remoteWindow;
   remoteMaxMessage_ = remoteMaxMessage;
-  nextSeq_ = baseSeq_ = 1;
+  if (keepSequence) return;
+  nextSeq_ = baseSeq_ = keptFrom_ = 1;
+  kept_.clear();
+  resend_ = {};
+  repeatsSettle_ = false;
 }
 
 Outbound::Flow& Outbound::flowFor(std::string_view service) {
@@ -164,8 +168,9 @@ Result<Admitted> Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId
     return Status(Errc::too_large, "message of " + std::to_string(payload.size()) +
                                        " bytes is over the max_message_size of " + peerName_ +
                                        " (" + std::to_string(remoteMaxMessage_) + " bytes)");
-  // (Only our pointer is dropped: the caller holds the payload while it is copied.)
-  if (room == nullptr || payload.size() < kMinInPlace) inPlace = nullptr;
+  // (Only our pointer is dropped: the caller holds the payload while it is
+  // copied.) A message kept for a resume is copied anyway: it goes from there.
+  if (room == nullptr || payload.size() < kMinInPlace || retain_) inPlace = nullptr;
   // Posted from where it lies when the link can; else (authenticated
   // batches: the MAC must cover what the NIC reads) copied into the batches
   // when it goes — it may still wait where it lies, one copy, not two.
@@ -178,10 +183,11 @@ Result<Admitted> Outbound::send(SendRoom* room, uint64_t session, uint64_t msgId
   uint64_t offset = 0;
   bool started = false;
   // The fast path: nothing before it, window and link room now.
-  if (room != nullptr && current_ == nullptr && f.queuedMessages == 0 && canStart(f, cost) &&
-      room->messageRoom() > 0) {
+  if (room != nullptr && current_ == nullptr && !resending() && f.queuedMessages == 0 &&
+      canStart(f, cost) && room->messageRoom() > 0) {
     uint64_t seq = nextSeq_++;
     inflight_.pushBack({session, msgId, &f, cost, false, false, deadline, sampleTime(seq)});
+    if (retain_) keep(seq, src, payload);
     unsettled_++;
     f.unconfirmed += cost;
     if (write(*room, seq, src, dst, payload, offset, started, post)) return Admitted{};
@@ -358,6 +364,11 @@ bool Outbound::startFront(SendRoom& room, Flow& f) {
   Queued q = f.front();
   const uint64_t seq = nextSeq_++;
   inflight_.pushBack({q.session, q.msgId, &f, q.cost, false, false, q.deadline, sampleTime(seq)});
+  if (retain_) {
+    const auto* p = f.queue.data() + sizeof q;
+    keep(seq, std::string_view(reinterpret_cast<const char*>(p), q.srcLen),
+         {q.inPlace ? q.at : p + q.srcLen, q.length});
+  }
   unsettled_++;
   f.unconfirmed += q.cost;
   f.waitingCost -= q.cost;
@@ -369,6 +380,7 @@ bool Outbound::startFront(SendRoom& room, Flow& f) {
 }
 
 bool Outbound::pump(SendRoom& room) {
+  if (resending() && !writeResent(room)) return false;
   if (current_ != nullptr) {
     if (!continueFront(room, *current_)) return false;
     makeReady(*current_);

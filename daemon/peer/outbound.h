@@ -32,6 +32,14 @@
 // Every accepted message gets exactly one outcome: delivered (confirmed),
 // an error confirmed by the peer, timeout (message_timeout passed), or
 // peer_unreachable (the connection was lost first).
+//
+// Resume (a peer with several rails, peer.h): with retain() on, every
+// message started is kept whole, in sequence order, until it is settled;
+// when the session goes on over a new connection, resume() names the first
+// message the peer did not receive whole and pump() sends that one and
+// every later one again, under their numbers, before anything new. Their
+// senders see one outcome, as ever; the peer may then confirm a message
+// twice (once on each connection), which settles it once.
 #pragma once
 
 #include <chrono>
@@ -74,8 +82,21 @@ class Outbound final : public ExternalHolder {
   Outbound(const Outbound&) = delete;
   Outbound& operator=(const Outbound&) = delete;
 
-  // A new connection: sequence numbers start at 1, with the peer's limits.
-  void reset(uint64_t remoteWindow, uint64_t remoteMaxMessage);
+  // A new connection: sequence numbers start at 1, with the peer's limits
+  // (`keepSequence`: the session goes on, only the limits are new).
+  void reset(uint64_t remoteWindow, uint64_t remoteMaxMessage, bool keepSequence = false);
+
+  // Keeps every message started from now on until it is settled (resume).
+  void retain(bool on) { retain_ = on; }
+  bool retains() const { return retain_; }
+  // The lowest message not settled (every outcome before it is in).
+  uint64_t lowestUnsettled() const { return baseSeq_; }
+  // The peer received every message before `next` whole: those from `next`
+  // on go again first. protocol_error when `next` is not one of the
+  // messages sent and not settled (or the one after them).
+  Status resume(uint64_t next);
+  uint64_t resent() const { return resent_; }  // messages sent again
+  size_t keptBytes() const { return kept_.size(); }
 
   // Accepts a message for `room` (an established connection), or only
   // queues it when `room` is null (no connection yet, or one that starts no
@@ -167,6 +188,12 @@ class Outbound final : public ExternalHolder {
                PayloadHandle inPlace);
   void spill(ExternalArea& area);
   FlowKey keyOf(const Flow& f) const;
+  // Resume (outbound_resume.cc): a started message kept whole, the kept
+  // ones of settled messages dropped, and the ones to send again written.
+  void keep(uint64_t seq, std::string_view src, std::span<const std::byte> payload);
+  void dropKept(uint64_t seq);
+  bool resending() const { return resend_.next < resend_.end; }
+  bool writeResent(SendRoom& room);
   void popFront(Flow& f);
   void report(InFlight& m, Errc errc);
   // At each tick: a flow found drained gives back what a burst made its
@@ -205,6 +232,25 @@ class Outbound final : public ExternalHolder {
   size_t unsettled_ = 0;
   uint64_t confirmed_ = 0, failed_ = 0;
   LatencyHistogram latency_;
+  // Resume: the messages kept (keep()), each a Kept header, its sender's
+  // name and its payload, for the messages keptFrom_ .. nextSeq_ - 1; the
+  // ones being sent again (their `at` is an offset into kept_); whether a
+  // confirmation may come twice (after a resume).
+  struct Kept {
+    uint64_t seq;
+    uint32_t length;
+    uint8_t srcLen;
+  };
+  bool retain_ = false;
+  ByteBuffer kept_;
+  uint64_t keptFrom_ = 1;
+  struct {
+    uint64_t next = 0, end = 0, offset = 0;
+    size_t at = 0;
+    bool started = false;
+  } resend_;
+  bool repeatsSettle_ = false;
+  uint64_t resent_ = 0;
   // Runs of one client's confirmed ids, settled with one call.
   uint64_t runSession_ = 0, runFirst_ = 0, runCount_ = 0;
 };

@@ -58,6 +58,10 @@ std::string Outbound::timeoutText(const std::string& service, std::string_view n
 // The close reason's words are the protocol's (docs/protocol.md); what was
 // named follows in parentheses.
 Status Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
+  if (repeatsSettle_) {  // after a resume: what was settled already may come again
+    if (last < baseSeq_) return Status();
+    first = std::max(first, baseSeq_);
+  }
   if (first < baseSeq_ || last >= baseSeq_ + inflight_.size() || first > last)
     return Status(Errc::protocol_error, "confirmation for a message not in flight (messages " +
                                             std::to_string(first) + " to " + std::to_string(last) +
@@ -66,6 +70,7 @@ Status Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
   Clock::time_point now{};
   for (uint64_t seq = first; seq <= last; seq++) {
     InFlight& m = inflight_[seq - baseSeq_];
+    if (m.done && repeatsSettle_) continue;
     if (m.done)
       return Status(Errc::protocol_error, "confirmation for a message not in flight (message " +
                                               std::to_string(seq) + " confirmed twice)");
@@ -86,6 +91,7 @@ Status Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
   }
   while (!inflight_.empty() && inflight_.front().done) {
     inflight_.popFront();
+    if (retain_ || !kept_.empty()) dropKept(baseSeq_);
     baseSeq_++;
   }
   return Status();
@@ -151,6 +157,10 @@ void Outbound::failAll(const Status& why) {
   }
   inflight_.clear();
   unsettled_ = 0;
+  baseSeq_ = nextSeq_;  // (a new session starts them at 1: reset())
+  kept_.clear();
+  keptFrom_ = nextSeq_;
+  resend_ = {};
   std::vector<FlowKey> paused;
   for (auto& [name, fp] : flows_) {
     Flow& f = *fp;

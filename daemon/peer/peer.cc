@@ -59,6 +59,7 @@ void Peer::shutdown(const std::string& why) {
   if (state_.get() == PeerState::kStopping || state_.get() == PeerState::kStopped) return;
   closeCandidates(why);
   if (conn_ == nullptr) {
+    if (resume_.held) endSession(why);
     setState(PeerState::kStopped);
     return;
   }
@@ -160,6 +161,8 @@ RejectReason Peer::admit(const Hello& hello, bool selfIsLower) const {
     // A new incarnation means the peer restarted: the old connection is stale.
     if (conn_->remote() && conn_->remote()->incarnation != hello.incarnation)
       return RejectReason::kNone;
+    // The peer lost it (the loss not seen here yet) and resumes the session.
+    if ((hello.flags & kHelloResuming) != 0 && resumes()) return RejectReason::kNone;
     return RejectReason::kDuplicate;
   }
   // Both ends are dialing: the connection initiated by the lower name wins.
@@ -175,8 +178,16 @@ void Peer::adopt(Connection* c) {
     candidates_.push_back(c);  // observe() settles it once it has authenticated
     return;
   }
+  if (resumesCurrent(*c))
+    return makeCurrent(c, "replaced by the peer's new connection (it lost this one)", true);
   makeCurrent(c, connUp_ ? "replaced by a new connection from a restarted peer"
                          : "simultaneous dial: keeping the peer's connection");
+}
+
+bool Peer::resumesCurrent(const Connection& c) const {
+  return resumes() && connUp_ && conn_ != nullptr && conn_->remote() && c.remote() &&
+         conn_->remote()->incarnation == c.remote()->incarnation &&
+         (c.remote()->flags & kHelloResuming) != 0;
 }
 
 void Peer::closeCandidates(const std::string& why, bool onlyUnauthenticating) {
@@ -200,6 +211,10 @@ void Peer::settleCandidates() {
       if (c->wasEstablished()) logDown(*c, c->closeReason());  // proven, then gone before settled
       continue;
     }
+    if (resumesCurrent(*c)) {
+      makeCurrent(c, "replaced by the peer's new connection (it lost this one)", true);
+      continue;
+    }
     if (conn_ != nullptr && conn_->established() && conn_->remote() && c->remote() &&
         conn_->remote()->incarnation == c->remote()->incarnation) {
       c->close("duplicate connection: the peer's other connection is established");
@@ -211,10 +226,12 @@ void Peer::settleCandidates() {
   }
 }
 
-void Peer::makeCurrent(Connection* c, const char* whyOldGoes) {
+void Peer::makeCurrent(Connection* c, const char* whyOldGoes, bool resuming) {
   if (conn_ != nullptr && conn_ != c) {
     conn_->close(whyOldGoes);
+    replacing_ = resuming;
     onDown();
+    replacing_ = false;
   }
   redial_.cancel();
   conn_ = c;
@@ -228,12 +245,18 @@ void Peer::service() {
   out_.serveSpills();
   observe();
   if (state_.get() != PeerState::kEstablished) return;
+  if (resume_.owed) writeResume(resume_.continuing ? ResumeKind::kContinue : ResumeKind::kFresh);
   receive();
   if (state_.get() != PeerState::kEstablished) return;
   if (idle_.hasReceived()) handleIdleClose();
   if (conn_->down()) return;  // idle-closed: observed at the next step
   writeIdleAnswers();
-  // Interest first: a publish this step writes may depend on it.
+  // Interest first: a publish this step writes may depend on it. Messages
+  // and outcomes wait for the peer's resume record.
+  if (resume_.awaiting) {
+    subjects_.outbox.write(*conn_);
+    return;
+  }
   if (writeConfirms() && subjects_.outbox.write(*conn_) && !idle_.committed())
     pumpAgain_ = out_.pump(*conn_);
 }
@@ -261,19 +284,16 @@ void Peer::onUp() {
   const Hello& remote = *conn_->remote();
   redial_.startOver();
   rails_.connected();
-  epoch_++;
-  in_.reset();
-  confirms_.clear();
+  openSession(remote);
   idle_.reset(Clock::now());
-  awaitingConsume_ = 0;
   subjects_ = {};
-  out_.reset(remote.flowWindow, remote.maxMessage);
   counters_.connects++;
   connUp_ = true;
   lastError_.clear();
   setState(PeerState::kEstablished);
-  spdlog::info("peer {}: established ({} side, incarnation {:x}{})", name(),
+  spdlog::info("peer {}: established ({} side, incarnation {:x}{}{})", name(),
                conn_->active() ? "active" : "passive", remote.incarnation,
+               resume_.continuing ? ", resuming its session" : "",
                !conn_->authenticated()     ? ", not authenticated"
                : conn_->secretIndex() == 0 ? ", authenticated"
                                            : ", authenticated with the previous mesh secret");
@@ -306,14 +326,14 @@ void Peer::onDown() {
   const bool wasEstablished = wasUp || conn_->wasEstablished();
   // Refused (nobody listening yet, the pair's tie-break, ...): the rail
   // reached the peer's host, so it is not the rail that failed.
-  const bool refused = conn_->rejectReason().has_value();
+  const std::optional<RejectReason> refusal = conn_->rejectReason();
+  const bool refused = refusal.has_value();
   connUp_ = false;
   // Closed by agreement for being idle: nothing was in flight either way, and
   // what was queued since stays queued.
   const bool idleClosed = wasUp && idle_.agreedToClose() && state_.get() != PeerState::kStopping &&
                           !redial_.closingToRedialPending() && out_.settled();
   idle_.reset(Clock::now());
-  awaitingConsume_ = 0;
   subjects_ = {};
   if (idleClosed) {
     why = "idle-closed (no messages either way; closed by agreement with the peer)";
@@ -331,18 +351,25 @@ void Peer::onDown() {
     spdlog::debug("peer {}: connection attempt failed: {}", name(), why);
   lastError_ = why;
   conn_ = nullptr;
-  // A dial on demand that failed keeps its queued messages: they wait for the
-  // next attempt, bounded by message_timeout.
-  if (!idleClosed && (wasUp || !onDemand()))
-    out_.failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + why));
-  confirms_.clear();
-  in_.reset();
+  // Held, the session waits for the next connection (over another rail):
+  // nothing in flight fails, nothing received is forgotten.
+  const bool held = holdSession(wasUp, refusal, idleClosed);
+  if (!held) {
+    // A dial on demand that failed keeps its queued messages: they wait for
+    // the next attempt, bounded by message_timeout.
+    if (!idleClosed && (wasUp || !onDemand()))
+      out_.failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + why));
+    awaitingConsume_ = 0;
+    confirms_.clear();
+    in_.reset();
+  }
   if (wasUp) events_.connectionLost(*this);
   if (state_.get() == PeerState::kStopping) {
     setState(PeerState::kStopped);
     return;
   }
-  if (onDemand() && out_.queuedBytes() == 0) {  // nothing to send: dialed at the next message
+  if (onDemand() && out_.queuedBytes() == 0 &&
+      !held) {  // nothing to send: dialed at the next message
     redial_.takeClosingToRedial();
     redial_.cancel();
     setState(PeerState::kIdle);
@@ -380,13 +407,14 @@ Result<Admitted> Peer::send(uint64_t session, uint64_t msgId, std::string_view s
                             std::string_view dstService, std::span<const std::byte> payload,
                             const PayloadHandle* inPlace) {
   const bool up = state_.get() == PeerState::kEstablished && !conn_->down();
-  if (!up &&
+  if (!up && !resume_.held &&
       (!onDemand() || state_.get() == PeerState::kStopping || state_.get() == PeerState::kStopped))
     return Status(Errc::peer_unreachable, "peer " + name() + " is not connected (" +
                                               toString(state_.get()) +
                                               (lastError_.empty() ? "" : ": " + lastError_) + ")");
-  // Not connected (on demand) or closing for idleness: queued for the next connection.
-  Connection* conn = up && !idle_.committed() ? conn_ : nullptr;
+  // Not connected (on demand, or a session held), closing for idleness, or
+  // waiting for the peer's resume record: queued for the pump.
+  Connection* conn = up && !idle_.committed() && !resume_.awaiting ? conn_ : nullptr;
   Result<Admitted> admitted =
       out_.send(conn, session, msgId, srcService, dstService, payload, inPlace);
   if (admitted) {
@@ -400,8 +428,10 @@ Result<Admitted> Peer::send(uint64_t session, uint64_t msgId, std::string_view s
 
 void Peer::confirmLater(uint64_t epoch, uint64_t seq, uint64_t count, Errc errc,
                         size_t consumedBytes) {
-  if (epoch != epoch_ || state_.get() != PeerState::kEstablished || count == 0) return;
+  if (epoch != epoch_ || count == 0) return;
+  if (state_.get() != PeerState::kEstablished && !resume_.held) return;
   awaitingConsume_ -= std::min(awaitingConsume_, count);
+  if (sessionResumes()) resume_.outcomes.add(seq, seq + count - 1, static_cast<uint16_t>(errc));
   if (confirms_.addTaken(seq, count, errc, consumedBytes, config_.buffers.flowWindow))
     return wake_();
   if (!confirmTimer_->armed()) confirmTimer_->arm(std::chrono::milliseconds(1));
@@ -431,6 +461,7 @@ bool Peer::flowHasRoom(std::string_view service, uint64_t cost) const {
 
 void Peer::confirm(uint64_t seq, Errc errc) {
   confirms_.add(seq, 1, errc, true);
+  if (sessionResumes()) resume_.outcomes.add(seq, seq, static_cast<uint16_t>(errc));
 }
 
 // Writes the confirmations that are due (or ride along in a batch that goes
@@ -470,6 +501,10 @@ bool Peer::onRecord(const Record& r) {
     case RecordType::kHeartbeat:
       return true;
     case RecordType::kConfirm:
+      if (resume_.awaiting) {
+        conn_->close("a confirmation before the peer's resume record");
+        return false;
+      }
       if (!isConfirmOutcome(r.confirm.errc)) {
         conn_->close("confirmation with an unknown outcome " + std::to_string(r.confirm.errc));
         return false;
@@ -481,7 +516,13 @@ bool Peer::onRecord(const Record& r) {
       }
       return true;
     case RecordType::kMessage:
+      if (resume_.awaiting) {
+        conn_->close("a message before the peer's resume record");
+        return false;
+      }
       return handleMessage(r);
+    case RecordType::kResume:
+      return onResume(r);
     case RecordType::kAuth:
       conn_->close("authentication record after the handshake");
       return false;
@@ -558,6 +599,7 @@ void Peer::onTick() {
     if (!conn_->down()) idleTick(now);
     wake_();
   }
+  resumeTick(now);
   const bool connected = state_.get() == PeerState::kEstablished;
   out_.expire(connected ? std::string_view() : std::string_view(lastError_));
   if (state_.get() == PeerState::kStopped) return;  // nothing left to watch

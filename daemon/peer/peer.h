@@ -69,6 +69,7 @@
 #include "daemon/peer/outbound.h"
 #include "daemon/peer/peer_state.h"
 #include "daemon/peer/redial.h"
+#include "daemon/peer/resume.h"
 
 namespace rdmamsg::peer {
 
@@ -84,6 +85,10 @@ struct PeerCounters {
   // Times an established connection over one rail was lost and the peer
   // dialed over its next rail at once (RailRotation).
   uint64_t railFailovers = 0;
+  // Times a session went on over a new connection (resume.h), and the
+  // messages sent again then.
+  uint64_t sessionsResumed = 0;
+  uint64_t messagesResent = 0;
   // Batches from the peer that failed verification (batch_auth.h), by
   // reason; each closed its connection.
   std::array<uint64_t, kBatchRejects> batchesRejected{};
@@ -149,6 +154,12 @@ class Peer {
   const LatencyHistogram& deliveryLatency() const { return out_.deliveryLatency(); }
   uint64_t failedCount() const { return out_.failed(); }
   uint64_t remoteIncarnation() const;
+  // No connection, and the session waits for the next one (resume.h): a
+  // dial says so (kHelloResuming).
+  bool holdsSession() const { return resume_.held; }
+  // Connections with the peer keep their session across connections
+  // (kHelloResume): it has several rails with this node.
+  bool resumes() const { return config_.railsWith(cfg_) > 1; }
 
   void start();  // begin dialing
   // A peer does not dial by itself: it asks, by marking itself, and the
@@ -239,7 +250,11 @@ class Peer {
   void idleTick(std::chrono::steady_clock::time_point now);
   void handleIdleClose();
   void writeIdleAnswers();
-  void makeCurrent(Connection* c, const char* whyOldGoes);
+  // `resuming`: `c` is the peer's new connection of the session the old
+  // one carried (kHelloResuming), whose loss this end had not seen.
+  void makeCurrent(Connection* c, const char* whyOldGoes, bool resuming = false);
+  // Whether `c` replaces the current connection to resume its session.
+  bool resumesCurrent(const Connection& c) const;
   void closeCandidates(const std::string& why, bool onlyUnauthenticating = false);
   void settleCandidates();
   void dial();          // asks the mesh for a connection
@@ -248,6 +263,17 @@ class Peer {
   void observe();
   void onUp();
   void onDown();
+  // The session (peer_resume.cc, resume.h): opened on a connection made,
+  // held or ended when one is lost, and what the peer's kResume says.
+  void openSession(const Hello& remote);
+  void freshSession();
+  bool holdSession(bool wasUp, const std::optional<RejectReason>& refusal, bool idleClosed);
+  void endSession(const std::string& why);
+  std::string heldTooLong() const;
+  bool sessionResumes() const { return resume_.negotiated || resume_.held; }
+  bool onResume(const Record& r);
+  void writeResume(ResumeKind kind);
+  void resumeTick(std::chrono::steady_clock::time_point now);
   void countRejectedBatch(const Connection& c);
   // The rail `c` runs over: the one of the peer's rails its remote end is on.
   std::optional<std::size_t> railOf(const Connection& c) const;
@@ -291,6 +317,8 @@ class Peer {
   Inbound in_{config_};     // reassembly of this connection's messages
   bool pumpAgain_ = false;  // the pump left a flow ready: serviced again after the post
   Confirmations confirms_;  // outcomes owed to the peer
+  ResumeState resume_;      // the session across connections
+  bool replacing_ = false;  // onDown: the connection lost is being replaced to resume
   // Subjects on the current connection: records owed, and the interest
   // announced each way (a connection that carries interest is never idle).
   struct Subjects {

@@ -186,6 +186,17 @@ Status readBody(const RecordHeader& h, std::span<const std::byte> bodyBytes, Rec
       if (uint64_t{out.pubResult.taken} + out.pubResult.dropped > out.pubResult.matched)
         return fault("a publish result that took or dropped more than it matched");
       break;
+    case RecordType::kResume: {
+      if (h.length != sizeof(ResumeBody)) return fault("a resume record of the wrong length");
+      const auto kind = static_cast<ResumeKind>(h.flags);
+      if (kind != ResumeKind::kContinue && kind != ResumeKind::kFresh &&
+          kind != ResumeKind::kProgress)
+        return fault("a resume record of kind " + std::to_string(int{h.flags}));
+      std::memcpy(&out.resume, bodyBytes.data(), sizeof out.resume);
+      if (h.seq == 0 || out.resume.lowestUnsettled == 0)
+        return fault("a resume record naming message 0");
+      break;
+    }
     default:
       return fault("unknown record type " + std::to_string(static_cast<int>(h.type)));
   }
@@ -327,6 +338,15 @@ void BatchWriter::addPubResult(uint64_t token, const PubResultBody& body) {
   RecordHeader* h = begin(RecordType::kPubResult, sizeof body);
   h->seq = token;
   std::memcpy(p, &body, sizeof body);
+}
+
+void BatchWriter::addResume(ResumeKind kind, uint64_t nextExpected, uint64_t lowestUnsettled) {
+  ResumeBody b{lowestUnsettled, 0};
+  std::byte* p = buf_ + offset_ + sizeof(RecordHeader);
+  RecordHeader* h = begin(RecordType::kResume, sizeof b);
+  h->flags = static_cast<uint8_t>(kind);
+  h->seq = nextExpected;
+  std::memcpy(p, &b, sizeof b);
 }
 
 size_t BatchWriter::finish(uint32_t credits, uint16_t released) {

@@ -95,6 +95,16 @@ enum HelloFlags : uint16_t {
   // With kHelloBatchMac: the sender encrypts every batch (encryption: on).
   // Both ends must agree; a mismatch is refused (reason 8).
   kHelloEncrypts = 32,
+  // The sender keeps its session with the target across connections
+  // (several rails): both Hellos carrying it, each end's first record is a
+  // kResume, and what was unconfirmed when a connection was lost is sent
+  // again on the next, from where the receiver stopped.
+  kHelloResume = 64,
+  // In a REQ: the dialer lost its connection to the target and holds the
+  // session for a resume. An established connection of the same
+  // incarnation at the target is then stale (its loss not yet seen there):
+  // the new one replaces it instead of being refused as a duplicate.
+  kHelloResuming = 128,
 };
 
 inline constexpr size_t kNonceSize = 32;
@@ -135,7 +145,27 @@ enum class RecordType : uint8_t {
   kIdleClose = 5,  // closing an idle connection by agreement (IdleCloseBody)
   kInterest = 6,   // a subscription pattern the sender's clients hold, added or removed
   kPubResult = 7,  // how a publish fared on the sender's host (PubResultBody)
+  kResume = 8,     // where the session goes on (ResumeBody), with a kHelloResume peer
 };
+
+// A kResume record: flags is the ResumeKind, seq the next message the
+// sender expects from the receiver (every one before it was received
+// whole), the body the sender's lowest message not yet settled (every
+// outcome before it is in). kContinue or kFresh is the first record each
+// way on a connection between kHelloResume peers, and neither end starts a
+// message or writes an outcome before it has the other's. kProgress comes
+// later, as the sender's lowest unsettled moves: outcomes before it need
+// not be kept for a resume any more.
+enum class ResumeKind : uint8_t {
+  kContinue = 1,  // the sender goes on with the session it had with the receiver's incarnation
+  kFresh = 2,     // the sender starts a new session: messages from 1, nothing kept
+  kProgress = 3,
+};
+struct ResumeBody {
+  uint64_t lowestUnsettled;
+  uint64_t reserved;
+};
+static_assert(sizeof(ResumeBody) == 16);
 
 // A kInterest record: flags is the InterestOp, srcLen the queue group's
 // length ("": none), dstLen the pattern's; the body is the group, then the
@@ -229,6 +259,8 @@ struct Record {
   // kInterest: flags (InterestOp), srcService (the group), dstService (the
   // pattern). kPubResult: seq (the token) and this.
   PubResultBody pubResult{};
+  // kResume: flags (ResumeKind), seq (the next message expected) and this.
+  ResumeBody resume{};
 };
 
 // Walks the records of one received batch, checking every length against
@@ -288,6 +320,7 @@ class BatchWriter {
   static size_t interestSize(std::string_view group, std::string_view pattern);
   void addInterest(InterestOp op, std::string_view group, std::string_view pattern);
   void addPubResult(uint64_t token, const PubResultBody& body);
+  void addResume(ResumeKind kind, uint64_t nextExpected, uint64_t lowestUnsettled);
   // Writes the header; returns the bytes to send.
   size_t finish(uint32_t credits, uint16_t released = 0);
 
@@ -312,5 +345,6 @@ inline constexpr size_t kConfirmRecordSize = sizeof(RecordHeader) + sizeof(Confi
 inline constexpr size_t kAuthRecordSize = sizeof(RecordHeader) + sizeof(AuthBody);
 inline constexpr size_t kIdleCloseRecordSize = sizeof(RecordHeader) + sizeof(IdleCloseBody);
 inline constexpr size_t kPubResultRecordSize = sizeof(RecordHeader) + sizeof(PubResultBody);
+inline constexpr size_t kResumeRecordSize = sizeof(RecordHeader) + sizeof(ResumeBody);
 
 }  // namespace rdmamsg::peer

@@ -193,5 +193,38 @@ TEST_F(InboundTest, AViolationIsAProtocolErrorNamingIt) {
             "fragments exceed the announced message length");
 }
 
+// A resume (resume.h): the point is the first message not received whole;
+// a message partly received is forgotten and taken again from its first
+// fragment, under its number.
+TEST_F(InboundTest, AResumeStartsAtTheFirstMessageNotReceivedWhole) {
+  ASSERT_EQ(kindOf(in.onRecord(whole(1, "one"))), Kind::kMessage);
+  EXPECT_EQ(in.resumePoint(), 2u);
+  ASSERT_EQ(kindOf(in.onRecord(fragment(2, kFirstFragment, "tw", 3))), Kind::kMore);
+  EXPECT_TRUE(in.midMessage());
+  EXPECT_EQ(in.resumePoint(), 2u) << "message 2 is not whole";
+  in.dropPartial();
+  EXPECT_FALSE(in.midMessage());
+  EXPECT_EQ(in.resumePoint(), 2u);
+  EXPECT_EQ(kindOf(in.onRecord(whole(3, "three"))), Kind::kViolation)
+      << "message 2 comes again before 3";
+  in.dropPartial();  // (nothing partly received: changes nothing)
+  ASSERT_EQ(kindOf(in.onRecord(fragment(2, kFirstFragment, "tw", 3))), Kind::kMore);
+  auto m = in.onRecord(fragment(2, kLastFragment, "o"));
+  ASSERT_EQ(kindOf(m), Kind::kMessage);
+  EXPECT_EQ(m->seq, 2u);
+  EXPECT_EQ(text(m->payload), "two") << "nothing of the first attempt is left in it";
+  EXPECT_EQ(in.resumePoint(), 3u);
+}
+
+TEST_F(InboundTest, AResumeTakesAgainAMessageThatWasBeingSkippedAsTooLarge) {
+  ASSERT_EQ(kindOf(in.onRecord(fragment(1, kFirstFragment, "x", 1000))), Kind::kMore);
+  EXPECT_EQ(in.resumePoint(), 1u) << "its answer (too_large) is not given yet";
+  in.dropPartial();
+  ASSERT_EQ(kindOf(in.onRecord(fragment(1, kFirstFragment, "x", 1000))), Kind::kMore);
+  auto m = in.onRecord(fragment(1, kLastFragment, "y"));
+  ASSERT_EQ(kindOf(m), Kind::kTooLarge);
+  EXPECT_EQ(m->seq, 1u);
+}
+
 }  // namespace
 }  // namespace rdmamsg::peer

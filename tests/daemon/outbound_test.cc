@@ -682,5 +682,86 @@ TEST_F(OutboundTest, ALinkThatCannotPostInPlaceCopiesAWaitingPayloadOnceWhenItGo
   EXPECT_EQ(held.holds(), 0) << "sent: the client's memory is free again";
 }
 
+// Resume (outbound.h): kept whole until settled, the messages the peer did
+// not receive whole go again on the next connection, in order, under their
+// numbers, before anything new — the one cut in the middle whole — and
+// their senders see one outcome each, never a failure.
+TEST_F(OutboundTest, AResumeSendsAgainWhatThePeerDidNotReceiveWholeInOrder) {
+  out_->retain(true);
+  const std::string big(30000, 'x');
+  MemoryRoom lost(8 * 1024, 3);
+  ASSERT_TRUE(send(&lost, 1, "a", "first").ok());
+  ASSERT_TRUE(send(&lost, 2, "a", "second").ok());
+  ASSERT_TRUE(send(&lost, 3, "b", big).ok());  // started, not finished: the link is full
+  ASSERT_TRUE(send(&lost, 4, "a", "queued").ok());
+  ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
+  EXPECT_EQ(out_->lowestUnsettled(), 2u);
+  EXPECT_GT(out_->keptBytes(), big.size());
+
+  // The connection is lost; the next one (the peer's limits again) goes on
+  // from message 2, which the peer did not get whole either.
+  out_->reset(1 << 20, 1 << 20, /*keepSequence=*/true);
+  ASSERT_TRUE(out_->resume(2));
+  EXPECT_EQ(out_->resent(), 2u) << "messages 2 and 3";
+  ASSERT_TRUE(send(nullptr, 5, "a", "after").ok());
+  MemoryRoom next(8 * 1024);
+  ASSERT_TRUE(send(&next, 6, "c", "new").ok()) << "queued behind what goes again";
+  while (out_->pump(next)) {
+  }
+  const auto m = next.messages();
+  std::vector<uint64_t> seqs;
+  for (const auto& r : m)
+    if (r.flags & kLastFragment) seqs.push_back(r.seq);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{2, 3, 4, 5, 6}));
+  EXPECT_EQ(m.front().seq, 2u);
+  EXPECT_EQ(m.front().flags, kFirstFragment | kLastFragment);
+  EXPECT_EQ(m.front().payload, "second");
+  EXPECT_EQ(next.joinedPayload(3), big) << "message 3 whole, from its first fragment";
+  EXPECT_EQ(next.joinedPayload(4), "queued");
+  EXPECT_TRUE(events_.outcomes.empty()) << "no sender saw a failure";
+
+  ASSERT_TRUE(out_->settle(2, 6, Errc::ok));
+  EXPECT_EQ(events_.deliveredIds, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_TRUE(out_->settled());
+  EXPECT_EQ(out_->keptBytes(), 0u) << "settled messages are not kept";
+}
+
+// After a resume the peer writes again the outcomes the sender may have
+// missed: one that came on the lost connection as well settles once.
+TEST_F(OutboundTest, AfterAResumeAnOutcomeThatComesTwiceSettlesOnce) {
+  out_->retain(true);
+  MemoryRoom room(16 * 1024);
+  for (uint64_t id = 1; id <= 4; id++)
+    ASSERT_TRUE(send(&room, id, "svc", "m" + std::to_string(id)).ok());
+  ASSERT_TRUE(out_->settle(3, 3, Errc::unknown_service));
+  EXPECT_FALSE(out_->settle(3, 3, Errc::unknown_service)) << "twice on one connection";
+  out_->reset(1 << 20, 1 << 20, true);
+  ASSERT_TRUE(out_->resume(5)) << "the peer has all four";
+  EXPECT_EQ(out_->resent(), 0u);
+  ASSERT_TRUE(out_->settle(1, 2, Errc::ok));
+  ASSERT_TRUE(out_->settle(3, 3, Errc::unknown_service)) << "again, from the peer's log";
+  ASSERT_TRUE(out_->settle(1, 4, Errc::ok));
+  EXPECT_EQ(events_.deliveredIds, (std::vector<uint64_t>{1, 2, 4}));
+  ASSERT_EQ(events_.outcomes.size(), 1u) << "message 3: one outcome";
+  EXPECT_EQ(events_.outcomes.at(3).code(), Errc::unknown_service);
+  EXPECT_EQ(out_->confirmed(), 4u);
+  EXPECT_FALSE(out_->settle(9, 9, Errc::ok)) << "never sent is still a violation";
+}
+
+TEST_F(OutboundTest, AResumeFromAMessageNotInFlightOrNotKeptIsRefused) {
+  MemoryRoom room(16 * 1024);
+  ASSERT_TRUE(send(&room, 1, "svc", "not kept").ok());
+  EXPECT_EQ(out_->resume(1).code(), Errc::protocol_error) << "retain was off";
+  out_->retain(true);
+  ASSERT_TRUE(send(&room, 2, "svc", "kept").ok());
+  ASSERT_TRUE(out_->settle(1, 1, Errc::ok));
+  const Status past = out_->resume(4);
+  EXPECT_EQ(past.code(), Errc::protocol_error);
+  EXPECT_EQ(past.message(), "resume from message 4, not one in flight (2 to 2)");
+  ASSERT_TRUE(out_->settle(2, 2, Errc::ok));
+  EXPECT_EQ(out_->resume(2).code(), Errc::protocol_error) << "message 2 was settled";
+  EXPECT_TRUE(out_->resume(3)) << "nothing in flight: the peer expects the next one";
+}
+
 }  // namespace
 }  // namespace rdmamsg::peer

@@ -503,6 +503,47 @@ TEST(BatchMalformed, ConfirmBodyMustBeExactAndOrdered) {
   EXPECT_EQ(readToEnd(build(header(1, 48), rec)), 0);
 }
 
+TEST_F(Batch, ResumeRecordsRoundTrip) {
+  w_.addResume(ResumeKind::kContinue, 41, 17);
+  w_.addResume(ResumeKind::kProgress, 50, 45);
+  EXPECT_EQ(kResumeRecordSize, 32u);
+  auto b = sent();
+  BatchReader r(b);
+  ASSERT_TRUE(r.open());
+  Record rec;
+  ASSERT_EQ(nextOf(r, rec), 1);
+  EXPECT_EQ(rec.type, RecordType::kResume);
+  EXPECT_EQ(static_cast<ResumeKind>(rec.flags), ResumeKind::kContinue);
+  EXPECT_EQ(rec.seq, 41u) << "the next message the sender expects";
+  EXPECT_EQ(rec.resume.lowestUnsettled, 17u);
+  ASSERT_EQ(nextOf(r, rec), 1);
+  EXPECT_EQ(static_cast<ResumeKind>(rec.flags), ResumeKind::kProgress);
+  EXPECT_EQ(rec.resume.lowestUnsettled, 45u);
+  EXPECT_EQ(nextOf(r, rec), 0);
+}
+
+TEST(BatchMalformed, AResumeRecordHasItsKindItsLengthAndNoMessageZero) {
+  auto resume = [](uint8_t kind, uint32_t len, uint64_t next, uint64_t lowest) {
+    RecordHeader h{};
+    h.type = RecordType::kResume;
+    h.flags = kind;
+    h.length = len;
+    h.seq = next;
+    auto rec = recordBytes(h, len);
+    ResumeBody body{lowest, 0};
+    if (len >= sizeof body) std::memcpy(rec.data() + sizeof h, &body, sizeof body);
+    return readToEnd(build(header(1, static_cast<uint32_t>(16 + rec.size())), rec));
+  };
+  EXPECT_EQ(resume(1, sizeof(ResumeBody), 1, 1), 0);
+  EXPECT_EQ(resume(3, sizeof(ResumeBody), 9, 4), 0);
+  EXPECT_EQ(resume(0, sizeof(ResumeBody), 1, 1), -1) << "kind 0";
+  EXPECT_EQ(resume(4, sizeof(ResumeBody), 1, 1), -1) << "kind 4";
+  EXPECT_EQ(resume(1, 8, 1, 1), -1) << "short";
+  EXPECT_EQ(resume(1, 24, 1, 1), -1) << "long";
+  EXPECT_EQ(resume(2, sizeof(ResumeBody), 0, 1), -1) << "message 0 expected";
+  EXPECT_EQ(resume(2, sizeof(ResumeBody), 1, 0), -1) << "message 0 unsettled";
+}
+
 TEST(BatchMalformed, HeartbeatHasNoBody) {
   RecordHeader hb{};
   hb.type = RecordType::kHeartbeat;

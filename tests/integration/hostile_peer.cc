@@ -10,7 +10,8 @@
 // more credits than it holds), sequence (a message
 // out of sequence), fragment (fragments longer than the message they
 // announce), confirm (confirms a message never sent), auth (an
-// authentication record after the handshake), unknown-service (a well-formed
+// authentication record after the handshake), resume (a resume record
+// without having offered resume in its Hello), unknown-service (a well-formed
 // message for a service nobody registered), oversize (a message announced
 // larger than the daemon's max_message_size). Against a daemon with a mesh
 // secret, which it does not know: auth-wrong-proof (a proof made up),
@@ -377,6 +378,8 @@ int main(int argc, char** argv) {
           [&](BatchWriter& w) { w.addMessage(1, kLastFragment, src1, "inbox", 0, bytesOf(part)); });
   } else if (mode == "confirm") {
     batch(l, 0, [](BatchWriter& w) { w.addConfirm(1, 3, 0); });
+  } else if (mode == "resume") {
+    batch(l, 0, [](BatchWriter& w) { w.addResume(ResumeKind::kContinue, 1, 1); });
   } else if (mode == "auth") {
     AuthBody a{};
     a.proofCount = 1;

@@ -90,6 +90,7 @@ TEST_F(HostilePeer, EveryProtocolViolationIsDisconnectedWithItsReasonAndOthersAr
       {"fragment", "fragments exceed the announced message length"},
       {"confirm", "confirmation for a message not in flight"},
       {"auth", "authentication record after the handshake"},
+      {"resume", "a resume record on a connection without resume"},
   };
   for (const auto& [mode, reason] : cases) {
     SCOPED_TRACE(mode);

@@ -1,0 +1,166 @@
+// A configured peer daemon (peer.h): its session across connections
+// (resume.h, docs/protocol.md "Resume").
+#include "daemon/peer/peer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace rdmamsg::peer {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+// A connection is established: the session goes on when both ends keep
+// sessions and this end held the one it had with this incarnation of the
+// peer; otherwise a new one starts (what a held one had in flight fails).
+// Either way the peer's kResume decides (onResume).
+void Peer::openSession(const Hello& remote) {
+  const bool negotiated = resumes() && (remote.flags & kHelloResume) != 0;
+  const bool continuing = negotiated && resume_.held && remote.incarnation == resume_.incarnation;
+  if (resume_.held && !continuing)
+    endSession(remote.incarnation != resume_.incarnation ? "the peer restarted"
+                                                         : "the new connection keeps no session");
+  resume_.held = false;
+  if (!continuing)
+    freshSession();
+  else
+    in_.dropPartial();  // a message received in part comes again whole
+  out_.reset(remote.flowWindow, remote.maxMessage, continuing);
+  out_.retain(negotiated);
+  resume_.negotiated = negotiated;
+  resume_.continuing = continuing;
+  resume_.awaiting = resume_.owed = negotiated;
+  resume_.incarnation = remote.incarnation;
+}
+
+// Nothing of an earlier session is owed or expected: its confirmations
+// still to come are dropped (another epoch), sequences start at 1.
+void Peer::freshSession() {
+  epoch_++;
+  in_.reset();
+  confirms_.clear();
+  resume_.outcomes.clear();
+  awaitingConsume_ = 0;
+}
+
+// The connection is gone (the caller has logged it). The session is held
+// when both ends keep sessions, for the longer of connect_timeout and
+// heartbeat_timeout from the loss: the rails are dialed meanwhile (the next
+// at once, then after the backoff), the peer's own dial may come, and the
+// first connection made goes on with it. Not while stopping, after an idle
+// close or a change of address, nor once the peer refused a dial for good
+// (any reason but the tie-break or nobody listening yet). A held session
+// that is not held any longer ends.
+bool Peer::holdSession(bool wasUp, const std::optional<RejectReason>& refusal, bool idleClosed) {
+  const bool resumable = (wasUp && resume_.negotiated) || resume_.held;
+  resume_.negotiated = resume_.awaiting = resume_.owed = resume_.continuing = false;
+  bool hold = resumable && state_.get() != PeerState::kStopping && !removed_ && !idleClosed &&
+              !redial_.closingToRedialPending();
+  if (hold && !replacing_ && refusal)
+    hold = *refusal == RejectReason::kDuplicate || *refusal == RejectReason::kNone;
+  if (hold && !resume_.held) {
+    resume_.held = true;
+    resume_.lostBecause = lastError_;
+    resume_.heldUntil =
+        Clock::now() + std::max(config_.timers.connectTimeout, config_.timers.heartbeatTimeout);
+    spdlog::info("peer {}: session held for the next connection ({} message(s) unconfirmed)",
+                 name(), out_.inFlight());
+  }
+  if (!hold && resume_.held) {
+    endSession(refusal ? "then refused: " + lastError_ : lastError_);
+  } else if (hold && Clock::now() > resume_.heldUntil) {
+    hold = false;
+    endSession(heldTooLong());
+  }
+  return hold;
+}
+
+// What the session had in flight fails: no connection will carry it. The
+// reason starts with why the connection was lost.
+void Peer::endSession(const std::string& why) {
+  const std::string reason =
+      resume_.held && why != resume_.lostBecause ? resume_.lostBecause + "; " + why : why;
+  resume_.held = false;
+  out_.failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + reason));
+  spdlog::info("peer {}: session ended: {}", name(), reason);
+}
+
+std::string Peer::heldTooLong() const {
+  return "no connection over any rail within " +
+         std::to_string(
+             std::max(config_.timers.connectTimeout, config_.timers.heartbeatTimeout).count()) +
+         " ms";
+}
+
+// The peer's kResume. The first says whether it went on with the session:
+// when both did, what it did not receive whole goes again, and the
+// outcomes it may have missed too; when only this end did, what was in
+// flight is lost and a new session starts here as well. Later ones say
+// how far it has settled: outcomes before that are not kept any longer.
+bool Peer::onResume(const Record& r) {
+  const auto kind = static_cast<ResumeKind>(r.flags);
+  std::string fault;
+  if (!resume_.negotiated)
+    fault = "a resume record on a connection without resume";
+  else if (kind == ResumeKind::kProgress && resume_.awaiting)
+    fault = "resume progress before the peer's resume record";
+  else if (kind != ResumeKind::kProgress && !resume_.awaiting)
+    fault = "a second resume record";
+  if (!fault.empty()) {
+    conn_->close(fault);
+    return false;
+  }
+  if (kind == ResumeKind::kProgress) {
+    resume_.outcomes.dropBelow(r.resume.lowestUnsettled);
+    return true;
+  }
+  resume_.awaiting = false;
+  if (resume_.continuing && kind == ResumeKind::kContinue) {
+    const uint64_t before = out_.resent();
+    if (Status st = out_.resume(r.seq); !st.ok()) {
+      conn_->close(st.message());
+      return false;
+    }
+    resume_.outcomes.dropBelow(r.resume.lowestUnsettled);
+    resume_.outcomes.forEach([this](uint64_t first, uint64_t last, uint16_t errc) {
+      confirms_.add(first, last - first + 1, static_cast<Errc>(errc), true);
+    });
+    counters_.sessionsResumed++;
+    counters_.messagesResent += out_.resent() - before;
+    spdlog::info(
+        "peer {}: session resumed: {} message(s) sent again from {}, {} outcome "
+        "range(s) written again",
+        name(), out_.resent() - before, r.seq, resume_.outcomes.ranges());
+  } else if (resume_.continuing) {
+    const Hello& remote = *conn_->remote();
+    out_.failAll(Status(Errc::peer_unreachable,
+                        "connection to " + name() + " lost: the peer kept nothing of the session"));
+    freshSession();
+    out_.reset(remote.flowWindow, remote.maxMessage);
+  }
+  resume_.continuing = false;
+  wake_();
+  return true;
+}
+
+// This end's resume record: where the session goes on (the first, owed
+// until a batch has room) or how far it has settled.
+void Peer::writeResume(ResumeKind kind) {
+  if (!conn_->openBatch(false) || conn_->batch().room() < kResumeRecordSize) return;
+  conn_->batch().addResume(kind, in_.resumePoint(), out_.lowestUnsettled());
+  resume_.toldLowest = out_.lowestUnsettled();
+  if (kind != ResumeKind::kProgress) resume_.owed = false;
+}
+
+void Peer::resumeTick(Clock::time_point now) {
+  if (state_.get() == PeerState::kEstablished && !conn_->down() && resume_.negotiated &&
+      !resume_.owed && !resume_.awaiting && out_.lowestUnsettled() != resume_.toldLowest)
+    writeResume(ResumeKind::kProgress);
+  // A session held while every dial fails (or the peer's never comes) ends.
+  if (resume_.held && now > resume_.heldUntil && (conn_ == nullptr || !conn_->established()))
+    endSession(heldTooLong());
+}
+
+}  // namespace rdmamsg::peer
