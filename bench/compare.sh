@@ -24,6 +24,7 @@
 #   --no-auth      skip bench/auth.sh
 # ZMQ_BENCH=PATH in the environment runs that zmq_bench instead of the one built here: an A/B
 # of two rdmamsg builds then measures both against one and the same ZeroMQ program.
+# BENCH_RAILS=2 in the environment gives both daemons two rails (bench/mesh.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/mesh.sh

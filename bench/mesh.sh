@@ -23,17 +23,24 @@ bench_deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-# mesh_configs DIR PORT: DIR/alpha.yaml and DIR/beta.yaml.
+# mesh_configs DIR PORT: DIR/alpha.yaml and DIR/beta.yaml. With BENCH_RAILS=2 in the
+# environment each node has two rails (alpha 127.0.0.1 and .3, beta .2 and .4; one softrdma
+# device): active-standby, each message kept until confirmed to be sent again after a
+# failover (docs/configuration.md, "Rails") — what that costs on the data path.
 mesh_configs() {
-  local node
+  local node a=127.0.0.1:$2 b=127.0.0.2:$2
+  if [ "${BENCH_RAILS:-1}" = 2 ]; then
+    a="[127.0.0.1:$2, 127.0.0.3:$2]"
+    b="[127.0.0.2:$2, 127.0.0.4:$2]"
+  fi
   for node in alpha beta; do
     cat >"$1/$node.yaml" <<YAML
 socket: $1/$node.sock
 peers:
   - name: alpha
-    address: 127.0.0.1:$2
+    address: $a
   - name: beta
-    address: 127.0.0.2:$2
+    address: $b
 log_level: warn
 YAML
   done
