@@ -247,10 +247,9 @@ void Peer::onDown() {
                  out_.queuedBytes() > 0 ? ": messages queued meanwhile, dialing again" : "");
   } else if (wasEstablished)
     logDown(*conn_, why);
-  else if (auto r = conn_->rejectReason();
-           r && *r != RejectReason::kNone && *r != RejectReason::kDuplicate) {
+  else if (refused && *refusal != RejectReason::kNone && *refusal != RejectReason::kDuplicate) {
     if (logs_.rejected.admit())
-      spdlog::warn("peer {}: connection rejected: {}{}", name(), toString(*r),
+      spdlog::warn("peer {}: connection rejected: {}{}", name(), toString(*refusal),
                    logs_.rejected.suffix());
   } else
     spdlog::debug("peer {}: connection attempt failed: {}", name(), why);
@@ -269,6 +268,12 @@ void Peer::onDown() {
     in_.reset();
   }
   if (wasUp) events_.connectionLost(*this);
+  redialAfterDown(held, idleClosed, refused, wasEstablished);
+}
+
+// After a connection went down: stopped, idle (on demand), or the next dial
+// — at once to another address or over the next rail, else after the backoff.
+void Peer::redialAfterDown(bool held, bool idleClosed, bool refused, bool wasEstablished) {
   if (state_.get() == PeerState::kStopping) {
     setState(PeerState::kStopped);
     return;

@@ -263,6 +263,7 @@ class Peer {
   void observe();
   void onUp();
   void onDown();
+  void redialAfterDown(bool held, bool idleClosed, bool refused, bool wasEstablished);
   // The session (peer_resume.cc, resume.h): opened on a connection made,
   // held or ended when one is lost, and what the peer's kResume says.
   void openSession(const Hello& remote);

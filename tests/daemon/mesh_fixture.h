@@ -178,6 +178,14 @@ class MeshPair : public ::testing::Test {
         loop, [&] { return done && doneB; }, 5s);
   }
 
+  // Closes alpha's connection to beta as a lost link would (not on purpose:
+  // nothing tells the peer to dial again).
+  void cutAlphasConnection(const std::string& why) {
+    const Connection* c = alpha->peer("beta").connection();
+    ASSERT_NE(c, nullptr);
+    const_cast<Connection*>(c)->close(why);
+  }
+
   // Sends `n` messages of `size` bytes on session 1 from alpha to beta/`service`.
   std::vector<FlowKey> send(const std::string& service, int n, size_t size, uint64_t& nextId) {
     std::vector<FlowKey> keys;

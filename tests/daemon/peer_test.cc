@@ -154,13 +154,6 @@ class TwoRailPeerTest : public MeshPair {
       c.peers[0].extraRails = {addressOf(isAlpha ? "127.0.0.4" : "127.0.0.3", port)};
     });
   }
-  // Closes alpha's connection to beta as a lost link would (not on purpose:
-  // nothing tells the peer to dial again).
-  void cutAlphasConnection(const std::string& why) {
-    const Connection* c = alpha->peer("beta").connection();
-    ASSERT_NE(c, nullptr);
-    const_cast<Connection*>(c)->close(why);
-  }
 };
 
 // A message cut in the middle (larger than the batches one step may post),
@@ -223,8 +216,7 @@ TEST_F(PeerTest, WithOneRailALostConnectionFailsWhatWasInFlight) {
   uint64_t id = 1;
   send("held", 1, 100, id);
   ASSERT_TRUE(stepUntil(loop, [&] { return beta->events.incomingFor("held") == 1; }));
-  const Connection* c = alpha->peer("beta").connection();
-  const_cast<Connection*>(c)->close("link cut by the test");
+  cutAlphasConnection("link cut by the test");
   ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.failures.size() == 1; }));
   EXPECT_EQ(alpha->events.failures[0].second.code(), Errc::peer_unreachable);
   ASSERT_TRUE(stepUntil(loop, [&] { return alpha->peer("beta").established(); }));
