@@ -67,6 +67,11 @@ Status Outbound::settle(uint64_t first, uint64_t last, Errc errc) {
                                             std::to_string(first) + " to " + std::to_string(last) +
                                             "; in flight from " + std::to_string(baseSeq_) + ", " +
                                             std::to_string(inflight_.size()) + ")");
+  // The peer did not have those from resend_.next on: none of them is
+  // confirmed before it went again.
+  if (resending() && last >= resend_.next)
+    return Status(Errc::protocol_error, "confirmation for a message not in flight (message " +
+                                            std::to_string(last) + " is not sent again yet)");
   Clock::time_point now{};
   for (uint64_t seq = first; seq <= last; seq++) {
     InFlight& m = inflight_[seq - baseSeq_];

@@ -26,7 +26,7 @@ void Outbound::dropKept(uint64_t seq) {
   const size_t bytes = sizeof k + k.srcLen + k.length;
   kept_.consume(bytes);
   keptFrom_++;
-  if (resending()) resend_.at -= bytes;  // a message sent again is never settled before it went
+  if (resending()) resend_.at -= bytes;  // one before it (settle() refuses the others)
 }
 
 Status Outbound::resume(uint64_t next) {

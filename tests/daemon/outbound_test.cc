@@ -763,5 +763,30 @@ TEST_F(OutboundTest, AResumeFromAMessageNotInFlightOrNotKeptIsRefused) {
   EXPECT_TRUE(out_->resume(3)) << "nothing in flight: the peer expects the next one";
 }
 
+// A peer that confirms what it said it did not have, before it went again,
+// breaks the protocol: nothing is settled, and the connection closes with it.
+TEST_F(OutboundTest, AConfirmationForAMessageNotSentAgainYetIsRefused) {
+  out_->retain(true);
+  MemoryRoom room(16 * 1024);
+  for (uint64_t id = 1; id <= 3; id++)
+    ASSERT_TRUE(send(&room, id, "svc", "m" + std::to_string(id)).ok());
+  out_->reset(1 << 20, 1 << 20, true);
+  ASSERT_TRUE(out_->resume(2));
+  ASSERT_TRUE(out_->settle(1, 1, Errc::ok)) << "message 1 the peer had";
+  const Status early = out_->settle(2, 2, Errc::ok);
+  EXPECT_EQ(early.code(), Errc::protocol_error);
+  EXPECT_EQ(early.message(),
+            "confirmation for a message not in flight (message 2 is not sent again yet)");
+  MemoryRoom next(16 * 1024);
+  out_->pump(next);
+  std::vector<uint64_t> seqs;
+  for (const auto& r : next.messages())
+    seqs.push_back(r.seq);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{2, 3})) << "what the peer lacks goes again whole";
+  EXPECT_EQ(next.joinedPayload(2), "m2");
+  ASSERT_TRUE(out_->settle(2, 3, Errc::ok));
+  EXPECT_EQ(events_.deliveredIds, (std::vector<uint64_t>{1, 2, 3}));
+}
+
 }  // namespace
 }  // namespace rdmamsg::peer
