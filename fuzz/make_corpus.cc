@@ -155,6 +155,10 @@ void peerBatches(const fs::path& dir) {
     w.addInterest(InterestOp::kRemove, "", "orders.*.eu");
   });
   one("pub_result", 0, [](BatchWriter& w) { w.addPubResult(42, {3, 2, 1, 0}); });
+  one("resume", 0, [](BatchWriter& w) {
+    w.addResume(ResumeKind::kContinue, 41, 17);
+    w.addResume(ResumeKind::kProgress, 50, 45);
+  });
   one("mixed", 3, [](BatchWriter& w) {
     w.addMessage(5, kFirstFragment | kLastFragment, "", "inbox", 0, bytesOf("a"));
     w.addConfirm(10, 12, 2);

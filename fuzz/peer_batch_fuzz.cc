@@ -75,6 +75,13 @@ void checkRecord(const Record& r, Bytes batch) {
       FUZZ_CHECK(uint64_t{r.pubResult.taken} + r.pubResult.dropped <= r.pubResult.matched);
       FUZZ_CHECK(r.srcService.empty() && r.dstService.empty() && r.payload.empty());
       return;
+    case RecordType::kResume:
+      FUZZ_CHECK(r.flags == static_cast<uint8_t>(ResumeKind::kContinue) ||
+                 r.flags == static_cast<uint8_t>(ResumeKind::kFresh) ||
+                 r.flags == static_cast<uint8_t>(ResumeKind::kProgress));
+      FUZZ_CHECK(r.seq != 0 && r.resume.lowestUnsettled != 0);
+      FUZZ_CHECK(r.srcService.empty() && r.dstService.empty() && r.payload.empty());
+      return;
   }
   FUZZ_CHECK(!"a record of an unknown type was accepted");
 }
@@ -100,6 +107,9 @@ bool sameRecord(const Record& a, const Record& b) {
     case RecordType::kPubResult:  // the writer leaves the reserved bytes 0
       return a.seq == b.seq && a.pubResult.matched == b.pubResult.matched &&
              a.pubResult.taken == b.pubResult.taken && a.pubResult.dropped == b.pubResult.dropped;
+    case RecordType::kResume:  // the writer leaves the reserved bytes 0
+      return a.flags == b.flags && a.seq == b.seq &&
+             a.resume.lowestUnsettled == b.resume.lowestUnsettled;
   }
   return false;
 }
@@ -143,6 +153,10 @@ void checkRoundTrip(const std::vector<Record>& records, uint32_t credits, uint16
       case RecordType::kPubResult:
         FUZZ_CHECK(writer.room() >= kPubResultRecordSize);
         writer.addPubResult(r.seq, r.pubResult);
+        break;
+      case RecordType::kResume:
+        FUZZ_CHECK(writer.room() >= kResumeRecordSize);
+        writer.addResume(static_cast<ResumeKind>(r.flags), r.seq, r.resume.lowestUnsettled);
         break;
     }
   }
