@@ -112,6 +112,8 @@ const std::vector<Field> kDaemon = {
     {"heap_allocations", "rdmamsg_heap_allocations", "counter", "Heap allocations made."},
     {"listening", "rdmamsg_listening", "gauge",
      "1 while an rdma_cm listener is up on at least one rail (0: waiting for a device)."},
+    {"probes_answered", "rdmamsg_probes_answered", "counter",
+     "Probes of this node's rails by its peers, answered."},
 };
 const std::vector<Field> kConfig = {
     {"generation", "rdmamsg_config_generation", "gauge",
@@ -177,6 +179,34 @@ const std::vector<Field> kPeer = {
      "when a connection was lost."},
     {"rail", "rdmamsg_peer_rail", "gauge",
      "The rail (0, 1, ...: its address in the peer's list) the current connection runs over."},
+    {"rail_failbacks", "rdmamsg_peer_rail_failbacks", "counter",
+     "Times the session moved back to a rail before the one in use once it was healthy again."},
+};
+// One per rail a peer shares with this node (label rail: its index).
+const std::vector<Field> kRail = {
+    {"health", "rdmamsg_rail_health", "gauge",
+     "The rail's health, 0 to 1000: 100 off per failure over it, 100 back per success."},
+    {"connects", "rdmamsg_rail_connects", "counter", "Connections established over the rail."},
+    {"failures", "rdmamsg_rail_failures", "counter",
+     "Dials, connections and probes that failed over the rail."},
+    {"failovers", "rdmamsg_rail_failovers", "counter",
+     "Times the peer's connection left the rail because it failed."},
+    {"failbacks", "rdmamsg_rail_failbacks", "counter",
+     "Times the session moved back to the rail once it was healthy again."},
+    {"probes", "rdmamsg_rail_probes", "counter", "Probes of the rail while another was in use."},
+    {"probes_failed", "rdmamsg_rail_probes_failed", "counter", "Probes of the rail that failed."},
+    {"batches_sent", "rdmamsg_rail_batches_sent", "counter", "Batches sent over the rail."},
+    {"batches_received", "rdmamsg_rail_batches_received", "counter",
+     "Batches received over the rail."},
+    {"bytes_sent", "rdmamsg_rail_bytes_sent", "counter", "Bytes of batches sent over the rail."},
+    {"bytes_received", "rdmamsg_rail_bytes_received", "counter",
+     "Bytes of batches received over the rail."},
+    {"messages_received", "rdmamsg_rail_messages_received", "counter",
+     "Messages received whole over the rail."},
+    {"messages_confirmed", "rdmamsg_rail_messages_confirmed", "counter",
+     "Outcomes of this node's messages confirmed over the rail."},
+    {"messages_resent", "rdmamsg_rail_messages_resent", "counter",
+     "Messages sent again over the rail when a session resumed on it."},
 };
 const std::vector<Field> kRdma = {
     {"credits", "rdmamsg_peer_send_credits", "gauge", "Send credits of the current connection."},
@@ -240,8 +270,12 @@ const std::vector<Field> kRegistered = {
 };
 
 const json kEmpty = json::object();
+const json kNone = json::array();
 const json& at(const json& obj, const char* key) {
   return obj.contains(key) && obj[key].is_object() ? obj[key] : kEmpty;
+}
+const json& listAt(const json& obj, const char* key) {
+  return obj.contains(key) && obj[key].is_array() ? obj[key] : kNone;
 }
 
 }  // namespace
@@ -375,6 +409,18 @@ void peerFamilies(Exposition& e, const json& s) {
       if (count.is_number())
         e.sample("rdmamsg_peer_batches_rejected", "_total",
                  label("peer", p.value("name", "")) + "," + label("reason", reason), number(count));
+  e.family("rdmamsg_rail_active", "gauge", "1 while the peer's connection runs over the rail.");
+  for (const auto& p : peers)
+    for (const auto& r : listAt(p, "rails"))
+      e.sample("rdmamsg_rail_active", "",
+               label("peer", p.value("name", "")) + "," +
+                   label("rail", std::to_string(r.value("rail", 0))),
+               r.value("state", "") == "active" ? "1" : "0");
+  for (const auto& p : peers)
+    for (const auto& r : listAt(p, "rails"))
+      fields(e, r, kRail,
+             label("peer", p.value("name", "")) + "," +
+                 label("rail", std::to_string(r.value("rail", 0))));
   for (const auto& p : peers) {
     if (!p.contains("flows") || !p["flows"].is_array()) continue;
     for (const auto& f : p["flows"])

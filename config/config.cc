@@ -84,6 +84,7 @@ std::vector<Setting> settings(const Config& config) {
       {"reconnect_backoff_max", formatDuration(config.timers.reconnectBackoffMax)},
       {"connect_timeout", formatDuration(config.timers.connectTimeout)},
       {"message_timeout", formatDuration(config.timers.messageTimeout)},
+      {"rail_probe_interval", formatDuration(config.timers.railProbeInterval)},
       {"connect", toString(config.connect)},
       {"idle_timeout", config.timers.idleTimeout.count() == 0
                            ? std::string("off")

@@ -166,6 +166,10 @@ struct Timers {
   // With connect: on_demand (docs/scaling.md), a connection that carried no message
   // either way for this long is closed by agreement with the peer; 0: never.
   milliseconds idleTimeout{0};
+  // With several rails: how often a rail that failed (or is not at full
+  // health) is probed while the peer's connection runs over another
+  // (daemon/peer/rails.h).
+  milliseconds railProbeInterval{1000};
 };
 
 struct Config {

@@ -227,6 +227,7 @@ void readTuning(const FieldMap& top, Config& config) {
   readDuration(top, "reconnect_backoff_max", config.timers.reconnectBackoffMax);
   readDuration(top, "connect_timeout", config.timers.connectTimeout);
   readDuration(top, "message_timeout", config.timers.messageTimeout);
+  readDuration(top, "rail_probe_interval", config.timers.railProbeInterval);
   if (auto mode = top.parsed("connect", parseConnectMode)) config.connect = *mode;
   readIdleTimeout(top, config);
   if (auto level = top.parsed("log_level", parseLogLevel)) config.logLevel = *level;

@@ -13,7 +13,7 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 36> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 37> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
@@ -46,6 +46,7 @@ inline constexpr std::array<std::string_view, 36> kTopLevelKeys = {
     "reconnect_backoff_max",
     "connect_timeout",
     "message_timeout",
+    "rail_probe_interval",
     "connect",
     "idle_timeout",
     "log_level",

@@ -60,6 +60,35 @@ json rdmaJson(const peer::LinkSnapshot& l) {
           {"credits_released", k.creditsReleased}};
 }
 
+json railsJson(const std::vector<peer::RailSnapshot>& rails) {
+  json out = json::array();
+  for (const auto& r : rails) {
+    const peer::RailStats& k = r.stats;
+    json e = {{"rail", r.index},
+              {"local_address", r.local},
+              {"address", r.remote},
+              {"state", peer::toString(r.state)},
+              {"health", k.health},
+              {"connects", k.connects},
+              {"failures", k.failures},
+              {"failovers", k.failovers},
+              {"failbacks", k.failbacks},
+              {"probes", k.probes},
+              {"probes_failed", k.probesFailed},
+              {"batches_sent", k.traffic.batchesSent},
+              {"batches_received", k.traffic.batchesReceived},
+              {"bytes_sent", k.traffic.bytesSent},
+              {"bytes_received", k.traffic.bytesReceived},
+              {"messages_received", k.traffic.messagesReceived},
+              {"messages_confirmed", k.traffic.messagesConfirmed},
+              {"messages_resent", k.traffic.messagesResent}};
+    if (!k.device.empty()) e["device"] = k.device;
+    if (!k.lastFailure.empty()) e["last_failure"] = k.lastFailure;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 json peerJson(const Snapshot& s, const peer::PeerSnapshot& p) {
   const peer::PeerCounters& c = p.counters;
   json e = {{"name", p.name},
@@ -88,6 +117,8 @@ json peerJson(const Snapshot& s, const peer::PeerSnapshot& p) {
     rejected[peer::keyOf(static_cast<peer::BatchReject>(i))] = c.batchesRejected[i];
   e["batches_rejected"] = std::move(rejected);
   if (!p.lastError.empty()) e["last_error"] = p.lastError;
+  e["rail_failbacks"] = c.railFailbacks;
+  e["rails"] = railsJson(p.rails);
   if (p.link) {
     e["incarnation"] = hex16(p.link->remoteIncarnation);
     if (p.link->established) e["authenticated"] = authenticatedText(s, *p.link);
@@ -132,7 +163,9 @@ void meshJson(const Snapshot& s, json& j) {
   j["devices"] = std::move(devices);
   json rejected = json::object();
   for (size_t i = 1; i < s.mesh.rejected.size(); i++)
-    rejected[peer::keyOf(static_cast<peer::RejectReason>(i))] = s.mesh.rejected[i];
+    if (static_cast<peer::RejectReason>(i) != peer::RejectReason::kProbed)
+      rejected[peer::keyOf(static_cast<peer::RejectReason>(i))] = s.mesh.rejected[i];
+  j["probes_answered"] = s.mesh.rejected[static_cast<size_t>(peer::RejectReason::kProbed)];
   j["rejected_connections"] = std::move(rejected);
   const rdma::MemoryPlan& plan = s.mesh.plan;
   j["registered_memory"] = {{"bytes", s.mesh.registeredBytes},  {"limit_bytes", plan.limit},

@@ -320,24 +320,42 @@ Connection& Mesh::newConnection(uint32_t index) {
   return *slots_[index].conns.back();
 }
 
-Connection* Mesh::dial(Peer& peer) {
-  Connection& c = newConnection(slotOf(peer));
-  sockaddr_storage src{}, dst{};
-  // Peers check that a connection comes from this node's address: leave
-  // from it (the rail's), also when listening on every address. Rail i
-  // of this node goes to rail i of the peer.
-  const std::size_t rail = std::min(peer.rail(), config_.railsWith(peer.config()) - 1);
+// Peers check that a connection comes from this node's address: leave
+// from it (the rail's), also when listening on every address. Rail i of
+// this node goes to rail i of the peer.
+void Mesh::railEnds(const Peer& peer, std::size_t rail, sockaddr_storage& src,
+                    sockaddr_storage& dst) const {
   const config::Address& from = rail == 0 && config_.listen.isWildcard() && config_.ownAddress
                                     ? *config_.ownAddress
                                     : config_.listenRail(rail);
   from.toSockaddr(src);
   reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;  // same offset for IPv6
-  const config::Address& to = peer.config().rail(rail);
-  to.toSockaddr(dst);
-  spdlog::debug("peer {}: dialing {} (rail {})", peer.name(), to.toString(), rail);
+  peer.config().rail(rail).toSockaddr(dst);
+}
+
+Connection* Mesh::dial(Peer& peer) {
+  Connection& c = newConnection(slotOf(peer));
+  sockaddr_storage src{}, dst{};
+  const std::size_t rail = std::min(peer.rail(), config_.railsWith(peer.config()) - 1);
+  railEnds(peer, rail, src, dst);
+  spdlog::debug("peer {}: dialing {} (rail {})", peer.name(), peer.config().rail(rail).toString(),
+                rail);
   c.startActive(pump_->channel(), reinterpret_cast<sockaddr*>(&src),
                 reinterpret_cast<sockaddr*>(&dst));
   return &c;
+}
+
+std::unique_ptr<RailProbe> Mesh::probe(Peer& peer, std::size_t rail) {
+  const ConnParams params = paramsFor(peer);
+  auto p = std::make_unique<RailProbe>(
+      loop_, rail, params.hello, params.tos,
+      std::min(config_.timers.connectTimeout,
+               std::max(config_.timers.railProbeInterval, std::chrono::milliseconds(200))),
+      queue_.waker(keyOf(slotOf(peer))));
+  sockaddr_storage src{}, dst{};
+  railEnds(peer, rail, src, dst);
+  p->start(pump_->channel(), reinterpret_cast<sockaddr*>(&src), reinterpret_cast<sockaddr*>(&dst));
+  return p;
 }
 
 // ------------------------------------------------------------ service step
@@ -353,6 +371,8 @@ void Mesh::service(uint32_t key) {
   serveDeviceRequests(i);
   p.service();
   if (p.takeDialRequest()) p.dialed(dial(p));
+  while (const std::optional<std::size_t> rail = p.takeProbeRequest())
+    p.probing(probe(p, *rail));
   if (!slots_[i].posting) {
     slots_[i].posting = true;
     toPost_.push_back(i);
@@ -452,7 +472,7 @@ void Mesh::reject(rdma_cm_id* id, RejectReason reason, const std::string& who) {
   const rdma::CmIdPtr request(id);  // the connect request's id, destroyed once rejected
   rdma_reject(request.get(), &h, sizeof h);
   if (static_cast<size_t>(reason) < rejected_.size()) rejected_[static_cast<size_t>(reason)]++;
-  if (reason == RejectReason::kDuplicate)
+  if (reason == RejectReason::kDuplicate || reason == RejectReason::kProbed)
     spdlog::debug("rejected connection from {}: {}", who, toString(reason));
   else if (rejectLog_.admit())
     spdlog::warn("rejected connection from {}: {}{}", who, toString(reason), rejectLog_.suffix());
@@ -464,6 +484,8 @@ void Mesh::onConnectRequest(const rdma::CmEvent& e) {
   Peer* peer = this->peer(a.peer->name);
   if (peer == nullptr) return reject(e.id, RejectReason::kUnknownPeer, a.who);
   if (stopping()) return reject(e.id, RejectReason::kShuttingDown, peer->name());
+  // A probe of a rail (rail_probe.h): answered, never a connection.
+  if ((a.hello.flags & kHelloProbe) != 0) return reject(e.id, RejectReason::kProbed, peer->name());
   RejectReason r = peer->admit(a.hello, config_.node < peer->name());
   if (r != RejectReason::kNone) return reject(e.id, r, peer->name());
   Connection& c = newConnection(slotOf(*peer));

@@ -145,6 +145,11 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // A new active connection for `peer` (possibly already down, if it failed
   // at once), when its service step asked for one.
   Connection* dial(Peer& peer);
+  // The two ends of `rail` between this node and `peer`.
+  void railEnds(const Peer& peer, std::size_t rail, sockaddr_storage& src,
+                sockaddr_storage& dst) const;
+  // Starts a probe of one of the peer's rails (rail_probe.h).
+  std::unique_ptr<RailProbe> probe(Peer& peer, std::size_t rail);
   // Frees slot i's peer if it was removed and is closed (no connection left).
   void freeIfRetired(uint32_t i);
   template <typename F>

@@ -29,7 +29,9 @@ Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, 
                                                     confirms_.markDue();
                                                     wake_();
                                                   })),
+      railTimer_(std::make_unique<loop::Timer>(loop, [this] { railTick(); })),
       out_(cfg, cfg_.name, id_, events, wake_) {
+  health_.reset(config_.railsWith(cfg_));
   in_.setRoomSource([this](std::string_view src, std::string_view dst, uint64_t total) {
     return events_.reserveIncoming(*this, src, dst, total);
   });
@@ -51,11 +53,14 @@ std::chrono::milliseconds Peer::tickPeriod() const {
 
 void Peer::start() {
   tickTimer_->arm(tickPeriod());
+  railTimer_->arm(config_.timers.railProbeInterval);
   dial();  // on demand: only once a message is queued
 }
 
 void Peer::shutdown(const std::string& why) {
   redial_.cancel();
+  railTimer_->cancel();
+  probeAsks_.clear();
   if (state_.get() == PeerState::kStopping || state_.get() == PeerState::kStopped) return;
   closeCandidates(why);
   if (conn_ == nullptr) {
@@ -81,6 +86,9 @@ void Peer::readdress(const config::Peer& now) {
   cfg_.extraRails = now.extraRails;
   redial_.startOver();
   rails_.restart();
+  health_.reset(config_.railsWith(cfg_));
+  probeAsks_.clear();
+  move_ = {};
   closeCandidates("its address changed to " + to + " (configuration reloaded)");
   if (conn_ != nullptr) {
     redial_.closingToRedial();
@@ -148,6 +156,7 @@ void Peer::dialed(Connection* c) {
 
 void Peer::service() {
   out_.serveSpills();
+  if (!probes_.empty()) reapProbes();
   observe();
   if (state_.get() != PeerState::kEstablished) return;
   if (resume_.owed) writeResume(resume_.continuing ? ResumeKind::kContinue : ResumeKind::kFresh);
@@ -189,6 +198,7 @@ void Peer::onUp() {
   const Hello& remote = *conn_->remote();
   redial_.startOver();
   rails_.connected();
+  railUp();
   openSession(remote);
   idle_.reset(Clock::now());
   subjects_ = {};
@@ -212,7 +222,7 @@ void Peer::countRejectedBatch(const Connection& c) {
 }
 
 void Peer::logDown(const Connection& c, const std::string& why) {
-  if (state_.get() == PeerState::kStopping || redial_.closingToRedialPending())
+  if (state_.get() == PeerState::kStopping || redial_.closingToRedialPending() || move_.redial)
     return spdlog::info("peer {}: connection closed: {}", name(), why);
   LogLimit& limit = c.batchRejected() ? logs_.batchRejected : logs_.lost;
   if (limit.admit())
@@ -238,6 +248,17 @@ void Peer::onDown() {
   // what was queued since stays queued.
   const bool idleClosed = wasUp && idle_.agreedToClose() && state_.get() != PeerState::kStopping &&
                           !redial_.closingToRedialPending() && out_.settled();
+  // Moved to another rail by either end (kMove): the session goes on there.
+  move_.redial = move_.to.has_value() && state_.get() != PeerState::kStopping;
+  if (move_.redial) {
+    rails_.moveTo(*move_.to);
+    why = "the session moves to rail " + std::to_string(*move_.to);
+  }
+  const bool closedOnPurpose = idleClosed || move_.to || superseded_ ||
+                               state_.get() == PeerState::kStopping ||
+                               redial_.closingToRedialPending();
+  railDown(!closedOnPurpose && !refused, why);
+  move_.to.reset();
   idle_.reset(Clock::now());
   subjects_ = {};
   if (idleClosed) {
@@ -296,12 +317,21 @@ void Peer::redialAfterDown(bool held, bool idleClosed, bool refused, bool wasEst
     redial_.now();
     return;
   }
-  if (const std::size_t rails = config_.railsWith(cfg_); rails > 1 && !refused) {
+  if (std::exchange(move_.redial, false)) {  // moved back to a healthy rail: dialed at once
+    counters_.railFailbacks++;
+    if (health_.has(rails_.current())) health_.at(rails_.current()).failbacks++;
+    redial_.now();
+    return;
+  }
+  if (const std::size_t rails = config_.railsWith(cfg_); rails > 1 && !refused && !superseded_) {
     const std::size_t from = rails_.current();
     if (rails_.failed(rails)) {  // another rail to try: at once
       // A failover moves an established connection; a dial that never
       // connected only moves on.
-      if (wasEstablished) counters_.railFailovers++;
+      if (wasEstablished) {
+        counters_.railFailovers++;
+        if (health_.has(from)) health_.at(from).failovers++;
+      }
       spdlog::info("peer {}: rail {} failed: dialing rail {} ({})", name(), from, rails_.current(),
                    cfg_.rail(rails_.current()).toString());
       redial_.now();
@@ -387,8 +417,11 @@ bool Peer::writeConfirms() {
 // The link is always drained: every batch is read as it arrives, so the
 // peer's credits, heartbeats and confirmations never wait for listeners.
 void Peer::receive() {
+  const uint64_t confirmed = out_.confirmed();
   while (conn_->hasBatch())
-    if (!readBatch(0)) return;
+    if (!readBatch(0)) break;
+  if (connRail_ && health_.has(*connRail_))
+    health_.at(*connRail_).traffic.messagesConfirmed += out_.confirmed() - confirmed;
 }
 
 // Reads every record of batch i; false when the connection was closed.
@@ -475,6 +508,7 @@ bool Peer::handleMessage(const Record& r) {
   in_.dropRoom();  // delivered in, or copied from
   counters_.messagesReceived++;
   counters_.bytesReceived += m.payload.size();
+  if (connRail_ && health_.has(*connRail_)) health_.at(*connRail_).traffic.messagesReceived++;
   switch (d) {
     case Delivery::kDelivered:
       confirm(m.seq, Errc::ok);

@@ -68,6 +68,8 @@
 #include "daemon/peer/inbound.h"
 #include "daemon/peer/outbound.h"
 #include "daemon/peer/peer_state.h"
+#include "daemon/peer/rail_probe.h"
+#include "daemon/peer/rails.h"
 #include "daemon/peer/redial.h"
 #include "daemon/peer/resume.h"
 
@@ -85,6 +87,9 @@ struct PeerCounters {
   // Times an established connection over one rail was lost and the peer
   // dialed over its next rail at once (RailRotation).
   uint64_t railFailovers = 0;
+  // Times the session moved back to a rail before the one in use once that
+  // rail was healthy again (rails.h), either end asking.
+  uint64_t railFailbacks = 0;
   // Times a session went on over a new connection (resume.h), and the
   // messages sent again then.
   uint64_t sessionsResumed = 0;
@@ -111,6 +116,15 @@ struct LinkSnapshot {
   std::optional<std::size_t> rail{};    // the index of that rail (config::Peer::rail)
 };
 
+// One of the peer's rails, for the status: its addresses (this node's,
+// the peer's), state and health, and what went over it.
+struct RailSnapshot {
+  std::size_t index = 0;
+  std::string local, remote;
+  RailState state = RailState::kStandby;
+  RailStats stats;  // traffic: its connections', the current one's included
+};
+
 // A peer, for the status (daemon/status.h).
 struct PeerSnapshot {
   std::string name, address, lastError;
@@ -121,6 +135,7 @@ struct PeerSnapshot {
   LatencyHistogram deliveryLatency;
   std::vector<OutFlowStats> flows;
   std::optional<LinkSnapshot> link;  // while it has a connection
+  std::vector<RailSnapshot> rails;   // the rails it shares with this node
 };
 
 class Peer {
@@ -232,6 +247,13 @@ class Peer {
     return conn_ == c || std::find(candidates_.begin(), candidates_.end(), c) != candidates_.end();
   }
 
+  // Rails (peer_rails.cc, rails.h): a rail the peer wants probed, which the
+  // mesh takes in its service step and starts (Mesh::probe), handing it
+  // over; the peer reads its outcome and destroys it in its service step.
+  std::optional<std::size_t> takeProbeRequest();
+  void probing(std::unique_ptr<RailProbe> probe);
+  const RailHealth& railHealth() const { return health_; }
+
   // The service step: observe the connection, read, write into batches.
   void service();
   // Posts what service() wrote (the mesh calls it after the loop turn's
@@ -276,6 +298,16 @@ class Peer {
   void writeResume(ResumeKind kind);
   void resumeTick(std::chrono::steady_clock::time_point now);
   void countRejectedBatch(const Connection& c);
+  // Rails (peer_rails.cc): each probe interval, the rails to probe and
+  // whether to move back to a preferred one; probes done; a connection up
+  // or down over a rail; a move asked by either end.
+  void railTick();
+  void reapProbes();
+  void railUp();
+  void railDown(bool failed, const std::string& why);
+  void startMove(std::size_t to);
+  bool onMove(const Record& r);
+  std::vector<RailSnapshot> railSnapshots() const;
   // The rail `c` runs over: the one of the peer's rails its remote end is on.
   std::optional<std::size_t> railOf(const Connection& c) const;
   // An established connection (current or candidate) is gone: "closed" at
@@ -312,7 +344,20 @@ class Peer {
   } logs_;
   Redial redial_;       // when the next dial goes
   RailRotation rails_;  // over which rail
+  RailHealth health_;   // how each rail fared
+  std::vector<std::unique_ptr<RailProbe>> probes_;
+  std::vector<std::size_t> probeAsks_;   // rails to probe, not yet taken by the mesh
+  std::optional<std::size_t> connRail_;  // the rail the current connection runs over (up)
+  // A move of the session to another rail (kMove), asked by either end: the
+  // connection closes (by the peer, or here after `deadline`), the session
+  // is held and rail `to` dialed at once; not a failure of the rail left.
+  struct Move {
+    std::optional<std::size_t> to;
+    std::chrono::steady_clock::time_point deadline;
+    bool redial = false;  // onDown → redialAfterDown: dial `to` at once
+  } move_;
   std::unique_ptr<loop::Timer> tickTimer_, confirmTimer_;
+  std::unique_ptr<loop::Timer> railTimer_;  // rail_probe_interval (peer_rails.cc)
 
   Outbound out_;
   Inbound in_{config_};     // reassembly of this connection's messages
@@ -320,6 +365,9 @@ class Peer {
   Confirmations confirms_;  // outcomes owed to the peer
   ResumeState resume_;      // the session across connections
   bool replacing_ = false;  // onDown: the connection lost is being replaced to resume
+  // onDown: the connection is closed for another that takes its place (not
+  // a failure of its rail, and no other rail to dial).
+  bool superseded_ = false;
   // Subjects on the current connection: records owed, and the interest
   // announced each way (a connection that carries interest is never idle).
   struct Subjects {

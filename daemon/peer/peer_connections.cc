@@ -93,8 +93,9 @@ void Peer::makeCurrent(Connection* c, const char* whyOldGoes, bool resuming) {
   if (conn_ != nullptr && conn_ != c) {
     conn_->close(whyOldGoes);
     replacing_ = resuming;
+    superseded_ = true;
     onDown();
-    replacing_ = false;
+    replacing_ = superseded_ = false;
   }
   redial_.cancel();
   conn_ = c;

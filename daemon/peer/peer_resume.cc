@@ -101,6 +101,7 @@ std::string Peer::heldTooLong() const {
 // how far it has settled: outcomes before that are not kept any longer.
 bool Peer::onResume(const Record& r) {
   const auto kind = static_cast<ResumeKind>(r.flags);
+  if (kind == ResumeKind::kMove) return onMove(r);
   std::string fault;
   if (!resume_.negotiated)
     fault = "a resume record on a connection without resume";
@@ -129,6 +130,8 @@ bool Peer::onResume(const Record& r) {
     });
     counters_.sessionsResumed++;
     counters_.messagesResent += out_.resent() - before;
+    if (connRail_ && health_.has(*connRail_))
+      health_.at(*connRail_).traffic.messagesResent += out_.resent() - before;
     spdlog::info(
         "peer {}: session resumed: {} message(s) sent again from {}, {} outcome "
         "range(s) written again",

@@ -14,7 +14,8 @@ PeerSnapshot Peer::snapshot() const {
                  out_.queuedBytes(), out_.inFlight(),
                  counters_,          out_.confirmed(),
                  out_.failed(),      out_.deliveryLatency(),
-                 out_.flowStats(),   std::nullopt};
+                 out_.flowStats(),   std::nullopt,
+                 railSnapshots()};
   if (conn_ != nullptr)
     s.link = LinkSnapshot{remoteIncarnation(),
                           conn_->established(),

@@ -27,6 +27,8 @@ const char* toString(RejectReason r) {
       return "not from the node's configured address";
     case RejectReason::kAuthentication:
       return "authentication failed";
+    case RejectReason::kProbed:
+      return "probe answered";
   }
   return "unknown reason";
 }
@@ -51,6 +53,8 @@ const char* keyOf(RejectReason r) {
       return "wrong_address";
     case RejectReason::kAuthentication:
       return "authentication";
+    case RejectReason::kProbed:
+      return "probed";
   }
   return "other";
 }
@@ -190,10 +194,11 @@ Status readBody(const RecordHeader& h, std::span<const std::byte> bodyBytes, Rec
       if (h.length != sizeof(ResumeBody)) return fault("a resume record of the wrong length");
       const auto kind = static_cast<ResumeKind>(h.flags);
       if (kind != ResumeKind::kContinue && kind != ResumeKind::kFresh &&
-          kind != ResumeKind::kProgress)
+          kind != ResumeKind::kProgress && kind != ResumeKind::kMove)
         return fault("a resume record of kind " + std::to_string(int{h.flags}));
       std::memcpy(&out.resume, bodyBytes.data(), sizeof out.resume);
-      if (h.seq == 0 || out.resume.lowestUnsettled == 0)
+      // (A move's seq is a rail's index, which may be 0.)
+      if ((h.seq == 0 && kind != ResumeKind::kMove) || out.resume.lowestUnsettled == 0)
         return fault("a resume record naming message 0");
       break;
     }

@@ -50,9 +50,12 @@ enum class RejectReason : uint8_t {
   // One end authenticates and the other does not (in a REJ); also the
   // counter of connections whose proof failed (those end in a disconnect).
   kAuthentication = 8,
+  // The answer to a probe (kHelloProbe): the rail reached this node. Not a
+  // refusal; counted apart from them.
+  kProbed = 9,
 };
-inline constexpr size_t kRejectReasons = 9;
-static_assert(kRejectReasons == static_cast<size_t>(RejectReason::kAuthentication) + 1,
+inline constexpr size_t kRejectReasons = 10;
+static_assert(kRejectReasons == static_cast<size_t>(RejectReason::kProbed) + 1,
               "every reason has its counter");
 const char* toString(RejectReason r);
 // The reason as a status and metrics key: "unknown_peer", "wrong_address", ...
@@ -105,6 +108,11 @@ enum HelloFlags : uint16_t {
   // incarnation at the target is then stale (its loss not yet seen there):
   // the new one replaces it instead of being refused as a duplicate.
   kHelloResuming = 128,
+  // In a REQ: a probe of a rail (rail_probe.h), not a connection. A target
+  // that keeps sessions (kHelloResume) answers it with a REJ of reason
+  // kProbed once the REQ passed its checks (magic, version, target, the
+  // dialer's configured address), before any tie-break.
+  kHelloProbe = 256,
 };
 
 inline constexpr size_t kNonceSize = 32;
@@ -155,11 +163,16 @@ enum class RecordType : uint8_t {
 // way on a connection between kHelloResume peers, and neither end starts a
 // message or writes an outcome before it has the other's. kProgress comes
 // later, as the sender's lowest unsettled moves: outcomes before it need
-// not be kept for a resume any more.
+// not be kept for a resume any more. kMove asks the receiver to move.
 enum class ResumeKind : uint8_t {
   kContinue = 1,  // the sender goes on with the session it had with the receiver's incarnation
   kFresh = 2,     // the sender starts a new session: messages from 1, nothing kept
   kProgress = 3,
+  // The sender moves the session to another rail (its health came back,
+  // rails.h): seq is that rail's index. The receiver closes the
+  // connection, holds the session and dials that rail at once, as the
+  // sender does; neither counts it as a failure of the rail it leaves.
+  kMove = 4,
 };
 struct ResumeBody {
   uint64_t lowestUnsettled;

@@ -48,6 +48,7 @@ Result<Receiver::Arrival> Receiver::onReceived(const ibv_wc& wc, size_t bufferSi
   // On the passive side the first batches may complete before ESTABLISHED
   // is read from the event channel: they wait here like any other.
   counters_.batchesReceived++;
+  counters_.bytesReceived += *bytes;
   received_.push_back({index, *bytes});
   BatchReader reader({supply_->at(index), *bytes});
   if (Status st = reader.open(); !st.ok())

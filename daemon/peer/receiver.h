@@ -31,6 +31,7 @@ class Receiver {
     uint64_t recvsPosted = 0;
     uint64_t postRecvCalls = 0;
     uint64_t batchesReceived = 0;
+    uint64_t bytesReceived = 0;
   };
 
   explicit Receiver(CreditLedger& ledger) : ledger_(ledger) {}

@@ -77,6 +77,11 @@ class RailRotation {
     return false;
   }
   void connected() { failures_ = 0; }
+  // The session moves to `rail` (a failback): dialed next, a new round.
+  void moveTo(std::size_t rail) {
+    rail_ = rail;
+    failures_ = 0;
+  }
   // The rails changed (a reload): the first one again.
   void restart() { rail_ = failures_ = 0; }
 

@@ -95,6 +95,7 @@ Status Sender::post(ibv_qp* qp) {
       }
     }
     w.opcode = IBV_WR_SEND;
+    counters_.bytesPosted += sge[0].length + (w.num_sge == 2 ? sge[1].length : 0);
     const uint32_t unsignaled = batches_.unsignaled();
     if (batches_.signal(i, {buffers.count(), pool_->available(), pool_->unsignaled()},
                         i == lastInPlace)) {

@@ -36,6 +36,7 @@ class Sender {
 
   struct Counters {
     uint64_t sendsPosted = 0;  // RDMA send work requests
+    uint64_t bytesPosted = 0;  // what they carried
     uint64_t sendsSignaled = 0;
     uint64_t postSendCalls = 0;
     uint64_t creditStalls = 0;   // times data waited for credits

@@ -522,6 +522,18 @@ TEST_F(Batch, ResumeRecordsRoundTrip) {
   EXPECT_EQ(nextOf(r, rec), 0);
 }
 
+TEST_F(Batch, AMoveRecordNamesItsRail) {
+  w_.addResume(ResumeKind::kMove, 0, 12);
+  auto b = sent();
+  BatchReader r(b);
+  ASSERT_TRUE(r.open());
+  Record rec;
+  ASSERT_EQ(nextOf(r, rec), 1);
+  EXPECT_EQ(static_cast<ResumeKind>(rec.flags), ResumeKind::kMove);
+  EXPECT_EQ(rec.seq, 0u) << "the rail";
+  EXPECT_EQ(rec.resume.lowestUnsettled, 12u);
+}
+
 TEST(BatchMalformed, AResumeRecordHasItsKindItsLengthAndNoMessageZero) {
   auto resume = [](uint8_t kind, uint32_t len, uint64_t next, uint64_t lowest) {
     RecordHeader h{};
@@ -537,7 +549,9 @@ TEST(BatchMalformed, AResumeRecordHasItsKindItsLengthAndNoMessageZero) {
   EXPECT_EQ(resume(1, sizeof(ResumeBody), 1, 1), 0);
   EXPECT_EQ(resume(3, sizeof(ResumeBody), 9, 4), 0);
   EXPECT_EQ(resume(0, sizeof(ResumeBody), 1, 1), -1) << "kind 0";
-  EXPECT_EQ(resume(4, sizeof(ResumeBody), 1, 1), -1) << "kind 4";
+  EXPECT_EQ(resume(5, sizeof(ResumeBody), 1, 1), -1) << "kind 5";
+  EXPECT_EQ(resume(4, sizeof(ResumeBody), 0, 1), 0) << "a move to rail 0";
+  EXPECT_EQ(resume(4, sizeof(ResumeBody), 1, 0), -1) << "a move naming message 0 unsettled";
   EXPECT_EQ(resume(1, 8, 1, 1), -1) << "short";
   EXPECT_EQ(resume(1, 24, 1, 1), -1) << "long";
   EXPECT_EQ(resume(2, sizeof(ResumeBody), 0, 1), -1) << "message 0 expected";

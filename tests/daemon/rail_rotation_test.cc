@@ -47,5 +47,14 @@ TEST(RailRotation, NewRailsStartAtTheFirst) {
   EXPECT_TRUE(r.failed(2));
 }
 
+TEST(RailRotation, AMoveDialsThatRailWithAFullRoundAhead) {
+  RailRotation r;
+  EXPECT_TRUE(r.failed(2));  // on rail 1 now
+  r.moveTo(0);               // rail 0 healthy again: the session moves back
+  EXPECT_EQ(r.current(), 0u);
+  EXPECT_TRUE(r.failed(2)) << "its failure still moves on at once";
+  EXPECT_EQ(r.current(), 1u);
+}
+
 }  // namespace
 }  // namespace rdmamsg::peer

@@ -11,7 +11,8 @@
 // out of sequence), fragment (fragments longer than the message they
 // announce), confirm (confirms a message never sent), auth (an
 // authentication record after the handshake), resume (a resume record
-// without having offered resume in its Hello), unknown-service (a well-formed
+// without having offered resume in its Hello), move (a move to another
+// rail, likewise), unknown-service (a well-formed
 // message for a service nobody registered), oversize (a message announced
 // larger than the daemon's max_message_size). Against a daemon with a mesh
 // secret, which it does not know: auth-wrong-proof (a proof made up),
@@ -380,6 +381,8 @@ int main(int argc, char** argv) {
     batch(l, 0, [](BatchWriter& w) { w.addConfirm(1, 3, 0); });
   } else if (mode == "resume") {
     batch(l, 0, [](BatchWriter& w) { w.addResume(ResumeKind::kContinue, 1, 1); });
+  } else if (mode == "move") {
+    batch(l, 0, [](BatchWriter& w) { w.addResume(ResumeKind::kMove, 1, 1); });
   } else if (mode == "auth") {
     AuthBody a{};
     a.proofCount = 1;

@@ -91,6 +91,7 @@ TEST_F(HostilePeer, EveryProtocolViolationIsDisconnectedWithItsReasonAndOthersAr
       {"confirm", "confirmation for a message not in flight"},
       {"auth", "authentication record after the handshake"},
       {"resume", "a resume record on a connection without resume"},
+      {"move", "a move before the session was resumed"},
   };
   for (const auto& [mode, reason] : cases) {
     SCOPED_TRACE(mode);

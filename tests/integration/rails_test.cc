@@ -24,6 +24,7 @@ struct RailMesh {
   std::unique_ptr<DaemonProcess> d[2];
   const char* names[2] = {"alpha", "beta"};
   uint16_t port = 7471;
+  std::string extra;  // more of the mesh file
 
   std::string socket(int i) const { return dir.file(std::string(names[i]) + ".sock"); }
   std::string rails(int host) const {
@@ -38,7 +39,8 @@ struct RailMesh {
     for (int j = 0; j < 2; j++)
       y += "  - name: " + std::string(names[j]) + "\n    address: " + rails(j) + "\n";
     y += "heartbeat_interval: 200ms\nheartbeat_timeout: 1s\nreconnect_backoff_min: 50ms\n"
-         "reconnect_backoff_max: 1s\nconnect_timeout: 2s\nmessage_timeout: 10s\n";
+         "reconnect_backoff_max: 1s\nconnect_timeout: 2s\nmessage_timeout: 10s\n" +
+         extra;
     writeFile(dir.file(std::string(names[i]) + ".yaml"), y);
     d[i] = std::make_unique<DaemonProcess>(names[i], dir.file(std::string(names[i]) + ".yaml"),
                                            socket(i), dir.file(std::string(names[i]) + ".log"));
@@ -201,7 +203,7 @@ class Stream {
 // over the other rail at once (no backoff), the session goes on there and
 // what was unconfirmed is sent again: every message is confirmed, the
 // sender sees no failure, the listener receives each once and in order.
-// The rail brought back up stays standby while the other works.
+// Active-standby prefers rail 0: with both up, the session ends on it.
 TEST(Rails, APeerWhoseRailGoesDownIsReachedOverTheOther) {
   if (!canMakeNamespaces()) GTEST_SKIP() << "needs root and ip netns";
   RailMesh m;
@@ -289,12 +291,13 @@ TEST(Rails, APeerWhoseRailGoesDownIsReachedOverTheOther) {
   EXPECT_EQ(stream.confirmed(), before + 200) << "messages over the other rail failed\n"
                                               << m.logs();
 
-  // The rail back: the other keeps the connection (standby does not preempt).
+  // The rail back: rail 0 is preferred, so the session ends on it (moved
+  // back once healthy if it was the one cut; kept there if not).
   ASSERT_TRUE(m.hosts.setLink(r, true));
   stream.send(200);
   ASSERT_TRUE(stream.settle(10s));
   EXPECT_EQ(stream.confirmed(), before + 400);
-  EXPECT_TRUE(m.connectedOver(other, 2s)) << m.logs();
+  EXPECT_TRUE(m.connectedOver(0, 15s)) << m.logs();
   stream.expectLossless();
   EXPECT_NE(metrics.find("rdmamsg_peer_sessions_resumed_total{peer=\"beta\"} 1"), std::string::npos)
       << metrics;
@@ -337,6 +340,100 @@ TEST(Rails, AFlappingRailMovesThePeerToTheOtherEveryTime) {
   EXPECT_GE(beta->value("sessions_resumed", 0), 4) << status->dump();
   std::printf("flapping: %d message(s) sent again by alpha over 4 failovers\n",
               beta->value("messages_resent", 0));
+}
+
+// The rail the session left comes back: it is probed (every
+// rail_probe_interval) while the other carries the session, its health
+// climbs back, and the session moves back to it (active-standby prefers
+// rail 0) in the middle of a stream, losing nothing. Each end shows every
+// rail: state, health, device, probes, failovers and failbacks, traffic.
+TEST(Rails, ARailBackUpTakesTheSessionBackOnceHealthy) {
+  if (!canMakeNamespaces()) GTEST_SKIP() << "needs root and ip netns";
+  RailMesh m;
+  m.extra = "rail_probe_interval: 100ms\n";
+  ASSERT_TRUE(m.hosts.create());
+  ASSERT_TRUE(m.hosts.setLink(true));
+  ASSERT_TRUE(m.start());
+  ASSERT_GE(m.railInUse(10s), 0) << m.logs();
+  // Rail 0 is preferred: a session that started on rail 1 goes to it.
+  ASSERT_TRUE(m.connectedOver(0, 15s)) << m.logs();
+  Stream stream;
+  ASSERT_TRUE(stream.open(m));
+  stream.send(200);
+  ASSERT_TRUE(stream.settle(10s));
+
+  ASSERT_TRUE(m.hosts.setLink(0, false));
+  stream.send(200);
+  ASSERT_TRUE(stream.settle(15s));
+  ASSERT_TRUE(m.connectedOver(1, 10s)) << m.logs();
+  // While rail 0 is down its probes fail, and the status says so.
+  ASSERT_TRUE(waitForStatus(
+      m.socket(0),
+      [&](const Json& s) {
+        const Json* p = peerEntry(s, "beta");
+        return p != nullptr && p->contains("rails") && (*p)["rails"].size() == 2 &&
+               (*p)["rails"][0].value("state", "") == "down" &&
+               (*p)["rails"][0].value("probes_failed", 0) >= 1 &&
+               (*p)["rails"][1].value("state", "") == "active";
+      },
+      10s))
+      << m.logs();
+
+  ASSERT_TRUE(m.hosts.setLink(0, true));
+  // The stream goes on while the session moves back.
+  for (int round = 0; round < 20 && !m.connectedOver(0, 100ms); round++)
+    stream.send(20);
+  stream.send(100);
+  ASSERT_TRUE(stream.settle(15s));
+  EXPECT_TRUE(m.connectedOver(0, 15s)) << m.logs();
+  stream.expectLossless();
+  EXPECT_TRUE(m.d[0]->waitLog("rail 0 (" + TwoHosts::ip(1, 0), 1s) ||
+              m.d[1]->waitLog("rail 0 (" + TwoHosts::ip(0, 0), 1s))
+      << m.logs();
+
+  int failbacks = 0, answered = 0;
+  for (int i = 0; i < 2; i++) {
+    auto st = statusOf(m.socket(i));
+    ASSERT_TRUE(st);
+    answered += st->value("probes_answered", 0);
+    EXPECT_FALSE(st->contains("rejected_connections") &&
+                 (*st)["rejected_connections"].contains("probed"))
+        << "a probe answered is not a connection refused";
+    const Json* p = peerEntry(*st, m.names[1 - i]);
+    ASSERT_NE(p, nullptr);
+    failbacks += p->value("rail_failbacks", 0);
+    EXPECT_EQ(p->value("failed", -1), 0) << st->dump();
+    ASSERT_TRUE(p->contains("rails") && (*p)["rails"].size() == 2) << st->dump();
+    const Json& r0 = (*p)["rails"][0];
+    const Json& r1 = (*p)["rails"][1];
+    EXPECT_EQ(r0.value("state", ""), "active") << st->dump();
+    EXPECT_EQ(r0.value("health", 0), 1000) << st->dump();
+    EXPECT_EQ(r0.value("device", ""), "softrdma0") << st->dump();
+    EXPECT_EQ(r0.value("address", ""), TwoHosts::ip(1 - i, 0) + ":7471");
+    EXPECT_EQ(r0.value("local_address", ""), TwoHosts::ip(i, 0) + ":7471");
+    EXPECT_GE(r0.value("failures", 0), 1) << st->dump();
+    EXPECT_GE(r0.value("connects", 0), 2) << st->dump();
+    EXPECT_GT(r0.value("bytes_sent", 0), 0) << st->dump();
+    EXPECT_GT(r0.value("batches_received", 0), 0) << st->dump();
+    EXPECT_EQ(r1.value("state", ""), "standby") << st->dump();
+    EXPECT_EQ(r1.value("device", ""), "softrdma1") << st->dump();
+    EXPECT_GE(r1.value("connects", 0), 1) << st->dump();
+    EXPECT_GT(r1.value("bytes_sent", 0), 0) << st->dump();
+    if (i == 0) {  // alpha's listener received over both rails
+      EXPECT_GT(r1.value("messages_confirmed", 0), 0) << st->dump();
+      EXPECT_GT(r0.value("messages_confirmed", 0), 0) << st->dump();
+    }
+  }
+  EXPECT_GE(failbacks, 1);
+  EXPECT_GE(answered, 1) << "rail 0 was probed back to health";
+  const std::string metrics = runCli(m.dir, {"--socket", m.socket(0), "metrics"}).out;
+  for (const std::string sample : {"rdmamsg_rail_active{peer=\"beta\",rail=\"0\"} 1",
+                                   "rdmamsg_rail_active{peer=\"beta\",rail=\"1\"} 0",
+                                   "rdmamsg_rail_health{peer=\"beta\",rail=\"1\"} 1000"})
+    EXPECT_NE(metrics.find(sample), std::string::npos) << sample << "\n" << metrics;
+  EXPECT_NE(metrics.find("rdmamsg_rail_probes_failed_total{peer=\"beta\",rail=\"0\"} "),
+            std::string::npos)
+      << metrics;
 }
 
 // A peer whose daemon is not listening yet refuses the dials: the rail
@@ -521,10 +618,13 @@ TEST(Rails, APeerWithOneRailBesidePeersWithTwo) {
   Status st = send(0, 2, "alpha to gamma: no rail");
   EXPECT_EQ(st.code(), Errc::peer_unreachable) << st.toString();
 
+  // Back: gamma is reached again, and alpha and beta move back to rail 0
+  // once it is healthy (probed), without losing what they carry.
   ASSERT_TRUE(hosts.setPort(0, 0, true));
   EXPECT_TRUE(over(0, 2, 0) && over(2, 0, 0)) << logs();
   EXPECT_TRUE(send(0, 2, "alpha to gamma again").ok());
-  EXPECT_TRUE(over(0, 1, 1)) << "alpha and beta left rail 1\n" << logs();
+  EXPECT_TRUE(over(0, 1, 0) && over(1, 0, 0)) << "alpha and beta stayed on rail 1\n" << logs();
+  EXPECT_TRUE(send(0, 1, "alpha to beta over rail 0 again").ok());
 }
 
 }  // namespace

@@ -1,0 +1,61 @@
+// Rail health (rails.h).
+#include "daemon/peer/rails.h"
+
+#include <algorithm>
+
+namespace rdmamsg::peer {
+
+RailTraffic& RailTraffic::operator+=(const RailTraffic& o) {
+  batchesSent += o.batchesSent;
+  batchesReceived += o.batchesReceived;
+  bytesSent += o.bytesSent;
+  bytesReceived += o.bytesReceived;
+  messagesReceived += o.messagesReceived;
+  messagesConfirmed += o.messagesConfirmed;
+  messagesResent += o.messagesResent;
+  return *this;
+}
+
+const char* toString(RailState s) {
+  switch (s) {
+    case RailState::kActive:
+      return "active";
+    case RailState::kStandby:
+      return "standby";
+    case RailState::kDegraded:
+      return "degraded";
+    case RailState::kDown:
+      return "down";
+  }
+  return "unknown";
+}
+
+void RailHealth::failed(std::size_t rail, const std::string& why) {
+  if (!has(rail)) return;
+  RailStats& r = rails_[rail];
+  r.health = std::max(0, r.health - kHealthStep);
+  r.down = true;
+  r.failures++;
+  r.lastFailure = why;
+}
+
+void RailHealth::succeeded(std::size_t rail) {
+  if (!has(rail)) return;
+  RailStats& r = rails_[rail];
+  r.health = std::min(kMaxHealth, r.health + kHealthStep);
+  r.down = false;
+}
+
+std::optional<std::size_t> RailHealth::preferredOver(std::size_t current) const {
+  for (std::size_t r = 0; r < current && r < rails_.size(); r++)
+    if (healthy(r)) return r;
+  return std::nullopt;
+}
+
+RailState RailHealth::state(std::size_t rail, std::optional<std::size_t> active) const {
+  if (active && *active == rail) return RailState::kActive;
+  if (!has(rail) || rails_[rail].down) return RailState::kDown;
+  return rails_[rail].health < kMaxHealth ? RailState::kDegraded : RailState::kStandby;
+}
+
+}  // namespace rdmamsg::peer
