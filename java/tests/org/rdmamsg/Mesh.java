@@ -181,7 +181,9 @@ final class Mesh implements AutoCloseable {
     }
   }
 
-  private static final Pattern STATE = Pattern.compile("\"state\"\\s*:\\s*\"([a-z_]+)\"");
+  // A peer's state (status "peers"); its rails' states (active, standby, ...) are not matched.
+  private static final Pattern STATE = Pattern.compile(
+      "\"state\"\\s*:\\s*\"(idle|connecting|established|disconnected|stopping|stopped)\"");
 
   /** Every node sees every other node established. */
   boolean established() {
