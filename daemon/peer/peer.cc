@@ -347,7 +347,10 @@ Result<Admitted> Peer::send(uint64_t session, uint64_t msgId, std::string_view s
                             std::string_view dstService, std::span<const std::byte> payload,
                             const PayloadHandle* inPlace) {
   const bool up = state_.get() == PeerState::kEstablished && !conn_->down();
-  if (!up && !resume_.held &&
+  // Down, but not yet seen by the service step: with a session kept across
+  // connections it will be held, so the message waits like any other.
+  const bool toBeHeld = state_.get() == PeerState::kEstablished && resume_.negotiated;
+  if (!up && !resume_.held && !toBeHeld &&
       (!onDemand() || state_.get() == PeerState::kStopping || state_.get() == PeerState::kStopped))
     return Status(Errc::peer_unreachable, "peer " + name() + " is not connected (" +
                                               toString(state_.get()) +

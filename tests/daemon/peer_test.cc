@@ -207,6 +207,23 @@ TEST_F(TwoRailPeerTest, AConnectionLostMidMessageGoesOnAndEveryMessageArrivesOnc
   EXPECT_EQ(alpha->peer("beta").counters().messagesResent, 1u);
 }
 
+// A message sent after the connection went down but before the peer's
+// service step saw it (the state still says established) waits for the
+// held session like any other: it is not refused as unreachable.
+TEST_F(TwoRailPeerTest, AMessageSentAsTheConnectionGoesDownWaitsForTheNextOne) {
+  startTwoRails();
+  uint64_t id = 1;
+  send("svc", 1, 100, id);
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.deliveredCount[1] == 1; }));
+  cutAlphasConnection("link cut by the test");
+  ASSERT_TRUE(alpha->peer("beta").established()) << "not seen down yet";
+  Result<Admitted> admitted = alpha->peer("beta").send(1, id++, "src", "svc", bytesOf("late"));
+  ASSERT_TRUE(admitted.ok()) << admitted.status().toString();
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.deliveredCount[1] == 2; }));
+  EXPECT_TRUE(alpha->events.failures.empty());
+  EXPECT_EQ(alpha->peer("beta").counters().sessionsResumed, 1u);
+}
+
 // With one rail nothing changes: the connection's messages fail back to
 // their senders at once, and the next connection is a new session.
 TEST_F(PeerTest, WithOneRailALostConnectionFailsWhatWasInFlight) {
