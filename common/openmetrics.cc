@@ -372,6 +372,25 @@ void loopFamilies(Exposition& e, const json& s) {
   }
 }
 
+// Every peer entry of the status, and with rail_policy spread each of its
+// lanes, whose samples carry a lane label besides the peer's name.
+json peerEntries(const json& s) {
+  json peers = json::array();
+  for (const auto& p : listAt(s, "peers")) {
+    peers.push_back(p);
+    for (const auto& lane : listAt(p, "lanes"))
+      peers.push_back(lane);
+  }
+  return peers;
+}
+
+std::string peerLabel(const json& p) {
+  std::string l = label("peer", p.value("name", ""));
+  if (p.contains("lane") && p["lane"].is_number())
+    l += "," + label("lane", std::to_string(p["lane"].get<uint64_t>()));
+  return l;
+}
+
 void deliveryHistograms(Exposition& e, const json& peers) {
   e.family("rdmamsg_peer_delivery_seconds", "histogram",
            "Time from a message's first fragment on the link to the peer's confirmation that "
@@ -379,7 +398,7 @@ void deliveryHistograms(Exposition& e, const json& peers) {
   for (const auto& p : peers) {
     const json& h = at(p, "delivery_seconds");
     if (!h.contains("buckets")) continue;
-    const std::string pl = label("peer", p.value("name", ""));
+    const std::string pl = peerLabel(p);
     for (const auto& b : h["buckets"])
       e.sample("rdmamsg_peer_delivery_seconds", "_bucket",
                pl + "," + label("le", canonical(b[0].get<double>())), number(b[1]));
@@ -391,16 +410,16 @@ void deliveryHistograms(Exposition& e, const json& peers) {
 }
 
 void peerFamilies(Exposition& e, const json& s) {
-  const json peers = s.contains("peers") && s["peers"].is_array() ? s["peers"] : json::array();
+  const json peers = peerEntries(s);
   e.family("rdmamsg_peer_up", "gauge", "1 while the connection to the peer is established.");
   for (const auto& p : peers) {
-    const std::string pl = label("peer", p.value("name", ""));
+    const std::string pl = peerLabel(p);
     e.sample("rdmamsg_peer_up", "", pl, p.value("state", "") == "established" ? "1" : "0");
   }
   for (const auto& p : peers)
-    fields(e, p, kPeer, label("peer", p.value("name", "")));
+    fields(e, p, kPeer, peerLabel(p));
   for (const auto& p : peers)
-    fields(e, at(p, "rdma"), kRdma, label("peer", p.value("name", "")));
+    fields(e, at(p, "rdma"), kRdma, peerLabel(p));
   e.family("rdmamsg_peer_batches_rejected", "counter",
            "Batches from the peer that failed verification under the connection's session keys, "
            "by reason (bad_mac, replayed, reordered, truncated); each closed its connection.");
@@ -408,24 +427,20 @@ void peerFamilies(Exposition& e, const json& s) {
     for (const auto& [reason, count] : at(p, "batches_rejected").items())
       if (count.is_number())
         e.sample("rdmamsg_peer_batches_rejected", "_total",
-                 label("peer", p.value("name", "")) + "," + label("reason", reason), number(count));
+                 peerLabel(p) + "," + label("reason", reason), number(count));
   e.family("rdmamsg_rail_active", "gauge", "1 while the peer's connection runs over the rail.");
   for (const auto& p : peers)
     for (const auto& r : listAt(p, "rails"))
       e.sample("rdmamsg_rail_active", "",
-               label("peer", p.value("name", "")) + "," +
-                   label("rail", std::to_string(r.value("rail", 0))),
+               peerLabel(p) + "," + label("rail", std::to_string(r.value("rail", 0))),
                r.value("state", "") == "active" ? "1" : "0");
   for (const auto& p : peers)
     for (const auto& r : listAt(p, "rails"))
-      fields(e, r, kRail,
-             label("peer", p.value("name", "")) + "," +
-                 label("rail", std::to_string(r.value("rail", 0))));
+      fields(e, r, kRail, peerLabel(p) + "," + label("rail", std::to_string(r.value("rail", 0))));
   for (const auto& p : peers) {
     if (!p.contains("flows") || !p["flows"].is_array()) continue;
     for (const auto& f : p["flows"])
-      fields(e, f, kFlow,
-             label("peer", p.value("name", "")) + "," + label("service", f.value("service", "")));
+      fields(e, f, kFlow, peerLabel(p) + "," + label("service", f.value("service", "")));
   }
   deliveryHistograms(e, peers);
 }

@@ -16,7 +16,11 @@ int checkConfigCommand(const std::string& path, std::optional<std::string> node,
   const Config& config = result.config();
   const std::size_t peers = config.peers.size();
   out << path << ": OK: node " << config.node << ", listen " << toString(config.listenRails())
-      << ", " << peers << (peers == 1 ? " peer" : " peers") << '\n';
+      << ", " << peers << (peers == 1 ? " peer" : " peers");
+  if (config.railPolicy == RailPolicy::kSpread)
+    out << ", rail_policy spread: " << config.laneCount()
+        << (config.laneCount() == 1 ? " connection" : " connections");
+  out << '\n';
   if (config.local.localPolicy)
     out << "local_policy: " << describe(config.local.localPolicy) << '\n';
   if (config.auth.secret) {

@@ -13,6 +13,17 @@ const char* toString(ConnectMode mode) {
   return mode == ConnectMode::kOnDemand ? "on_demand" : "always";
 }
 
+const char* toString(RailPolicy policy) {
+  return policy == RailPolicy::kSpread ? "spread" : "active-standby";
+}
+
+std::size_t Config::laneCount() const {
+  std::size_t n = 0;
+  for (const Peer& peer : peers)
+    n += lanesWith(peer);
+  return n;
+}
+
 const Peer* Config::findPeer(std::string_view name) const {
   for (const Peer& peer : peers) {
     if (peer.name == name) return &peer;
@@ -64,6 +75,7 @@ std::vector<Setting> settings(const Config& config) {
       {"previous_secret_file", secretText(config.auth.previousSecret)},
       {"encryption", config.auth.encryption ? "on" : "off"},
       {"tos", config.tos ? std::to_string(*config.tos) : std::string("-")},
+      {"rail_policy", toString(config.railPolicy)},
       {"buffer_size", formatSize(config.buffers.bufferSize)},
       {"buffer_count", std::to_string(config.buffers.bufferCount)},
       {"credits", std::to_string(config.buffers.grantedCredits())},

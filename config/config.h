@@ -81,6 +81,13 @@ const char* toString(ReceiveQueue q);
 enum class ConnectMode { kAlways, kOnDemand };
 const char* toString(ConnectMode mode);
 
+// How traffic to a peer uses the rails the two nodes share (`rail_policy`,
+// docs/configuration.md, "Rails"): one connection that runs over one rail
+// at a time (active-standby), or one connection per rail — a lane — with
+// each flow hashed to a lane, so a flow keeps its order (spread).
+enum class RailPolicy { kActiveStandby, kSpread };
+const char* toString(RailPolicy policy);
+
 // How the daemon's loop spends idle time (`idle_strategy`, docs/architecture.md):
 // sleep at once, spin a while first, or spin for ever (a core of its own).
 using IdleStrategy = idle::Strategy;
@@ -195,6 +202,7 @@ struct Config {
   // with rdma_set_option(RDMA_OPTION_ID_TOS) on the listening id and on each
   // dialed id before its address is resolved. Unset: the device's default.
   std::optional<std::uint8_t> tos;
+  RailPolicy railPolicy = RailPolicy::kActiveStandby;
 
   Buffers buffers;    // buffers and flow control
   Subjects subjects;  // subscription limits
@@ -216,6 +224,12 @@ struct Config {
   // The rails this node shares with `peer`: its rail i pairs with the peer's
   // rail i, as many as the shorter list has.
   std::size_t railsWith(const Peer& peer) const { return std::min(railCount(), peer.railCount()); }
+  // The connections (lanes) this node keeps with `peer`: one per shared rail
+  // with spread, else one; and with every peer.
+  std::size_t lanesWith(const Peer& peer) const {
+    return railPolicy == RailPolicy::kSpread ? railsWith(peer) : 1;
+  }
+  std::size_t laneCount() const;
 };
 
 // "10.0.0.1:7471" for one rail, "[10.0.0.1:7471, 10.0.1.1:7471]" for several.

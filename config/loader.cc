@@ -103,6 +103,12 @@ Parsed<IdleStrategy> parseIdleStrategy(std::string_view text) {
   return Parsed<IdleStrategy>::fail("'" + std::string(text) + "' is not sleep, adaptive or busy");
 }
 
+Parsed<RailPolicy> parseRailPolicy(std::string_view text) {
+  if (text == "active-standby") return Parsed<RailPolicy>::ok(RailPolicy::kActiveStandby);
+  if (text == "spread") return Parsed<RailPolicy>::ok(RailPolicy::kSpread);
+  return Parsed<RailPolicy>::fail("'" + std::string(text) + "' is not active-standby or spread");
+}
+
 Parsed<ConnectMode> parseConnectMode(std::string_view text) {
   if (text == "always") return Parsed<ConnectMode>::ok(ConnectMode::kAlways);
   if (text == "on_demand") return Parsed<ConnectMode>::ok(ConnectMode::kOnDemand);
@@ -289,6 +295,7 @@ LoadResult loadDocument(const YAML::Node& root, const std::string& file,
   readLocalSocket(top, config);
   readSecrets(top, config);
   readTos(top, config);
+  if (auto policy = top.parsed("rail_policy", parseRailPolicy)) config.railPolicy = *policy;
   detail::readLocalPolicy(top, config.local.localPolicy);
   readTuning(top, config);
   checkOrder(top, "heartbeat_interval", config.timers.heartbeatInterval, "heartbeat_timeout",

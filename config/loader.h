@@ -13,7 +13,7 @@
 namespace rdmamsg::config {
 
 // Keys accepted at the top level, in the order the reference file documents them.
-inline constexpr std::array<std::string_view, 37> kTopLevelKeys = {
+inline constexpr std::array<std::string_view, 38> kTopLevelKeys = {
     "node",
     "listen",
     "socket",
@@ -27,6 +27,7 @@ inline constexpr std::array<std::string_view, 37> kTopLevelKeys = {
     "previous_secret_file",
     "encryption",
     "tos",
+    "rail_policy",
     "buffer_size",
     "buffer_count",
     "receive_queue",

@@ -36,6 +36,7 @@ std::variant<ReloadPlan, std::string> planReload(const Config& running, const Co
   plan.next.idleStrategy = running.idleStrategy;
   plan.next.auth.encryption = running.auth.encryption;
   plan.next.tos = running.tos;
+  plan.next.railPolicy = running.railPolicy;
   plan.next.subjects.maxSubscriptions = running.subjects.maxSubscriptions;
   plan.next.subjects.maxPeerInterest = running.subjects.maxPeerInterest;
   plan.next.ownAddress = running.ownAddress;  // goes with listen

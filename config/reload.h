@@ -37,6 +37,7 @@ inline constexpr std::string_view kRestartKeys[] = {"listen",
                                                     "idle_strategy",
                                                     "encryption",
                                                     "tos",
+                                                    "rail_policy",
                                                     "max_subscriptions",
                                                     "max_peer_interest"};
 

@@ -149,8 +149,11 @@ Check memory(const config::Config& cfg) {
   const MemoryNeed m = memoryNeed(cfg);
   c.detail = config::formatSize(m.perConnection) + " per connection, " +
              config::formatSize(m.steady) + " for " + std::to_string(cfg.peers.size()) +
-             (cfg.peers.size() == 1 ? " peer" : " peers") + " (send pool included), up to " +
-             config::formatSize(m.peak) +
+             (cfg.peers.size() == 1 ? " peer" : " peers") +
+             (cfg.laneCount() != cfg.peers.size()
+                  ? " in " + std::to_string(cfg.laneCount()) + " connections (rail_policy spread)"
+                  : std::string()) +
+             " (send pool included), up to " + config::formatSize(m.peak) +
              " while connections are replaced (registered_memory_limit " +
              config::formatSize(cfg.buffers.registeredMemoryLimit) + ")";
   rlimit r{};
@@ -221,7 +224,7 @@ MemoryNeed memoryNeed(const config::Config& cfg) {
   m.perConnection = plan.perPeer;
   m.steady = std::min(plan.allPeers, plan.limit);
   // While duplicates resolve each peer may briefly hold a second connection.
-  m.peak = std::min(plan.allPeers + plan.perPeer * (cfg.peers.size() + 2), plan.limit);
+  m.peak = std::min(plan.allPeers + plan.perPeer * (cfg.laneCount() + 2), plan.limit);
   return m;
 }
 

@@ -195,7 +195,7 @@ void Router::onSend(local::SessionId session, const local::SendRequest& r) {
       hold(heldOnSession_[to], session, r.node, r.service, r.payload.size());
     return;
   }
-  peer::Peer* p = mesh_->peer(r.node);
+  peer::Peer* p = mesh_->route(r.node, r.fromService, r.service);
   if (p == nullptr) {
     counters_.unknownNode++;
     return fail(session, r.msgId,

@@ -132,6 +132,13 @@ json peerJson(const Snapshot& s, const peer::PeerSnapshot& p) {
     if (p.link->rail) e["rail"] = *p.link->rail;
     e["rdma"] = rdmaJson(*p.link);
   }
+  if (!p.lanes.empty() || p.lane > 0) e["lane"] = p.lane;
+  if (!p.lanes.empty()) {
+    json lanes = json::array();
+    for (const auto& l : p.lanes)
+      lanes.push_back(peerJson(s, l));
+    e["lanes"] = std::move(lanes);
+  }
   return e;
 }
 

@@ -72,6 +72,12 @@ Admission admitRequest(const config::Config& cfg, std::span<const uint8_t> priva
         from + " (node " + peer->name +
             (cfg.auth.encryption ? " does not encrypt, and this node has encryption: on)"
                                  : " encrypts (encryption: on), and this node does not)"));
+  if (const std::size_t lane = helloLane(hello->flags); lane >= cfg.lanesWith(*peer))
+    return refuse(RejectReason::kNoLane,
+                  from + " (node " + peer->name + " dials lane " + std::to_string(lane) +
+                      "; this node keeps " + std::to_string(cfg.lanesWith(*peer)) +
+                      " with it, rail_policy " + toString(cfg.railPolicy) +
+                      ": do the two nodes have the same rail_policy and rails?)");
   Admission a;
   a.who = peer->name;
   a.peer = peer;

@@ -40,11 +40,34 @@ Mesh::Mesh(loop::EventLoop& loop, const config::Config& cfg, PeerEvents& events,
                                                     toPost_.clear();
                                                   })),
       relistenTimer_(std::make_unique<loop::Timer>(loop, [this] { relisten(); })) {
-  for (const auto& p : cfg.peers)
-    addPeer(p);
+  fitLanes(/*start=*/false);
 }
 
-Peer& Mesh::addPeer(const config::Peer& p) {
+void Mesh::fitLanes(bool start) {
+  for (const auto& c : config_.peers) {
+    const std::size_t want = config_.lanesWith(c);
+    std::vector<Peer*> lanes(want, nullptr);
+    for (Slot& s : slots_) {
+      if (!s.peer || s.peer->removed() || s.peer->name() != c.name) continue;
+      if (s.peer->lane() < want) {
+        lanes[s.peer->lane()] = s.peer.get();
+      } else {
+        s.peer->setLanes({});
+        s.peer->retire("its lane " + std::to_string(s.peer->lane()) +
+                       " is no longer kept (rails changed)");
+        queue_.mark(keyOf(slotOf(*s.peer)));
+      }
+    }
+    for (std::size_t lane = 0; lane < want; lane++)
+      if (lanes[lane] == nullptr) {
+        lanes[lane] = &addPeer(c, lane);
+        if (start) lanes[lane]->start();
+      }
+    lanes[0]->setLanes(want > 1 ? lanes : std::vector<Peer*>{});
+  }
+}
+
+Peer& Mesh::addPeer(const config::Peer& p, std::size_t lane) {
   uint32_t i;
   if (!freeSlots_.empty()) {
     i = freeSlots_.back();
@@ -55,7 +78,7 @@ Peer& Mesh::addPeer(const config::Peer& p) {
   }
   Slot& slot = slots_[i];
   slot.peer = std::make_unique<Peer>(loop_, config_, p, events_, queue_.waker(keyOf(i)),
-                                     uint64_t{slot.generation} << 32 | i);
+                                     uint64_t{slot.generation} << 32 | i, lane);
   return *slot.peer;
 }
 
@@ -81,7 +104,7 @@ Peer* Mesh::peerByHandle(uint64_t handle) const {
 std::vector<const Peer*> Mesh::configuredPeers() const {
   std::vector<const Peer*> out;
   for (const Slot& s : slots_)
-    if (s.peer && !s.peer->removed()) out.push_back(s.peer.get());
+    if (s.peer && !s.peer->removed() && s.peer->lane() == 0) out.push_back(s.peer.get());
   return out;
 }
 
@@ -95,7 +118,7 @@ std::vector<std::string> Mesh::prepareReload(const config::Config& next) {
   for (const Slot& s : slots_)
     if (s.peer && (s.peer->removed() ? !s.conns.empty() : next.findPeer(s.peer->name()) == nullptr))
       closing++;
-  const size_t peers = next.peers.size() + closing;
+  const size_t peers = next.laneCount() + closing;
   std::vector<std::string> problems;
   for (auto& [ctx, d] : devices_.all()) {
     if (d->failed()) continue;
@@ -117,15 +140,17 @@ void Mesh::applyPeers(const std::vector<std::string>& readdressed) {
   for (uint32_t i = 0; i < slots_.size(); i++) {
     Peer* p = slots_[i].peer.get();
     if (p == nullptr || p->removed() || config_.findPeer(p->name()) != nullptr) continue;
+    p->setLanes({});
     p->retire(p->name() + " was removed from the configuration of " + config_.node);
     queue_.mark(keyOf(i));  // the service step frees it once it is closed
   }
-  // A peer configured again gets a new object (a removed one may still be
-  // closing its connection).
-  for (const auto& c : config_.peers)
-    if (peer(c.name) == nullptr && !stopping()) addPeer(c).start();
+  // A peer configured again gets new objects (a removed one may still be
+  // closing its connection); lanes follow the rails each shares now.
+  if (!stopping()) fitLanes(/*start=*/true);
   for (const auto& name : readdressed)
-    if (Peer* p = peer(name)) p->readdress(*config_.findPeer(name));
+    if (Peer* p = peer(name))
+      for (Peer* lane : p->lanes().empty() ? std::vector<Peer*>{p} : p->lanes())
+        lane->readdress(*config_.findPeer(name));
   if (config_.auth.secret)
     forEachPeer([](Peer& p) {
       if (!p.removed()) p.requireAuthentication();
@@ -155,7 +180,10 @@ void Mesh::start() {
   setState(MeshState::kRunning);
   spdlog::info("listening for peers on {} (rdma_cm{})", toString(config_.listenRails()),
                listeners_.size() > 1 ? ", one listener per rail" : "");
-  spdlog::info("{}", rdma::describe(memoryPlan(), config_, config_.peers.size()));
+  spdlog::info("{}", rdma::describe(memoryPlan(), config_, config_.laneCount()));
+  if (config_.railPolicy == config::RailPolicy::kSpread)
+    spdlog::info("rail_policy spread: {} connection(s) to {} peer(s), one per rail shared",
+                 config_.laneCount(), config_.peers.size());
   warnUnverified();
   if (config_.connect == config::ConnectMode::kOnDemand)
     spdlog::info("connect: on_demand: peers are dialed at their first message{}",
@@ -218,7 +246,7 @@ size_t Mesh::connectionCount() const {
 Peer* Mesh::peer(std::string_view name) {
   if (lastPeer_ != nullptr && lastPeer_->name() == name) return lastPeer_;
   for (Slot& s : slots_) {
-    if (s.peer && s.peer->name() == name && !s.peer->removed()) {
+    if (s.peer && s.peer->name() == name && !s.peer->removed() && s.peer->lane() == 0) {
       lastPeer_ = s.peer.get();
       return lastPeer_;
     }
@@ -270,7 +298,7 @@ rdma::Device* Mesh::deviceFor(ibv_context* ctx) {
   pools.burst = config_.buffers.sharedReceiveBuffers;
   pools.chunk = config_.buffers.bufferCount;
   pools.startPeers = config_.connect == config::ConnectMode::kAlways
-                         ? static_cast<uint32_t>(config_.peers.size())
+                         ? static_cast<uint32_t>(config_.laneCount())
                          : 0;
   pools.perPeerCount = config_.buffers.bufferCount;
   const uint64_t cqe = rdma::needsOf(config_).cqe;
@@ -297,7 +325,9 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   p.hello.flowWindow = static_cast<uint32_t>(config_.buffers.flowWindow);
   p.selfName = config_.node;
   p.tos = config_.tos;
-  p.hello.flags |= kHelloIdleClose | kHelloSubjects;
+  // Subjects go over lane 0 only; a lane names itself (spread).
+  p.hello.flags |= kHelloIdleClose | laneFlags(peer.lane());
+  if (peer.lane() == 0) p.hello.flags |= kHelloSubjects;
   if (peer.resumes()) p.hello.flags |= kHelloResume;
   if (peer.holdsSession()) p.hello.flags |= kHelloResuming;
   if (config_.auth.secret) {
@@ -483,6 +513,11 @@ void Mesh::onConnectRequest(const rdma::CmEvent& e) {
   if (a.reason != RejectReason::kNone) return reject(e.id, a.reason, a.who);
   Peer* peer = this->peer(a.peer->name);
   if (peer == nullptr) return reject(e.id, RejectReason::kUnknownPeer, a.who);
+  if (const std::size_t lane = helloLane(a.hello.flags); lane > 0) {
+    // A lane this node no longer keeps (a reload shrank its rails) is refused.
+    if (lane >= peer->lanes().size()) return reject(e.id, RejectReason::kNoLane, a.who);
+    peer = peer->lanes()[lane];
+  }
   if (stopping()) return reject(e.id, RejectReason::kShuttingDown, peer->name());
   // A probe of a rail (rail_probe.h): answered, never a connection.
   if ((a.hello.flags & kHelloProbe) != 0) return reject(e.id, RejectReason::kProbed, peer->name());

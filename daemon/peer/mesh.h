@@ -99,9 +99,16 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // other peer is left alone. The mesh is running again.
   void applyPeers(const std::vector<std::string>& readdressed);
 
-  // The configured peer named `name` (never a removed one), or nullptr.
+  // The configured peer named `name` (never a removed one), or nullptr;
+  // with rail_policy spread, its lane 0 (Peer::lanes).
   Peer* peer(std::string_view name);
-  // The configured peers, in the order they were added.
+  // The lane of peer `name` that carries the flow from `srcService` to
+  // `dstService` (the peer itself with one lane), or nullptr.
+  Peer* route(std::string_view name, std::string_view srcService, std::string_view dstService) {
+    Peer* p = peer(name);
+    return p == nullptr ? nullptr : &p->laneFor(srcService, dstService);
+  }
+  // The configured peers (lane 0 of each), in the order they were added.
   std::vector<const Peer*> configuredPeers() const;
   // Peer objects alive: the configured ones and removed ones still closing.
   size_t peerObjectCount() const;
@@ -141,7 +148,11 @@ class Mesh : public rdma::CmHandler, public rdma::DeviceListener {
   // Service keys: the devices, then peer i at i + 1.
   static constexpr uint32_t kDevicesKey = 0;
   static uint32_t keyOf(uint32_t index) { return index + 1; }
-  Peer& addPeer(const config::Peer& p);  // in a free slot, not started
+  Peer& addPeer(const config::Peer& p, std::size_t lane);  // in a free slot, not started
+  // The lanes the configuration wants for every configured peer: missing
+  // ones added (and started with `start`), ones past the count retired;
+  // then each peer's lane 0 learns its lanes.
+  void fitLanes(bool start);
   // A new active connection for `peer` (possibly already down, if it failed
   // at once), when its service step asked for one.
   Connection* dial(Peer& peer);

@@ -15,13 +15,15 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, PeerEvents& events,
-           loop::ServiceQueue::Waker wake, uint64_t handle)
+           loop::ServiceQueue::Waker wake, uint64_t handle, std::size_t lane)
     : config_(cfg),
       cfg_(std::move(peer)),
       events_(events),
       wake_(wake),
       id_(nodeId(cfg_.name)),
       handle_(handle),
+      lane_(lane),
+      label_(lane == 0 ? cfg_.name : cfg_.name + " lane " + std::to_string(lane)),
       redial_(loop, [this] { dial(); }),
       tickTimer_(std::make_unique<loop::Timer>(loop, [this] { onTick(); })),
       confirmTimer_(std::make_unique<loop::Timer>(loop,
@@ -30,8 +32,10 @@ Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, 
                                                     wake_();
                                                   })),
       railTimer_(std::make_unique<loop::Timer>(loop, [this] { railTick(); })),
-      out_(cfg, cfg_.name, id_, events, wake_) {
+      // Flow keys name the lane's flows apart from its siblings'.
+      out_(cfg, cfg_.name, id_ ^ (uint64_t{lane} << 56), events, wake_) {
   health_.reset(config_.railsWith(cfg_));
+  rails_.setHome(lane_, config_.railsWith(cfg_));
   in_.setRoomSource([this](std::string_view src, std::string_view dst, uint64_t total) {
     return events_.reserveIncoming(*this, src, dst, total);
   });
@@ -39,9 +43,16 @@ Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, 
 
 Peer::~Peer() = default;
 
+Peer& Peer::laneFor(std::string_view srcService, std::string_view dstService) {
+  if (lanes_.size() <= 1) return *this;
+  const std::size_t h = std::hash<std::string_view>()(srcService) * 0x9e3779b97f4a7c15ULL ^
+                        std::hash<std::string_view>()(dstService);
+  return *lanes_[h % lanes_.size()];
+}
+
 // The one place a peer changes state: every edge is checked.
 void Peer::setState(PeerState s) {
-  state_.set(s, "peer " + name());
+  state_.set(s, "peer " + label());
 }
 
 std::chrono::milliseconds Peer::tickPeriod() const {
@@ -80,12 +91,12 @@ void Peer::retire(const std::string& why) {
 
 void Peer::readdress(const config::Peer& now) {
   const std::string to = config::toString(now.rails());
-  spdlog::info("peer {}: address changed from {} to {}", name(), config::toString(cfg_.rails()),
+  spdlog::info("peer {}: address changed from {} to {}", label(), config::toString(cfg_.rails()),
                to);
   cfg_.address = now.address;
   cfg_.extraRails = now.extraRails;
   redial_.startOver();
-  rails_.restart();
+  rails_.setHome(lane_, config_.railsWith(cfg_));
   health_.reset(config_.railsWith(cfg_));
   probeAsks_.clear();
   move_ = {};
@@ -206,7 +217,7 @@ void Peer::onUp() {
   connUp_ = true;
   lastError_.clear();
   setState(PeerState::kEstablished);
-  spdlog::info("peer {}: established ({} side, incarnation {:x}{}{})", name(),
+  spdlog::info("peer {}: established ({} side, incarnation {:x}{}{})", label(),
                conn_->active() ? "active" : "passive", remote.incarnation,
                resume_.continuing ? ", resuming its session" : "",
                !conn_->authenticated()     ? ", not authenticated"
@@ -223,12 +234,12 @@ void Peer::countRejectedBatch(const Connection& c) {
 
 void Peer::logDown(const Connection& c, const std::string& why) {
   if (state_.get() == PeerState::kStopping || redial_.closingToRedialPending() || move_.redial)
-    return spdlog::info("peer {}: connection closed: {}", name(), why);
+    return spdlog::info("peer {}: connection closed: {}", label(), why);
   LogLimit& limit = c.batchRejected() ? logs_.batchRejected : logs_.lost;
   if (limit.admit())
-    spdlog::warn("peer {}: connection lost: {}{}", name(), why, limit.suffix());
+    spdlog::warn("peer {}: connection lost: {}{}", label(), why, limit.suffix());
   else
-    spdlog::debug("peer {}: connection lost: {}", name(), why);
+    spdlog::debug("peer {}: connection lost: {}", label(), why);
 }
 
 // The current connection is down (or replaced): everything on it is failed
@@ -264,16 +275,16 @@ void Peer::onDown() {
   if (idleClosed) {
     why = "idle-closed (no messages either way; closed by agreement with the peer)";
     counters_.idleCloses++;
-    spdlog::info("peer {}: idle connection closed{}", name(),
+    spdlog::info("peer {}: idle connection closed{}", label(),
                  out_.queuedBytes() > 0 ? ": messages queued meanwhile, dialing again" : "");
   } else if (wasEstablished)
     logDown(*conn_, why);
   else if (refused && *refusal != RejectReason::kNone && *refusal != RejectReason::kDuplicate) {
     if (logs_.rejected.admit())
-      spdlog::warn("peer {}: connection rejected: {}{}", name(), toString(*refusal),
+      spdlog::warn("peer {}: connection rejected: {}{}", label(), toString(*refusal),
                    logs_.rejected.suffix());
   } else
-    spdlog::debug("peer {}: connection attempt failed: {}", name(), why);
+    spdlog::debug("peer {}: connection attempt failed: {}", label(), why);
   lastError_ = why;
   conn_ = nullptr;
   // Held, the session waits for the next connection (over another rail):
@@ -283,7 +294,7 @@ void Peer::onDown() {
     // A dial on demand that failed keeps its queued messages: they wait for
     // the next attempt, bounded by message_timeout.
     if (!idleClosed && (wasUp || !onDemand()))
-      out_.failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + why));
+      out_.failAll(Status(Errc::peer_unreachable, "connection to " + label() + " lost: " + why));
     awaitingConsume_ = 0;
     confirms_.clear();
     in_.reset();
@@ -332,7 +343,7 @@ void Peer::redialAfterDown(bool held, bool idleClosed, bool refused, bool wasEst
         counters_.railFailovers++;
         if (health_.has(from)) health_.at(from).failovers++;
       }
-      spdlog::info("peer {}: rail {} failed: dialing rail {} ({})", name(), from, rails_.current(),
+      spdlog::info("peer {}: rail {} failed: dialing rail {} ({})", label(), from, rails_.current(),
                    cfg_.rail(rails_.current()).toString());
       redial_.now();
       return;
@@ -352,7 +363,7 @@ Result<Admitted> Peer::send(uint64_t session, uint64_t msgId, std::string_view s
   const bool toBeHeld = state_.get() == PeerState::kEstablished && resume_.negotiated;
   if (!up && !resume_.held && !toBeHeld &&
       (!onDemand() || state_.get() == PeerState::kStopping || state_.get() == PeerState::kStopped))
-    return Status(Errc::peer_unreachable, "peer " + name() + " is not connected (" +
+    return Status(Errc::peer_unreachable, "peer " + label() + " is not connected (" +
                                               toString(state_.get()) +
                                               (lastError_.empty() ? "" : ": " + lastError_) + ")");
   // Not connected (on demand, or a session held), closing for idleness, or

@@ -128,6 +128,8 @@ struct RailSnapshot {
 // A peer, for the status (daemon/status.h).
 struct PeerSnapshot {
   std::string name, address, lastError;
+  std::size_t lane = 0;             // rail_policy: spread: its lane (Peer::lane)
+  std::vector<PeerSnapshot> lanes;  // lane 0 with spread: the other lanes
   PeerState state = PeerState::kIdle;
   size_t queuedBytes = 0, inFlight = 0;
   PeerCounters counters;
@@ -141,13 +143,25 @@ struct PeerSnapshot {
 class Peer {
  public:
   // `handle` names this peer object and never another (Mesh::handleOf).
+  // `lane`: with rail_policy spread, which of the peer's connections this
+  // object keeps (one per shared rail; lane 0 is the one found by name).
   Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, PeerEvents& events,
-       loop::ServiceQueue::Waker wake, uint64_t handle);
+       loop::ServiceQueue::Waker wake, uint64_t handle, std::size_t lane = 0);
   ~Peer();
   Peer(const Peer&) = delete;
   Peer& operator=(const Peer&) = delete;
 
   const std::string& name() const { return cfg_.name; }
+  // Lanes (rail_policy: spread, config.h): each is a Peer of its own, with
+  // its own connection and session, preferring its own rail (rail i for
+  // lane i) and failing over to the others like active-standby. Lane 0
+  // carries the subjects and knows its siblings (Mesh links them); a flow
+  // goes to one lane by its two services' names, so its order is kept.
+  std::size_t lane() const { return lane_; }
+  const std::string& label() const { return label_; }  // "beta", "beta lane 1"
+  void setLanes(std::vector<Peer*> lanes) { lanes_ = std::move(lanes); }
+  const std::vector<Peer*>& lanes() const { return lanes_; }
+  Peer& laneFor(std::string_view srcService, std::string_view dstService);
   const config::Address& address() const { return cfg_.address; }
   const config::Peer& config() const { return cfg_; }
   // The rail the next dial takes (RailRotation), in the rails this node
@@ -328,6 +342,9 @@ class Peer {
   loop::ServiceQueue::Waker wake_;
   uint64_t id_;
   uint64_t handle_;
+  std::size_t lane_;
+  std::string label_;
+  std::vector<Peer*> lanes_;  // lane 0: every lane, itself first (Mesh::linkLanes)
   StateMachine<PeerState> state_{PeerState::kIdle};
   bool removed_ = false;
 

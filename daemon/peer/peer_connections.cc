@@ -81,7 +81,7 @@ void Peer::settleCandidates() {
     if (conn_ != nullptr && conn_->established() && conn_->remote() && c->remote() &&
         conn_->remote()->incarnation == c->remote()->incarnation) {
       c->close("duplicate connection: the peer's other connection is established");
-      spdlog::info("peer {}: closing connection: {}", name(), c->closeReason());
+      spdlog::info("peer {}: closing connection: {}", label(), c->closeReason());
       continue;
     }
     makeCurrent(c, connUp_ ? "replaced by an authenticated connection from a restarted peer"

@@ -61,7 +61,7 @@ void Peer::idleTick(Clock::time_point now) {
   if (!conn_->openBatch(false) || conn_->batch().room() < kIdleCloseRecordSize) return;
   conn_->batch().addIdleClose(IdleClose::kRequest);
   idle_.asked(now);
-  spdlog::debug("peer {}: no messages for {} ms: asking to close the connection", name(),
+  spdlog::debug("peer {}: no messages for {} ms: asking to close the connection", label(),
                 config_.timers.idleTimeout.count());
 }
 

@@ -58,7 +58,8 @@ void Peer::railTick() {
     return;
   }
   if (!resume_.negotiated || resume_.awaiting || resume_.owed || idle_.committed()) return;
-  if (const std::optional<std::size_t> to = health_.preferredOver(*connRail_)) startMove(*to);
+  if (const std::optional<std::size_t> to = health_.preferredOver(*connRail_, lane_))
+    startMove(*to);
 }
 
 // Probes with an outcome: the rail's health, and a line when a rail is
@@ -74,13 +75,13 @@ void Peer::reapProbes() {
     if (p->outcome() == RailProbe::Outcome::kReached) {
       health_.succeeded(p->rail());
       if (wasDown)
-        spdlog::info("peer {}: rail {} ({}) answers again (health {})", name(), p->rail(),
+        spdlog::info("peer {}: rail {} ({}) answers again (health {})", label(), p->rail(),
                      cfg_.rail(p->rail()).toString(), rail.health);
     } else {
       rail.probesFailed++;
       health_.failed(p->rail(), "probe: " + p->detail());
       if (!wasDown)
-        spdlog::warn("peer {}: rail {} ({}) does not answer: {}", name(), p->rail(),
+        spdlog::warn("peer {}: rail {} ({}) does not answer: {}", label(), p->rail(),
                      cfg_.rail(p->rail()).toString(), p->detail());
     }
     return true;
@@ -117,7 +118,7 @@ void Peer::startMove(std::size_t to) {
   move_.to = to;
   move_.deadline = Clock::now() + config_.timers.heartbeatTimeout;
   spdlog::info("peer {}: rail {} ({}) is healthy again: moving the session back to it from rail {}",
-               name(), to, cfg_.rail(to).toString(), connRail_.value_or(0));
+               label(), to, cfg_.rail(to).toString(), connRail_.value_or(0));
   wake_();
 }
 
@@ -132,7 +133,7 @@ bool Peer::onMove(const Record& r) {
     return false;
   }
   move_.to = static_cast<std::size_t>(r.seq);
-  spdlog::info("peer {}: the peer moves the session to rail {} ({})", name(), *move_.to,
+  spdlog::info("peer {}: the peer moves the session to rail {} ({})", label(), *move_.to,
                cfg_.rail(*move_.to).toString());
   conn_->close("the peer moves the session to rail " + std::to_string(*move_.to));
   return false;

@@ -66,7 +66,7 @@ bool Peer::holdSession(bool wasUp, const std::optional<RejectReason>& refusal, b
     resume_.heldUntil =
         Clock::now() + std::max(config_.timers.connectTimeout, config_.timers.heartbeatTimeout);
     spdlog::info("peer {}: session held for the next connection ({} message(s) unconfirmed)",
-                 name(), out_.inFlight());
+                 label(), out_.inFlight());
   }
   if (!hold && resume_.held) {
     endSession(refusal ? "then refused: " + lastError_ : lastError_);
@@ -83,8 +83,8 @@ void Peer::endSession(const std::string& why) {
   const std::string reason =
       resume_.held && why != resume_.lostBecause ? resume_.lostBecause + "; " + why : why;
   resume_.held = false;
-  out_.failAll(Status(Errc::peer_unreachable, "connection to " + name() + " lost: " + reason));
-  spdlog::info("peer {}: session ended: {}", name(), reason);
+  out_.failAll(Status(Errc::peer_unreachable, "connection to " + label() + " lost: " + reason));
+  spdlog::info("peer {}: session ended: {}", label(), reason);
 }
 
 std::string Peer::heldTooLong() const {
@@ -135,11 +135,11 @@ bool Peer::onResume(const Record& r) {
     spdlog::info(
         "peer {}: session resumed: {} message(s) sent again from {}, {} outcome "
         "range(s) written again",
-        name(), out_.resent() - before, r.seq, resume_.outcomes.ranges());
+        label(), out_.resent() - before, r.seq, resume_.outcomes.ranges());
   } else if (resume_.continuing) {
     const Hello& remote = *conn_->remote();
-    out_.failAll(Status(Errc::peer_unreachable,
-                        "connection to " + name() + " lost: the peer kept nothing of the session"));
+    out_.failAll(Status(Errc::peer_unreachable, "connection to " + label() +
+                                                    " lost: the peer kept nothing of the session"));
     freshSession();
     out_.reset(remote.flowWindow, remote.maxMessage);
   }

@@ -9,13 +9,22 @@ uint64_t Peer::remoteIncarnation() const {
 }
 
 PeerSnapshot Peer::snapshot() const {
-  PeerSnapshot s{cfg_.name,          config::toString(cfg_.rails()),
-                 lastError_,         state_.get(),
-                 out_.queuedBytes(), out_.inFlight(),
-                 counters_,          out_.confirmed(),
-                 out_.failed(),      out_.deliveryLatency(),
-                 out_.flowStats(),   std::nullopt,
-                 railSnapshots()};
+  PeerSnapshot s;
+  s.name = cfg_.name;
+  s.address = config::toString(cfg_.rails());
+  s.lastError = lastError_;
+  s.lane = lane_;
+  s.state = state_.get();
+  s.queuedBytes = out_.queuedBytes();
+  s.inFlight = out_.inFlight();
+  s.counters = counters_;
+  s.confirmed = out_.confirmed();
+  s.failed = out_.failed();
+  s.deliveryLatency = out_.deliveryLatency();
+  s.flows = out_.flowStats();
+  s.rails = railSnapshots();
+  for (std::size_t i = 1; i < lanes_.size(); i++)
+    s.lanes.push_back(lanes_[i]->snapshot());
   if (conn_ != nullptr)
     s.link = LinkSnapshot{remoteIncarnation(),
                           conn_->established(),

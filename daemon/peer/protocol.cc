@@ -29,6 +29,8 @@ const char* toString(RejectReason r) {
       return "authentication failed";
     case RejectReason::kProbed:
       return "probe answered";
+    case RejectReason::kNoLane:
+      return "no such lane (rail_policy or rails differ)";
   }
   return "unknown reason";
 }
@@ -55,6 +57,8 @@ const char* keyOf(RejectReason r) {
       return "authentication";
     case RejectReason::kProbed:
       return "probed";
+    case RejectReason::kNoLane:
+      return "no_lane";
   }
   return "other";
 }

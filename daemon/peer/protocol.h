@@ -53,9 +53,12 @@ enum class RejectReason : uint8_t {
   // The answer to a probe (kHelloProbe): the rail reached this node. Not a
   // refusal; counted apart from them.
   kProbed = 9,
+  // The REQ is for a lane (rail_policy: spread) the acceptor does not keep
+  // with the dialer: the two nodes' rail_policy or rails differ.
+  kNoLane = 10,
 };
-inline constexpr size_t kRejectReasons = 10;
-static_assert(kRejectReasons == static_cast<size_t>(RejectReason::kProbed) + 1,
+inline constexpr size_t kRejectReasons = 11;
+static_assert(kRejectReasons == static_cast<size_t>(RejectReason::kNoLane) + 1,
               "every reason has its counter");
 const char* toString(RejectReason r);
 // The reason as a status and metrics key: "unknown_peer", "wrong_address", ...
@@ -114,6 +117,17 @@ enum HelloFlags : uint16_t {
   // dialer's configured address), before any tie-break.
   kHelloProbe = 256,
 };
+// rail_policy: spread keeps a connection per shared rail with a peer, each
+// a lane with its own session; a REQ names its lane in the flags' top
+// four bits (0 with active-standby, and for lane 0).
+inline constexpr unsigned kHelloLaneShift = 12;
+inline constexpr uint16_t kHelloLaneMask = 0xf000;
+inline constexpr std::size_t helloLane(uint16_t flags) {
+  return (flags & kHelloLaneMask) >> kHelloLaneShift;
+}
+inline constexpr uint16_t laneFlags(std::size_t lane) {
+  return static_cast<uint16_t>((lane << kHelloLaneShift) & kHelloLaneMask);
+}
 
 inline constexpr size_t kNonceSize = 32;
 inline constexpr size_t kProofSize = 32;  // HMAC-SHA256

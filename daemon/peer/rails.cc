@@ -46,9 +46,14 @@ void RailHealth::succeeded(std::size_t rail) {
   r.down = false;
 }
 
-std::optional<std::size_t> RailHealth::preferredOver(std::size_t current) const {
-  for (std::size_t r = 0; r < current && r < rails_.size(); r++)
+std::optional<std::size_t> RailHealth::preferredOver(std::size_t current, std::size_t home) const {
+  const std::size_t n = rails_.size();
+  if (n == 0 || home >= n) home = 0;
+  for (std::size_t i = 0; i < n; i++) {
+    const std::size_t r = (home + i) % n;
+    if (r == current) return std::nullopt;
     if (healthy(r)) return r;
+  }
   return std::nullopt;
 }
 

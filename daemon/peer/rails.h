@@ -74,8 +74,10 @@ class RailHealth {
   bool wantsProbe(std::size_t rail, std::size_t active) const {
     return has(rail) && rail != active && !healthy(rail);
   }
-  // Active-standby's preference: the first healthy rail before `current`.
-  std::optional<std::size_t> preferredOver(std::size_t current) const;
+  // The first healthy rail before `current` in the order rails are
+  // preferred: from `home` (0, or a lane's own rail with spread) on, then
+  // from the first.
+  std::optional<std::size_t> preferredOver(std::size_t current, std::size_t home = 0) const;
   RailState state(std::size_t rail, std::optional<std::size_t> active) const;
 
  private:

@@ -82,8 +82,12 @@ class RailRotation {
     rail_ = rail;
     failures_ = 0;
   }
-  // The rails changed (a reload): the first one again.
-  void restart() { rail_ = failures_ = 0; }
+  // The rail dialed first, and again after a reload: `home` (a lane's own
+  // rail with spread, else 0) when there is such a rail.
+  void setHome(std::size_t home, std::size_t rails) {
+    rail_ = home < rails ? home : 0;
+    failures_ = 0;
+  }
 
  private:
   std::size_t rail_ = 0;

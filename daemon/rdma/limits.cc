@@ -16,7 +16,7 @@ Needs needsOf(const config::Config& c, std::optional<size_t> peers) {
   n.sendWr = b.sendBuffersPerPeer() + 1;
   n.recvWr = shared ? 0 : b.bufferCount;
   n.sge = 2;  // a batch head and a payload posted in place
-  const uint64_t qps = 2 * uint64_t{peers.value_or(c.peers.size())} + 2;
+  const uint64_t qps = 2 * uint64_t{peers.value_or(c.laneCount())} + 2;
   // The SRQ holds every allowance (initial grants and lent buffers), and a
   // chunk registered ahead.
   n.srqWr = shared ? qps * b.initialGrant() + b.sharedReceiveBuffers + b.bufferCount : 0;
@@ -35,7 +35,7 @@ MemoryPlan memoryPlan(const config::Config& c, std::optional<size_t> peers) {
   m.sendPool = bytes(b.sendBuffers);
   m.burst = shared ? bytes(b.sharedReceiveBuffers) : 0;
   m.perPeer = shared ? uint64_t{b.initialGrant()} * b.bufferSize : bytes(b.bufferCount);
-  m.allPeers = m.sendPool + m.burst + m.perPeer * peers.value_or(c.peers.size());
+  m.allPeers = m.sendPool + m.burst + m.perPeer * peers.value_or(c.laneCount());
   m.limit = b.registeredMemoryLimit;
   return m;
 }
@@ -80,7 +80,7 @@ std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_a
         on + "; use receive_queue: per_peer");
   if (n.srqWr > 0 && a.max_srq_wr > 0 && n.srqWr > static_cast<uint64_t>(a.max_srq_wr))
     problems.push_back("shared_receive_buffers: " + std::to_string(b.sharedReceiveBuffers) +
-                       " with " + std::to_string(peers.value_or(c.peers.size())) +
+                       " with " + std::to_string(peers.value_or(c.laneCount())) +
                        " peers needs a shared receive queue of " + std::to_string(n.srqWr) +
                        " work requests, over the max_srq_wr of " + std::to_string(a.max_srq_wr) +
                        on);
@@ -89,7 +89,7 @@ std::vector<std::string> checkLimits(const config::Config& c, const ibv_device_a
                        " scatter/gather entries (max_sge)" + on + "; rdmamsgd needs 2");
   if (a.max_cqe > 0 && n.cqe > static_cast<uint64_t>(a.max_cqe))
     problems.push_back("buffer_count: " + std::to_string(b.bufferCount) + " with " +
-                       std::to_string(peers.value_or(c.peers.size())) +
+                       std::to_string(peers.value_or(c.laneCount())) +
                        " peers needs a completion queue of " + std::to_string(n.cqe) +
                        " entries, over the max_cqe of " + std::to_string(a.max_cqe) + on);
   return problems;

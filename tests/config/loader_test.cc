@@ -145,6 +145,34 @@ TEST(LoaderTest, TosIsAByteOrUnset) {
             std::string::npos);
 }
 
+// rail_policy: active-standby (the default) or spread; spread keeps a
+// connection per shared rail with each peer (Config::lanesWith).
+TEST(LoaderTest, RailPolicyIsActiveStandbyOrSpread) {
+  EXPECT_EQ(load(kMinimal).config().railPolicy, RailPolicy::kActiveStandby);
+  const LoadResult spread = load(std::string(kMinimal) + "rail_policy: spread\n");
+  ASSERT_TRUE(spread.ok());
+  EXPECT_EQ(spread.config().railPolicy, RailPolicy::kSpread);
+  EXPECT_NE(describe(spread.config()).find("rail_policy=spread"), std::string::npos);
+  const ConfigProblem p = onlyProblem(load(std::string(kMinimal) + "rail_policy: stripe\n"));
+  EXPECT_NE(p.message.find("'stripe' is not active-standby or spread"), std::string::npos)
+      << p.message;
+  EXPECT_GT(p.line, 1);
+}
+
+TEST(LoaderTest, SpreadKeepsALanePerRailSharedWithEachPeer) {
+  Config c;
+  c.listen = Address{"198.51.100.1", 7471};
+  c.extraListen = {Address{"203.0.113.1", 7471}};
+  c.peers.push_back({"two", {"198.51.100.2", 7471}, true});
+  c.peers.back().extraRails = {Address{"203.0.113.2", 7471}};
+  c.peers.push_back({"one", {"198.51.100.3", 7471}, true});
+  EXPECT_EQ(c.laneCount(), 2u) << "active-standby: one connection per peer";
+  c.railPolicy = RailPolicy::kSpread;
+  EXPECT_EQ(c.lanesWith(c.peers[0]), 2u);
+  EXPECT_EQ(c.lanesWith(c.peers[1]), 1u) << "one rail shared: one lane";
+  EXPECT_EQ(c.laneCount(), 3u);
+}
+
 TEST(LoaderTest, LoadsFromFile) {
   test::TempDir dir;
   const std::string path = dir.write("rdmamsgd.yaml", kMinimal);

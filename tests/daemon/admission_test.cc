@@ -108,5 +108,26 @@ TEST(Admission, AnAuthenticatingPeerWithoutBatchMacsIsRefused) {
   EXPECT_NE(a.who.find("without per-batch MACs"), std::string::npos) << a.who;
 }
 
+// rail_policy spread: a request names its lane; one this node does not
+// keep with the dialer (its rail_policy or rails differ) is refused, saying so.
+TEST(Admission, ALaneIsAdmittedOnlyWhereThisNodeKeepsIt) {
+  config::Config cfg = mesh();
+  cfg.extraListen = {config::Address{"127.0.1.1", 7471}};
+  cfg.peers[0].extraRails = {config::Address{"127.0.1.2", 7471}};
+  Hello lane1 = helloFrom("beta");
+  lane1.flags |= laneFlags(1);
+  EXPECT_EQ(helloLane(lane1.flags), 1u);
+  const Admission refused = admit(cfg, lane1, "127.0.0.2");
+  EXPECT_EQ(refused.reason, RejectReason::kNoLane);
+  EXPECT_NE(refused.who.find("rail_policy active-standby"), std::string::npos) << refused.who;
+  cfg.railPolicy = config::RailPolicy::kSpread;
+  EXPECT_EQ(admit(cfg, lane1, "127.0.1.2").reason, RejectReason::kNone);
+  Hello lane2 = helloFrom("beta");
+  lane2.flags |= laneFlags(2);
+  EXPECT_EQ(admit(cfg, lane2, "127.0.0.2").reason, RejectReason::kNoLane)
+      << "two rails: lanes 0, 1";
+  EXPECT_EQ(admit(cfg, helloFrom("beta"), "127.0.0.2").reason, RejectReason::kNone);
+}
+
 }  // namespace
 }  // namespace rdmamsg::peer

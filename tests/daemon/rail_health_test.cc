@@ -67,6 +67,19 @@ TEST(RailHealth, TheSessionGoesBackToTheFirstHealthyRailBeforeTheOneInUse) {
   EXPECT_EQ(h.preferredOver(1), 0u);
 }
 
+TEST(RailHealth, ALanePrefersItsOwnRailThenTheOnesAfterIt) {
+  RailHealth h;
+  h.reset(3);
+  EXPECT_FALSE(h.preferredOver(1, 1)) << "lane 1 is on its own rail";
+  EXPECT_EQ(h.preferredOver(0, 1), 1u) << "rail 0 comes last for lane 1";
+  EXPECT_EQ(h.preferredOver(2, 1), 1u);
+  h.failed(1, "lost");
+  EXPECT_EQ(h.preferredOver(0, 1), 2u) << "its own rail down: the next one";
+  EXPECT_FALSE(h.preferredOver(2, 1));
+  h.succeeded(1);
+  EXPECT_EQ(h.preferredOver(2, 1), 1u);
+}
+
 TEST(RailHealth, TrafficAddsUp) {
   RailTraffic a{1, 2, 3, 4, 5, 6, 7};
   a += RailTraffic{10, 20, 30, 40, 50, 60, 70};

@@ -42,9 +42,22 @@ TEST(RailRotation, AConnectionMadeStartsTheRoundAgainOnItsRail) {
 TEST(RailRotation, NewRailsStartAtTheFirst) {
   RailRotation r;
   EXPECT_TRUE(r.failed(2));
-  r.restart();
+  r.setHome(0, 2);
   EXPECT_EQ(r.current(), 0u);
   EXPECT_TRUE(r.failed(2));
+}
+
+TEST(RailRotation, ALaneStartsAtItsOwnRailAndWrapsAround) {
+  RailRotation r;
+  r.setHome(1, 3);
+  EXPECT_EQ(r.current(), 1u);
+  EXPECT_TRUE(r.failed(3));
+  EXPECT_EQ(r.current(), 2u);
+  EXPECT_TRUE(r.failed(3));
+  EXPECT_EQ(r.current(), 0u) << "past the last rail: the first";
+  EXPECT_FALSE(r.failed(3)) << "every rail failed once: the backoff";
+  r.setHome(2, 2);
+  EXPECT_EQ(r.current(), 0u) << "a home the two nodes do not share: the first rail";
 }
 
 TEST(RailRotation, AMoveDialsThatRailWithAFullRoundAhead) {
