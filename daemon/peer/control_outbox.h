@@ -27,11 +27,14 @@ class ControlOutbox {
   void pubResult(uint64_t token, const PubResultBody& body) { results_.pushBack({token, body}); }
   bool empty() const { return interest_.empty() && results_.empty(); }
   size_t size() const { return interest_.size() + results_.size(); }
-  // A new connection: nothing queued for the old one goes on it.
+  // A new session: nothing queued for the old one goes on it.
   void clear() {
     interest_.clear();
     results_.clear();
   }
+  // A new connection: the whole interest is announced again on it, but the
+  // results owed go on with a session that continues there.
+  void clearInterest() { interest_.clear(); }
 
   // Writes what fits into `link`'s batches (a Connection: openBatch(false),
   // batch(), sealBatch()); true when everything is written. What did not

@@ -212,7 +212,14 @@ void Peer::onUp() {
   railUp();
   openSession(remote);
   idle_.reset(Clock::now());
-  subjects_ = {};
+  // Subjects: the whole interest is announced again either way (the
+  // router's connectionUp); results owed go on with a continuing session.
+  // A session that did not go on reports its loss first.
+  const bool lossOwed = std::exchange(subjects_.lossOwed, false);
+  if (lossOwed && !resume_.continuing) events_.connectionLost(*this);
+  subjects_.outbox.clearInterest();
+  subjects_.announced = subjects_.heard = 0;
+  if (!resume_.continuing) subjects_.outbox.clear();
   counters_.connects++;
   connUp_ = true;
   lastError_.clear();
@@ -223,7 +230,8 @@ void Peer::onUp() {
                !conn_->authenticated()     ? ", not authenticated"
                : conn_->secretIndex() == 0 ? ", authenticated"
                                            : ", authenticated with the previous mesh secret");
-  if (routesSubjects()) events_.connectionUp(*this);
+  subjects_.routed = routesSubjects();
+  if (subjects_.routed) events_.connectionUp(*this);
 }
 
 // A connection that closed because a batch of the peer's failed
@@ -271,7 +279,9 @@ void Peer::onDown() {
   railDown(!closedOnPurpose && !refused, why);
   move_.to.reset();
   idle_.reset(Clock::now());
-  subjects_ = {};
+  const bool routedSubjects = wasUp && std::exchange(subjects_.routed, false);
+  subjects_.outbox.clearInterest();
+  subjects_.announced = subjects_.heard = 0;
   if (idleClosed) {
     why = "idle-closed (no messages either way; closed by agreement with the peer)";
     counters_.idleCloses++;
@@ -299,7 +309,18 @@ void Peer::onDown() {
     confirms_.clear();
     in_.reset();
   }
-  if (wasUp) events_.connectionLost(*this);
+  // A session held keeps the peer's interest and the results it owes:
+  // publishes meanwhile go into the session, and its loss is reported only
+  // if it ends (endSession).
+  if (held) {
+    if (routedSubjects)
+      subjects_.lossOwed = true;
+    else if (wasUp)
+      events_.connectionLost(*this);
+  } else if (wasUp || std::exchange(subjects_.lossOwed, false)) {
+    events_.connectionLost(*this);
+  }
+  if (!held) subjects_.outbox.clear();
   redialAfterDown(held, idleClosed, refused, wasEstablished);
 }
 
@@ -404,7 +425,8 @@ void Peer::announce(InterestOp op, std::string_view group, std::string_view patt
 }
 
 void Peer::sendPubResult(uint64_t epoch, uint64_t token, const PubResultBody& result) {
-  if (epoch != epoch_ || !routesSubjects()) return;
+  // While the session is held, the result waits for its next connection.
+  if (epoch != epoch_ || (!routesSubjects() && !(resume_.held && subjects_.lossOwed))) return;
   subjects_.outbox.pubResult(token, result);
   wake_();
 }

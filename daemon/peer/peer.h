@@ -387,9 +387,14 @@ class Peer {
   bool superseded_ = false;
   // Subjects on the current connection: records owed, and the interest
   // announced each way (a connection that carries interest is never idle).
+  // While a session is held (resume.h) the peer's interest and the results
+  // owed to it are kept: `lossOwed` until the session goes on (nothing to
+  // report) or ends (PeerEvents::connectionLost then).
   struct Subjects {
     ControlOutbox outbox;
     int64_t announced = 0, heard = 0;
+    bool routed = false;  // the connection up carries subjects
+    bool lossOwed = false;
   } subjects_;
 
   // Connect on demand: the current connection's idle-close agreement.

@@ -85,6 +85,8 @@ void Peer::endSession(const std::string& why) {
   resume_.held = false;
   out_.failAll(Status(Errc::peer_unreachable, "connection to " + label() + " lost: " + reason));
   spdlog::info("peer {}: session ended: {}", label(), reason);
+  subjects_.outbox.clear();
+  if (std::exchange(subjects_.lossOwed, false)) events_.connectionLost(*this);
 }
 
 std::string Peer::heldTooLong() const {

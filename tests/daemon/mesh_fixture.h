@@ -40,7 +40,8 @@ class RecordingEvents : public PeerEvents {
   std::map<uint64_t, uint64_t> deliveredCount;  // by session
   std::vector<std::pair<uint64_t, Status>> failures;
   std::vector<FlowKey> drained;
-  int lost = 0;
+  int lost = 0, ups = 0;             // connections lost and up (subjects)
+  std::vector<uint64_t> pubResults;  // tokens of the results received
 
   size_t incomingFor(const std::string& service) const {
     size_t n = 0;
@@ -61,6 +62,10 @@ class RecordingEvents : public PeerEvents {
     return d;
   }
   void connectionLost(Peer&) override { lost++; }
+  void connectionUp(Peer&) override { ups++; }
+  void pubResult(Peer&, uint64_t token, const PubResultBody&) override {
+    pubResults.push_back(token);
+  }
   void outcome(uint64_t, uint64_t msgId, const Status& status) override {
     failures.emplace_back(msgId, status);
   }

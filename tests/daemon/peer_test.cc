@@ -224,6 +224,42 @@ TEST_F(TwoRailPeerTest, AMessageSentAsTheConnectionGoesDownWaitsForTheNextOne) {
   EXPECT_EQ(alpha->peer("beta").counters().sessionsResumed, 1u);
 }
 
+// Subjects across a held session: the loss of a connection whose session
+// goes on is never reported (the router keeps the peer's interest, so a
+// publish meanwhile goes into the session), and a publish result owed while
+// the session was held is written on the next connection.
+TEST_F(TwoRailPeerTest, AHeldSessionKeepsTheSubjectsAndTheResultsOwed) {
+  startTwoRails();
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.ups == 1 && beta->events.ups == 1; }));
+  Peer& p = alpha->peer("beta");
+  ASSERT_TRUE(p.routesSubjects());
+  const uint64_t epoch = p.epoch();
+  cutAlphasConnection("link cut by the test");
+  ASSERT_TRUE(stepUntil(loop, [&] { return p.holdsSession(); }));
+  p.sendPubResult(epoch, 77, PubResultBody{1, 1, 0, 0});
+  ASSERT_TRUE(stepUntil(loop, [&] { return beta->events.pubResults.size() == 1; }))
+      << "the result owed while held never came";
+  EXPECT_EQ(beta->events.pubResults[0], 77u);
+  ASSERT_TRUE(stepUntil(loop, [&] { return p.counters().sessionsResumed == 1; }));
+  EXPECT_EQ(alpha->events.lost, 0) << "a session that went on reported a loss";
+  EXPECT_EQ(beta->events.lost, 0);
+  EXPECT_EQ(alpha->events.ups, 2) << "the interest is announced again on the new connection";
+}
+
+// A held session that never resumes reports its loss once, when it ends.
+TEST_F(TwoRailPeerTest, AHeldSessionThatEndsReportsTheLossOnce) {
+  startTwoRails();
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.ups == 1; }));
+  beta.reset();  // gone on both rails
+  Peer& p = alpha->peer("beta");
+  ASSERT_TRUE(stepUntil(loop, [&] { return p.holdsSession(); }));
+  EXPECT_EQ(alpha->events.lost, 0) << "reported while the session may still go on";
+  ASSERT_TRUE(stepUntil(
+      loop, [&] { return alpha->events.lost == 1; }, 10s))
+      << "the session's end was not reported";
+  EXPECT_FALSE(p.holdsSession());
+}
+
 // With one rail nothing changes: the connection's messages fail back to
 // their senders at once, and the next connection is a new session.
 TEST_F(PeerTest, WithOneRailALostConnectionFailsWhatWasInFlight) {
@@ -238,6 +274,7 @@ TEST_F(PeerTest, WithOneRailALostConnectionFailsWhatWasInFlight) {
   EXPECT_EQ(alpha->events.failures[0].second.code(), Errc::peer_unreachable);
   ASSERT_TRUE(stepUntil(loop, [&] { return alpha->peer("beta").established(); }));
   EXPECT_EQ(alpha->peer("beta").counters().sessionsResumed, 0u);
+  EXPECT_EQ(alpha->events.lost, 1) << "the subjects' loss is reported at once";
 }
 
 }  // namespace
