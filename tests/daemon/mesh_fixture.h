@@ -170,8 +170,9 @@ class MeshPair : public ::testing::Test {
     beta->mesh->start();
     ASSERT_TRUE(stepUntil(loop, [&] {
       return alpha->peer("beta").established() && beta->peer("alpha").established() &&
-             alpha->mesh->connectionCount() == 1 && beta->mesh->connectionCount() == 1;
-    })) << "mesh did not form with one connection per pair";
+             alpha->mesh->connectionCount() == a.laneCount() &&
+             beta->mesh->connectionCount() == b.laneCount();
+    })) << "mesh did not form with one connection per pair (and lane)";
   }
 
   void TearDown() override {

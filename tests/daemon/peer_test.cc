@@ -12,6 +12,9 @@
 // owed is confirmed, nothing fails.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
 #include "mesh_fixture.h"
 
 namespace rdmamsg::peer::test {
@@ -258,6 +261,68 @@ TEST_F(TwoRailPeerTest, AHeldSessionThatEndsReportsTheLossOnce) {
       loop, [&] { return alpha->events.lost == 1; }, 10s))
       << "the session's end was not reported";
   EXPECT_FALSE(p.holdsSession());
+}
+
+// rail_policy spread: a lane per rail, each its own connection over its
+// own rail; flows are hashed to lanes and each keeps its order. A reload
+// that leaves one rail closes lane 1; lane 0 carries every flow then.
+TEST_F(TwoRailPeerTest, SpreadKeepsALanePerRailAndAReloadToOneRailClosesTheOther) {
+  start([&](config::Config& c) {
+    const bool isAlpha = c.node == "alpha";
+    c.extraListen = {addressOf(isAlpha ? "127.0.0.3" : "127.0.0.4", port)};
+    c.peers[0].extraRails = {addressOf(isAlpha ? "127.0.0.4" : "127.0.0.3", port)};
+    c.railPolicy = config::RailPolicy::kSpread;
+  });
+  Peer& lane0 = alpha->peer("beta");
+  ASSERT_EQ(lane0.lanes().size(), 2u);
+  Peer& lane1 = *lane0.lanes()[1];
+  EXPECT_EQ(lane1.lane(), 1u);
+  EXPECT_EQ(lane1.label(), "beta lane 1");
+  ASSERT_TRUE(stepUntil(loop, [&] { return lane1.established(); }));
+  EXPECT_EQ(lane0.snapshot().link->rail, std::optional<std::size_t>(0));
+  EXPECT_EQ(lane1.snapshot().link->rail, std::optional<std::size_t>(1));
+  EXPECT_TRUE(lane0.routesSubjects());
+  EXPECT_FALSE(lane1.routesSubjects()) << "subjects go over lane 0 only";
+  // Sixteen flows: both lanes carry some, each flow always the same lane.
+  std::set<Peer*> used;
+  uint64_t id = 1;
+  for (int f = 0; f < 16; f++) {
+    const std::string svc = "f" + std::to_string(f);
+    Peer* lane = alpha->mesh->route("beta", "src", svc);
+    ASSERT_NE(lane, nullptr);
+    EXPECT_EQ(lane, alpha->mesh->route("beta", "src", svc)) << "a flow changed lanes";
+    used.insert(lane);
+    for (int i = 0; i < 3; i++)
+      ASSERT_TRUE(lane->send(1, id++, "src", svc, bytesOf(svc + ":" + std::to_string(i))).ok());
+  }
+  EXPECT_EQ(used.size(), 2u) << "sixteen flows on one lane";
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.deliveredCount[1] == 48; }));
+  std::map<std::string, int> nextOf;
+  std::set<Peer*> from;
+  for (const auto& m : beta->events.incoming) {
+    EXPECT_EQ(m.payload, m.dst + ":" + std::to_string(nextOf[m.dst]++)) << "out of order";
+    from.insert(m.from);
+  }
+  EXPECT_EQ(from.size(), 2u) << "beta received over one lane only";
+
+  // Beta keeps one rail: lane 1 closes on both ends, lane 0 carries all.
+  for (auto* node : {alpha.get(), beta.get()}) {
+    config::Config next = node->config;
+    next.peers[0].extraRails.clear();
+    ASSERT_TRUE(node->mesh->prepareReload(next).empty());
+    node->config = next;
+    node->mesh->applyPeers({next.peers[0].name});
+  }
+  ASSERT_TRUE(stepUntil(loop, [&] {
+    return alpha->mesh->peerObjectCount() == 1 && beta->mesh->peerObjectCount() == 1 &&
+           alpha->peer("beta").established() && beta->peer("alpha").established();
+  })) << "lane 1 was not closed and freed";
+  EXPECT_TRUE(alpha->peer("beta").lanes().empty());
+  for (int f = 0; f < 16; f++)
+    EXPECT_EQ(alpha->mesh->route("beta", "src", "f" + std::to_string(f)), &alpha->peer("beta"));
+  ASSERT_TRUE(
+      alpha->mesh->route("beta", "src", "f1")->send(1, id++, "src", "f1", bytesOf("after")).ok());
+  ASSERT_TRUE(stepUntil(loop, [&] { return alpha->events.deliveredCount[1] == 49; }));
 }
 
 // With one rail nothing changes: the connection's messages fail back to
