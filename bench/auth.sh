@@ -42,20 +42,7 @@ warmup=$((rtt / 10))
 step_timeout=600 # seconds: bound on every command of the benchmark
 
 # --- build --------------------------------------------------------------------------------
-log "building (Release) into build/bench"
-mkdir -p build/bench
-if ! { cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DRDMAMSG_BENCH=ON \
-  -DBUILD_TESTING=OFF -DRDMAMSG_JAVA=OFF &&
-  cmake --build build/bench -j2 --target rdmamsgd rdmamsg_cli softrdma; } \
-  >build/bench/build-auth.log 2>&1; then
-  tail -n 40 build/bench/build-auth.log >&2
-  echo "auth.sh: build failed (build/bench/build-auth.log)" >&2
-  exit 1
-fi
-bin=build/bench
-run="$bin/softrdma/softrdma-run"
-rdmamsgd="$bin/daemon/rdmamsgd"
-rdmamsg="$bin/client/rdmamsg"
+bench_build auth
 
 # --- processes: everything started here is stopped on exit --------------------------------
 dir=$(mktemp -d /tmp/rdmamsg-auth.XXXXXX)

@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2154 # $dir, $keep, $step_timeout, $zmq: the sourcing script's
+# shellcheck shell=bash disable=SC2154,SC2034 # $dir, $keep, $step_timeout, $zmq: the sourcing script's; bench_build sets $bin, $run, ... for it
 # Sourced by bench/compare.sh, bench/subjects.sh and bench/java.sh: the two daemons they
 # measure against (alpha on 127.0.0.1 and beta on 127.0.0.2, one port, sockets in DIR), the
 # processes they start, and the ZeroMQ proxies of compare.sh and subjects.sh.
@@ -21,6 +21,28 @@ bench_deps() {
   [ "$(id -u)" -eq 0 ] || sudo=sudo
   if ! apt-cache show "${missing[@]}" >/dev/null 2>&1; then $sudo apt-get update -qq; fi
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# bench_build NAME [TARGET...]: the daemon, the CLI and softrdma (and TARGETs) built in Release
+# into build/bench (RDMAMSG_BENCH=ON, no tests, no Java), its log in build/bench/build-NAME.log;
+# exits with the log's tail if the build fails. Sets $bin, $run, $rdmamsgd and $rdmamsg.
+bench_build() {
+  local name=$1
+  shift
+  log "building (Release) into build/bench"
+  mkdir -p build/bench
+  if ! { cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DRDMAMSG_BENCH=ON \
+    -DBUILD_TESTING=OFF -DRDMAMSG_JAVA=OFF &&
+    cmake --build build/bench -j2 --target rdmamsgd rdmamsg_cli softrdma "$@"; } \
+    >"build/bench/build-$name.log" 2>&1; then
+    tail -n 40 "build/bench/build-$name.log" >&2
+    echo "$name.sh: build failed (build/bench/build-$name.log)" >&2
+    exit 1
+  fi
+  bin=build/bench
+  run="$bin/softrdma/softrdma-run"
+  rdmamsgd="$bin/daemon/rdmamsgd"
+  rdmamsg="$bin/client/rdmamsg"
 }
 
 # mesh_configs DIR PORT: DIR/alpha.yaml and DIR/beta.yaml. With BENCH_RAILS=2 in the

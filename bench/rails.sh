@@ -46,20 +46,7 @@ large=$((count / 500 < 50 ? 50 : count / 500))
 step_timeout=600 # seconds: bound on every command of the benchmark
 
 # --- build --------------------------------------------------------------------------------
-log "building (Release) into build/bench"
-mkdir -p build/bench
-if ! { cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DRDMAMSG_BENCH=ON \
-  -DBUILD_TESTING=OFF -DRDMAMSG_JAVA=OFF &&
-  cmake --build build/bench -j2 --target rdmamsgd rdmamsg_cli softrdma; } \
-  >build/bench/build-rails.log 2>&1; then
-  tail -n 40 build/bench/build-rails.log >&2
-  echo "rails.sh: build failed (build/bench/build-rails.log)" >&2
-  exit 1
-fi
-bin=build/bench
-run="$bin/softrdma/softrdma-run"
-rdmamsgd="$bin/daemon/rdmamsgd"
-rdmamsg="$bin/client/rdmamsg"
+bench_build rails
 
 dir=$(mktemp -d /tmp/rdmamsg-rails.XXXXXX)
 mkdir "$dir/r"
@@ -100,7 +87,10 @@ lanes = [p] + p.get("lanes", [])
 sys.exit(0 if len(lanes) == 2 and all(l["state"] == "established" and l.get("rail") == l["lane"]
                                       for l in lanes) else 1)'
 }
-for _ in $(seq 100); do lanes_up && break || sleep 0.1; done
+for _ in $(seq 100); do
+  if lanes_up; then break; fi
+  sleep 0.1
+done
 lanes_up || {
   echo "rails.sh: the spread mesh's lanes are not one per rail; logs in $dir/spread" >&2
   keep=1

@@ -66,21 +66,7 @@ targets=(nats_bench subjects_bench zmq_bench)
 [ "$only" != rdmamsg ] || targets=(subjects_bench)
 [ "$only" != nats ] || targets=(nats_bench)
 [ "$only" != zmq ] || targets=(zmq_bench)
-log "building (Release, RDMAMSG_BENCH=ON) into build/bench"
-mkdir -p build/bench
-if ! { cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DRDMAMSG_BENCH=ON \
-  -DBUILD_TESTING=OFF -DRDMAMSG_JAVA=OFF &&
-  cmake --build build/bench -j2 --target rdmamsgd rdmamsg_cli softrdma \
-    "${targets[@]}"; } >build/bench/build-subjects.log 2>&1; then
-  tail -n 40 build/bench/build-subjects.log >&2
-  echo "subjects.sh: build failed (build/bench/build-subjects.log)" >&2
-  exit 1
-fi
-
-bin=build/bench
-run="$bin/softrdma/softrdma-run"
-rdmamsgd="$bin/daemon/rdmamsgd"
-rdmamsg="$bin/client/rdmamsg"
+bench_build subjects "${targets[@]}"
 sbench="$bin/bench/subjects_bench"
 nbench="$bin/bench/nats_bench"
 zmq="$bin/bench/zmq_bench"
