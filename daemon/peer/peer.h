@@ -375,6 +375,7 @@ class Peer {
   } move_;
   std::unique_ptr<loop::Timer> tickTimer_, confirmTimer_;
   std::unique_ptr<loop::Timer> railTimer_;  // rail_probe_interval (peer_rails.cc)
+  uint64_t railTicks_ = 0;                  // its expiries
 
   Outbound out_;
   Inbound in_{config_};     // reassembly of this connection's messages

@@ -41,13 +41,14 @@ void Peer::probing(std::unique_ptr<RailProbe> probe) {
 // probed; a healthy rail before the one in use takes the session back.
 void Peer::railTick() {
   railTimer_->arm(config_.timers.railProbeInterval);
+  const uint64_t tick = ++railTicks_;
   if (state_.get() != PeerState::kEstablished || conn_->down() || !connRail_) return;
   health_.succeeded(*connRail_);
   for (std::size_t r = 0; r < health_.size(); r++) {
     const bool under = std::any_of(probes_.begin(), probes_.end(),
                                    [&](const auto& p) { return p->rail() == r; }) ||
                        std::find(probeAsks_.begin(), probeAsks_.end(), r) != probeAsks_.end();
-    if (!under && health_.wantsProbe(r, *connRail_)) {
+    if (!under && health_.wantsProbe(r, *connRail_, tick)) {
       probeAsks_.push_back(r);
       wake_();
     }

@@ -11,10 +11,9 @@
 //
 // What the peer does with it (peer_rails.cc): while its connection runs
 // over one rail, every other rail below full health (or down) is probed
-// once per rail_probe_interval (rail_probe.h); active-standby prefers the
-// lowest rail at full health, so when a rail before the one in use is
-// healthy again the session moves back to it (a kMove resume record: the
-// move loses nothing, resume.h).
+// once per rail_probe_interval (rail_probe.h), a healthy one every tenth; active-standby prefers
+// the lowest rail at full health, so when a rail before the one in use is healthy again the session
+// moves back to it (a kMove resume record: the move loses nothing, resume.h).
 #pragma once
 
 #include <cstddef>
@@ -70,9 +69,13 @@ class RailHealth {
   bool healthy(std::size_t rail) const {
     return has(rail) && rails_[rail].health == kMaxHealth && !rails_[rail].down;
   }
-  // Whether a rail other than `active` should be probed.
-  bool wantsProbe(std::size_t rail, std::size_t active) const {
-    return has(rail) && rail != active && !healthy(rail);
+  // Whether a rail other than `active` should be probed at the `tick`-th
+  // probe interval: one below full health at every one, a healthy standby
+  // rail at every kStandbyProbeEvery-th (so that one that died quietly is
+  // known before a failover needs it).
+  static constexpr uint64_t kStandbyProbeEvery = 10;
+  bool wantsProbe(std::size_t rail, std::size_t active, uint64_t tick = 1) const {
+    return has(rail) && rail != active && (!healthy(rail) || tick % kStandbyProbeEvery == 0);
   }
   // The first healthy rail before `current` in the order rails are
   // preferred: from `home` (0, or a lane's own rail with spread) on, then

@@ -16,7 +16,10 @@ TEST(RailHealth, EveryRailStartsHealthyAndStandsBy) {
   EXPECT_EQ(h.state(0, 0), RailState::kActive);
   EXPECT_EQ(h.state(1, 0), RailState::kStandby);
   EXPECT_EQ(h.state(1, std::nullopt), RailState::kStandby);
-  EXPECT_FALSE(h.wantsProbe(1, 0)) << "a healthy standby rail is not probed";
+  EXPECT_FALSE(h.wantsProbe(1, 0)) << "a healthy standby rail is not probed every interval";
+  EXPECT_TRUE(h.wantsProbe(1, 0, RailHealth::kStandbyProbeEvery)) << "but every tenth";
+  EXPECT_FALSE(h.wantsProbe(1, 0, RailHealth::kStandbyProbeEvery + 1));
+  EXPECT_FALSE(h.wantsProbe(0, 0, RailHealth::kStandbyProbeEvery)) << "never the rail in use";
   EXPECT_FALSE(h.healthy(2)) << "no such rail";
 }
 

@@ -4,7 +4,8 @@
 // links go down and up for real. A peer whose rail fails is dialed over
 // the other one at once; a daemon whose first rail is down connects over
 // the second; a peer with one rail beside peers with two keeps what it
-// shares with them; a rail back up takes the session back once healthy.
+// shares with them; a rail back up takes the session back once healthy; a
+// standby rail that dies is found by its probes.
 // Needs root (ip netns); skipped otherwise.
 #include <gtest/gtest.h>
 
@@ -270,6 +271,49 @@ TEST(Rails, ARailBackUpTakesTheSessionBackOnceHealthy) {
   EXPECT_NE(metrics.find("rdmamsg_rail_probes_failed_total{peer=\"beta\",rail=\"0\"} "),
             std::string::npos)
       << metrics;
+}
+
+// The standby rail dies while the session runs over the other: its probes
+// (every tenth interval while it is healthy) find it, status says `down`
+// before a failover needs it, and once back it is standby again. The
+// session never leaves its rail.
+TEST(Rails, AStandbyRailThatDiesIsFoundByItsProbes) {
+  if (!canMakeNamespaces()) GTEST_SKIP() << "needs root and ip netns";
+  RailMesh m;
+  m.extra = "rail_probe_interval: 100ms\n";
+  ASSERT_TRUE(m.hosts.create());
+  ASSERT_TRUE(m.hosts.setLink(true));
+  ASSERT_TRUE(m.start());
+  const int r = m.railInUse(10s), other = 1 - r;
+  ASSERT_GE(r, 0) << m.logs();
+  auto railState = [&](const std::string& want) {
+    return waitForStatus(
+        m.socket(0),
+        [&](const Json& s) {
+          const Json* p = peerEntry(s, "beta");
+          return p != nullptr && p->contains("rails") &&
+                 (*p)["rails"].at(other).value("state", "") == want;
+        },
+        10s);
+  };
+  // A dial that failed while the daemons started may have lowered it: at
+  // full health first.
+  ASSERT_TRUE(railState("standby")) << statusOf(m.socket(0))->dump();
+  ASSERT_TRUE(m.hosts.setLink(other, false));
+  EXPECT_TRUE(railState("down")) << statusOf(m.socket(0))->dump();
+  EXPECT_TRUE(m.d[0]->waitLog("peer beta: rail " + std::to_string(other) + " (" +
+                                  TwoHosts::ip(1, other) + ":7471) does not answer",
+                              1s))
+      << m.logs();
+  ASSERT_TRUE(m.hosts.setLink(other, true));
+  EXPECT_TRUE(railState("standby")) << statusOf(m.socket(0))->dump();
+  auto st = statusOf(m.socket(0));
+  ASSERT_TRUE(st);
+  const Json* beta = peerEntry(*st, "beta");
+  ASSERT_NE(beta, nullptr);
+  EXPECT_EQ(beta->value("rail", -1), r) << "the session left its rail";
+  EXPECT_EQ(beta->value("rail_failovers", -1), 0);
+  EXPECT_GE((*beta)["rails"].at(other).value("probes_failed", 0), 1);
 }
 
 // A peer whose daemon is not listening yet refuses the dials: the rail
