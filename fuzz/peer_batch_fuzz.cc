@@ -109,9 +109,10 @@ bool sameRecord(const Record& a, const Record& b) {
     case RecordType::kPubResult:  // the writer leaves the reserved bytes 0
       return a.seq == b.seq && a.pubResult.matched == b.pubResult.matched &&
              a.pubResult.taken == b.pubResult.taken && a.pubResult.dropped == b.pubResult.dropped;
-    case RecordType::kResume:  // the writer leaves the reserved bytes 0
+    case RecordType::kResume:
       return a.flags == b.flags && a.seq == b.seq &&
-             a.resume.lowestUnsettled == b.resume.lowestUnsettled;
+             a.resume.lowestUnsettled == b.resume.lowestUnsettled &&
+             a.resume.session == b.resume.session && a.resume.peerSession == b.resume.peerSession;
   }
   return false;
 }
@@ -158,7 +159,8 @@ void checkRoundTrip(const std::vector<Record>& records, uint32_t credits, uint16
         break;
       case RecordType::kResume:
         FUZZ_CHECK(writer.room() >= kResumeRecordSize);
-        writer.addResume(static_cast<ResumeKind>(r.flags), r.seq, r.resume.lowestUnsettled);
+        writer.addResume(static_cast<ResumeKind>(r.flags), r.seq, r.resume.lowestUnsettled,
+                         r.resume.session, r.resume.peerSession);
         break;
     }
   }

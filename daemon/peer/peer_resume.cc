@@ -10,6 +10,14 @@ namespace rdmamsg::peer {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+
+// A name for this end's side of a new session (ResumeBody::session): never
+// 0, and never one an earlier Peer object of this process gave.
+uint32_t nextSessionName() {
+  static uint32_t last = 0;
+  if (++last == 0) ++last;
+  return last;
+}
 }  // namespace
 
 // A connection is established: the session goes on when both ends keep
@@ -23,9 +31,11 @@ void Peer::openSession(const Hello& remote) {
     endSession(remote.incarnation != resume_.incarnation ? "the peer restarted"
                                                          : "the new connection keeps no session");
   resume_.held = false;
-  if (!continuing)
+  if (!continuing) {
     freshSession();
-  else
+    resume_.session = nextSessionName();
+    resume_.peerSession = 0;
+  } else
     in_.dropPartial();  // a message received in part comes again whole
   out_.reset(remote.flowWindow, remote.maxMessage, continuing);
   out_.retain(negotiated);
@@ -120,7 +130,16 @@ bool Peer::onResume(const Record& r) {
     return true;
   }
   resume_.awaiting = false;
-  if (resume_.continuing && kind == ResumeKind::kContinue) {
+  // A kContinue naming another pair than this end's is for another session
+  // (ResumeBody). A side not known (0) passes: an end that never had the
+  // peer's first record of its session never left `awaiting` in it, so it
+  // sent and received nothing there (and an older daemon names nothing).
+  const auto known = [](uint32_t name, uint32_t as) { return as == 0 || name == as; };
+  const bool sameSession = kind == ResumeKind::kContinue &&
+                           known(r.resume.session, resume_.peerSession) &&
+                           known(resume_.session, r.resume.peerSession);
+  resume_.peerSession = r.resume.session;
+  if (resume_.continuing && sameSession) {
     const uint64_t before = out_.resent();
     if (Status st = out_.resume(r.seq); !st.ok()) {
       conn_->close(st.message());
@@ -139,9 +158,14 @@ bool Peer::onResume(const Record& r) {
         "range(s) written again",
         label(), out_.resent() - before, r.seq, resume_.outcomes.ranges());
   } else if (resume_.continuing) {
+    // This end's side keeps its name: the peer learnt it from this end's
+    // kContinue (and named its own side anew when it started afresh).
     const Hello& remote = *conn_->remote();
-    out_.failAll(Status(Errc::peer_unreachable, "connection to " + label() +
-                                                    " lost: the peer kept nothing of the session"));
+    const std::string why = kind == ResumeKind::kContinue ? "the peer went on with another session"
+                                                          : "the peer kept nothing of the session";
+    spdlog::info("peer {}: session not resumed: {} ({} message(s) in flight fail)", label(), why,
+                 out_.inFlight());
+    out_.failAll(Status(Errc::peer_unreachable, "connection to " + label() + " lost: " + why));
     freshSession();
     out_.reset(remote.flowWindow, remote.maxMessage);
   }
@@ -154,7 +178,8 @@ bool Peer::onResume(const Record& r) {
 // until a batch has room) or how far it has settled.
 void Peer::writeResume(ResumeKind kind) {
   if (!conn_->openBatch(false) || conn_->batch().room() < kResumeRecordSize) return;
-  conn_->batch().addResume(kind, in_.resumePoint(), out_.lowestUnsettled());
+  conn_->batch().addResume(kind, in_.resumePoint(), out_.lowestUnsettled(), resume_.session,
+                           resume_.peerSession);
   resume_.toldLowest = out_.lowestUnsettled();
   if (kind != ResumeKind::kProgress) resume_.owed = false;
 }

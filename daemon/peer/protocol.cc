@@ -349,8 +349,9 @@ void BatchWriter::addPubResult(uint64_t token, const PubResultBody& body) {
   std::memcpy(p, &body, sizeof body);
 }
 
-void BatchWriter::addResume(ResumeKind kind, uint64_t nextExpected, uint64_t lowestUnsettled) {
-  ResumeBody b{lowestUnsettled, 0};
+void BatchWriter::addResume(ResumeKind kind, uint64_t nextExpected, uint64_t lowestUnsettled,
+                            uint32_t session, uint32_t peerSession) {
+  ResumeBody b{lowestUnsettled, session, peerSession};
   std::byte* p = buf_ + offset_ + sizeof(RecordHeader);
   RecordHeader* h = begin(RecordType::kResume, sizeof b);
   h->flags = static_cast<uint8_t>(kind);

@@ -188,9 +188,19 @@ enum class ResumeKind : uint8_t {
   // sender does; neither counts it as a failure of the rail it leaves.
   kMove = 4,
 };
+// `session` names the sender's side of the session the record is about
+// and `peerSession` the receiver's side as the sender knows it (0: not
+// known yet). A side is named anew whenever that end starts a session
+// itself; an end that starts one because the peer's kFresh said so keeps
+// its name. A kContinue whose names are not the receiver's own pair is for
+// another session: the receiver goes on as after a kFresh, and so does the
+// sender (it sees the same mismatch in the receiver's kContinue). A name
+// of 0 matches any (an end that does not know the other's side yet has
+// sent and received nothing in the session; an older daemon writes 0).
 struct ResumeBody {
   uint64_t lowestUnsettled;
-  uint64_t reserved;
+  uint32_t session;
+  uint32_t peerSession;
 };
 static_assert(sizeof(ResumeBody) == 16);
 
@@ -347,7 +357,8 @@ class BatchWriter {
   static size_t interestSize(std::string_view group, std::string_view pattern);
   void addInterest(InterestOp op, std::string_view group, std::string_view pattern);
   void addPubResult(uint64_t token, const PubResultBody& body);
-  void addResume(ResumeKind kind, uint64_t nextExpected, uint64_t lowestUnsettled);
+  void addResume(ResumeKind kind, uint64_t nextExpected, uint64_t lowestUnsettled,
+                 uint32_t session = 0, uint32_t peerSession = 0);
   // Writes the header; returns the bytes to send.
   size_t finish(uint32_t credits, uint16_t released = 0);
 

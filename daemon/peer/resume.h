@@ -91,7 +91,10 @@ struct ResumeState {
   Clock::time_point heldUntil{};
   std::string lostBecause;   // why the connection it was held after was lost
   uint64_t incarnation = 0;  // the peer's, whose session this is
-  uint64_t toldLowest = 0;   // the lowest unsettled message last told the peer
+  // The session's two sides' names (ResumeBody): this end's, and the
+  // peer's as its last kContinue or kFresh gave it (0: none yet).
+  uint32_t session = 0, peerSession = 0;
+  uint64_t toldLowest = 0;  // the lowest unsettled message last told the peer
   OutcomeLog outcomes;
 };
 

@@ -504,7 +504,7 @@ TEST(BatchMalformed, ConfirmBodyMustBeExactAndOrdered) {
 }
 
 TEST_F(Batch, ResumeRecordsRoundTrip) {
-  w_.addResume(ResumeKind::kContinue, 41, 17);
+  w_.addResume(ResumeKind::kContinue, 41, 17, 7, 0xfffffffeu);
   w_.addResume(ResumeKind::kProgress, 50, 45);
   EXPECT_EQ(kResumeRecordSize, 32u);
   auto b = sent();
@@ -516,6 +516,8 @@ TEST_F(Batch, ResumeRecordsRoundTrip) {
   EXPECT_EQ(static_cast<ResumeKind>(rec.flags), ResumeKind::kContinue);
   EXPECT_EQ(rec.seq, 41u) << "the next message the sender expects";
   EXPECT_EQ(rec.resume.lowestUnsettled, 17u);
+  EXPECT_EQ(rec.resume.session, 7u) << "the sender's side of the session";
+  EXPECT_EQ(rec.resume.peerSession, 0xfffffffeu) << "the receiver's, as the sender knows it";
   ASSERT_EQ(nextOf(r, rec), 1);
   EXPECT_EQ(static_cast<ResumeKind>(rec.flags), ResumeKind::kProgress);
   EXPECT_EQ(rec.resume.lowestUnsettled, 45u);
@@ -542,7 +544,7 @@ TEST(BatchMalformed, AResumeRecordHasItsKindItsLengthAndNoMessageZero) {
     h.length = len;
     h.seq = next;
     auto rec = recordBytes(h, len);
-    ResumeBody body{lowest, 0};
+    ResumeBody body{lowest, 0, 0};
     if (len >= sizeof body) std::memcpy(rec.data() + sizeof h, &body, sizeof body);
     return readToEnd(build(header(1, static_cast<uint32_t>(16 + rec.size())), rec));
   };
