@@ -84,6 +84,8 @@ json railsJson(const std::vector<peer::RailSnapshot>& rails) {
               {"messages_resent", k.traffic.messagesResent}};
     if (!k.device.empty()) e["device"] = k.device;
     if (!k.lastFailure.empty()) e["last_failure"] = k.lastFailure;
+    e["failbacks_failed"] = k.failbacksFailed;
+    e["held_down_ms"] = r.heldDownMs;
     out.push_back(std::move(e));
   }
   return out;

@@ -34,7 +34,7 @@ Peer::Peer(loop::EventLoop& loop, const config::Config& cfg, config::Peer peer, 
       railTimer_(std::make_unique<loop::Timer>(loop, [this] { railTick(); })),
       // Flow keys name the lane's flows apart from its siblings'.
       out_(cfg, cfg_.name, id_ ^ (uint64_t{lane} << 56), events, wake_) {
-  health_.reset(config_.railsWith(cfg_));
+  health_.reset(config_.railsWith(cfg_), config_.timers.railProbeInterval);
   rails_.setHome(lane_, config_.railsWith(cfg_));
   in_.setRoomSource([this](std::string_view src, std::string_view dst, uint64_t total) {
     return events_.reserveIncoming(*this, src, dst, total);
@@ -97,7 +97,7 @@ void Peer::readdress(const config::Peer& now) {
   cfg_.extraRails = now.extraRails;
   redial_.startOver();
   rails_.setHome(lane_, config_.railsWith(cfg_));
-  health_.reset(config_.railsWith(cfg_));
+  health_.reset(config_.railsWith(cfg_), config_.timers.railProbeInterval);
   probeAsks_.clear();
   move_ = {};
   closeCandidates("its address changed to " + to + " (configuration reloaded)");
@@ -351,7 +351,7 @@ void Peer::redialAfterDown(bool held, bool idleClosed, bool refused, bool wasEst
   }
   if (std::exchange(move_.redial, false)) {  // moved back to a healthy rail: dialed at once
     counters_.railFailbacks++;
-    if (health_.has(rails_.current())) health_.at(rails_.current()).failbacks++;
+    health_.movedBack(rails_.current());
     redial_.now();
     return;
   }

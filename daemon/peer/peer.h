@@ -122,7 +122,8 @@ struct RailSnapshot {
   std::size_t index = 0;
   std::string local, remote;
   RailState state = RailState::kStandby;
-  RailStats stats;  // traffic: its connections', the current one's included
+  RailStats stats;         // traffic: its connections', the current one's included
+  int64_t heldDownMs = 0;  // failback hold-down left (rails.h)
 };
 
 // A peer, for the status (daemon/status.h).

@@ -106,7 +106,13 @@ void Peer::railDown(bool failed, const std::string& why) {
   connRail_.reset();
   if (!rail || !health_.has(*rail)) return;
   health_.at(*rail).traffic += trafficOf(*conn_);
-  if (failed) health_.failed(*rail, why);
+  if (failed && health_.failed(*rail, why))
+    spdlog::warn(
+        "peer {}: rail {} ({}) failed again within {} ms of the session moving back to it: not "
+        "moving back to it for {} ms",
+        label(), *rail, cfg_.rail(*rail).toString(),
+        (config_.timers.railProbeInterval * RailHealth::kProbation).count(),
+        health_.at(*rail).holdDown.count());
 }
 
 // Asks the peer to move the session to rail `to`: it closes the
@@ -150,6 +156,7 @@ std::vector<RailSnapshot> Peer::railSnapshots() const {
     s.remote = cfg_.rail(i).toString();
     s.state = health_.state(i, up ? connRail_ : std::nullopt);
     s.stats = health_.at(i);
+    s.heldDownMs = health_.heldDownFor(i).count();
     if (conn_ != nullptr && connRail_ == i) s.stats.traffic += trafficOf(*conn_);
     out.push_back(std::move(s));
   }

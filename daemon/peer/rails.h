@@ -14,8 +14,17 @@
 // once per rail_probe_interval (rail_probe.h), a healthy one every tenth; active-standby prefers
 // the lowest rail at full health, so when a rail before the one in use is healthy again the session
 // moves back to it (a kMove resume record: the move loses nothing, resume.h).
+//
+// Failback hold-down: a rail that fails within kProbation probe intervals
+// of the session moving back to it (it answers probes but does not carry
+// the session) is not moved back to for a hold-down, kProbation intervals
+// the first time, twice as long at each failback that fails again, at most
+// kMaxHoldDown times that; a failback that carries the session through its
+// probation clears it. So a rail that only answers probes costs a failback
+// every few minutes at most, instead of one per heartbeat_timeout.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -53,19 +62,41 @@ struct RailStats {
   RailTraffic traffic;  // of its connections closed so far
   std::string device;   // the RDMA device of its last connection ("" before one)
   std::string lastFailure;
+  // Failback hold-down (above): failbacks to it that failed in their
+  // probation, the last hold-down (0: none), until when it lasts, and when
+  // the session last moved back to it (while on probation).
+  uint64_t failbacksFailed = 0;
+  std::chrono::milliseconds holdDown{0};
+  std::chrono::steady_clock::time_point heldDownUntil{};
+  std::optional<std::chrono::steady_clock::time_point> movedBackAt;
 };
 
 class RailHealth {
  public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr int kProbation = 10;    // probe intervals
+  static constexpr int kMaxHoldDown = 32;  // times the first hold-down
+
   // The rails changed (start, a reload): as many as `n`, all healthy.
-  void reset(std::size_t n) { rails_.assign(n, RailStats{}); }
+  // `probeInterval`: rail_probe_interval, which the hold-down counts in.
+  void reset(std::size_t n, std::chrono::milliseconds probeInterval = std::chrono::seconds(1)) {
+    rails_.assign(n, RailStats{});
+    interval_ = probeInterval;
+  }
   std::size_t size() const { return rails_.size(); }
   RailStats& at(std::size_t rail) { return rails_.at(rail); }
   const RailStats& at(std::size_t rail) const { return rails_.at(rail); }
   bool has(std::size_t rail) const { return rail < rails_.size(); }
 
-  void failed(std::size_t rail, const std::string& why);
-  void succeeded(std::size_t rail);
+  // A failure over `rail`; true when it ends a failback's probation (the
+  // rail is held down then: heldDownFor).
+  bool failed(std::size_t rail, const std::string& why, Clock::time_point now = Clock::now());
+  void succeeded(std::size_t rail, Clock::time_point now = Clock::now());
+  // The session moves back to `rail` (a failback): its probation starts.
+  void movedBack(std::size_t rail, Clock::time_point now = Clock::now());
+  // How much longer `rail` is held down (0: not).
+  std::chrono::milliseconds heldDownFor(std::size_t rail,
+                                        Clock::time_point now = Clock::now()) const;
   bool healthy(std::size_t rail) const {
     return has(rail) && rails_[rail].health == kMaxHealth && !rails_[rail].down;
   }
@@ -77,14 +108,17 @@ class RailHealth {
   bool wantsProbe(std::size_t rail, std::size_t active, uint64_t tick = 1) const {
     return has(rail) && rail != active && (!healthy(rail) || tick % kStandbyProbeEvery == 0);
   }
-  // The first healthy rail before `current` in the order rails are
-  // preferred: from `home` (0, or a lane's own rail with spread) on, then
-  // from the first.
-  std::optional<std::size_t> preferredOver(std::size_t current, std::size_t home = 0) const;
+  // The first healthy rail (not held down) before `current` in the order
+  // rails are preferred: from `home` (0, or a lane's own rail with spread)
+  // on, then from the first.
+  std::optional<std::size_t> preferredOver(std::size_t current, std::size_t home = 0,
+                                           Clock::time_point now = Clock::now()) const;
   RailState state(std::size_t rail, std::optional<std::size_t> active) const;
 
  private:
+  std::chrono::milliseconds probation() const { return interval_ * kProbation; }
   std::vector<RailStats> rails_;
+  std::chrono::milliseconds interval_{1000};
 };
 
 }  // namespace rdmamsg::peer

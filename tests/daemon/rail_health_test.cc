@@ -83,6 +83,51 @@ TEST(RailHealth, ALanePrefersItsOwnRailThenTheOnesAfterIt) {
   EXPECT_EQ(h.preferredOver(2, 1), 1u);
 }
 
+// A rail that answers probes but fails as soon as the session is back on
+// it: each failback that fails holds it down twice as long (from ten probe
+// intervals, at most 32 times that), so the session is not moved back and
+// forth every heartbeat_timeout; a failback that holds clears it.
+TEST(RailHealth, AFailbackThatFailsHoldsTheRailDownLongerEachTime) {
+  using namespace std::chrono_literals;
+  RailHealth h;
+  h.reset(2, 100ms);  // probation and first hold-down: 1 s
+  auto t = RailHealth::Clock::now();
+  h.failed(0, "lost", t);
+  EXPECT_EQ(h.heldDownFor(0, t), 0ms) << "a failover alone holds nothing down";
+  h.succeeded(0, t);
+  ASSERT_EQ(h.preferredOver(1, 0, t), 0u);
+  std::chrono::milliseconds expected = 1s;
+  for (int round = 1; round <= 8; round++) {
+    h.movedBack(0, t);
+    t += 300ms;  // fails again within its probation
+    EXPECT_TRUE(h.failed(0, "lost again", t)) << round;
+    EXPECT_EQ(h.at(0).failbacksFailed, static_cast<uint64_t>(round));
+    EXPECT_EQ(h.heldDownFor(0, t), expected) << round;
+    h.succeeded(0, t);  // its probes answer at once
+    EXPECT_TRUE(h.healthy(0));
+    EXPECT_FALSE(h.preferredOver(1, 0, t)) << "held down, round " << round;
+    EXPECT_FALSE(h.preferredOver(1, 0, t + expected - 1ms)) << round;
+    t += expected;
+    EXPECT_EQ(h.preferredOver(1, 0, t), 0u) << "the hold-down is over, round " << round;
+    expected = std::min(expected * 2, std::chrono::milliseconds(32s));
+  }
+  EXPECT_EQ(h.at(0).holdDown, 32s) << "at most 32 times the first";
+  EXPECT_EQ(h.at(0).failbacks, 8u);
+
+  // A failback that carries the session through its probation clears it.
+  h.movedBack(0, t);
+  t += 1s;
+  h.succeeded(0, t);
+  EXPECT_EQ(h.at(0).holdDown, 0ms);
+  t += 5s;
+  EXPECT_FALSE(h.failed(0, "lost much later", t)) << "a failure after the probation";
+  EXPECT_EQ(h.heldDownFor(0, t), 0ms);
+  h.movedBack(0, t);
+  EXPECT_TRUE(h.failed(0, "lost at once", t + 10ms));
+  EXPECT_EQ(h.heldDownFor(0, t + 10ms), 1s) << "starts again from the first hold-down";
+  EXPECT_EQ(h.state(0, 1), RailState::kDown);
+}
+
 TEST(RailHealth, TrafficAddsUp) {
   RailTraffic a{1, 2, 3, 4, 5, 6, 7};
   a += RailTraffic{10, 20, 30, 40, 50, 60, 70};
