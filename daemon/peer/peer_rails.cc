@@ -41,6 +41,7 @@ void Peer::probing(std::unique_ptr<RailProbe> probe) {
 // probed; a healthy rail before the one in use takes the session back.
 void Peer::railTick() {
   railTimer_->arm(config_.timers.railProbeInterval);
+  health_.setProbeInterval(config_.timers.railProbeInterval);  // a reload may change it
   const uint64_t tick = ++railTicks_;
   if (state_.get() != PeerState::kEstablished || conn_->down() || !connRail_) return;
   health_.succeeded(*connRail_);

@@ -83,6 +83,7 @@ class RailHealth {
     rails_.assign(n, RailStats{});
     interval_ = probeInterval;
   }
+  void setProbeInterval(std::chrono::milliseconds probeInterval) { interval_ = probeInterval; }
   std::size_t size() const { return rails_.size(); }
   RailStats& at(std::size_t rail) { return rails_.at(rail); }
   const RailStats& at(std::size_t rail) const { return rails_.at(rail); }
