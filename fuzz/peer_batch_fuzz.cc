@@ -79,8 +79,10 @@ void checkRecord(const Record& r, Bytes batch) {
       FUZZ_CHECK(r.flags == static_cast<uint8_t>(ResumeKind::kContinue) ||
                  r.flags == static_cast<uint8_t>(ResumeKind::kFresh) ||
                  r.flags == static_cast<uint8_t>(ResumeKind::kProgress) ||
-                 r.flags == static_cast<uint8_t>(ResumeKind::kMove));
-      FUZZ_CHECK((r.seq != 0 || r.flags == static_cast<uint8_t>(ResumeKind::kMove)) &&
+                 r.flags == static_cast<uint8_t>(ResumeKind::kMove) ||
+                 r.flags == static_cast<uint8_t>(ResumeKind::kResults));
+      FUZZ_CHECK((r.seq != 0 || r.flags == static_cast<uint8_t>(ResumeKind::kMove) ||
+                  r.flags == static_cast<uint8_t>(ResumeKind::kResults)) &&
                  r.resume.lowestUnsettled != 0);
       FUZZ_CHECK(r.srcService.empty() && r.dstService.empty() && r.payload.empty());
       return;

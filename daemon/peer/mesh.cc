@@ -328,7 +328,7 @@ ConnParams Mesh::paramsFor(const Peer& peer) const {
   // Subjects go over lane 0 only; a lane names itself (spread).
   p.hello.flags |= kHelloIdleClose | laneFlags(peer.lane());
   if (peer.lane() == 0) p.hello.flags |= kHelloSubjects;
-  if (peer.resumes()) p.hello.flags |= kHelloResume;
+  if (peer.resumes()) p.hello.flags |= kHelloResume | kHelloResultAcks;
   if (peer.holdsSession()) p.hello.flags |= kHelloResuming;
   if (config_.auth.secret) {
     p.hello.flags |= kHelloAuthenticates | kHelloBatchMac;

@@ -182,6 +182,7 @@ void Peer::service() {
     subjects_.outbox.write(*conn_);
     return;
   }
+  if (resume_.resultsOwed) writeResultsRead();
   if (writeConfirms() && subjects_.outbox.write(*conn_) && !idle_.committed())
     pumpAgain_ = out_.pump(*conn_);
 }
@@ -220,6 +221,7 @@ void Peer::onUp() {
   subjects_.outbox.clearInterest();
   subjects_.announced = subjects_.heard = 0;
   if (!resume_.continuing) subjects_.outbox.clear();
+  subjects_.outbox.acknowledgeResults(resume_.resultAcks, resume_.continuing);
   counters_.connects++;
   connUp_ = true;
   lastError_.clear();
@@ -518,6 +520,7 @@ bool Peer::onRecord(const Record& r) {
       return true;
     }
     case RecordType::kPubResult:
+      if (resume_.resultAcks) resume_.resultsRead++;
       events_.pubResult(*this, r.seq, r.pubResult);
       return true;
   }

@@ -311,6 +311,8 @@ class Peer {
   bool sessionResumes() const { return resume_.negotiated || resume_.held; }
   bool onResume(const Record& r);
   void writeResume(ResumeKind kind);
+  bool onResultsRead(const Record& r);
+  void writeResultsRead();
   void resumeTick(std::chrono::steady_clock::time_point now);
   void countRejectedBatch(const Connection& c);
   // Rails (peer_rails.cc): each probe interval, the rails to probe and

@@ -40,6 +40,8 @@ void Peer::openSession(const Hello& remote) {
   out_.reset(remote.flowWindow, remote.maxMessage, continuing);
   out_.retain(negotiated);
   resume_.negotiated = negotiated;
+  resume_.resultAcks = negotiated && (remote.flags & kHelloResultAcks) != 0;
+  resume_.resultsOwed = false;
   resume_.continuing = continuing;
   resume_.awaiting = resume_.owed = negotiated;
   resume_.incarnation = remote.incarnation;
@@ -52,6 +54,7 @@ void Peer::freshSession() {
   in_.reset();
   confirms_.clear();
   resume_.outcomes.clear();
+  resume_.resultsRead = resume_.resultsTold = 0;
   awaitingConsume_ = 0;
 }
 
@@ -114,6 +117,7 @@ std::string Peer::heldTooLong() const {
 bool Peer::onResume(const Record& r) {
   const auto kind = static_cast<ResumeKind>(r.flags);
   if (kind == ResumeKind::kMove) return onMove(r);
+  if (kind == ResumeKind::kResults) return onResultsRead(r);
   std::string fault;
   if (!resume_.negotiated)
     fault = "a resume record on a connection without resume";
@@ -167,11 +171,42 @@ bool Peer::onResume(const Record& r) {
                  out_.inFlight());
     out_.failAll(Status(Errc::peer_unreachable, "connection to " + label() + " lost: " + why));
     freshSession();
+    subjects_.outbox.clearResults();  // the peer's publishes are not waiting for them
     out_.reset(remote.flowWindow, remote.maxMessage);
   }
   resume_.continuing = false;
+  // The count of its results read goes now that this end knows which
+  // session it is in (0 for a new one).
+  resume_.resultsOwed = resume_.resultAcks;
   wake_();
   return true;
+}
+
+// The peer's count of this end's results it read (kResults): the ones
+// kept for it up to there go, and on a connection that resumes the
+// session the rest are written again, before any new one.
+bool Peer::onResultsRead(const Record& r) {
+  std::string fault;
+  if (!resume_.resultAcks)
+    fault = "a results record on a connection without result acknowledgements";
+  else if (resume_.awaiting)
+    fault = "a results record before the peer's resume record";
+  else if (!subjects_.outbox.acknowledged(r.seq))
+    fault = std::to_string(r.seq) + " results read, more than were written";
+  if (!fault.empty()) {
+    conn_->close(fault);
+    return false;
+  }
+  wake_();
+  return true;
+}
+
+// This end's count of the peer's results read.
+void Peer::writeResultsRead() {
+  if (!conn_->openBatch(false) || conn_->batch().room() < kResumeRecordSize) return;
+  conn_->batch().addResume(ResumeKind::kResults, resume_.resultsRead, out_.lowestUnsettled());
+  resume_.resultsTold = resume_.resultsRead;
+  resume_.resultsOwed = false;
 }
 
 // This end's resume record: where the session goes on (the first, owed
@@ -186,8 +221,10 @@ void Peer::writeResume(ResumeKind kind) {
 
 void Peer::resumeTick(Clock::time_point now) {
   if (state_.get() == PeerState::kEstablished && !conn_->down() && resume_.negotiated &&
-      !resume_.owed && !resume_.awaiting && out_.lowestUnsettled() != resume_.toldLowest)
-    writeResume(ResumeKind::kProgress);
+      !resume_.owed && !resume_.awaiting) {
+    if (out_.lowestUnsettled() != resume_.toldLowest) writeResume(ResumeKind::kProgress);
+    if (resume_.resultAcks && resume_.resultsRead != resume_.resultsTold) writeResultsRead();
+  }
   // A session held while every dial fails (or the peer's never comes) ends.
   if (resume_.held && now > resume_.heldUntil && (conn_ == nullptr || !conn_->established()))
     endSession(heldTooLong());

@@ -198,11 +198,13 @@ Status readBody(const RecordHeader& h, std::span<const std::byte> bodyBytes, Rec
       if (h.length != sizeof(ResumeBody)) return fault("a resume record of the wrong length");
       const auto kind = static_cast<ResumeKind>(h.flags);
       if (kind != ResumeKind::kContinue && kind != ResumeKind::kFresh &&
-          kind != ResumeKind::kProgress && kind != ResumeKind::kMove)
+          kind != ResumeKind::kProgress && kind != ResumeKind::kMove &&
+          kind != ResumeKind::kResults)
         return fault("a resume record of kind " + std::to_string(int{h.flags}));
       std::memcpy(&out.resume, bodyBytes.data(), sizeof out.resume);
-      // (A move's seq is a rail's index, which may be 0.)
-      if ((h.seq == 0 && kind != ResumeKind::kMove) || out.resume.lowestUnsettled == 0)
+      // (A move's seq is a rail's index, a results count a count: either may be 0.)
+      const bool seqCounts = kind == ResumeKind::kMove || kind == ResumeKind::kResults;
+      if ((h.seq == 0 && !seqCounts) || out.resume.lowestUnsettled == 0)
         return fault("a resume record naming message 0");
       break;
     }

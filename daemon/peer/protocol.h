@@ -116,6 +116,12 @@ enum HelloFlags : uint16_t {
   // kProbed once the REQ passed its checks (magic, version, target, the
   // dialer's configured address), before any tie-break.
   kHelloProbe = 256,
+  // With kHelloResume: the sender counts the kPubResult records it reads in
+  // a session and says so in kResume records of kind kResults; it keeps
+  // the ones it writes until the peer's count covers them, and on the
+  // session's next connection writes again the ones the peer had not read
+  // (control_outbox.h). Both Hellos must carry it.
+  kHelloResultAcks = 512,
 };
 // rail_policy: spread keeps a connection per shared rail with a peer, each
 // a lane with its own session; a REQ names its lane in the flags' top
@@ -187,6 +193,11 @@ enum class ResumeKind : uint8_t {
   // connection, holds the session and dials that rail at once, as the
   // sender does; neither counts it as a failure of the rail it leaves.
   kMove = 4,
+  // With kHelloResultAcks: seq is how many kPubResult records the sender
+  // has read in this session (0 too); the second record each way on a
+  // connection, then whenever it grows. On a connection that resumes the
+  // session the receiver writes no result before it has the first.
+  kResults = 5,
 };
 // `session` names the sender's side of the session the record is about
 // and `peerSession` the receiver's side as the sender knows it (0: not

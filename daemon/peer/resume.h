@@ -94,6 +94,12 @@ struct ResumeState {
   // The session's two sides' names (ResumeBody): this end's, and the
   // peer's as its last kContinue or kFresh gave it (0: none yet).
   uint32_t session = 0, peerSession = 0;
+  // Results acknowledged (kHelloResultAcks on both ends): the peer's
+  // kPubResult records read in this session, the count last told it, and
+  // whether a count is owed (one after the exchange, then as it grows).
+  bool resultAcks = false;
+  bool resultsOwed = false;
+  uint64_t resultsRead = 0, resultsTold = 0;
   uint64_t toldLowest = 0;  // the lowest unsettled message last told the peer
   OutcomeLog outcomes;
 };

@@ -551,7 +551,9 @@ TEST(BatchMalformed, AResumeRecordHasItsKindItsLengthAndNoMessageZero) {
   EXPECT_EQ(resume(1, sizeof(ResumeBody), 1, 1), 0);
   EXPECT_EQ(resume(3, sizeof(ResumeBody), 9, 4), 0);
   EXPECT_EQ(resume(0, sizeof(ResumeBody), 1, 1), -1) << "kind 0";
-  EXPECT_EQ(resume(5, sizeof(ResumeBody), 1, 1), -1) << "kind 5";
+  EXPECT_EQ(resume(6, sizeof(ResumeBody), 1, 1), -1) << "kind 6";
+  EXPECT_EQ(resume(5, sizeof(ResumeBody), 0, 1), 0) << "no result read yet";
+  EXPECT_EQ(resume(5, sizeof(ResumeBody), 7, 0), -1) << "results, naming message 0 unsettled";
   EXPECT_EQ(resume(4, sizeof(ResumeBody), 0, 1), 0) << "a move to rail 0";
   EXPECT_EQ(resume(4, sizeof(ResumeBody), 1, 0), -1) << "a move naming message 0 unsettled";
   EXPECT_EQ(resume(1, 8, 1, 1), -1) << "short";

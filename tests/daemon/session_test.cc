@@ -5,6 +5,8 @@
 // be the same one: a resume between them must not take one for the other.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "mesh_fixture.h"
 
 namespace rdmamsg::peer::test {
@@ -141,6 +143,44 @@ TEST_F(SplitLoopSessionTest, ASessionLostBeforeOneEndReadTheOthersFirstRecordGoe
   EXPECT_EQ(alpha->events.incomingFor("svc"), 3u) << "each message once";
   EXPECT_TRUE(beta->events.failures.empty()) << beta->events.failures[0].second.toString();
   EXPECT_EQ(a.counters().sessionsResumed, 1u);
+}
+
+// A publish result alpha wrote on a connection that was lost before beta
+// read it (beta's loop had not run since) is written again on the
+// session's next connection; the one beta had read is not. Each result
+// arrives once, in order, with the ones written after.
+TEST_F(SplitLoopSessionTest, AResultThePeerHadNotReadIsWrittenAgainOnTheNextConnection) {
+  Peer& a = alpha->peer("beta");
+  Peer& b = beta->peer("alpha");
+  ASSERT_TRUE(stepBoth(
+      [&] { return bothEstablished() && alpha->events.ups == 1 && beta->events.ups == 1; }));
+  ASSERT_TRUE(a.routesSubjects());
+  a.sendPubResult(a.epoch(), 76, PubResultBody{1, 1, 0, 0});
+  ASSERT_TRUE(stepBoth([&] { return beta->events.pubResults.size() == 1; }));
+
+  // 77 is written and posted by alpha alone; beta loses the connection
+  // before its loop runs again.
+  const uint64_t posted = a.connection()->counters().sendsPosted;
+  a.sendPubResult(a.epoch(), 77, PubResultBody{2, 2, 0, 0});
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (a.connection()->counters().sendsPosted == posted &&
+         std::chrono::steady_clock::now() < deadline)
+    loopA.runOnce(2ms);
+  ASSERT_GT(a.connection()->counters().sendsPosted, posted) << "alpha wrote nothing";
+  const_cast<Connection*>(b.connection())->close("lost by the test before beta read it");
+
+  ASSERT_TRUE(stepBoth([&] {
+    return bothEstablished() && a.counters().sessionsResumed == 1 &&
+           b.counters().sessionsResumed == 1;
+  })) << "the session did not go on";
+  a.sendPubResult(a.epoch(), 78, PubResultBody{3, 3, 0, 0});
+  // Whatever is written again comes before 78 on the connection.
+  ASSERT_TRUE(stepBoth([&] {
+    const auto& got = beta->events.pubResults;
+    return std::find(got.begin(), got.end(), 78u) != got.end();
+  }));
+  EXPECT_EQ(beta->events.pubResults, (std::vector<uint64_t>{76, 77, 78}))
+      << "77 lost with the connection, or one written twice";
 }
 
 }  // namespace

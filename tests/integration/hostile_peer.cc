@@ -12,8 +12,9 @@
 // announce), confirm (confirms a message never sent), auth (an
 // authentication record after the handshake), resume (a resume record
 // without having offered resume in its Hello), move (a move to another
-// rail, likewise), unknown-service (a well-formed
-// message for a service nobody registered), oversize (a message announced
+// rail, likewise), results (a count of results read, likewise),
+// unknown-service (a well-formed message for a service nobody registered),
+// oversize (a message announced
 // larger than the daemon's max_message_size). Against a daemon with a mesh
 // secret, which it does not know: auth-wrong-proof (a proof made up),
 // auth-data-first (a batch of something else before any proof), auth-silent
@@ -383,6 +384,8 @@ int main(int argc, char** argv) {
     batch(l, 0, [](BatchWriter& w) { w.addResume(ResumeKind::kContinue, 1, 1); });
   } else if (mode == "move") {
     batch(l, 0, [](BatchWriter& w) { w.addResume(ResumeKind::kMove, 1, 1); });
+  } else if (mode == "results") {
+    batch(l, 0, [](BatchWriter& w) { w.addResume(ResumeKind::kResults, 0, 1); });
   } else if (mode == "auth") {
     AuthBody a{};
     a.proofCount = 1;

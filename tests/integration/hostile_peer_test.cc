@@ -92,6 +92,7 @@ TEST_F(HostilePeer, EveryProtocolViolationIsDisconnectedWithItsReasonAndOthersAr
       {"auth", "authentication record after the handshake"},
       {"resume", "a resume record on a connection without resume"},
       {"move", "a move before the session was resumed"},
+      {"results", "a results record on a connection without result acknowledgements"},
   };
   for (const auto& [mode, reason] : cases) {
     SCOPED_TRACE(mode);
