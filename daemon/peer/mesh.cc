@@ -524,7 +524,7 @@ void Mesh::onConnectRequest(const rdma::CmEvent& e) {
   RejectReason r = peer->admit(a.hello, config_.node < peer->name());
   if (r != RejectReason::kNone) return reject(e.id, r, peer->name());
   Connection& c = newConnection(slotOf(*peer));
-  peer->adopt(&c);
+  peer->adopt(&c, a.hello, config::Address::textOf(rdma_get_peer_addr(e.id)));
   c.accept(e.id, a.hello, deviceFor(e.id->verbs));
 }
 

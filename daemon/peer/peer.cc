@@ -351,12 +351,7 @@ void Peer::redialAfterDown(bool held, bool idleClosed, bool refused, bool wasEst
     redial_.now();
     return;
   }
-  if (std::exchange(move_.redial, false)) {  // moved back to a healthy rail: dialed at once
-    counters_.railFailbacks++;
-    health_.movedBack(rails_.current());
-    redial_.now();
-    return;
-  }
+  if (std::exchange(move_.redial, false)) return redialMoved();
   if (const std::size_t rails = config_.railsWith(cfg_); rails > 1 && !refused && !superseded_) {
     const std::size_t from = rails_.current();
     if (rails_.failed(rails)) {  // another rail to try: at once

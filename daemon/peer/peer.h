@@ -255,7 +255,8 @@ class Peer {
   // nothing before (observe() then settles duplicates and replacements), so
   // a connection that fails its proof never disturbs the peer's connection
   // or dials. At most kMaxCandidates are kept; a newer one evicts the oldest.
-  void adopt(Connection* c);
+  // `hello` and `remoteAddress`: the connect request's (not yet known to `c`).
+  void adopt(Connection* c, const Hello& hello, const std::string& remoteAddress);
   static constexpr size_t kMaxCandidates = 4;
   // The connection is this peer's, current or candidate (the mesh reaps the others).
   bool owns(const Connection* c) const {
@@ -288,10 +289,13 @@ class Peer {
   void handleIdleClose();
   void writeIdleAnswers();
   // `resuming`: `c` is the peer's new connection of the session the old
-  // one carried (kHelloResuming), whose loss this end had not seen.
-  void makeCurrent(Connection* c, const char* whyOldGoes, bool resuming = false);
-  // Whether `c` replaces the current connection to resume its session.
-  bool resumesCurrent(const Connection& c) const;
+  // one carried (kHelloResuming), whose loss this end had not seen; `over`:
+  // the rail it runs over.
+  void makeCurrent(Connection* c, const char* whyOldGoes, bool resuming = false,
+                   std::optional<std::size_t> over = std::nullopt);
+  // Whether a connection whose Hello is `remote` replaces the current one
+  // to resume its session.
+  bool resumesCurrent(const Hello& remote) const;
   void closeCandidates(const std::string& why, bool onlyUnauthenticating = false);
   void settleCandidates();
   void dial();          // asks the mesh for a connection
@@ -317,16 +321,19 @@ class Peer {
   void countRejectedBatch(const Connection& c);
   // Rails (peer_rails.cc): each probe interval, the rails to probe and
   // whether to move back to a preferred one; probes done; a connection up
-  // or down over a rail; a move asked by either end.
+  // or down over a rail; a move asked by either end, and its dial.
   void railTick();
   void reapProbes();
   void railUp();
   void railDown(bool failed, const std::string& why);
   void startMove(std::size_t to);
+  void redialMoved();
   bool onMove(const Record& r);
   std::vector<RailSnapshot> railSnapshots() const;
-  // The rail `c` runs over: the one of the peer's rails its remote end is on.
-  std::optional<std::size_t> railOf(const Connection& c) const;
+  // The rail `c` runs over: the one of the peer's rails its remote end is on
+  // (`remoteAddress`).
+  std::optional<std::size_t> railOf(const Connection& c) const { return railOf(c.remoteAddress()); }
+  std::optional<std::size_t> railOf(const std::string& remoteAddress) const;
   // An established connection (current or candidate) is gone: "closed" at
   // info when this peer closed it on purpose (stopping, or to dial again),
   // else "lost" at warning within its kind's bound.
@@ -389,6 +396,7 @@ class Peer {
   // onDown: the connection is closed for another that takes its place (not
   // a failure of its rail, and no other rail to dial).
   bool superseded_ = false;
+  std::optional<std::size_t> replacementRail_;  // onDown, replaced: the rail of the new connection
   // Subjects on the current connection: records owed, and the interest
   // announced each way (a connection that carries interest is never idle).
   // While a session is held (resume.h) the peer's interest and the results

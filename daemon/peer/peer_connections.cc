@@ -32,7 +32,7 @@ RejectReason Peer::admit(const Hello& hello, bool selfIsLower) const {
   return selfIsLower ? RejectReason::kDuplicate : RejectReason::kNone;
 }
 
-void Peer::adopt(Connection* c) {
+void Peer::adopt(Connection* c, const Hello& hello, const std::string& remoteAddress) {
   if (config_.auth.secret) {
     if (candidates_.size() >= kMaxCandidates) {
       candidates_.front()->close("more unproven connections claim this peer than are kept");
@@ -41,16 +41,16 @@ void Peer::adopt(Connection* c) {
     candidates_.push_back(c);  // observe() settles it once it has authenticated
     return;
   }
-  if (resumesCurrent(*c))
-    return makeCurrent(c, "replaced by the peer's new connection (it lost this one)", true);
+  if (resumesCurrent(hello))
+    return makeCurrent(c, "replaced by the peer's new connection (it lost this one)", true,
+                       railOf(remoteAddress));
   makeCurrent(c, connUp_ ? "replaced by a new connection from a restarted peer"
                          : "simultaneous dial: keeping the peer's connection");
 }
 
-bool Peer::resumesCurrent(const Connection& c) const {
-  return resumes() && connUp_ && conn_ != nullptr && conn_->remote() && c.remote() &&
-         conn_->remote()->incarnation == c.remote()->incarnation &&
-         (c.remote()->flags & kHelloResuming) != 0;
+bool Peer::resumesCurrent(const Hello& remote) const {
+  return resumes() && connUp_ && conn_ != nullptr && conn_->remote() &&
+         conn_->remote()->incarnation == remote.incarnation && (remote.flags & kHelloResuming) != 0;
 }
 
 void Peer::closeCandidates(const std::string& why, bool onlyUnauthenticating) {
@@ -74,8 +74,8 @@ void Peer::settleCandidates() {
       if (c->wasEstablished()) logDown(*c, c->closeReason());  // proven, then gone before settled
       continue;
     }
-    if (resumesCurrent(*c)) {
-      makeCurrent(c, "replaced by the peer's new connection (it lost this one)", true);
+    if (c->remote() && resumesCurrent(*c->remote())) {
+      makeCurrent(c, "replaced by the peer's new connection (it lost this one)", true, railOf(*c));
       continue;
     }
     if (conn_ != nullptr && conn_->established() && conn_->remote() && c->remote() &&
@@ -89,13 +89,16 @@ void Peer::settleCandidates() {
   }
 }
 
-void Peer::makeCurrent(Connection* c, const char* whyOldGoes, bool resuming) {
+void Peer::makeCurrent(Connection* c, const char* whyOldGoes, bool resuming,
+                       std::optional<std::size_t> over) {
   if (conn_ != nullptr && conn_ != c) {
     conn_->close(whyOldGoes);
     replacing_ = resuming;
+    replacementRail_ = over;
     superseded_ = true;
     onDown();
     replacing_ = superseded_ = false;
+    replacementRail_.reset();
   }
   redial_.cancel();
   conn_ = c;

@@ -107,6 +107,14 @@ void Peer::railDown(bool failed, const std::string& why) {
   connRail_.reset();
   if (!rail || !health_.has(*rail)) return;
   health_.at(*rail).traffic += trafficOf(*conn_);
+  // Replaced by the peer's connection over another rail (it lost this one,
+  // the loss not seen here): the rail failed on the peer's side, so it is
+  // not moved back to before a probe over it answers.
+  if (replacing_ && !move_.to && replacementRail_ && *replacementRail_ != *rail) {
+    failed = true;
+    counters_.railFailovers++;
+    health_.at(*rail).failovers++;
+  }
   if (failed && health_.failed(*rail, why))
     spdlog::warn(
         "peer {}: rail {} ({}) failed again within {} ms of the session moving back to it: not "
@@ -114,6 +122,20 @@ void Peer::railDown(bool failed, const std::string& why) {
         label(), *rail, cfg_.rail(*rail).toString(),
         (config_.timers.railProbeInterval * RailHealth::kProbation).count(),
         health_.at(*rail).holdDown.count());
+}
+
+// The session moved to another rail (kMove, either end asked): that rail
+// is dialed by one end, the one whose dial wins the pair's tie-break (the
+// lower name), at once. The other waits connect_timeout for that
+// connection before it dials itself: two dials crossing, the loser's could
+// arrive once the winner's is up and be taken for a resume, replacing it.
+void Peer::redialMoved() {
+  counters_.railFailbacks++;
+  health_.movedBack(rails_.current());
+  if (config_.node < cfg_.name)
+    redial_.now();
+  else
+    redial_.after(config_.timers.connectTimeout);
 }
 
 // Asks the peer to move the session to rail `to`: it closes the

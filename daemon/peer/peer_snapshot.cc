@@ -43,8 +43,8 @@ PeerSnapshot Peer::snapshot() const {
   return s;
 }
 
-std::optional<std::size_t> Peer::railOf(const Connection& c) const {
-  const config::Parsed<config::Address> remote = config::parseAddress(c.remoteAddress());
+std::optional<std::size_t> Peer::railOf(const std::string& remoteAddress) const {
+  const config::Parsed<config::Address> remote = config::parseAddress(remoteAddress);
   if (!remote) return std::nullopt;
   for (std::size_t i = 0; i < cfg_.railCount(); i++)
     if (cfg_.rail(i).host == remote.value->host) return i;

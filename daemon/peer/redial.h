@@ -22,8 +22,10 @@ class Redial {
   Redial(loop::EventLoop& loop, std::function<void()> onTimer)
       : timer_(loop, std::move(onTimer)), rng_(std::random_device{}()) {}
 
-  // The timer: at once, after the backoff of the attempts so far, or not.
+  // The timer: at once, after `delay`, after the backoff of the attempts so
+  // far, or not.
   void now() { timer_.arm(std::chrono::milliseconds(0)); }
+  void after(std::chrono::milliseconds delay) { timer_.arm(delay); }
   void afterBackoff(std::chrono::milliseconds min, std::chrono::milliseconds max) {
     long long step = min.count();
     for (int i = 1; i < attempts_ && step < max.count(); i++)

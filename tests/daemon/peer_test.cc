@@ -263,6 +263,40 @@ TEST_F(TwoRailPeerTest, AHeldSessionThatEndsReportsTheLossOnce) {
   EXPECT_FALSE(p.holdsSession());
 }
 
+// The session leaves rail 0 (lost) and moves back once rail 0 is healthy
+// again: the move back is dialed by one end, the one whose dial wins the
+// pair's tie-break (alpha, the lower name); beta waits for that connection
+// instead of dialing too, so no dial crosses it and the failback holds.
+TEST_F(TwoRailPeerTest, AFailbackIsDialedByOneEnd) {
+  start([&](config::Config& c) {
+    const bool isAlpha = c.node == "alpha";
+    c.extraListen = {addressOf(isAlpha ? "127.0.0.3" : "127.0.0.4", port)};
+    c.peers[0].extraRails = {addressOf(isAlpha ? "127.0.0.4" : "127.0.0.3", port)};
+    c.timers.railProbeInterval = 100ms;
+  });
+  Peer& a = alpha->peer("beta");
+  Peer& b = beta->peer("alpha");
+  auto onRail = [&](std::size_t rail) {
+    return a.established() && b.established() && a.snapshot().link->rail == rail &&
+           b.snapshot().link->rail == rail;
+  };
+  ASSERT_TRUE(stepUntil(loop, [&] { return onRail(0); }));
+  cutAlphasConnection("link cut by the test");
+  ASSERT_TRUE(stepUntil(loop, [&] { return a.counters().sessionsResumed == 1 && onRail(1); }));
+  const uint64_t dialsA = a.counters().dials, dialsB = b.counters().dials;
+  ASSERT_TRUE(stepUntil(loop, [&] {
+    return a.counters().railFailbacks == 1 && b.counters().railFailbacks == 1 && onRail(0) &&
+           a.counters().sessionsResumed == 2 && b.counters().sessionsResumed == 2;
+  })) << "no failback that resumed the session";
+  EXPECT_EQ(a.counters().dials, dialsA + 1);
+  EXPECT_EQ(b.counters().dials, dialsB) << "beta dialed the failback too";
+  for (Peer* p : {&a, &b}) {
+    const auto rails = p->snapshot().rails;
+    ASSERT_EQ(rails.size(), 2u);
+    EXPECT_EQ(rails[0].stats.failbacksFailed, 0u) << p->label();
+  }
+}
+
 // rail_policy spread: a lane per rail, each its own connection over its
 // own rail; flows are hashed to lanes and each keeps its order. A reload
 // that leaves one rail closes lane 1; lane 0 carries every flow then.
