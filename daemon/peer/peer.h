@@ -313,6 +313,10 @@ class Peer {
   void endSession(const std::string& why);
   std::string heldTooLong() const;
   bool sessionResumes() const { return resume_.negotiated || resume_.held; }
+  // How long a session is held after its connection was lost.
+  std::chrono::milliseconds sessionHold() const {
+    return std::max(config_.timers.connectTimeout, config_.timers.heartbeatTimeout);
+  }
   bool onResume(const Record& r);
   void writeResume(ResumeKind kind);
   bool onResultsRead(const Record& r);
@@ -326,6 +330,7 @@ class Peer {
   void reapProbes();
   void railUp();
   void railDown(bool failed, const std::string& why);
+  void railFailed(std::size_t rail, const std::string& why);
   void startMove(std::size_t to);
   void redialMoved();
   bool onMove(const Record& r);
@@ -377,11 +382,15 @@ class Peer {
   std::optional<std::size_t> connRail_;  // the rail the current connection runs over (up)
   // A move of the session to another rail (kMove), asked by either end: the
   // connection closes (by the peer, or here after `deadline`), the session
-  // is held and rail `to` dialed at once; not a failure of the rail left.
+  // is held and rail `to` dialed (redialMoved); not a failure of the rail
+  // left. The higher name waits for the peer's dial over `awaited`: a
+  // connection over another rail then means that dial failed.
   struct Move {
     std::optional<std::size_t> to;
     std::chrono::steady_clock::time_point deadline;
-    bool redial = false;  // onDown → redialAfterDown: dial `to` at once
+    bool redial = false;  // onDown → redialAfterDown: dial `to`
+    std::optional<std::size_t> awaited;
+    bool waiting = false;  // the wait before this end dials: no early dial
   } move_;
   std::unique_ptr<loop::Timer> tickTimer_, confirmTimer_;
   std::unique_ptr<loop::Timer> railTimer_;  // rail_probe_interval (peer_rails.cc)
@@ -393,8 +402,9 @@ class Peer {
   Confirmations confirms_;  // outcomes owed to the peer
   ResumeState resume_;      // the session across connections
   bool replacing_ = false;  // onDown: the connection lost is being replaced to resume
-  // onDown: the connection is closed for another that takes its place (not
-  // a failure of its rail, and no other rail to dial).
+  // onDown: the connection is closed for another that takes its place (no
+  // other rail to dial; a failure of its rail only if the peer's connection
+  // runs over another one: replacementRail_).
   bool superseded_ = false;
   std::optional<std::size_t> replacementRail_;  // onDown, replaced: the rail of the new connection
   // Subjects on the current connection: records owed, and the interest

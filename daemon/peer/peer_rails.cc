@@ -92,11 +92,17 @@ void Peer::reapProbes() {
 
 void Peer::railUp() {
   connRail_ = railOf(*conn_);
+  const std::optional<std::size_t> awaited = std::exchange(move_.awaited, std::nullopt);
+  move_.waiting = false;
   if (!connRail_ || !health_.has(*connRail_)) return;
+  rails_.moveTo(*connRail_);  // a loss of it dials the next one, whoever dialed this one
   RailStats& rail = health_.at(*connRail_);
   rail.connects++;
   if (conn_->device() != nullptr) rail.device = conn_->device()->name();
   health_.succeeded(*connRail_);
+  // The peer's dial over the rail moved to did not come: it failed there.
+  if (awaited && *awaited != *connRail_ && health_.has(*awaited))
+    railFailed(*awaited, "the peer's dial over it after the move did not connect");
 }
 
 // The current connection is down: what went over it counts for its rail,
@@ -114,28 +120,39 @@ void Peer::railDown(bool failed, const std::string& why) {
     failed = true;
     counters_.railFailovers++;
     health_.at(*rail).failovers++;
+    spdlog::warn(
+        "peer {}: rail {} ({}) failed on the peer's side: it resumed the session over rail {}",
+        label(), *rail, cfg_.rail(*rail).toString(), *replacementRail_);
   }
-  if (failed && health_.failed(*rail, why))
+  if (failed) railFailed(*rail, why);
+}
+
+// A failure over `rail`: its health, and the hold-down when it ends a failback's probation.
+void Peer::railFailed(std::size_t rail, const std::string& why) {
+  if (health_.failed(rail, why))
     spdlog::warn(
         "peer {}: rail {} ({}) failed again within {} ms of the session moving back to it: not "
         "moving back to it for {} ms",
-        label(), *rail, cfg_.rail(*rail).toString(),
+        label(), rail, cfg_.rail(rail).toString(),
         (config_.timers.railProbeInterval * RailHealth::kProbation).count(),
-        health_.at(*rail).holdDown.count());
+        health_.at(rail).holdDown.count());
 }
 
 // The session moved to another rail (kMove, either end asked): that rail
 // is dialed by one end, the one whose dial wins the pair's tie-break (the
-// lower name), at once. The other waits connect_timeout for that
+// lower name), at once. The other waits half the session's hold for that
 // connection before it dials itself: two dials crossing, the loser's could
 // arrive once the winner's is up and be taken for a resume, replacing it.
 void Peer::redialMoved() {
   counters_.railFailbacks++;
   health_.movedBack(rails_.current());
-  if (config_.node < cfg_.name)
+  if (config_.node < cfg_.name) {
     redial_.now();
-  else
-    redial_.after(config_.timers.connectTimeout);
+    return;
+  }
+  move_.awaited = rails_.current();
+  move_.waiting = true;
+  redial_.after(sessionHold() / 2);
 }
 
 // Asks the peer to move the session to rail `to`: it closes the

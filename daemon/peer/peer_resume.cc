@@ -76,8 +76,7 @@ bool Peer::holdSession(bool wasUp, const std::optional<RejectReason>& refusal, b
   if (hold && !resume_.held) {
     resume_.held = true;
     resume_.lostBecause = lastError_;
-    resume_.heldUntil =
-        Clock::now() + std::max(config_.timers.connectTimeout, config_.timers.heartbeatTimeout);
+    resume_.heldUntil = Clock::now() + sessionHold();
     spdlog::info("peer {}: session held for the next connection ({} message(s) unconfirmed)",
                  label(), out_.inFlight());
   }
@@ -103,10 +102,7 @@ void Peer::endSession(const std::string& why) {
 }
 
 std::string Peer::heldTooLong() const {
-  return "no connection over any rail within " +
-         std::to_string(
-             std::max(config_.timers.connectTimeout, config_.timers.heartbeatTimeout).count()) +
-         " ms";
+  return "no connection over any rail within " + std::to_string(sessionHold().count()) + " ms";
 }
 
 // The peer's kResume. The first says whether it went on with the session:

@@ -190,8 +190,9 @@ enum class ResumeKind : uint8_t {
   kProgress = 3,
   // The sender moves the session to another rail (its health came back,
   // rails.h): seq is that rail's index. The receiver closes the
-  // connection, holds the session and dials that rail at once, as the
-  // sender does; neither counts it as a failure of the rail it leaves.
+  // connection; both hold the session and the lower name dials that rail
+  // at once (the other waits for that connection, then dials itself);
+  // neither counts it as a failure of the rail it leaves.
   kMove = 4,
   // With kHelloResultAcks: seq is how many kPubResult records the sender
   // has read in this session (0 too); the second record each way on a
