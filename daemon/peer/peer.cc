@@ -120,7 +120,7 @@ void Peer::requireAuthentication() {
 }
 
 void Peer::redialSoon() {
-  if (state_.get() != PeerState::kBackoff || move_.waiting) return;
+  if (state_.get() != PeerState::kBackoff || move_.awaited) return;
   redial_.startOver();
   redial_.now();
 }
@@ -155,8 +155,7 @@ bool Peer::takeDialRequest() {
 
 void Peer::dialed(Connection* c) {
   redial_.attempted();
-  move_.waiting = false;  // this end dials the rail moved to itself: its own outcome counts
-  move_.awaited.reset();
+  move_.awaited.reset();  // this end dials the rail moved to itself: its own outcome counts
   counters_.dials++;
   setState(PeerState::kConnecting);
   // A dial that fails at once is already down here; the service step sees

@@ -383,14 +383,14 @@ class Peer {
   // A move of the session to another rail (kMove), asked by either end: the
   // connection closes (by the peer, or here after `deadline`), the session
   // is held and rail `to` dialed (redialMoved); not a failure of the rail
-  // left. The higher name waits for the peer's dial over `awaited`: a
-  // connection over another rail then means that dial failed.
+  // left. The higher name waits for the peer's dial over `awaited` (and
+  // dials nothing early meanwhile): a connection over another rail then
+  // means that dial failed.
   struct Move {
     std::optional<std::size_t> to;
     std::chrono::steady_clock::time_point deadline;
     bool redial = false;  // onDown → redialAfterDown: dial `to`
     std::optional<std::size_t> awaited;
-    bool waiting = false;  // the wait before this end dials: no early dial
   } move_;
   std::unique_ptr<loop::Timer> tickTimer_, confirmTimer_;
   std::unique_ptr<loop::Timer> railTimer_;  // rail_probe_interval (peer_rails.cc)

@@ -93,7 +93,6 @@ void Peer::reapProbes() {
 void Peer::railUp() {
   connRail_ = railOf(*conn_);
   const std::optional<std::size_t> awaited = std::exchange(move_.awaited, std::nullopt);
-  move_.waiting = false;
   if (!connRail_ || !health_.has(*connRail_)) return;
   rails_.moveTo(*connRail_);  // a loss of it dials the next one, whoever dialed this one
   RailStats& rail = health_.at(*connRail_);
@@ -151,7 +150,6 @@ void Peer::redialMoved() {
     return;
   }
   move_.awaited = rails_.current();
-  move_.waiting = true;
   redial_.after(sessionHold() / 2);
 }
 
