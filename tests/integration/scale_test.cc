@@ -261,7 +261,7 @@ TEST(SharedReceive, TheLimitEventIsCountedAndTheQueueRefilled) {
     return q != nullptr ? q->value("limit_events", 0) : 0;
   };
   constexpr int kCount = 40;  // 2.4MiB: within the flow window
-  constexpr int kBursts = 10;
+  constexpr int kBursts = 40;
   const std::string payload(60 * kKiB, 'q');
   int bursts = 0;
   while (bursts < kBursts && (bursts == 0 || limitEvents() == 0)) {
